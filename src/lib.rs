@@ -1,0 +1,10 @@
+//! manent: a deploy engine with a terminal console.
+//!
+//! Deploys are durable workflows on SQLite ([`workflow`]); the work is done by plugins
+//! ([`plugin`]) that implement the `Deployer` contract, compiled in or spoken to over go-plugin's
+//! gRPC protocol. [`engine`] is the handle the console and the headless commands drive.
+
+pub mod duration_ms;
+pub mod failpoint;
+pub mod sys;
+pub mod workflow;

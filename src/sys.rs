@@ -1,0 +1,43 @@
+//! The few operating-system calls std does not offer: signals to processes and the host name.
+#![allow(unsafe_code, reason = "libc calls with no memory arguments")]
+
+/// Sends SIGKILL to this very process: what `kill -9` does, used by crash failpoints.
+pub fn kill_self() -> ! {
+    // SAFETY: kill(2) with our own pid and a constant signal touches no memory.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort()
+}
+
+/// Sends `signal` to process `pid`; false when the process does not exist or is not ours.
+pub fn signal(pid: u32, signal: i32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) takes plain integers.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
+/// True when a process with this pid exists (signal 0 probes without sending anything).
+pub fn process_alive(pid: u32) -> bool {
+    signal(pid, 0)
+}
+
+/// This machine's host name, as `hostname` prints it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Milliseconds since the Unix epoch, the unit of every timestamp in the database.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,729 @@
+//! What a workflow is written against: durable steps with retries, ids pre-allocated for
+//! parallel fan-out (E5), durable sleeps and mailbox waits (E8), and events for consoles.
+//! Everything a step returns is committed before the workflow moves on (E1, E4).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, watch};
+
+use super::error::{FailureKind, Interrupt, StepError, StepFailure, StepResult, StoreError};
+use super::retry::RetryPolicy;
+use super::store::{
+    AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, Effect, History, Message,
+    StepRecord, Store,
+};
+use crate::failpoint;
+use crate::sys::now_ms;
+
+/// What an attempt of a step knows about itself.
+#[derive(Debug, Clone)]
+pub struct StepInfo {
+    /// The workflow (deployment) id.
+    pub workflow_id: String,
+    /// The step's deterministic id.
+    pub function_id: u32,
+    /// The step's name.
+    pub name: String,
+    /// 1-based attempt, counting attempts a crash interrupted.
+    pub attempt: u32,
+    /// `{workflow_id}/{function_id}`: the same for every attempt and restart (E2).
+    pub idempotency_key: String,
+}
+
+/// Progress of steps, for observers (the engine's snapshot, the CLI's stderr).
+#[derive(Debug, Clone)]
+pub enum StepEvent {
+    /// An attempt started.
+    Started {
+        function_id: u32,
+        name: String,
+        attempt: u32,
+    },
+    /// An attempt failed and another follows after `delay`.
+    Retrying {
+        function_id: u32,
+        name: String,
+        attempt: u32,
+        error: String,
+        delay: Duration,
+    },
+    /// The step is complete (`replayed` when its result came from the log).
+    Finished {
+        function_id: u32,
+        name: String,
+        failure: Option<StepFailure>,
+        replayed: bool,
+    },
+    /// The database refuses writes; the run waits and retries (E4).
+    StoreDegraded { error: String },
+    /// The workflow waits for an operator or a timer.
+    Parked { waiting: bool },
+}
+
+/// Receives step events of every run.
+pub trait Observer: Send + Sync {
+    /// Called for each event of workflow `workflow_id`.
+    fn step(&self, workflow_id: &str, event: StepEvent);
+}
+
+/// How far the engine's shutdown has got (B.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Normal operation.
+    Running,
+    /// Waiting for runs to finish or park; parked runs leave now.
+    Draining,
+    /// Drain timed out: runs stop at their next step boundary.
+    Hard,
+}
+
+/// Shared between a run and the runtime that spawned it.
+pub(crate) struct RunControl {
+    pub shutdown: watch::Receiver<Shutdown>,
+    pub wake: Notify,
+    pub parked: AtomicUsize,
+    pub changed: Arc<Notify>,
+}
+
+/// A running workflow's handle on its durable state. Cheap to clone into parallel branches.
+#[derive(Clone)]
+pub struct WfCtx {
+    run: Arc<Run>,
+}
+
+impl std::fmt::Debug for WfCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WfCtx").field("id", &self.run.id).finish()
+    }
+}
+
+struct Run {
+    id: String,
+    run_token: String,
+    store: Arc<dyn Store>,
+    next_id: AtomicU32,
+    steps: Mutex<HashMap<u32, StepRecord>>,
+    attempts: Mutex<HashMap<u32, Vec<AttemptRecord>>>,
+    control: Arc<RunControl>,
+    observer: Arc<dyn Observer>,
+}
+
+const SLEEP: &str = "engine.sleep";
+const RECV: &str = "engine.recv";
+const SET_EVENT: &str = "engine.set_event";
+
+impl WfCtx {
+    pub(crate) fn new(
+        id: String,
+        run_token: String,
+        store: Arc<dyn Store>,
+        history: History,
+        control: Arc<RunControl>,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
+        let steps = history
+            .steps
+            .into_iter()
+            .map(|s| (s.function_id, s))
+            .collect();
+        let mut attempts: HashMap<u32, Vec<AttemptRecord>> = HashMap::new();
+        for a in history.attempts {
+            attempts.entry(a.function_id).or_default().push(a);
+        }
+        WfCtx {
+            run: Arc::new(Run {
+                id,
+                run_token,
+                store,
+                next_id: AtomicU32::new(0),
+                steps: Mutex::new(steps),
+                attempts: Mutex::new(attempts),
+                control,
+                observer,
+            }),
+        }
+    }
+
+    /// The workflow id.
+    pub fn id(&self) -> &str {
+        &self.run.id
+    }
+
+    /// Allocates `n` consecutive step ids in program order, before any branch is spawned (E5).
+    pub fn reserve(&self, n: u32) -> Vec<u32> {
+        let first = self.run.next_id.fetch_add(n, Ordering::SeqCst);
+        (first..first + n).collect()
+    }
+
+    fn next_id(&self) -> u32 {
+        self.run.next_id.fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn recorded(&self, id: u32) -> Option<StepRecord> {
+        self.run.steps.lock().ok().and_then(|s| s.get(&id).cloned())
+    }
+
+    /// True when step `id` was attempted before (recorded or interrupted), so a replayed fan-out
+    /// restarts exactly the targets the first run had started.
+    pub fn was_started(&self, id: u32) -> bool {
+        self.recorded(id).is_some()
+            || self
+                .run
+                .attempts
+                .lock()
+                .is_ok_and(|a| a.get(&id).is_some_and(|v| !v.is_empty()))
+    }
+
+    /// True when step `id` is recorded as failed.
+    pub fn recorded_failure(&self, id: u32) -> bool {
+        self.recorded(id).is_some_and(|r| r.error.is_some())
+    }
+
+    fn observe(&self, event: StepEvent) {
+        self.run.observer.step(&self.run.id, event);
+    }
+
+    fn shutdown(&self) -> Shutdown {
+        *self.run.control.shutdown.borrow()
+    }
+
+    /// A step boundary: past the drain timeout, the run stops here (B.11).
+    fn boundary(&self) -> Result<(), Interrupt> {
+        if self.shutdown() == Shutdown::Hard {
+            Err(Interrupt::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs a durable step with its retry policy; see [`WfCtx::step_at`].
+    pub async fn step<T, F, Fut>(
+        &self,
+        name: impl Into<String>,
+        policy: &RetryPolicy,
+        mut body: F,
+    ) -> Result<StepResult<T>, Interrupt>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(StepInfo) -> Fut,
+        Fut: Future<Output = Result<T, StepError>>,
+    {
+        let id = self.next_id();
+        self.step_at(id, name.into(), policy, |info| {
+            body(info).map(|r| r.map(|v| (v, Vec::new())))
+        })
+        .await
+    }
+
+    /// Runs step `id` (from [`WfCtx::reserve`] or the next id): replays its recorded result, or
+    /// runs `body` until it succeeds, fails permanently or spends the budget, and commits the
+    /// result together with the effects the body returned. `Err` means the run must stop.
+    pub async fn step_at<T, F, Fut>(
+        &self,
+        id: u32,
+        name: String,
+        policy: &RetryPolicy,
+        mut body: F,
+    ) -> Result<StepResult<T>, Interrupt>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(StepInfo) -> Fut,
+        Fut: Future<Output = Result<(T, Vec<Effect>), StepError>>,
+    {
+        if let Some(rec) = self.recorded(id) {
+            let result = self.replay(&rec, &name)?;
+            let failure = result.as_ref().err().cloned();
+            self.observe(StepEvent::Finished {
+                function_id: id,
+                name,
+                failure,
+                replayed: true,
+            });
+            return Ok(result);
+        }
+        self.boundary()?;
+        let prior = self
+            .run
+            .attempts
+            .lock()
+            .map(|a| a.get(&id).cloned())
+            .ok()
+            .flatten();
+        let prior = prior.unwrap_or_default();
+        let mut errors: Vec<String> = prior.iter().filter_map(|a| a.error.clone()).collect();
+        let mut attempt = prior.last().map_or(1, |a| a.attempt + 1);
+        let budget = policy.max_retries.saturating_add(1);
+        loop {
+            let started_at = now_ms();
+            if attempt > budget {
+                // Attempts that crashes interrupted spent the budget (a persisted budget, B.3).
+                let failure = StepFailure {
+                    kind: FailureKind::RetriesExhausted,
+                    message: errors
+                        .last()
+                        .cloned()
+                        .unwrap_or_else(|| "no attempt left".into()),
+                    attempts: attempt - 1,
+                    errors,
+                };
+                self.record(
+                    id,
+                    &name,
+                    Err(failure.clone()),
+                    None,
+                    started_at,
+                    Vec::new(),
+                )
+                .await?;
+                return Ok(Err(failure));
+            }
+            let start = AttemptStart {
+                workflow_id: self.run.id.clone(),
+                run_token: self.run.run_token.clone(),
+                function_id: id,
+                function_name: name.clone(),
+                attempt,
+                started_at,
+            };
+            self.store_retry(|| self.run.store.begin_attempt(start.clone()))
+                .await?;
+            failpoint::hit("step.started", &name);
+            self.observe(StepEvent::Started {
+                function_id: id,
+                name: name.clone(),
+                attempt,
+            });
+            let info = StepInfo {
+                workflow_id: self.run.id.clone(),
+                function_id: id,
+                name: name.clone(),
+                attempt,
+                idempotency_key: format!("{}/{id}", self.run.id),
+            };
+            let result = run_attempt(body(info), policy.timeout).await;
+            failpoint::hit("step.before_checkpoint", &name);
+            let message = match result {
+                Ok((value, effects)) => {
+                    let output = serde_json::to_string(&value).map_err(|e| {
+                        Interrupt::Store(format!("step output does not encode: {e}"))
+                    })?;
+                    self.record(id, &name, Ok(output), Some(attempt), started_at, effects)
+                        .await?;
+                    failpoint::hit("step.after_checkpoint", &name);
+                    self.observe(StepEvent::Finished {
+                        function_id: id,
+                        name,
+                        failure: None,
+                        replayed: false,
+                    });
+                    return Ok(Ok(value));
+                }
+                Err(StepError::Permanent(message)) => {
+                    errors.push(message.clone());
+                    let failure = StepFailure {
+                        kind: FailureKind::Permanent,
+                        message,
+                        attempts: attempt,
+                        errors,
+                    };
+                    return self.fail(id, name, failure, attempt, started_at).await;
+                }
+                Err(StepError::Retryable(message)) => message,
+            };
+            errors.push(message.clone());
+            if attempt >= budget {
+                let failure = StepFailure {
+                    kind: FailureKind::RetriesExhausted,
+                    message,
+                    attempts: attempt,
+                    errors,
+                };
+                return self.fail(id, name, failure, attempt, started_at).await;
+            }
+            let end = AttemptEnd {
+                workflow_id: self.run.id.clone(),
+                function_id: id,
+                attempt,
+                outcome: AttemptOutcome::Retryable,
+                error: Some(message.clone()),
+                ended_at: now_ms(),
+            };
+            self.store_retry(|| self.run.store.end_attempt(end.clone()))
+                .await?;
+            let delay = policy.delay(attempt);
+            self.observe(StepEvent::Retrying {
+                function_id: id,
+                name: name.clone(),
+                attempt,
+                error: message,
+                delay,
+            });
+            failpoint::hit("step.backoff", &name);
+            self.sleep_in_memory(delay).await?;
+            attempt += 1;
+        }
+    }
+
+    async fn fail<T>(
+        &self,
+        id: u32,
+        name: String,
+        failure: StepFailure,
+        attempt: u32,
+        started_at: i64,
+    ) -> Result<StepResult<T>, Interrupt> {
+        self.record(
+            id,
+            &name,
+            Err(failure.clone()),
+            Some(attempt),
+            started_at,
+            Vec::new(),
+        )
+        .await?;
+        failpoint::hit("step.after_checkpoint", &name);
+        self.observe(StepEvent::Finished {
+            function_id: id,
+            name,
+            failure: Some(failure.clone()),
+            replayed: false,
+        });
+        Ok(Err(failure))
+    }
+
+    fn replay<T: DeserializeOwned>(
+        &self,
+        rec: &StepRecord,
+        name: &str,
+    ) -> Result<StepResult<T>, Interrupt> {
+        if rec.function_name != name {
+            return Err(Interrupt::NonDeterministic(format!(
+                "workflow {} step {}: recorded as `{}` but the code now runs `{name}`; fork the \
+                 deployment onto this version or run the manent that started it",
+                self.run.id, rec.function_id, rec.function_name
+            )));
+        }
+        let corrupt = |e: serde_json::Error| {
+            Interrupt::Store(format!(
+                "step {} ({name}) does not decode: {e}",
+                rec.function_id
+            ))
+        };
+        match (&rec.output, &rec.error) {
+            (_, Some(err)) => Ok(Err(serde_json::from_str(err).map_err(corrupt)?)),
+            (Some(out), None) => Ok(Ok(serde_json::from_str(out).map_err(corrupt)?)),
+            (None, None) => Ok(Ok(serde_json::from_str("null").map_err(corrupt)?)),
+        }
+    }
+
+    /// Commits a step result, blocking and retrying while the database refuses (E4).
+    async fn record(
+        &self,
+        id: u32,
+        name: &str,
+        result: Result<String, StepFailure>,
+        attempt: Option<u32>,
+        started_at: i64,
+        effects: Vec<Effect>,
+    ) -> Result<(), Interrupt> {
+        let (output, error, outcome) = match result {
+            Ok(out) => (Some(out), None, AttemptOutcome::Ok),
+            Err(f) => {
+                let outcome = if f.is_permanent() {
+                    AttemptOutcome::Permanent
+                } else {
+                    AttemptOutcome::Retryable
+                };
+                let json = serde_json::to_string(&f)
+                    .map_err(|e| Interrupt::Store(format!("step failure does not encode: {e}")))?;
+                (None, Some(json), outcome)
+            }
+        };
+        let cp = Checkpoint {
+            workflow_id: self.run.id.clone(),
+            run_token: self.run.run_token.clone(),
+            function_id: id,
+            function_name: name.to_owned(),
+            output,
+            error,
+            attempts: attempt.unwrap_or(1),
+            close_attempt: attempt.map(|a| (a, outcome)),
+            started_at,
+            completed_at: now_ms(),
+            effects,
+        };
+        self.store_retry(|| self.run.store.checkpoint(cp.clone()))
+            .await?;
+        let rec = StepRecord {
+            function_id: id,
+            function_name: cp.function_name,
+            output: cp.output,
+            error: cp.error,
+            attempts: cp.attempts,
+            started_at: Some(cp.started_at),
+            completed_at: Some(cp.completed_at),
+        };
+        if let Ok(mut steps) = self.run.steps.lock() {
+            steps.insert(id, rec);
+        }
+        Ok(())
+    }
+
+    /// Retries a database operation on transient faults with backoff, forever (E4): the run
+    /// blocks with its result in memory; a deploy is never failed for an engine I/O error.
+    async fn store_retry<R, F, Fut>(&self, mut op: F) -> Result<R, Interrupt>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<R, StoreError>>,
+    {
+        let policy = RetryPolicy::store();
+        let mut k = 1;
+        loop {
+            match op().await {
+                Ok(r) => return Ok(r),
+                Err(e) if e.is_transient() => {
+                    if k == 1 {
+                        tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
+                        self.observe(StepEvent::StoreDegraded {
+                            error: e.to_string(),
+                        });
+                    }
+                    tokio::time::sleep(policy.delay(k)).await;
+                    k += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// A backoff pause: in memory, interrupted only by a hard shutdown.
+    async fn sleep_in_memory(&self, d: Duration) -> Result<(), Interrupt> {
+        let mut rx = self.run.control.shutdown.clone();
+        tokio::select! {
+            () = tokio::time::sleep(d) => Ok(()),
+            _ = rx.wait_for(|s| *s == Shutdown::Hard) => Err(Interrupt::ShuttingDown),
+        }
+    }
+
+    /// Sleeps durably: the deadline is checkpointed first, so a restart waits only what is left.
+    pub async fn sleep(&self, d: Duration) -> Result<(), Interrupt> {
+        let id = self.next_id();
+        let deadline = self.deadline(id, d).await?;
+        let _park = Park::new(self);
+        loop {
+            let wait = deadline - now_ms();
+            if wait <= 0 {
+                return Ok(());
+            }
+            let wait = Duration::from_millis(u64::try_from(wait).unwrap_or(0));
+            if self.wait(Some(wait)).await? {
+                self.check_live().await?;
+            }
+        }
+    }
+
+    async fn deadline(&self, id: u32, d: Duration) -> Result<i64, Interrupt> {
+        if let Some(rec) = self.recorded(id) {
+            return self
+                .replay::<i64>(&rec, SLEEP)?
+                .map_err(|f| Interrupt::Store(f.message));
+        }
+        self.boundary()?;
+        let now = now_ms();
+        let deadline = now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        self.record(id, SLEEP, Ok(deadline.to_string()), None, now, Vec::new())
+            .await?;
+        Ok(deadline)
+    }
+
+    /// Waits for a message on one of `topics` (an operator command), durably: the message is
+    /// consumed in the same transaction that records it (E8). `None` after `timeout`.
+    pub async fn recv(
+        &self,
+        topics: &[&str],
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, Interrupt> {
+        let recv_id = self.next_id();
+        let sleep_id = self.next_id();
+        if let Some(rec) = self.recorded(recv_id) {
+            return self
+                .replay::<Option<Message>>(&rec, RECV)?
+                .map_err(|f| Interrupt::Store(f.message));
+        }
+        let deadline = match timeout {
+            Some(t) => Some(self.deadline(sleep_id, t).await?),
+            None => None,
+        };
+        let topics: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
+        let _park = Park::new(self);
+        loop {
+            let notified = self.run.control.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let store = &self.run.store;
+            let (id, token) = (&self.run.id, &self.run.run_token);
+            if let Some(msg) = self
+                .store_retry(|| store.consume(id, token, recv_id, &topics))
+                .await?
+            {
+                self.remember(recv_id, RECV, &Some(&msg));
+                return Ok(Some(msg));
+            }
+            let left = deadline.map(|d| d - now_ms());
+            if left.is_some_and(|l| l <= 0) {
+                self.record(recv_id, RECV, Ok("null".into()), None, now_ms(), Vec::new())
+                    .await?;
+                return Ok(None);
+            }
+            let left = left.map(|l| Duration::from_millis(u64::try_from(l).unwrap_or(0)));
+            let poll = Duration::from_secs(1);
+            let wait = left.map_or(poll, |l| l.min(poll));
+            tokio::select! {
+                () = &mut notified => {}
+                r = self.wait(Some(wait)) => { r?; }
+            }
+        }
+    }
+
+    /// Takes a message on `topics` if one is waiting, without waiting; recorded either way.
+    pub async fn poll_mailbox(&self, topics: &[&str]) -> Result<Option<Message>, Interrupt> {
+        let id = self.next_id();
+        if let Some(rec) = self.recorded(id) {
+            return self
+                .replay::<Option<Message>>(&rec, RECV)?
+                .map_err(|f| Interrupt::Store(f.message));
+        }
+        self.boundary()?;
+        let topics: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
+        let store = &self.run.store;
+        let (wf, token) = (&self.run.id, &self.run.run_token);
+        if let Some(msg) = self
+            .store_retry(|| store.consume(wf, token, id, &topics))
+            .await?
+        {
+            self.remember(id, RECV, &Some(&msg));
+            return Ok(Some(msg));
+        }
+        self.record(id, RECV, Ok("null".into()), None, now_ms(), Vec::new())
+            .await?;
+        Ok(None)
+    }
+
+    fn remember<T: Serialize>(&self, id: u32, name: &str, value: &T) {
+        let rec = StepRecord {
+            function_id: id,
+            function_name: name.to_owned(),
+            output: serde_json::to_string(value).ok(),
+            error: None,
+            attempts: 1,
+            started_at: None,
+            completed_at: None,
+        };
+        if let Ok(mut steps) = self.run.steps.lock() {
+            steps.insert(id, rec);
+        }
+    }
+
+    /// Publishes `value` under `key` for consoles (phase, progress), as a durable step.
+    pub async fn set_event<V: Serialize>(&self, key: &str, value: &V) -> Result<(), Interrupt> {
+        let id = self.next_id();
+        if let Some(rec) = self.recorded(id) {
+            return self
+                .replay::<serde_json::Value>(&rec, SET_EVENT)?
+                .map(|_| ())
+                .map_err(|f| Interrupt::Store(f.message));
+        }
+        self.boundary()?;
+        let value = serde_json::to_string(value)
+            .map_err(|e| Interrupt::Store(format!("event does not encode: {e}")))?;
+        let effects = vec![Effect::Event {
+            key: key.to_owned(),
+            value: value.clone(),
+        }];
+        self.record(id, SET_EVENT, Ok(value), None, now_ms(), effects)
+            .await
+    }
+
+    /// Waits up to `d` (or until woken); `Ok(true)` when woken. Leaves at once when the engine
+    /// drains: the wait's progress is durable, so the next start picks it up.
+    async fn wait(&self, d: Option<Duration>) -> Result<bool, Interrupt> {
+        let mut rx = self.run.control.shutdown.clone();
+        let sleep = tokio::time::sleep(d.unwrap_or(Duration::from_secs(1)));
+        tokio::select! {
+            () = sleep => Ok(false),
+            () = self.run.control.wake.notified() => Ok(true),
+            _ = rx.wait_for(|s| *s != Shutdown::Running) => Err(Interrupt::ShuttingDown),
+        }
+    }
+
+    /// After a wake-up during a sleep: stop if an operator cancelled the workflow.
+    async fn check_live(&self) -> Result<(), Interrupt> {
+        let row = self
+            .store_retry(|| self.run.store.workflow(&self.run.id))
+            .await?;
+        match row {
+            Some(r) if r.run_token.as_deref() != Some(self.run.run_token.as_str()) => {
+                Err(Interrupt::Fenced)
+            }
+            Some(r) if r.status == super::store::WorkflowStatus::Pending => Ok(()),
+            _ => Err(Interrupt::Cancelled),
+        }
+    }
+}
+
+/// Marks the run as parked in a durable wait while it lives (drain counts parked runs as done).
+struct Park<'a>(&'a WfCtx);
+
+impl<'a> Park<'a> {
+    fn new(ctx: &'a WfCtx) -> Self {
+        ctx.run.control.parked.fetch_add(1, Ordering::SeqCst);
+        ctx.run.control.changed.notify_waiters();
+        ctx.observe(StepEvent::Parked { waiting: true });
+        Park(ctx)
+    }
+}
+
+impl Drop for Park<'_> {
+    fn drop(&mut self) {
+        self.0.run.control.parked.fetch_sub(1, Ordering::SeqCst);
+        self.0.run.control.changed.notify_waiters();
+        self.0.observe(StepEvent::Parked { waiting: false });
+    }
+}
+
+/// One attempt: a panic in the body is a retryable failure (it must not crash the engine), and
+/// exceeding the policy's timeout drops the body, which cancels what it was doing.
+async fn run_attempt<T, Fut>(fut: Fut, timeout: Option<Duration>) -> Result<T, StepError>
+where
+    Fut: Future<Output = Result<T, StepError>>,
+{
+    let guarded = AssertUnwindSafe(fut).catch_unwind();
+    let outcome = match timeout {
+        Some(t) => match tokio::time::timeout(t, guarded).await {
+            Ok(r) => r,
+            Err(_) => {
+                return Err(StepError::Retryable(format!(
+                    "timed out after {}",
+                    humantime::format_duration(t)
+                )));
+            }
+        },
+        None => guarded.await,
+    };
+    outcome.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(StepError::Retryable(format!("the step panicked: {what}")))
+    })
+}

@@ -1,0 +1,116 @@
+//! One engine per database (B.9): an exclusive `flock` on `<db>.lock`, which the kernel releases
+//! when the holder dies, even by `kill -9`. The file names the holder for the next one's error.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+/// Why the lease could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another engine holds it.
+    #[error(
+        "another manent engine is running on {db}: pid {pid} on host {host} (since {since}). \
+         Stop it, or let it do the work: `manent deploy`, `cancel` and `resume` hand their work \
+         to a running engine"
+    )]
+    Held {
+        db: String,
+        pid: String,
+        host: String,
+        since: String,
+    },
+    /// The lock file could not be used.
+    #[error("cannot use the lock file {path}: {reason}")]
+    Io { path: String, reason: String },
+}
+
+/// The held lease; dropping it releases the lock.
+#[derive(Debug)]
+pub struct Lease {
+    _file: File,
+    path: PathBuf,
+}
+
+impl Lease {
+    /// The lock file's path for a database.
+    pub fn lock_path(db: &Path) -> PathBuf {
+        let mut p = db.as_os_str().to_owned();
+        p.push(".lock");
+        PathBuf::from(p)
+    }
+
+    /// Takes the lease without waiting.
+    pub fn acquire(db: &Path) -> Result<Lease, LeaseError> {
+        let path = Lease::lock_path(db);
+        let io = |e: std::io::Error| LeaseError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                let field = |k: &str| {
+                    text.split_whitespace()
+                        .find_map(|w| w.strip_prefix(k).map(str::to_owned))
+                        .unwrap_or_else(|| "?".to_owned())
+                };
+                return Err(LeaseError::Held {
+                    db: db.display().to_string(),
+                    pid: field("pid="),
+                    host: field("host="),
+                    since: field("since="),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(e)),
+        }
+        let since = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        let stamp = format!(
+            "pid={} host={} since={since}\n",
+            std::process::id(),
+            crate::sys::hostname()
+        );
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        file.write_all(stamp.as_bytes()).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        Ok(Lease { _file: file, path })
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lease_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let first = Lease::acquire(&db).unwrap();
+        let err = Lease::acquire(&db).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        assert!(err.contains(&crate::sys::hostname()), "{err}");
+        drop(first);
+        Lease::acquire(&db).unwrap();
+    }
+}

@@ -1,0 +1,114 @@
+//! Retry policy with exponential backoff and jitter (B.3):
+//! `delay(k) = min(base·factor^(k-1), max_interval) × U(0.95, 1.05)`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How a step is retried and how long one attempt may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Delay after the first failed attempt.
+    #[serde(with = "crate::duration_ms")]
+    pub base: Duration,
+    /// Growth per attempt.
+    pub factor: f64,
+    /// Cap on a single delay.
+    #[serde(with = "crate::duration_ms")]
+    pub max_interval: Duration,
+    /// Limit on one attempt; exceeding it is a retryable failure.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub timeout: Option<Duration>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 0,
+            base: Duration::from_secs(1),
+            factor: 2.0,
+            max_interval: Duration::from_secs(60),
+            timeout: None,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// One attempt, no retries.
+    pub fn once() -> Self {
+        RetryPolicy::default()
+    }
+
+    /// `max_retries` retries with the default backoff.
+    pub fn retries(max_retries: u32) -> Self {
+        RetryPolicy {
+            max_retries,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The backoff used for the engine's own database writes (E4): 100 ms growing to 30 s.
+    pub fn store() -> Self {
+        RetryPolicy {
+            max_retries: u32::MAX,
+            base: Duration::from_millis(100),
+            factor: 2.0,
+            max_interval: Duration::from_secs(30),
+            timeout: None,
+        }
+    }
+
+    /// The delay without jitter after failed attempt `attempt` (1-based).
+    pub fn nominal_delay(&self, attempt: u32) -> Duration {
+        let exp = self
+            .factor
+            .powi(i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX));
+        let raw = self.base.as_secs_f64() * exp;
+        let capped = raw.min(self.max_interval.as_secs_f64().max(self.base.as_secs_f64()));
+        Duration::from_secs_f64(if capped.is_finite() { capped } else { 0.0 })
+    }
+
+    /// The delay after failed attempt `attempt`, with ±5 % jitter.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.nominal_delay(attempt)
+            .mul_f64(0.95 + fastrand::f64() * 0.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_stays_within_five_percent_of_the_capped_exponential() {
+        let p = RetryPolicy {
+            max_retries: 10,
+            base: Duration::from_secs(1),
+            factor: 2.0,
+            max_interval: Duration::from_secs(60),
+            timeout: None,
+        };
+        for k in 1..=10u32 {
+            let nominal = (2f64.powi(k as i32 - 1)).min(60.0);
+            for _ in 0..200 {
+                let d = p.delay(k).as_secs_f64();
+                assert!(
+                    d >= 0.95 * nominal - 1e-9 && d <= 1.05 * nominal + 1e-9,
+                    "k={k} d={d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn max_interval_below_base_is_raised_to_base() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(5),
+            max_interval: Duration::from_secs(1),
+            ..RetryPolicy::default()
+        };
+        assert_eq!(p.nominal_delay(3), Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,458 @@
+//! Runs workflows: claims ENQUEUED rows with a compare-and-set, recovers at start (B.5), keeps at
+//! most one live run per id (E6), notices other processes' writes by polling `data_version`
+//! (B.7), and drains on shutdown (B.11).
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::sync::{Notify, broadcast, watch};
+
+use super::ctx::{Observer, RunControl, Shutdown, StepEvent, WfCtx};
+use super::error::{Interrupt, StoreError};
+use super::store::{
+    Claim, Finished, NewWorkflow, Outcome, Started, Store, WorkflowRow, WorkflowStatus,
+};
+use crate::failpoint;
+
+/// How a workflow's code ended.
+#[derive(Debug, Clone)]
+pub enum RunOutcome {
+    /// It reached its end: SUCCESS with this output.
+    Success(serde_json::Value),
+    /// It failed: ERROR with this error document.
+    Failure(serde_json::Value),
+}
+
+/// A workflow function: inputs (JSON) in, outcome out.
+pub type WorkflowFn =
+    Arc<dyn Fn(WfCtx, String) -> BoxFuture<'static, Result<RunOutcome, Interrupt>> + Send + Sync>;
+
+/// A registered workflow kind.
+#[derive(Clone)]
+pub struct WorkflowDef {
+    /// Kind, stored in `workflow_status.name`.
+    pub name: String,
+    /// Newest definition version this binary runs (B.8).
+    pub version: u32,
+    /// The code.
+    pub run: WorkflowFn,
+}
+
+/// What the runtime reports to observers.
+#[derive(Debug, Clone)]
+pub enum RuntimeEvent {
+    /// A step event of a workflow.
+    Step {
+        workflow_id: String,
+        event: StepEvent,
+    },
+    /// A run claimed the workflow and started (or resumed) it.
+    Claimed {
+        workflow_id: String,
+        name: String,
+        recovery_attempt: u32,
+    },
+    /// The run ended; `status` is what it recorded (None: left PENDING or CANCELLED stays).
+    Ended {
+        workflow_id: String,
+        status: Option<WorkflowStatus>,
+        reason: String,
+    },
+    /// Too many runs of the workflow crashed; it waits for an operator's resume.
+    DeadLettered { workflow_id: String },
+}
+
+struct Broadcast(broadcast::Sender<RuntimeEvent>);
+
+impl Observer for Broadcast {
+    fn step(&self, workflow_id: &str, event: StepEvent) {
+        let _ = self.0.send(RuntimeEvent::Step {
+            workflow_id: workflow_id.to_owned(),
+            event,
+        });
+    }
+}
+
+/// The workflow runtime of one engine.
+pub struct Runtime {
+    store: Arc<dyn Store>,
+    executor_id: String,
+    defs: HashMap<String, WorkflowDef>,
+    active: Mutex<HashMap<String, Arc<RunControl>>>,
+    shutdown: watch::Sender<Shutdown>,
+    changed: Arc<Notify>,
+    events: broadcast::Sender<RuntimeEvent>,
+    observer: Arc<dyn Observer>,
+    accepting: AtomicBool,
+    reclaim: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("executor_id", &self.executor_id)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime that runs `defs` on `store`.
+    pub fn new(store: Arc<dyn Store>, executor_id: String, defs: Vec<WorkflowDef>) -> Arc<Self> {
+        let (events, _) = broadcast::channel(8192);
+        let (shutdown, _) = watch::channel(Shutdown::Running);
+        Arc::new(Runtime {
+            store,
+            executor_id,
+            defs: defs.into_iter().map(|d| (d.name.clone(), d)).collect(),
+            active: Mutex::new(HashMap::new()),
+            shutdown,
+            changed: Arc::new(Notify::new()),
+            observer: Arc::new(Broadcast(events.clone())),
+            events,
+            accepting: AtomicBool::new(true),
+            reclaim: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Events of every run from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<RuntimeEvent> {
+        self.events.subscribe()
+    }
+
+    /// Ids of workflows running in this process.
+    pub fn active(&self) -> Vec<String> {
+        self.active
+            .lock()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
+    /// Returns the ids it started.
+    pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
+        let ids = self.store.recover().await?;
+        let mut started = Vec::new();
+        for id in ids {
+            if self.claim_and_spawn(&id).await? {
+                started.push(id);
+            }
+        }
+        Ok(started)
+    }
+
+    /// Inserts a workflow and starts it here. Idempotent by id.
+    pub async fn submit(self: &Arc<Self>, wf: NewWorkflow) -> Result<Started, StoreError> {
+        let id = wf.id.clone();
+        let started = self.store.start(wf).await?;
+        if matches!(started, Started::Created | Started::Existing(_)) {
+            self.claim_and_spawn(&id).await?;
+        }
+        Ok(started)
+    }
+
+    /// Claims `id` if it is ENQUEUED and not already running here, and runs it. True if started.
+    pub async fn claim_and_spawn(self: &Arc<Self>, id: &str) -> Result<bool, StoreError> {
+        if !self.accepting.load(Ordering::SeqCst) || self.is_active(id) {
+            return Ok(false);
+        }
+        let Some(row) = self.store.workflow(id).await? else {
+            return Ok(false);
+        };
+        if row.status != WorkflowStatus::Enqueued {
+            return Ok(false);
+        }
+        let Some(def) = self.defs.get(&row.name).cloned() else {
+            tracing::warn!(workflow = id, kind = %row.name, "this manent does not know the workflow kind; left for another version");
+            return Ok(false);
+        };
+        if row.definition_version > def.version {
+            tracing::warn!(
+                workflow = id,
+                version = row.definition_version,
+                "started by a newer manent (definition version); left ENQUEUED for it"
+            );
+            return Ok(false);
+        }
+        let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        match self.store.claim(id, &self.executor_id, &token).await? {
+            Claim::Claimed(row) => {
+                let control = Arc::new(RunControl {
+                    shutdown: self.shutdown.subscribe(),
+                    wake: Notify::new(),
+                    parked: AtomicUsize::new(0),
+                    changed: self.changed.clone(),
+                });
+                if let Ok(mut active) = self.active.lock() {
+                    active.insert(id.to_owned(), control.clone());
+                }
+                let _ = self.events.send(RuntimeEvent::Claimed {
+                    workflow_id: id.to_owned(),
+                    name: row.name.clone(),
+                    recovery_attempt: row.recovery_attempts,
+                });
+                let rt = self.clone();
+                tokio::spawn(async move { rt.run(def, row, token, control).await });
+                Ok(true)
+            }
+            Claim::DeadLettered(row) => {
+                tracing::error!(
+                    workflow = id,
+                    runs = row.recovery_attempts,
+                    "every recent run of this deployment crashed the engine; it is dead-lettered \
+                     (MAX_RECOVERY_ATTEMPTS_EXCEEDED) until an operator runs `manent resume {id}`"
+                );
+                let _ = self.events.send(RuntimeEvent::DeadLettered {
+                    workflow_id: id.to_owned(),
+                });
+                Ok(false)
+            }
+            Claim::NotClaimable => Ok(false),
+        }
+    }
+
+    fn is_active(&self, id: &str) -> bool {
+        self.active.lock().is_ok_and(|a| a.contains_key(id))
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        def: WorkflowDef,
+        row: WorkflowRow,
+        token: String,
+        control: Arc<RunControl>,
+    ) {
+        let id = row.id.clone();
+        let (status, reason) = match self.load_history(&id).await {
+            Ok(history) => {
+                let ctx = WfCtx::new(
+                    id.clone(),
+                    token.clone(),
+                    self.store.clone(),
+                    history,
+                    control,
+                    self.observer.clone(),
+                );
+                let result = AssertUnwindSafe((def.run)(ctx, row.inputs.clone()))
+                    .catch_unwind()
+                    .await;
+                self.conclude(&id, &token, result).await
+            }
+            Err(e) => (None, format!("could not read the checkpoint log: {e}")),
+        };
+        if let Ok(mut active) = self.active.lock() {
+            active.remove(&id);
+        }
+        self.changed.notify_waiters();
+        let _ = self.events.send(RuntimeEvent::Ended {
+            workflow_id: id.clone(),
+            status,
+            reason,
+        });
+        // Resumed by an operator while this run was finishing its last step: the poller runs it
+        // again (claiming from here would make this future recursive).
+        if let Ok(Some(r)) = self.store.workflow(&id).await
+            && r.status == WorkflowStatus::Enqueued
+            && let Ok(mut again) = self.reclaim.lock()
+        {
+            again.push(id);
+        }
+    }
+
+    async fn load_history(&self, id: &str) -> Result<super::store::History, StoreError> {
+        let policy = super::retry::RetryPolicy::store();
+        let mut k = 1;
+        loop {
+            match self.store.history(id).await {
+                Err(e) if e.is_transient() => tokio::time::sleep(policy.delay(k)).await,
+                r => return r,
+            }
+            k += 1;
+        }
+    }
+
+    async fn conclude(
+        &self,
+        id: &str,
+        token: &str,
+        result: std::thread::Result<Result<RunOutcome, Interrupt>>,
+    ) -> (Option<WorkflowStatus>, String) {
+        let outcome = match result {
+            Ok(Ok(RunOutcome::Success(v))) => Outcome::Success(v.to_string()),
+            Ok(Ok(RunOutcome::Failure(v))) => Outcome::Error(v.to_string()),
+            Ok(Err(Interrupt::NonDeterministic(msg))) => Outcome::Error(
+                serde_json::json!({"kind": "non_deterministic", "message": msg}).to_string(),
+            ),
+            Ok(Err(Interrupt::Cancelled)) => {
+                return (
+                    Some(WorkflowStatus::Cancelled),
+                    "cancelled at a step boundary".into(),
+                );
+            }
+            Ok(Err(Interrupt::ShuttingDown)) => {
+                return (
+                    None,
+                    "the engine stopped; it resumes at the next start".into(),
+                );
+            }
+            Ok(Err(Interrupt::Fenced)) => return (None, "another run owns it".into()),
+            Ok(Err(Interrupt::Store(msg))) => {
+                tracing::error!(workflow = id, error = %msg, "the database failed; the deployment stays PENDING");
+                return (None, msg);
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                tracing::error!(workflow = id, panic = %what, "workflow code panicked (a manent bug); it stays PENDING and resumes at the next start");
+                return (None, format!("workflow code panicked: {what}"));
+            }
+        };
+        let wanted = match &outcome {
+            Outcome::Success(_) => WorkflowStatus::Success,
+            Outcome::Error(_) => WorkflowStatus::Error,
+        };
+        failpoint::hit("workflow.before_outcome", id);
+        let policy = super::retry::RetryPolicy::store();
+        let mut k = 1;
+        let finished = loop {
+            match self.store.finish(id, token, outcome.clone()).await {
+                Err(e) if e.is_transient() => tokio::time::sleep(policy.delay(k)).await,
+                r => break r,
+            }
+            k += 1;
+        };
+        failpoint::hit("workflow.after_outcome", id);
+        match finished {
+            Ok(Finished::Written) => (Some(wanted), "finished".into()),
+            Ok(Finished::Adopted(row)) => {
+                (Some(row.status), "another run recorded the outcome".into())
+            }
+            Err(e) => (None, format!("could not record the outcome: {e}")),
+        }
+    }
+
+    /// Wakes a run so it re-reads its mailbox and status (after an in-process command).
+    pub fn wake(&self, id: &str) {
+        if let Ok(active) = self.active.lock()
+            && let Some(c) = active.get(id)
+        {
+            c.wake.notify_waiters();
+        }
+    }
+
+    fn wake_all(&self) {
+        if let Ok(active) = self.active.lock() {
+            for c in active.values() {
+                c.wake.notify_waiters();
+            }
+        }
+    }
+
+    /// Watches the database for other processes' writes (new deployments, cancels, operator
+    /// commands) until shutdown begins.
+    pub fn spawn_poller(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let mut shutdown = rt.shutdown.subscribe();
+            let mut last = rt.store.data_version().await.unwrap_or(0);
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    _ = shutdown.wait_for(|s| *s != Shutdown::Running) => return,
+                }
+                let again = rt
+                    .reclaim
+                    .lock()
+                    .map(|mut v| std::mem::take(&mut *v))
+                    .unwrap_or_default();
+                for id in again {
+                    let _ = rt.claim_and_spawn(&id).await;
+                }
+                let Ok(now) = rt.store.data_version().await else {
+                    continue;
+                };
+                if now == last {
+                    continue;
+                }
+                last = now;
+                rt.wake_all();
+                if let Ok(ids) = rt.store.enqueued().await {
+                    for id in ids {
+                        if let Err(e) = rt.claim_and_spawn(&id).await {
+                            tracing::warn!(workflow = %id, error = %e, "could not claim");
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Waits until workflow `id` is no longer live, or until it is live but nobody here runs it
+    /// any more (the engine is draining). Returns its row then.
+    pub async fn wait(&self, id: &str) -> Result<WorkflowRow, StoreError> {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let row = self
+                .store
+                .workflow(id)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(id.into()))?;
+            let stopping = *self.shutdown.borrow() != Shutdown::Running;
+            if !row.status.is_live() || (stopping && !self.is_active(id)) {
+                return Ok(row);
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+    }
+
+    /// Shutdown (B.11): stop claiming; wait up to `drain` for runs to finish or park (parked
+    /// runs leave at once); then stop runs at their next step boundary and wait up to `hard`.
+    /// Returns how many runs were still going (abandoned, as if the process crashed).
+    pub async fn drain(&self, drain: Duration, hard: Duration) -> usize {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.shutdown.send_replace(Shutdown::Draining);
+        if self.wait_idle(drain).await {
+            return 0;
+        }
+        tracing::warn!(runs = ?self.active(), "drain timed out; stopping runs at their next step boundary");
+        self.shutdown.send_replace(Shutdown::Hard);
+        if self.wait_idle(hard).await {
+            return 0;
+        }
+        self.active().len()
+    }
+
+    async fn wait_idle(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.active.lock().map(|a| a.is_empty()).unwrap_or(true) {
+                return true;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                () = tokio::time::sleep_until(deadline) => return false,
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The SQLite store: one connection on its own writer thread (B.9). Writes that arrive together
+//! share one `BEGIN IMMEDIATE` transaction (group commit), each inside its own savepoint, so a
+//! hundred parallel checkpoints cost one fsync while each keeps its own all-or-nothing effect.
+
+mod records;
+mod steps;
+mod workflows;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use async_trait::async_trait;
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use super::error::StoreError;
+use super::schema::{self, Synchronous};
+use super::store::{
+    AttemptEnd, AttemptStart, Checkpoint, Claim, Finished, History, JournalEntry, LogRecord,
+    Message, NewWorkflow, Outcome, ReleaseRecord, SendRequest, Sent, Started, Store, WorkflowQuery,
+    WorkflowRow,
+};
+use crate::failpoint::{self, Fault};
+
+/// Most jobs committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// A unit of work for the writer thread.
+trait Job: Send {
+    /// Runs inside the group transaction (writes) or outside one (reads). `Ok(false)` means the
+    /// job failed on its own terms and its savepoint must be rolled back; `Err` is a database
+    /// fault that aborts the whole group.
+    fn run(&mut self, conn: &Connection) -> Result<bool, StoreError>;
+    /// Delivers the result once the group's commit is known.
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>);
+    /// True for jobs that write.
+    fn writes(&self) -> bool;
+}
+
+struct Op<F, R> {
+    f: Option<F>,
+    result: Option<Result<R, StoreError>>,
+    reply: oneshot::Sender<Result<R, StoreError>>,
+    writes: bool,
+}
+
+impl<F, R> Job for Op<F, R>
+where
+    F: FnOnce(&Connection) -> Result<R, StoreError> + Send,
+    R: Send,
+{
+    fn run(&mut self, conn: &Connection) -> Result<bool, StoreError> {
+        let Some(f) = self.f.take() else {
+            return Ok(true);
+        };
+        match f(conn) {
+            Err(e @ (StoreError::Transient(_) | StoreError::Corrupt(_))) => Err(e),
+            r => {
+                let ok = r.is_ok();
+                self.result = Some(r);
+                Ok(ok)
+            }
+        }
+    }
+
+    fn finish(self: Box<Self>, commit: Result<(), StoreError>) {
+        let out = match commit {
+            Ok(()) => self.result.unwrap_or(Err(StoreError::Closed)),
+            Err(e) => Err(e),
+        };
+        let _ = self.reply.send(out);
+    }
+
+    fn writes(&self) -> bool {
+        self.writes
+    }
+}
+
+/// The embedded system database.
+pub struct SqliteStore {
+    jobs: mpsc::Sender<Box<dyn Job>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it and its directory if needed) and migrates the database at `path`.
+    /// `check` runs `PRAGMA quick_check` first, as an engine does at start.
+    pub fn open(path: &Path, sync: Synchronous, check: bool) -> Result<Self, StoreError> {
+        let open_err = |reason: String| StoreError::Open {
+            path: path.display().to_string(),
+            reason,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+        }
+        let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        schema::configure(&conn, sync)?;
+        if check {
+            schema::quick_check(&conn)?;
+        }
+        schema::migrate(&mut conn)?;
+        let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        std::thread::Builder::new()
+            .name("manent-store".into())
+            .spawn(move || writer_loop(&conn, &rx))
+            .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
+        Ok(SqliteStore {
+            jobs: tx,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn call<R, F>(&self, writes: bool, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, rx) = oneshot::channel();
+        let op = Op {
+            f: Some(f),
+            result: None,
+            reply,
+            writes,
+        };
+        self.jobs
+            .send(Box::new(op))
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` in the next group transaction.
+    async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.call(true, f).await
+    }
+
+    /// Runs `f` on the writer's connection outside any write transaction.
+    async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+        R: Send + 'static,
+    {
+        self.call(false, f).await
+    }
+}
+
+fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let (writes, reads): (Vec<_>, Vec<_>) = batch.into_iter().partition(|j| j.writes());
+        if !writes.is_empty() {
+            commit_group(conn, writes);
+        }
+        for mut job in reads {
+            let r = job.run(conn).map(|_| ());
+            job.finish(r);
+        }
+    }
+}
+
+fn commit_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) {
+    let result = run_group(conn, &mut jobs);
+    if result.is_err() {
+        // SQLite may already have rolled back (SQLITE_FULL, IOERR); an explicit ROLLBACK is the
+        // documented response and may itself fail harmlessly.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    for job in jobs {
+        job.finish(result.clone());
+    }
+}
+
+fn run_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreError> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    for job in jobs.iter_mut() {
+        conn.execute_batch("SAVEPOINT job")?;
+        if !job.run(conn)? {
+            conn.execute_batch("ROLLBACK TO job")?;
+        }
+        conn.execute_batch("RELEASE job")?;
+    }
+    if failpoint::hit("store.commit", "") == Some(Fault::IoError) {
+        return Err(StoreError::Transient(
+            "injected I/O error before commit".into(),
+        ));
+    }
+    conn.execute_batch("COMMIT")?;
+    if failpoint::hit("store.after_commit", "") == Some(Fault::IoError) {
+        // The commit is durable but the caller is told otherwise: a lost acknowledgement.
+        return Err(StoreError::Transient(
+            "injected I/O error after commit".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError> {
+        self.write(move |c| workflows::start(c, wf)).await
+    }
+
+    async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError> {
+        let (id, executor, token) = (id.to_owned(), executor.to_owned(), run_token.to_owned());
+        self.write(move |c| workflows::claim(c, &id, &executor, &token))
+            .await
+    }
+
+    async fn recover(&self) -> Result<Vec<String>, StoreError> {
+        self.write(workflows::recover).await
+    }
+
+    async fn enqueued(&self) -> Result<Vec<String>, StoreError> {
+        self.read(workflows::enqueued).await
+    }
+
+    async fn history(&self, id: &str) -> Result<History, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| steps::history(c, &id)).await
+    }
+
+    async fn begin_attempt(&self, a: AttemptStart) -> Result<(), StoreError> {
+        self.write(move |c| steps::begin_attempt(c, &a)).await
+    }
+
+    async fn end_attempt(&self, a: AttemptEnd) -> Result<(), StoreError> {
+        self.write(move |c| steps::end_attempt(c, &a)).await
+    }
+
+    async fn checkpoint(&self, cp: Checkpoint) -> Result<(), StoreError> {
+        self.write(move |c| steps::checkpoint(c, &cp)).await
+    }
+
+    async fn consume(
+        &self,
+        workflow_id: &str,
+        run_token: &str,
+        function_id: u32,
+        topics: &[String],
+    ) -> Result<Option<Message>, StoreError> {
+        let (id, token, topics) = (
+            workflow_id.to_owned(),
+            run_token.to_owned(),
+            topics.to_vec(),
+        );
+        self.write(move |c| steps::consume(c, &id, &token, function_id, &topics))
+            .await
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        run_token: &str,
+        out: Outcome,
+    ) -> Result<Finished, StoreError> {
+        let (id, token) = (id.to_owned(), run_token.to_owned());
+        self.write(move |c| workflows::finish(c, &id, &token, out))
+            .await
+    }
+
+    async fn cancel(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError> {
+        let id = id.to_owned();
+        self.write(move |c| workflows::cancel(c, &id, &journal))
+            .await
+    }
+
+    async fn resume(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError> {
+        let id = id.to_owned();
+        self.write(move |c| workflows::resume(c, &id, &journal))
+            .await
+    }
+
+    async fn send(&self, req: SendRequest) -> Result<Sent, StoreError> {
+        self.write(move |c| steps::send(c, &req)).await
+    }
+
+    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError> {
+        self.write(move |c| records::insert_journal(c, &entry))
+            .await
+    }
+
+    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError> {
+        self.write(move |c| records::append_logs(c, &lines)).await
+    }
+
+    async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError> {
+        let (executor, host) = (executor.to_owned(), host.to_owned());
+        self.write(move |c| records::record_lease(c, &executor, pid, &host))
+            .await
+    }
+
+    async fn data_version(&self) -> Result<i64, StoreError> {
+        self.read(|c| Ok(c.query_row("PRAGMA data_version", [], |r| r.get(0))?))
+            .await
+    }
+
+    async fn workflow(&self, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| workflows::get(c, &id)).await
+    }
+
+    async fn workflows(&self, q: WorkflowQuery) -> Result<Vec<WorkflowRow>, StoreError> {
+        self.read(move |c| workflows::list(c, &q)).await
+    }
+
+    async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| records::events(c, &id)).await
+    }
+
+    async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| steps::pending_messages(c, &id)).await
+    }
+
+    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError> {
+        let subject = subject.to_owned();
+        self.read(move |c| records::releases(c, &subject)).await
+    }
+
+    async fn journal_entries(
+        &self,
+        subject: Option<&str>,
+        workflow_id: Option<&str>,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let (s, w) = (subject.map(str::to_owned), workflow_id.map(str::to_owned));
+        self.read(move |c| records::journal_entries(c, s.as_deref(), w.as_deref()))
+            .await
+    }
+
+    async fn logs(&self, id: &str, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| records::logs(c, &id, after, limit))
+            .await
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.read(|c| {
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            Ok(())
+        })
+        .await
+    }
+}

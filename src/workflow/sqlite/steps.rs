@@ -1,0 +1,317 @@
+//! The checkpoint log: attempts, step outputs with their effects, and the mailbox.
+
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+use super::records::{apply_effect, insert_journal};
+use crate::sys::now_ms;
+use crate::workflow::error::StoreError;
+use crate::workflow::store::{
+    AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, History, Message,
+    SendRequest, Sent, StepRecord,
+};
+
+pub fn history(conn: &Connection, id: &str) -> Result<History, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT function_id, function_name, output, error, attempts, started_at, completed_at \
+         FROM operation_outputs WHERE workflow_id = ?1 ORDER BY function_id",
+    )?;
+    let steps = stmt
+        .query_map([id], |r| {
+            Ok(StepRecord {
+                function_id: r.get(0)?,
+                function_name: r.get(1)?,
+                output: r.get(2)?,
+                error: r.get(3)?,
+                attempts: r.get(4)?,
+                started_at: r.get(5)?,
+                completed_at: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT function_id, attempt, function_name, started_at, ended_at, outcome, error \
+         FROM step_attempts WHERE workflow_id = ?1 ORDER BY function_id, attempt",
+    )?;
+    let attempts = stmt
+        .query_map([id], |r| {
+            let outcome: Option<String> = r.get(5)?;
+            Ok(AttemptRecord {
+                function_id: r.get(0)?,
+                attempt: r.get(1)?,
+                function_name: r.get(2)?,
+                started_at: r.get(3)?,
+                ended_at: r.get(4)?,
+                outcome: outcome.as_deref().and_then(AttemptOutcome::parse),
+                error: r.get(6)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(History { steps, attempts })
+}
+
+/// The step-boundary check (B.3 step 1): the run must still own a PENDING workflow.
+fn check_owner(
+    conn: &Connection,
+    id: &str,
+    run_token: &str,
+    boundary: bool,
+) -> Result<(), StoreError> {
+    let row: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT status, run_token FROM workflow_status WHERE workflow_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((status, token)) = row else {
+        return Err(StoreError::NotFound(id.to_owned()));
+    };
+    if token.as_deref() != Some(run_token) {
+        return Err(StoreError::Fenced(id.to_owned()));
+    }
+    // A step in flight when the operator cancelled still checkpoints; the next one does not start.
+    if boundary && status != "PENDING" {
+        return Err(StoreError::Cancelled(id.to_owned()));
+    }
+    Ok(())
+}
+
+pub fn begin_attempt(conn: &Connection, a: &AttemptStart) -> Result<(), StoreError> {
+    check_owner(conn, &a.workflow_id, &a.run_token, true)?;
+    conn.execute(
+        "INSERT INTO step_attempts (workflow_id, function_id, attempt, function_name, run_token, \
+         started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+        params![
+            a.workflow_id,
+            a.function_id,
+            a.attempt,
+            a.function_name,
+            a.run_token,
+            a.started_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn end_attempt(conn: &Connection, a: &AttemptEnd) -> Result<(), StoreError> {
+    conn.execute(
+        "UPDATE step_attempts SET ended_at = ?1, outcome = ?2, error = ?3 \
+         WHERE workflow_id = ?4 AND function_id = ?5 AND attempt = ?6",
+        params![
+            a.ended_at,
+            a.outcome.as_str(),
+            a.error,
+            a.workflow_id,
+            a.function_id,
+            a.attempt
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
+    check_owner(conn, &c.workflow_id, &c.run_token, false)?;
+    let inserted = conn.execute(
+        "INSERT INTO operation_outputs (workflow_id, function_id, function_name, output, error, \
+         attempts, started_at, completed_at, executor_id) \
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, executor_id FROM workflow_status \
+         WHERE workflow_id = ?1 ON CONFLICT DO NOTHING",
+        params![
+            c.workflow_id,
+            c.function_id,
+            c.function_name,
+            c.output,
+            c.error,
+            c.attempts,
+            c.started_at,
+            c.completed_at
+        ],
+    )?;
+    if inserted == 0 {
+        let stored: (String, Option<String>, Option<String>, Option<i64>) = conn.query_row(
+            "SELECT function_name, output, error, started_at FROM operation_outputs \
+             WHERE workflow_id = ?1 AND function_id = ?2",
+            params![c.workflow_id, c.function_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        if stored.0 != c.function_name {
+            return Err(StoreError::NonDeterministic {
+                workflow_id: c.workflow_id.clone(),
+                function_id: c.function_id,
+                recorded: stored.0,
+                expected: c.function_name.clone(),
+            });
+        }
+        if (stored.1, stored.2, stored.3) == (c.output.clone(), c.error.clone(), Some(c.started_at))
+        {
+            return Ok(()); // our own earlier commit whose acknowledgement was lost
+        }
+        return Err(StoreError::Fenced(c.workflow_id.clone()));
+    }
+    if let Some((attempt, outcome)) = c.close_attempt {
+        let error = c.error.as_ref().map(|_| last_error(c));
+        conn.execute(
+            "UPDATE step_attempts SET ended_at = ?1, outcome = ?2, error = COALESCE(?3, error) \
+             WHERE workflow_id = ?4 AND function_id = ?5 AND attempt = ?6",
+            params![
+                c.completed_at,
+                outcome.as_str(),
+                error,
+                c.workflow_id,
+                c.function_id,
+                attempt
+            ],
+        )?;
+    }
+    for effect in &c.effects {
+        apply_effect(conn, &c.workflow_id, c.function_id, effect)?;
+    }
+    conn.execute(
+        "UPDATE workflow_status SET updated_at = ?1 WHERE workflow_id = ?2",
+        params![c.completed_at, c.workflow_id],
+    )?;
+    Ok(())
+}
+
+fn last_error(c: &Checkpoint) -> String {
+    c.error
+        .as_deref()
+        .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: r.get(0)?,
+        destination: r.get(1)?,
+        topic: r.get(2)?,
+        payload: r.get(3)?,
+        sender: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
+pub fn consume(
+    conn: &Connection,
+    id: &str,
+    run_token: &str,
+    function_id: u32,
+    topics: &[String],
+) -> Result<Option<Message>, StoreError> {
+    let recorded: Option<Option<String>> = conn
+        .query_row(
+            "SELECT output FROM operation_outputs WHERE workflow_id = ?1 AND function_id = ?2",
+            params![id, function_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(output) = recorded {
+        // A retry after a lost acknowledgement: the message was consumed by this very step.
+        return Ok(output
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()?
+            .flatten());
+    }
+    check_owner(conn, id, run_token, true)?;
+    let marks = vec!["?"; topics.len()].join(",");
+    let sql = format!(
+        "SELECT message_id, destination_id, topic, message, sender, created_at FROM notifications \
+         WHERE destination_id = ? AND consumed_by_function_id IS NULL AND topic IN ({marks}) \
+         ORDER BY created_at, rowid LIMIT 1"
+    );
+    let args = std::iter::once(id.to_owned()).chain(topics.iter().cloned());
+    let found = conn
+        .query_row(&sql, params_from_iter(args), message_row)
+        .optional()?;
+    let Some(msg) = found else { return Ok(None) };
+    conn.execute(
+        "UPDATE notifications SET consumed_by_function_id = ?1 WHERE message_id = ?2",
+        params![function_id, msg.id],
+    )?;
+    let now = now_ms();
+    let output = serde_json::to_string(&Some(&msg))?;
+    conn.execute(
+        "INSERT INTO operation_outputs (workflow_id, function_id, function_name, output, attempts, \
+         started_at, completed_at) VALUES (?1, ?2, 'engine.recv', ?3, 1, ?4, ?4)",
+        params![id, function_id, output, now],
+    )?;
+    Ok(Some(msg))
+}
+
+pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
+    let m = &req.message;
+    let status: Option<String> = conn
+        .query_row(
+            "SELECT status FROM workflow_status WHERE workflow_id = ?1",
+            [&m.destination],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(status) = status else {
+        return Err(StoreError::NotFound(m.destination.clone()));
+    };
+    let duplicate: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM notifications WHERE message_id = ?1)",
+        [&m.id],
+        |r| r.get(0),
+    )?;
+    if duplicate {
+        return Ok(Sent::Duplicate);
+    }
+    if status != "PENDING" && status != "ENQUEUED" {
+        return Ok(Sent::Rejected(format!(
+            "{} is not running (it is {status})",
+            m.destination
+        )));
+    }
+    if let Some((key, allowed)) = &req.require_event {
+        let value: Option<String> = conn
+            .query_row(
+                "SELECT value FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
+                params![m.destination, key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let current = value.as_deref().map(unquote).unwrap_or_default();
+        if !allowed.iter().any(|a| *a == current) {
+            let shown = if current.is_empty() {
+                "unknown"
+            } else {
+                current.as_str()
+            };
+            return Ok(Sent::Rejected(format!(
+                "{} is {shown}; `{}` applies only when it is {}",
+                m.destination,
+                m.topic,
+                allowed.join(" or ")
+            )));
+        }
+    }
+    conn.execute(
+        "INSERT INTO notifications (message_id, destination_id, topic, message, sender, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![m.id, m.destination, m.topic, m.payload, m.sender, m.created_at],
+    )?;
+    if let Some(entry) = &req.journal {
+        insert_journal(conn, entry)?;
+    }
+    Ok(Sent::Delivered)
+}
+
+/// Event values are JSON; a JSON string compares by its content.
+fn unquote(v: &str) -> String {
+    serde_json::from_str::<String>(v).unwrap_or_else(|_| v.to_owned())
+}
+
+pub fn pending_messages(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT message_id, destination_id, topic, message, sender, created_at FROM notifications \
+         WHERE destination_id = ?1 AND consumed_by_function_id IS NULL ORDER BY created_at, rowid",
+    )?;
+    let rows = stmt
+        .query_map([id], message_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

@@ -1,0 +1,266 @@
+//! Workflow rows: start, claim, recovery, outcome, operator cancel and resume, queries.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use sha2::{Digest, Sha256};
+
+use super::records::insert_journal;
+use crate::sys::now_ms;
+use crate::workflow::error::StoreError;
+use crate::workflow::store::{
+    Claim, Finished, JournalEntry, NewWorkflow, Outcome, Started, WorkflowQuery, WorkflowRow,
+    WorkflowStatus,
+};
+
+const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
+    executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
+    updated_at, started_at, completed_at";
+
+fn row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
+    let status: String = r.get(4)?;
+    Ok(WorkflowRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        definition_version: r.get(2)?,
+        inputs: r.get(3)?,
+        status: WorkflowStatus::parse(&status).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                4,
+                rusqlite::types::Type::Text,
+                format!("unknown workflow status {status}").into(),
+            )
+        })?,
+        output: r.get(5)?,
+        error: r.get(6)?,
+        executor_id: r.get(7)?,
+        run_token: r.get(8)?,
+        recovery_attempts: r.get(9)?,
+        max_recovery_attempts: r.get(10)?,
+        subject: r.get(11)?,
+        created_at: r.get(12)?,
+        updated_at: r.get(13)?,
+        started_at: r.get(14)?,
+        completed_at: r.get(15)?,
+    })
+}
+
+/// One workflow row.
+pub fn get(conn: &Connection, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM workflow_status WHERE workflow_id = ?1");
+    Ok(conn.query_row(&sql, [id], row).optional()?)
+}
+
+fn must_get(conn: &Connection, id: &str) -> Result<WorkflowRow, StoreError> {
+    get(conn, id)?.ok_or_else(|| StoreError::NotFound(id.to_owned()))
+}
+
+fn live_with_dedup(conn: &Connection, key: &str) -> Result<Option<WorkflowRow>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM workflow_status WHERE dedup_key = ?1 \
+         AND status IN ('ENQUEUED','PENDING')"
+    );
+    Ok(conn.query_row(&sql, [key], row).optional()?)
+}
+
+/// Inputs' digest: the same id with other inputs is a different request (B.2).
+fn digest(inputs: &str) -> String {
+    Sha256::digest(inputs.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub fn start(conn: &Connection, wf: NewWorkflow) -> Result<Started, StoreError> {
+    let sha = digest(&wf.inputs);
+    if let Some(existing) = get(conn, &wf.id)? {
+        let stored_sha: String = conn.query_row(
+            "SELECT inputs_sha256 FROM workflow_status WHERE workflow_id = ?1",
+            [&wf.id],
+            |r| r.get(0),
+        )?;
+        if existing.name != wf.name || stored_sha != sha {
+            return Err(StoreError::Conflict(format!(
+                "deployment id {} is already used by another {} with different inputs",
+                wf.id, existing.name
+            )));
+        }
+        return Ok(Started::Existing(existing));
+    }
+    if let Some(key) = &wf.dedup_key
+        && let Some(live) = live_with_dedup(conn, key)?
+    {
+        return Ok(Started::Duplicate(live));
+    }
+    let now = now_ms();
+    conn.execute(
+        "INSERT INTO workflow_status (workflow_id, name, definition_version, inputs, \
+         inputs_sha256, status, max_recovery_attempts, dedup_key, subject, created_at, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 'ENQUEUED', ?6, ?7, ?8, ?9, ?9)",
+        params![
+            wf.id,
+            wf.name,
+            wf.definition_version,
+            wf.inputs,
+            sha,
+            wf.max_recovery_attempts,
+            wf.dedup_key,
+            wf.subject,
+            now
+        ],
+    )?;
+    if let Some(entry) = &wf.journal {
+        insert_journal(conn, entry)?;
+    }
+    Ok(Started::Created)
+}
+
+pub fn claim(
+    conn: &Connection,
+    id: &str,
+    executor: &str,
+    run_token: &str,
+) -> Result<Claim, StoreError> {
+    let now = now_ms();
+    let changed = conn.execute(
+        "UPDATE workflow_status SET status = 'PENDING', executor_id = ?1, run_token = ?2, \
+         started_at = ?3, updated_at = ?3, recovery_attempts = recovery_attempts + 1 \
+         WHERE workflow_id = ?4 AND status = 'ENQUEUED'",
+        params![executor, run_token, now, id],
+    )?;
+    if changed == 0 {
+        return Ok(Claim::NotClaimable);
+    }
+    let claimed = must_get(conn, id)?;
+    if claimed.recovery_attempts > claimed.max_recovery_attempts {
+        conn.execute(
+            "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \
+             completed_at = ?1, updated_at = ?1 WHERE workflow_id = ?2",
+            params![now, id],
+        )?;
+        return Ok(Claim::DeadLettered(must_get(conn, id)?));
+    }
+    Ok(Claim::Claimed(claimed))
+}
+
+pub fn recover(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let now = now_ms();
+    conn.execute(
+        "UPDATE step_attempts SET ended_at = ?1, outcome = 'interrupted', \
+         error = 'interrupted: the engine stopped during this attempt' WHERE ended_at IS NULL",
+        [now],
+    )?;
+    conn.execute(
+        "UPDATE workflow_status SET status = 'ENQUEUED', run_token = NULL, started_at = NULL, \
+         updated_at = ?1 WHERE status = 'PENDING'",
+        [now],
+    )?;
+    enqueued(conn)
+}
+
+pub fn enqueued(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT workflow_id FROM workflow_status WHERE status = 'ENQUEUED' \
+         ORDER BY priority, created_at, workflow_id",
+    )?;
+    let ids = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(ids)
+}
+
+pub fn finish(
+    conn: &Connection,
+    id: &str,
+    run_token: &str,
+    out: Outcome,
+) -> Result<Finished, StoreError> {
+    let (status, output, error) = match out {
+        Outcome::Success(o) => (WorkflowStatus::Success, Some(o), None),
+        Outcome::Error(e) => (WorkflowStatus::Error, None, Some(e)),
+    };
+    let now = now_ms();
+    let changed = conn.execute(
+        "UPDATE workflow_status SET status = ?1, output = ?2, error = ?3, completed_at = ?4, \
+         updated_at = ?4 WHERE workflow_id = ?5 AND status = 'PENDING' AND run_token = ?6",
+        params![status.as_str(), output, error, now, id, run_token],
+    )?;
+    if changed == 1 {
+        Ok(Finished::Written)
+    } else {
+        Ok(Finished::Adopted(must_get(conn, id)?))
+    }
+}
+
+pub fn cancel(
+    conn: &Connection,
+    id: &str,
+    journal: &JournalEntry,
+) -> Result<WorkflowRow, StoreError> {
+    let now = now_ms();
+    let changed = conn.execute(
+        "UPDATE workflow_status SET status = 'CANCELLED', completed_at = ?1, updated_at = ?1 \
+         WHERE workflow_id = ?2 AND status IN ('PENDING','ENQUEUED')",
+        params![now, id],
+    )?;
+    let after = must_get(conn, id)?;
+    if changed == 1 {
+        insert_journal(conn, journal)?;
+    }
+    Ok(after)
+}
+
+pub fn resume(
+    conn: &Connection,
+    id: &str,
+    journal: &JournalEntry,
+) -> Result<WorkflowRow, StoreError> {
+    let before = must_get(conn, id)?;
+    match before.status {
+        WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {}
+        WorkflowStatus::Enqueued | WorkflowStatus::Pending => return Ok(before),
+        WorkflowStatus::Success | WorkflowStatus::Error => {
+            return Err(StoreError::Conflict(format!(
+                "{id} already finished ({}); start a new deploy instead",
+                before.status.as_str()
+            )));
+        }
+    }
+    let key: Option<String> = conn.query_row(
+        "SELECT dedup_key FROM workflow_status WHERE workflow_id = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    if let Some(key) = key
+        && let Some(live) = live_with_dedup(conn, &key)?
+    {
+        return Err(StoreError::Conflict(format!(
+            "cannot resume {id}: {} of the same application and environment is in progress; \
+             wait for it or cancel it first",
+            live.id
+        )));
+    }
+    conn.execute(
+        "UPDATE workflow_status SET status = 'ENQUEUED', recovery_attempts = 0, \
+         completed_at = NULL, updated_at = ?1 WHERE workflow_id = ?2",
+        params![now_ms(), id],
+    )?;
+    insert_journal(conn, journal)?;
+    must_get(conn, id)
+}
+
+pub fn list(conn: &Connection, q: &WorkflowQuery) -> Result<Vec<WorkflowRow>, StoreError> {
+    let live = if q.live_only {
+        "AND status IN ('ENQUEUED','PENDING')"
+    } else {
+        ""
+    };
+    let limit = if q.limit == 0 { u32::MAX } else { q.limit };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM workflow_status WHERE (?1 IS NULL OR subject = ?1) {live} \
+         ORDER BY created_at DESC, workflow_id DESC LIMIT ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt
+        .query_map(params![q.subject, limit], row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

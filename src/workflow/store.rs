@@ -1,0 +1,502 @@
+//! The system database behind a small trait: workflow rows, the checkpoint log, the mailbox, and
+//! the records deploys keep (releases, journal, logs). SQLite is the embedded implementation; a
+//! PostgreSQL one with the same schema is how several engines will share a database later.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::error::StoreError;
+
+/// A workflow's lifecycle state (B.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkflowStatus {
+    /// Waiting for an engine to claim it.
+    Enqueued,
+    /// Claimed by a run (or left by a crashed one until recovery).
+    Pending,
+    /// Finished; the workflow reached its end.
+    Success,
+    /// Finished with a failure.
+    Error,
+    /// Stopped by an operator at a step boundary; can be resumed.
+    Cancelled,
+    /// Dead-lettered after too many crashed runs; can be resumed.
+    MaxRecoveryAttemptsExceeded,
+}
+
+impl WorkflowStatus {
+    /// The column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowStatus::Enqueued => "ENQUEUED",
+            WorkflowStatus::Pending => "PENDING",
+            WorkflowStatus::Success => "SUCCESS",
+            WorkflowStatus::Error => "ERROR",
+            WorkflowStatus::Cancelled => "CANCELLED",
+            WorkflowStatus::MaxRecoveryAttemptsExceeded => "MAX_RECOVERY_ATTEMPTS_EXCEEDED",
+        }
+    }
+
+    /// Parses a column value.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ENQUEUED" => WorkflowStatus::Enqueued,
+            "PENDING" => WorkflowStatus::Pending,
+            "SUCCESS" => WorkflowStatus::Success,
+            "ERROR" => WorkflowStatus::Error,
+            "CANCELLED" => WorkflowStatus::Cancelled,
+            "MAX_RECOVERY_ATTEMPTS_EXCEEDED" => WorkflowStatus::MaxRecoveryAttemptsExceeded,
+            _ => return None,
+        })
+    }
+
+    /// True for ENQUEUED and PENDING: the workflow still has work to do.
+    pub fn is_live(self) -> bool {
+        matches!(self, WorkflowStatus::Enqueued | WorkflowStatus::Pending)
+    }
+
+    /// True for SUCCESS and ERROR, which nothing changes any more.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, WorkflowStatus::Success | WorkflowStatus::Error)
+    }
+}
+
+/// A workflow to insert, ENQUEUED.
+#[derive(Debug, Clone)]
+pub struct NewWorkflow {
+    /// The id, also the idempotency key of the start (E7).
+    pub id: String,
+    /// The workflow kind (`deploy`, `rollback`, …).
+    pub name: String,
+    /// Version of the workflow code (B.8).
+    pub definition_version: u32,
+    /// JSON inputs, immutable.
+    pub inputs: String,
+    /// What it acts on, e.g. `web/prod`; history is queried by it.
+    pub subject: Option<String>,
+    /// At most one live workflow per dedup key.
+    pub dedup_key: Option<String>,
+    /// Crash-looping runs allowed before dead-lettering.
+    pub max_recovery_attempts: u32,
+    /// The operator action that started it, journaled in the same transaction.
+    pub journal: Option<JournalEntry>,
+}
+
+/// A stored workflow row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkflowRow {
+    /// Workflow id.
+    pub id: String,
+    /// Workflow kind.
+    pub name: String,
+    /// Code version it started with.
+    pub definition_version: u32,
+    /// JSON inputs.
+    pub inputs: String,
+    /// Lifecycle state.
+    pub status: WorkflowStatus,
+    /// JSON output, once SUCCESS (or ERROR with details).
+    pub output: Option<String>,
+    /// JSON error, once ERROR.
+    pub error: Option<String>,
+    /// Engine that runs or ran it.
+    pub executor_id: Option<String>,
+    /// Token of the run that owns it.
+    pub run_token: Option<String>,
+    /// Runs claimed so far (crash loops dead-letter).
+    pub recovery_attempts: u32,
+    /// Limit of `recovery_attempts`.
+    pub max_recovery_attempts: u32,
+    /// What it acts on.
+    pub subject: Option<String>,
+    /// Epoch ms.
+    pub created_at: i64,
+    /// Epoch ms.
+    pub updated_at: i64,
+    /// Epoch ms of the current run's claim.
+    pub started_at: Option<i64>,
+    /// Epoch ms of the outcome or cancel.
+    pub completed_at: Option<i64>,
+}
+
+/// What `start` found.
+#[derive(Debug, Clone)]
+pub enum Started {
+    /// A new row was inserted.
+    Created,
+    /// The same id with the same inputs exists: the start is idempotent.
+    Existing(WorkflowRow),
+    /// Another live workflow holds the dedup key.
+    Duplicate(WorkflowRow),
+}
+
+/// What a claim (ENQUEUED → PENDING) found.
+#[derive(Debug, Clone)]
+pub enum Claim {
+    /// This run owns the workflow now.
+    Claimed(WorkflowRow),
+    /// Too many runs crashed: the workflow is dead-lettered.
+    DeadLettered(WorkflowRow),
+    /// Not ENQUEUED (someone else claimed it, or it finished).
+    NotClaimable,
+}
+
+/// One completed step, as recorded (E1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepRecord {
+    /// Deterministic step id (E5).
+    pub function_id: u32,
+    /// Step name, checked on replay.
+    pub function_name: String,
+    /// JSON output; None iff the step failed.
+    pub output: Option<String>,
+    /// JSON `StepFailure`.
+    pub error: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Epoch ms.
+    pub started_at: Option<i64>,
+    /// Epoch ms.
+    pub completed_at: Option<i64>,
+}
+
+/// How one attempt of a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Succeeded.
+    Ok,
+    /// Failed; a retry may follow.
+    Retryable,
+    /// Failed for good.
+    Permanent,
+    /// The engine died during it.
+    Interrupted,
+}
+
+impl AttemptOutcome {
+    /// The column value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Ok => "ok",
+            AttemptOutcome::Retryable => "retryable",
+            AttemptOutcome::Permanent => "permanent",
+            AttemptOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses a column value.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "ok" => AttemptOutcome::Ok,
+            "retryable" => AttemptOutcome::Retryable,
+            "permanent" => AttemptOutcome::Permanent,
+            "interrupted" => AttemptOutcome::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
+/// One attempt of a step (the persisted retry budget).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptRecord {
+    /// Step id.
+    pub function_id: u32,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Step name.
+    pub function_name: String,
+    /// Epoch ms.
+    pub started_at: i64,
+    /// Epoch ms; None while running.
+    pub ended_at: Option<i64>,
+    /// None while running.
+    pub outcome: Option<AttemptOutcome>,
+    /// The attempt's error.
+    pub error: Option<String>,
+}
+
+/// Everything replay needs: recorded steps and every attempt made so far.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Completed steps by id.
+    pub steps: Vec<StepRecord>,
+    /// Attempts, by step id then attempt.
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// An attempt about to run.
+#[derive(Debug, Clone)]
+pub struct AttemptStart {
+    /// Workflow id.
+    pub workflow_id: String,
+    /// The run that makes the attempt.
+    pub run_token: String,
+    /// Step id.
+    pub function_id: u32,
+    /// Step name.
+    pub function_name: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Epoch ms.
+    pub started_at: i64,
+}
+
+/// An attempt that failed and will be retried (no checkpoint yet).
+#[derive(Debug, Clone)]
+pub struct AttemptEnd {
+    /// Workflow id.
+    pub workflow_id: String,
+    /// Step id.
+    pub function_id: u32,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// Its error.
+    pub error: Option<String>,
+    /// Epoch ms.
+    pub ended_at: i64,
+}
+
+/// A finished step to commit, with the domain writes that must commit with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// Workflow id.
+    pub workflow_id: String,
+    /// The run that ran the step; another run's checkpoint is refused.
+    pub run_token: String,
+    /// Step id.
+    pub function_id: u32,
+    /// Step name.
+    pub function_name: String,
+    /// JSON output, or None with `error`.
+    pub output: Option<String>,
+    /// JSON `StepFailure`.
+    pub error: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The attempt row to close, and how.
+    pub close_attempt: Option<(u32, AttemptOutcome)>,
+    /// Epoch ms.
+    pub started_at: i64,
+    /// Epoch ms.
+    pub completed_at: i64,
+    /// Writes that commit atomically with the step (exactly once).
+    pub effects: Vec<Effect>,
+}
+
+/// A domain write committed in the same transaction as a checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// A release became live on a moniker.
+    Release(ReleaseRecord),
+    /// The moniker's live release (from `deployment_id`) was rolled back by `by`.
+    RolledBack {
+        moniker: String,
+        deployment_id: String,
+        by: String,
+    },
+    /// Publish a workflow event (phase, progress) for consoles.
+    Event { key: String, value: String },
+}
+
+/// A workflow's end, written once by the owning run (E3).
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// JSON output.
+    Success(String),
+    /// JSON error.
+    Error(String),
+}
+
+/// What `finish` did.
+#[derive(Debug, Clone)]
+pub enum Finished {
+    /// This run wrote the outcome.
+    Written,
+    /// The run no longer owned the row; this is what is recorded.
+    Adopted(WorkflowRow),
+}
+
+/// A message in a workflow's mailbox (operator → workflow).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Command id: the same id twice delivers once (E7).
+    pub id: String,
+    /// Workflow it is for.
+    pub destination: String,
+    /// `pause`, `resume`, `promote`, …
+    pub topic: String,
+    /// JSON payload.
+    pub payload: String,
+    /// Who sent it.
+    pub sender: Option<String>,
+    /// Epoch ms.
+    pub created_at: i64,
+}
+
+/// A command to deliver, with its validator.
+#[derive(Debug, Clone)]
+pub struct SendRequest {
+    /// The message.
+    pub message: Message,
+    /// Reject unless the destination's event `key` currently has this value.
+    pub require_event: Option<(String, Vec<String>)>,
+    /// The operator action, journaled in the same transaction.
+    pub journal: Option<JournalEntry>,
+}
+
+/// What `send` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// Stored, unconsumed until the workflow receives it.
+    Delivered,
+    /// The same command id was already delivered; nothing changed.
+    Duplicate,
+    /// The validator refused it, with the reason.
+    Rejected(String),
+}
+
+/// A release on a moniker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseRecord {
+    /// The moniker.
+    pub moniker: String,
+    /// `application/environment`.
+    pub subject: String,
+    /// Version string.
+    pub version: String,
+    /// JSON artifact.
+    pub artifact: String,
+    /// The deployment that made it live.
+    pub deployment_id: String,
+    /// Epoch ms.
+    pub recorded_at: i64,
+    /// The rollback that took it down, if any.
+    pub rolled_back_by: Option<String>,
+}
+
+/// One operator action in the audit journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JournalEntry {
+    /// Epoch ms.
+    pub at: i64,
+    /// `SUDO_USER` or `USER`.
+    pub operator: String,
+    /// `SSH_CONNECTION`'s client address, if any.
+    pub client: Option<String>,
+    /// `deploy`, `cancel`, `resume`, `rollback`, `pause`, …
+    pub action: String,
+    /// The deployment acted on.
+    pub workflow_id: Option<String>,
+    /// `application/environment`.
+    pub subject: Option<String>,
+    /// What exactly (version, target count).
+    pub detail: Option<String>,
+    /// The operator's reason.
+    pub reason: Option<String>,
+}
+
+/// A log line kept for `manent logs` and attached consoles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Row id (0 before insert).
+    pub id: i64,
+    /// Deployment it belongs to.
+    pub workflow_id: Option<String>,
+    /// Epoch ms.
+    pub at: i64,
+    /// `error`, `warn`, `info`, `debug`, `trace`.
+    pub level: String,
+    /// `engine` or the plugin's name.
+    pub source: String,
+    /// Target name, when the line is about one.
+    pub target: Option<String>,
+    /// The message.
+    pub message: String,
+    /// JSON attributes.
+    pub attrs: Option<String>,
+}
+
+/// A filter over workflows.
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowQuery {
+    /// Only this subject.
+    pub subject: Option<String>,
+    /// Only live ones.
+    pub live_only: bool,
+    /// Newest first, at most this many.
+    pub limit: u32,
+}
+
+/// The system database.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Inserts an ENQUEUED workflow, idempotently by id (B.2).
+    async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError>;
+    /// CAS ENQUEUED → PENDING for `run_token`, dead-lettering crash loops.
+    async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError>;
+    /// Recovery at engine start (B.5): closes open attempts as interrupted, re-enqueues PENDING
+    /// rows, and returns every ENQUEUED id, oldest first.
+    async fn recover(&self) -> Result<Vec<String>, StoreError>;
+    /// ENQUEUED ids, oldest first.
+    async fn enqueued(&self) -> Result<Vec<String>, StoreError>;
+    /// Recorded steps and attempts of a workflow.
+    async fn history(&self, id: &str) -> Result<History, StoreError>;
+    /// Records an attempt's start; fails with `Cancelled` or `Fenced` at a step boundary.
+    async fn begin_attempt(&self, a: AttemptStart) -> Result<(), StoreError>;
+    /// Records a failed attempt that will be retried.
+    async fn end_attempt(&self, a: AttemptEnd) -> Result<(), StoreError>;
+    /// Commits a finished step and its effects (B.3); a lost ack's retry is recognised.
+    async fn checkpoint(&self, c: Checkpoint) -> Result<(), StoreError>;
+    /// Consumes the oldest message on `topics` and records it as step `function_id`, in one
+    /// transaction (E8). None when there is none.
+    async fn consume(
+        &self,
+        workflow_id: &str,
+        run_token: &str,
+        function_id: u32,
+        topics: &[String],
+    ) -> Result<Option<Message>, StoreError>;
+    /// Writes the outcome if this run still owns the PENDING row (E3).
+    async fn finish(&self, id: &str, run_token: &str, out: Outcome)
+    -> Result<Finished, StoreError>;
+    /// Operator cancel: live → CANCELLED. Returns the row after.
+    async fn cancel(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError>;
+    /// Operator resume: CANCELLED or dead-lettered → ENQUEUED. Returns the row after.
+    async fn resume(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError>;
+    /// Delivers an operator command to a workflow's mailbox.
+    async fn send(&self, req: SendRequest) -> Result<Sent, StoreError>;
+    /// Appends an audit journal entry.
+    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError>;
+    /// Appends log lines.
+    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError>;
+    /// Records which engine holds the lease, for display.
+    async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError>;
+    /// Changes whenever another connection commits (B.7 polling).
+    async fn data_version(&self) -> Result<i64, StoreError>;
+    /// One workflow.
+    async fn workflow(&self, id: &str) -> Result<Option<WorkflowRow>, StoreError>;
+    /// Workflows, newest first.
+    async fn workflows(&self, q: WorkflowQuery) -> Result<Vec<WorkflowRow>, StoreError>;
+    /// A workflow's latest events.
+    async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError>;
+    /// Unconsumed messages of a workflow.
+    async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError>;
+    /// Release history of a subject, oldest first.
+    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError>;
+    /// Journal entries of a subject or workflow, oldest first.
+    async fn journal_entries(
+        &self,
+        subject: Option<&str>,
+        workflow_id: Option<&str>,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+    /// Log lines of a workflow after row id `after`, at most `limit`.
+    async fn logs(&self, id: &str, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
+    /// Clean shutdown: truncates the WAL.
+    async fn close(&self) -> Result<(), StoreError>;
+}

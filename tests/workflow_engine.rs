@@ -1,0 +1,317 @@
+//! The durable engine in-process: steps commit before the workflow moves on, replay returns
+//! recorded results, retries follow the policy, permanent errors are not retried, the mailbox is
+//! idempotent and consumed once, and sleeps are durable.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use manent::workflow::store::{
+    JournalEntry, Message, NewWorkflow, SendRequest, Sent, WorkflowStatus,
+};
+use manent::workflow::{
+    Interrupt, RetryPolicy, RunOutcome, Runtime, SqliteStore, StepError, Store, Synchronous,
+    WorkflowDef,
+};
+
+fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open(&dir.path().join("m.db"), Synchronous::Full, true).unwrap())
+}
+
+fn new_wf(id: &str, name: &str) -> NewWorkflow {
+    NewWorkflow {
+        id: id.into(),
+        name: name.into(),
+        definition_version: 1,
+        inputs: "{}".into(),
+        subject: Some("app/env".into()),
+        dedup_key: None,
+        max_recovery_attempts: 5,
+        journal: None,
+    }
+}
+
+fn fast(max_retries: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_retries,
+        base: Duration::from_millis(5),
+        max_interval: Duration::from_millis(20),
+        ..RetryPolicy::default()
+    }
+}
+
+fn journal(action: &str) -> JournalEntry {
+    JournalEntry {
+        at: 0,
+        operator: "tester".into(),
+        client: None,
+        action: action.into(),
+        workflow_id: None,
+        subject: None,
+        detail: None,
+        reason: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_then_succeeds_and_permanent_fails_after_one_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let calls = Arc::new(AtomicU32::new(0));
+    let perm_calls = Arc::new(AtomicU32::new(0));
+    let (c, p) = (calls.clone(), perm_calls.clone());
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |ctx, _inputs| {
+            let (c, p) = (c.clone(), p.clone());
+            async move {
+                let flaky = ctx
+                    .step("flaky", &fast(3), |info| {
+                        let c = c.clone();
+                        async move {
+                            c.fetch_add(1, Ordering::SeqCst);
+                            if info.attempt < 3 {
+                                Err(StepError::Retryable(format!("try {}", info.attempt)))
+                            } else {
+                                Ok(info.attempt)
+                            }
+                        }
+                    })
+                    .await?;
+                let perm = ctx
+                    .step("perm", &fast(5), |_| {
+                        let p = p.clone();
+                        async move {
+                            p.fetch_add(1, Ordering::SeqCst);
+                            Err::<(), _>(StepError::Permanent("bad input".into()))
+                        }
+                    })
+                    .await?;
+                Ok::<_, Interrupt>(RunOutcome::Success(serde_json::json!({
+                    "flaky": flaky.unwrap(),
+                    "perm": perm.unwrap_err(),
+                })))
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    rt.submit(new_wf("w1", "t")).await.unwrap();
+    let row = rt.wait("w1").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Success);
+    let out: serde_json::Value = serde_json::from_str(row.output.as_deref().unwrap()).unwrap();
+    assert_eq!(out["flaky"], 3);
+    assert_eq!(out["perm"]["kind"], "permanent");
+    assert_eq!(out["perm"]["attempts"], 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(perm_calls.load(Ordering::SeqCst), 1);
+    let history = store.history("w1").await.unwrap();
+    assert_eq!(history.steps.len(), 2);
+    let attempts: Vec<_> = history
+        .attempts
+        .iter()
+        .map(|a| (a.function_id, a.attempt))
+        .collect();
+    assert_eq!(attempts, vec![(0, 1), (0, 2), (0, 3), (1, 1)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_budget_records_every_attempt_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(|ctx, _| {
+            async move {
+                let r = ctx
+                    .step("always", &fast(2), |info| async move {
+                        Err::<(), _>(StepError::Retryable(format!("boom {}", info.attempt)))
+                    })
+                    .await?;
+                Ok(RunOutcome::Failure(
+                    serde_json::to_value(r.unwrap_err()).unwrap(),
+                ))
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    rt.submit(new_wf("w2", "t")).await.unwrap();
+    let row = rt.wait("w2").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Error);
+    let err: serde_json::Value = serde_json::from_str(row.error.as_deref().unwrap()).unwrap();
+    assert_eq!(err["kind"], "retries_exhausted");
+    assert_eq!(err["attempts"], 3);
+    assert_eq!(
+        err["errors"],
+        serde_json::json!(["boom 1", "boom 2", "boom 3"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(|ctx, _| {
+            async move {
+                ctx.set_event("phase", &"awaiting_promotion").await?;
+                let m = ctx
+                    .recv(&["promote"], Some(Duration::from_secs(20)))
+                    .await?;
+                let second = ctx.poll_mailbox(&["promote"]).await?;
+                Ok(RunOutcome::Success(serde_json::json!({
+                    "got": m.map(|m| m.id),
+                    "second": second.map(|m| m.id),
+                })))
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    rt.submit(new_wf("w3", "t")).await.unwrap();
+    // Wait until the workflow published its phase, then press promote twice with one id.
+    for _ in 0..200 {
+        if store.events("w3").await.unwrap().contains_key("phase") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let msg = |id: &str| SendRequest {
+        message: Message {
+            id: id.into(),
+            destination: "w3".into(),
+            topic: "promote".into(),
+            payload: "{}".into(),
+            sender: Some("tester".into()),
+            created_at: 1,
+        },
+        require_event: Some(("phase".into(), vec!["awaiting_promotion".into()])),
+        journal: Some(journal("promote")),
+    };
+    assert_eq!(store.send(msg("cmd-1")).await.unwrap(), Sent::Delivered);
+    assert_eq!(store.send(msg("cmd-1")).await.unwrap(), Sent::Duplicate);
+    rt.wake("w3");
+    let row = rt.wait("w3").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Success);
+    let out: serde_json::Value = serde_json::from_str(row.output.as_deref().unwrap()).unwrap();
+    assert_eq!(out["got"], "cmd-1");
+    assert_eq!(out["second"], serde_json::Value::Null);
+    assert_eq!(store.journal_entries(None, None).await.unwrap().len(), 1);
+    // A finished workflow rejects further commands.
+    assert!(matches!(
+        store.send(msg("cmd-2")).await.unwrap(),
+        Sent::Rejected(_)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_returns_recorded_results_and_detects_renamed_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let runs = Arc::new(AtomicU32::new(0));
+    let r2 = runs.clone();
+    let first = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |ctx, _| {
+            let runs = r2.clone();
+            async move {
+                let v = ctx
+                    .step("a", &fast(0), |_| {
+                        let runs = runs.clone();
+                        async move { Ok(runs.fetch_add(1, Ordering::SeqCst)) }
+                    })
+                    .await?;
+                // Simulate the engine stopping right after the first step.
+                let _ = v;
+                Err(Interrupt::ShuttingDown)
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![first]);
+    rt.submit(new_wf("w4", "t")).await.unwrap();
+    for _ in 0..200 {
+        if rt.active().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // A new binary whose first step has another name: non-determinism, nothing re-runs.
+    let renamed = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(|ctx, _| {
+            async move {
+                ctx.step("b", &fast(0), |_| async { Ok(1) }).await?.ok();
+                Ok(RunOutcome::Success(serde_json::Value::Null))
+            }
+            .boxed()
+        }),
+    };
+    let rt2 = Runtime::new(store.clone(), "test".into(), vec![renamed]);
+    rt2.recover().await.unwrap();
+    let row = rt2.wait("w4").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Error);
+    assert!(row.error.unwrap().contains("non_deterministic"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir);
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let (g, r) = (gate.clone(), ran.clone());
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |ctx, _| {
+            let (g, r) = (g.clone(), r.clone());
+            async move {
+                for i in 0..3 {
+                    let (g, r) = (g.clone(), r.clone());
+                    ctx.step(format!("s{i}"), &fast(0), move |_| {
+                        let (g, r) = (g.clone(), r.clone());
+                        async move {
+                            if i == 0 {
+                                g.notified().await;
+                            }
+                            r.fetch_add(1, Ordering::SeqCst);
+                            Ok(i)
+                        }
+                    })
+                    .await?
+                    .ok();
+                }
+                Ok(RunOutcome::Success(serde_json::Value::Null))
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    let _poller = rt.spawn_poller(Duration::from_millis(50));
+    rt.submit(new_wf("w5", "t")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let row = store.cancel("w5", journal("cancel")).await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Cancelled);
+    gate.notify_waiters();
+    let row = rt.wait("w5").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Cancelled);
+    // The in-flight step finished and is kept; the next one never started.
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(store.history("w5").await.unwrap().steps.len(), 1);
+    store.resume("w5", journal("resume")).await.unwrap();
+    rt.claim_and_spawn("w5").await.unwrap();
+    let row = rt.wait("w5").await.unwrap();
+    assert_eq!(row.status, WorkflowStatus::Success);
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+}
