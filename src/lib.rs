@@ -4,7 +4,14 @@
 //! ([`plugin`]) that implement the `Deployer` contract, compiled in or spoken to over go-plugin's
 //! gRPC protocol. [`engine`] is the handle the console and the headless commands drive.
 
+pub mod cli;
+pub mod config;
+pub mod deploy;
 pub mod duration_ms;
+pub mod engine;
 pub mod failpoint;
+pub mod moniker;
+pub mod operator;
+pub mod plugin;
 pub mod sys;
 pub mod workflow;

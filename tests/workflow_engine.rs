@@ -1,3 +1,8 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 //! The durable engine in-process: steps commit before the workflow moves on, replay returns
 //! recorded results, retries follow the policy, permanent errors are not retried, the mailbox is
 //! idempotent and consumed once, and sleeps are durable.

@@ -319,7 +319,7 @@ pub enum Finished {
     /// This run wrote the outcome.
     Written,
     /// The run no longer owned the row; this is what is recorded.
-    Adopted(WorkflowRow),
+    Adopted(Box<WorkflowRow>),
 }
 
 /// A message in a workflow's mailbox (operator → workflow).

@@ -275,7 +275,7 @@ pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
             )
             .optional()?;
         let current = value.as_deref().map(unquote).unwrap_or_default();
-        if !allowed.iter().any(|a| *a == current) {
+        if !allowed.contains(&current) {
             let shown = if current.is_empty() {
                 "unknown"
             } else {

@@ -186,7 +186,7 @@ pub fn finish(
     if changed == 1 {
         Ok(Finished::Written)
     } else {
-        Ok(Finished::Adopted(must_get(conn, id)?))
+        Ok(Finished::Adopted(Box::new(must_get(conn, id)?)))
     }
 }
 

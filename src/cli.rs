@@ -1,0 +1,218 @@
+//! The headless commands (DESIGN §8): what the console does, for scripts and CI. Human output
+//! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
+
+mod inspect;
+mod output;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use output::Out;
+
+/// Exit codes.
+pub mod exit {
+    /// The deployment succeeded (or the command did what it was asked).
+    pub const OK: u8 = 0;
+    /// The deployment failed.
+    pub const FAILED: u8 = 1;
+    /// Bad input: usage, configuration, unknown deployment, conflicting deployment.
+    pub const BAD_INPUT: u8 = 2;
+    /// The deployment was cancelled (or the confirmation declined).
+    pub const CANCELLED: u8 = 3;
+    /// The deployment failed and the targets it changed were rolled back (`atomic`).
+    pub const ROLLED_BACK: u8 = 4;
+    /// The engine stopped before the deployment finished; it resumes at the next start.
+    pub const INTERRUPTED: u8 = 5;
+    /// The engine could not run: database unusable, dead-lettered deployment.
+    pub const ENGINE: u8 = 6;
+}
+
+/// manent: deploys as durable workflows, driven from a terminal.
+#[derive(Debug, Parser)]
+#[command(name = "manent", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// The engine configuration.
+    #[arg(
+        long,
+        global = true,
+        env = "MANENT_CONFIG",
+        default_value = "manent.yml"
+    )]
+    pub config: PathBuf,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 done, 1 deployment failed, 2 bad input or conflict, \
+3 cancelled, 4 failed and rolled back, 5 engine stopped before the end (it resumes at the next \
+start), 6 engine or database unusable.";
+
+/// A verb.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check manent.yml and every descriptor without running anything.
+    Validate(JsonArg),
+    /// Show the batches and monikers a deploy would use (starts no plugin).
+    Plan(PlanArgs),
+    /// Deploy an application to an environment.
+    Deploy(DeployArgs),
+    /// Roll an application's environment back to its previous release.
+    Rollback(RollbackArgs),
+    /// Show running and recent deployments, or one deployment in detail.
+    Status(StatusArgs),
+    /// Show an application's deployments, releases and operator actions in an environment.
+    History(HistoryArgs),
+    /// Stop a deployment at its next step boundary (running targets finish).
+    Cancel(ControlArgs),
+    /// Pause a deployment before its next batch.
+    Pause(ControlArgs),
+    /// Continue a paused, cancelled or interrupted deployment from its last checkpoint.
+    Resume(ControlArgs),
+    /// Print a deployment's log lines.
+    Logs(LogsArgs),
+    /// Run the engine alone: resume interrupted deployments and run submitted ones until
+    /// stopped.
+    Worker,
+}
+
+/// `--json`
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which application and environment.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The application (`application:` in its descriptor).
+    pub app: String,
+    /// The environment.
+    pub env: String,
+    /// Use this descriptor file instead of the one in the apps directory.
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<PathBuf>,
+}
+
+/// `plan`
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Version to plan (overrides the descriptor's artifact.version).
+    #[arg(long)]
+    pub version: Option<String>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `deploy`
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Version to deploy (overrides the descriptor's artifact.version).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Plan, validate and ask the plugin what it would do; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Also print info-level log lines on stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `rollback`
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Also print info-level log lines on stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `status`
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// A deployment id; without it, every live deployment and the most recent ones.
+    pub deployment: Option<String>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `history`
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The application.
+    pub app: String,
+    /// The environment.
+    pub env: String,
+    /// Most recent deployments shown.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `cancel`, `pause`, `resume`
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Also print info-level log lines on stderr (resume).
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `logs`
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Keep printing new lines until the deployment ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+/// Runs a parsed command line; returns the exit code.
+pub async fn run(cli: Cli, out: &mut Out) -> u8 {
+    match cli.command {
+        Command::Validate(a) => inspect::validate(&cli.config, a.json, out).await,
+        Command::Plan(a) => inspect::plan(&cli.config, &a, out).await,
+        Command::Deploy(a) => run::deploy(&cli.config, &a, out).await,
+        Command::Rollback(a) => run::rollback(&cli.config, &a, out).await,
+        Command::Status(a) => inspect::status(&cli.config, &a, out).await,
+        Command::History(a) => inspect::history(&cli.config, &a, out).await,
+        Command::Cancel(a) => run::cancel(&cli.config, &a, out).await,
+        Command::Pause(a) => run::pause(&cli.config, &a, out).await,
+        Command::Resume(a) => run::resume(&cli.config, &a, out).await,
+        Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
+        Command::Worker => run::worker(&cli.config, out).await,
+    }
+}

@@ -1,0 +1,535 @@
+//! Verbs that only read: validate, plan, status, history, logs. None starts a plugin process or
+//! an engine.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::output::{self, Out, existing_store, load_config, open_store, print_errors};
+use super::{HistoryArgs, LogsArgs, PlanArgs, StatusArgs, exit};
+use crate::config::{ConfigError, EnvSpec};
+use crate::deploy::plan;
+use crate::deploy::view::{self, DeploymentView};
+use crate::plugin::logger::Discard;
+use crate::plugin::{Registry, Request, Secrets, Target};
+use crate::workflow::store::{ReleaseRecord, Store, WorkflowQuery};
+
+#[derive(Serialize)]
+struct Validation {
+    ok: bool,
+    applications: usize,
+    environments: usize,
+    targets: usize,
+    problems: Vec<String>,
+}
+
+/// `manent validate`: every file, every environment's plan, and built-in plugins' own checks.
+pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
+    let config = match crate::config::Config::load(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            if json {
+                let problems = e.0.iter().map(ToString::to_string).collect();
+                out.json(&Validation {
+                    ok: false,
+                    applications: 0,
+                    environments: 0,
+                    targets: 0,
+                    problems,
+                });
+            } else {
+                print_errors(&e, out);
+            }
+            return exit::BAD_INPUT;
+        }
+    };
+    let mut problems: Vec<ConfigError> = config.problems.clone();
+    let registry = Registry::new(&config, Arc::new(Discard));
+    let (mut envs, mut targets) = (0, 0);
+    for d in &config.descriptors {
+        for env in d.spec.environments.keys() {
+            let spec = match config.environment(&d.spec.application, env) {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.extend(e.0);
+                    continue;
+                }
+            };
+            envs += 1;
+            targets += spec.targets.len();
+            if let Err(e) = check_with_plugin(&registry, &spec).await {
+                problems.push(ConfigError::file(
+                    &d.file,
+                    format!("environments.{env}: {e}"),
+                ));
+            }
+        }
+    }
+    let ok = problems.is_empty();
+    if json {
+        out.json(&Validation {
+            ok,
+            applications: config.applications().len(),
+            environments: envs,
+            targets,
+            problems: problems.iter().map(ToString::to_string).collect(),
+        });
+    } else {
+        for p in &problems {
+            out.note(format!("error: {p}"));
+        }
+        if ok {
+            out.line(format!(
+                "ok: {} ({} applications, {envs} environments, {targets} targets, {} plugins)",
+                config.file.display(),
+                config.applications().len(),
+                registry.names().count()
+            ));
+        }
+    }
+    if ok { exit::OK } else { exit::BAD_INPUT }
+}
+
+/// Plans `spec` and, for built-in plugins, asks the plugin to validate it (no secrets, no
+/// side effects). External plugins are never started by validation.
+async fn check_with_plugin(registry: &Registry, spec: &EnvSpec) -> Result<(), String> {
+    let plan = plan::compute(spec)?;
+    let builtin = registry
+        .decl(&spec.plugin)
+        .is_some_and(|d| d.builtin.is_some());
+    if !builtin {
+        return Ok(());
+    }
+    let handle = registry
+        .get(&spec.plugin)
+        .await
+        .map_err(|e| e.to_string())?;
+    let targets = plan
+        .targets()
+        .map(|(_, t)| Target {
+            host: t.host.clone(),
+            moniker: t.moniker.clone(),
+            labels: t.labels.clone(),
+        })
+        .collect();
+    let req: Request = crate::deploy::steps::request(
+        spec,
+        "validate",
+        targets,
+        spec.parallelism,
+        Secrets::none(),
+        None,
+    );
+    handle
+        .deployer
+        .validate(&req)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[derive(Serialize)]
+struct PlanOut<'a> {
+    application: &'a str,
+    environment: &'a str,
+    production: bool,
+    version: &'a str,
+    plugin: &'a str,
+    strategy: &'a crate::config::Strategy,
+    parallelism: u32,
+    batches: Vec<BatchOut>,
+}
+
+#[derive(Serialize)]
+struct BatchOut {
+    index: u32,
+    targets: Vec<TargetOut>,
+}
+
+#[derive(Serialize)]
+struct TargetOut {
+    moniker: String,
+    host: String,
+    live: Option<String>,
+}
+
+/// `manent plan`
+pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {
+        return exit::BAD_INPUT;
+    };
+    let mut spec = match config.environment(&a.target.app, &a.target.env) {
+        Ok(s) => s,
+        Err(e) => {
+            print_errors(&e, out);
+            return exit::BAD_INPUT;
+        }
+    };
+    if let Some(v) = &a.version {
+        spec.artifact.version.clone_from(v);
+    }
+    let p = match plan::compute(&spec) {
+        Ok(p) => p,
+        Err(e) => {
+            out.error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let live = match existing_store(&config) {
+        Some(store) => live_versions(&store, &spec.subject()).await,
+        None => BTreeMap::new(),
+    };
+    let batches = p
+        .batches
+        .iter()
+        .map(|b| BatchOut {
+            index: b.index,
+            targets: b
+                .targets
+                .iter()
+                .map(|t| TargetOut {
+                    moniker: t.moniker.to_string(),
+                    host: t.host.clone(),
+                    live: live.get(&t.moniker.to_string()).cloned(),
+                })
+                .collect(),
+        })
+        .collect::<Vec<_>>();
+    if a.json.json {
+        out.json(&PlanOut {
+            application: &spec.application,
+            environment: &spec.environment,
+            production: spec.production,
+            version: &spec.artifact.version,
+            plugin: &spec.plugin,
+            strategy: &spec.strategy,
+            parallelism: spec.parallelism,
+            batches,
+        });
+        return exit::OK;
+    }
+    let strategy = match &spec.strategy {
+        crate::config::Strategy::All => "all at once".to_owned(),
+        crate::config::Strategy::Rolling {
+            batch_size,
+            interval,
+        } => format!(
+            "rolling, {batch_size} per batch{}",
+            interval
+                .map(|d| format!(", {} apart", humantime::format_duration(d)))
+                .unwrap_or_default()
+        ),
+    };
+    out.line(format!(
+        "{} {} → {}{} ({}): {} targets in {} batches, {strategy}, plugin {}, parallelism {}{}",
+        spec.application,
+        if spec.artifact.version.is_empty() {
+            "(no version)"
+        } else {
+            &spec.artifact.version
+        },
+        spec.environment,
+        if spec.production { " [production]" } else { "" },
+        spec.descriptor.display(),
+        p.len(),
+        p.batches.len(),
+        spec.plugin,
+        spec.parallelism,
+        if spec.atomic { ", atomic" } else { "" },
+    ));
+    for b in &batches {
+        out.line(format!("batch {}", b.index));
+        for t in &b.targets {
+            let change = match &t.live {
+                Some(v) if *v == spec.artifact.version => format!("{v} (unchanged)"),
+                Some(v) => format!("{v} → {}", spec.artifact.version),
+                None => format!("new → {}", spec.artifact.version),
+            };
+            out.line(format!("  {:<40} {:<20} {change}", t.moniker, t.host));
+        }
+    }
+    exit::OK
+}
+
+async fn live_versions(store: &dyn Store, subject: &str) -> BTreeMap<String, String> {
+    let rows: Vec<ReleaseRecord> = store.releases(subject).await.unwrap_or_default();
+    rows.into_iter()
+        .filter(|r| r.rolled_back_by.is_none())
+        .map(|r| (r.moniker, r.version))
+        .collect()
+}
+
+/// `manent status [ID]`
+pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            out.error(e);
+            return exit::ENGINE;
+        }
+    };
+    if let Some(id) = &a.deployment {
+        let Some(v) = output::view(&store, id, out).await else {
+            return exit::BAD_INPUT;
+        };
+        if a.json.json {
+            out.json(&v);
+        } else {
+            print_view(&v, out);
+        }
+        return exit::OK;
+    }
+    let rows = store
+        .workflows(WorkflowQuery {
+            subject: None,
+            live_only: false,
+            limit: 20,
+        })
+        .await;
+    let rows = match rows {
+        Ok(r) => r,
+        Err(e) => {
+            out.error(e);
+            return exit::ENGINE;
+        }
+    };
+    let mut views = Vec::new();
+    for r in rows {
+        if let Ok(Some(v)) = view::load(&store, &r.id).await {
+            views.push(v);
+        }
+    }
+    if a.json.json {
+        out.json(&views);
+        return exit::OK;
+    }
+    if views.is_empty() {
+        out.line("no deployments yet");
+        return exit::OK;
+    }
+    out.line(format!(
+        "{:<26} {:<9} {:<22} {:<10} {:<10} {:<22} {}",
+        "ID", "KIND", "APP/ENV", "VERSION", "STATUS", "PHASE", "STARTED"
+    ));
+    for v in &views {
+        out.line(format!(
+            "{:<26} {:<9} {:<22} {:<10} {:<10} {:<22} {}",
+            v.id,
+            if v.dry_run { "dry-run" } else { &v.kind },
+            format!("{}/{}", v.application, v.environment),
+            v.version,
+            short_status(v),
+            v.phase.as_deref().unwrap_or("-"),
+            output::time(v.created_at)
+        ));
+    }
+    exit::OK
+}
+
+fn short_status(v: &DeploymentView) -> String {
+    match (&v.report, v.status.is_live()) {
+        (Some(r), false) => r.result.clone(),
+        _ => v.status.as_str().to_lowercase(),
+    }
+}
+
+fn print_view(v: &DeploymentView, out: &mut Out) {
+    out.line(format!(
+        "{}  {} of {} {} to {}{}  by {}",
+        v.id,
+        if v.dry_run { "dry-run" } else { &v.kind },
+        v.application,
+        v.version,
+        v.environment,
+        if v.production { " [production]" } else { "" },
+        v.operator
+    ));
+    out.line(format!(
+        "status {}  phase {}  started {}{}{}",
+        short_status(v),
+        v.phase.as_deref().unwrap_or("-"),
+        output::time(v.created_at),
+        v.completed_at
+            .map(|t| format!("  ended {}", output::time(t)))
+            .unwrap_or_default(),
+        if v.runs > 1 {
+            format!("  runs {} (resumed after interruptions)", v.runs)
+        } else {
+            String::new()
+        }
+    ));
+    if let Some(r) = &v.report
+        && !r.message.is_empty()
+    {
+        out.line(r.message.clone());
+    }
+    if !v.pending_commands.is_empty() {
+        out.line(format!(
+            "commands waiting: {}",
+            v.pending_commands.join(", ")
+        ));
+    }
+    out.line(format!(
+        "{:<6} {:<40} {:<12} {:<8} {:<9} {}",
+        "BATCH", "MONIKER", "STATE", "ATTEMPT", "TIME", "MESSAGE"
+    ));
+    for t in &v.targets {
+        out.line(format!(
+            "{:<6} {:<40} {:<12} {:<8} {:<9} {}",
+            t.batch,
+            t.moniker,
+            t.state,
+            t.attempt,
+            t.duration_ms
+                .map(output::duration)
+                .unwrap_or_else(|| "-".into()),
+            t.message
+        ));
+    }
+}
+
+#[derive(Serialize)]
+struct HistoryOut {
+    subject: String,
+    deployments: Vec<DeploymentView>,
+    releases: Vec<ReleaseRecord>,
+    journal: Vec<crate::workflow::store::JournalEntry>,
+}
+
+/// `manent history APP ENV`
+pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let subject = format!("{}/{}", a.app, a.env);
+    let Some(store) = existing_store(&config) else {
+        out.line(format!("no deployments of {subject} yet"));
+        return exit::OK;
+    };
+    let rows = store
+        .workflows(WorkflowQuery {
+            subject: Some(subject.clone()),
+            live_only: false,
+            limit: a.limit,
+        })
+        .await
+        .unwrap_or_default();
+    let mut deployments = Vec::new();
+    for r in rows {
+        if let Ok(Some(v)) = view::load(&store, &r.id).await {
+            deployments.push(v);
+        }
+    }
+    let releases = store.releases(&subject).await.unwrap_or_default();
+    let journal = store
+        .journal_entries(Some(&subject), None)
+        .await
+        .unwrap_or_default();
+    if a.json.json {
+        out.json(&HistoryOut {
+            subject,
+            deployments,
+            releases,
+            journal,
+        });
+        return exit::OK;
+    }
+    out.line(format!("deployments of {subject}, newest first:"));
+    for v in &deployments {
+        out.line(format!(
+            "  {}  {:<8} {:<10} {:<12} by {:<16} {}",
+            output::time(v.created_at),
+            if v.dry_run { "dry-run" } else { &v.kind },
+            v.version,
+            short_status(v),
+            v.operator,
+            v.id
+        ));
+    }
+    out.line("live releases:");
+    let mut live: BTreeMap<&str, &ReleaseRecord> = BTreeMap::new();
+    for r in releases.iter().filter(|r| r.rolled_back_by.is_none()) {
+        live.insert(&r.moniker, r);
+    }
+    for (m, r) in &live {
+        out.line(format!(
+            "  {m:<40} {:<10} since {} ({})",
+            r.version,
+            output::time(r.recorded_at),
+            r.deployment_id
+        ));
+    }
+    out.line("operator actions:");
+    for j in &journal {
+        out.line(format!(
+            "  {}  {:<9} {:<24} {}{}{}",
+            output::time(j.at),
+            j.action,
+            j.workflow_id.as_deref().unwrap_or("-"),
+            j.operator,
+            j.client
+                .as_deref()
+                .map(|c| format!(" from {c}"))
+                .unwrap_or_default(),
+            j.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+    }
+    exit::OK
+}
+
+/// `manent logs ID [-f]`
+pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let store = match open_store(&config) {
+        Ok(s) => s,
+        Err(e) => {
+            out.error(e);
+            return exit::ENGINE;
+        }
+    };
+    if output::view(&store, &a.deployment, out).await.is_none() {
+        return exit::BAD_INPUT;
+    }
+    let mut after = 0;
+    loop {
+        let lines = store
+            .logs(&a.deployment, after, 5000)
+            .await
+            .unwrap_or_default();
+        let n = lines.len();
+        for l in lines {
+            after = l.id;
+            let who = l.target.map(|t| format!(" {t}:")).unwrap_or_default();
+            out.line(format!(
+                "{} {:<5} [{}]{who} {}",
+                output::time(l.at),
+                l.level,
+                l.source,
+                l.message
+            ));
+        }
+        if n == 5000 {
+            continue;
+        }
+        let live = store
+            .workflow(&a.deployment)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.status.is_live());
+        if !a.follow || !live {
+            return exit::OK;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}

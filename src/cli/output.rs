@@ -1,0 +1,133 @@
+//! Where the headless commands write: results on stdout, progress and errors on stderr. A
+//! closed terminal (a dropped ssh session) must not stop a deploy, so write errors are ignored.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::config::{Config, ConfigErrors};
+use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
+
+/// stdout and stderr, or buffers in tests.
+pub struct Out {
+    stdout: Box<dyn Write + Send>,
+    stderr: Box<dyn Write + Send>,
+}
+
+impl std::fmt::Debug for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Out")
+    }
+}
+
+impl Out {
+    /// The process's stdout and stderr.
+    pub fn std() -> Self {
+        Out {
+            stdout: Box::new(std::io::stdout()),
+            stderr: Box::new(std::io::stderr()),
+        }
+    }
+
+    /// Custom writers.
+    pub fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
+        Out { stdout, stderr }
+    }
+
+    /// A line of result on stdout.
+    pub fn line(&mut self, s: impl AsRef<str>) {
+        let _ = writeln!(self.stdout, "{}", s.as_ref());
+        let _ = self.stdout.flush();
+    }
+
+    /// A line of progress or error on stderr.
+    pub fn note(&mut self, s: impl AsRef<str>) {
+        let _ = writeln!(self.stderr, "{}", s.as_ref());
+        let _ = self.stderr.flush();
+    }
+
+    /// `value` as pretty JSON on stdout.
+    pub fn json<T: serde::Serialize>(&mut self, value: &T) {
+        match serde_json::to_string_pretty(value) {
+            Ok(s) => self.line(s),
+            Err(e) => self.note(format!("manent: cannot encode JSON: {e}")),
+        }
+    }
+
+    /// An error on stderr, prefixed with `manent:`.
+    pub fn error(&mut self, s: impl std::fmt::Display) {
+        self.note(format!("manent: {s}"));
+    }
+}
+
+/// Loads the configuration (and `-f FILE`), printing errors.
+pub fn load_config(path: &Path, file: Option<&Path>, out: &mut Out) -> Option<Config> {
+    match Config::load(path) {
+        Ok(mut c) => {
+            if let Some(f) = file {
+                c.descriptors.retain(|d| d.file != f);
+                c.add_descriptor(f);
+            }
+            Some(c)
+        }
+        Err(e) => {
+            print_errors(&e, out);
+            None
+        }
+    }
+}
+
+/// Prints configuration errors.
+pub fn print_errors(e: &ConfigErrors, out: &mut Out) {
+    for err in &e.0 {
+        out.note(format!("error: {err}"));
+    }
+}
+
+/// Opens the database for commands that do not run the engine (no lease).
+pub fn open_store(config: &Config) -> Result<SqliteStore, StoreError> {
+    SqliteStore::open(&config.database, Synchronous::Full, false)
+}
+
+/// The database, if it exists already (reads must not create one).
+pub fn existing_store(config: &Config) -> Option<SqliteStore> {
+    if config.database.exists() {
+        open_store(config).ok()
+    } else {
+        None
+    }
+}
+
+/// `2026-11-29T11:05:02Z` from epoch ms.
+pub fn time(ms: i64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// `350ms`, `1.2s`, `3m04s`.
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+/// Loads a deployment or explains that there is none.
+pub async fn view(
+    store: &dyn Store,
+    id: &str,
+    out: &mut Out,
+) -> Option<crate::deploy::view::DeploymentView> {
+    match crate::deploy::view::load(store, id).await {
+        Ok(Some(v)) => Some(v),
+        Ok(None) => {
+            out.error(format!("no deployment with id {id} (see `manent status`)"));
+            None
+        }
+        Err(e) => {
+            out.error(e);
+            None
+        }
+    }
+}

@@ -1,0 +1,514 @@
+//! Loading `manent.yml` and the application descriptors, and resolving one application's
+//! environment into the [`EnvSpec`] a deployment runs from. Problems name file:line:col.
+
+pub mod descriptor;
+pub mod error;
+pub mod manent_file;
+pub mod values;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::descriptor::DescriptorFile;
+pub use self::error::{ConfigError, ConfigErrors};
+pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};
+pub use self::values::{Known, Strategy};
+use crate::moniker::Moniker;
+use crate::plugin::builtin;
+use crate::plugin::secrets::SecretRef;
+use crate::plugin::types::Artifact;
+
+/// The loaded configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `manent.yml`'s path.
+    pub file: PathBuf,
+    /// Its directory; relative paths in it are relative to this.
+    pub dir: PathBuf,
+    /// The database file.
+    pub database: PathBuf,
+    /// The descriptors' directory.
+    pub apps_dir: PathBuf,
+    /// Where undeclared plugin binaries are looked for.
+    pub plugin_dir: Option<PathBuf>,
+    /// Declared plugins.
+    pub plugins: BTreeMap<String, PluginDecl>,
+    /// Secret sources.
+    pub secrets: BTreeMap<String, SecretRef>,
+    /// Engine settings, with defaults applied.
+    pub engine: EngineSettings,
+    /// Descriptors that parsed.
+    pub descriptors: Vec<Descriptor>,
+    /// Problems in descriptors (the rest stay usable: one broken file must not block an
+    /// unrelated deploy during an incident).
+    pub problems: Vec<ConfigError>,
+}
+
+/// Engine settings with defaults applied.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Stable engine id.
+    pub executor_id: String,
+    /// Drain limit at shutdown.
+    pub drain_timeout: Duration,
+    /// Limit for in-flight steps after the drain.
+    pub hard_timeout: Duration,
+    /// Commit durability.
+    pub synchronous: crate::workflow::Synchronous,
+    /// Crashed runs before dead-lettering.
+    pub max_recovery_attempts: u32,
+}
+
+/// One parsed descriptor.
+#[derive(Debug, Clone)]
+pub struct Descriptor {
+    /// Its file.
+    pub file: PathBuf,
+    /// Its text (for locating semantic errors).
+    pub text: String,
+    /// Its content.
+    pub spec: DescriptorFile,
+}
+
+/// A target after defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetDef {
+    /// Name.
+    pub name: String,
+    /// Address.
+    pub host: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Everything a deployment of one application to one environment runs from; stored in the
+/// workflow's inputs, so editing the descriptor later does not change a deployment under way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    /// Application.
+    pub application: String,
+    /// Environment.
+    pub environment: String,
+    /// Production environment.
+    pub production: bool,
+    /// The descriptor it came from.
+    pub descriptor: PathBuf,
+    /// What to deploy.
+    pub artifact: Artifact,
+    /// Plugin name.
+    pub plugin: String,
+    /// Moniker resource type.
+    pub resource_type: String,
+    /// Plugin parameters.
+    pub params: serde_json::Value,
+    /// Secrets the plugin may read.
+    pub secrets: Vec<String>,
+    /// Batching.
+    pub strategy: Strategy,
+    /// Targets at once within a batch.
+    pub parallelism: u32,
+    /// Retries per target step.
+    pub max_retries: u32,
+    /// Limit on one attempt.
+    #[serde(with = "crate::duration_ms")]
+    pub step_timeout: Duration,
+    /// Limit on Validate.
+    #[serde(with = "crate::duration_ms")]
+    pub validate_timeout: Duration,
+    /// First retry delay.
+    #[serde(with = "crate::duration_ms")]
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    #[serde(with = "crate::duration_ms")]
+    pub backoff_max: Duration,
+    /// Roll back on failure.
+    pub atomic: bool,
+    /// Targets in order.
+    pub targets: Vec<TargetDef>,
+}
+
+impl EnvSpec {
+    /// `application/environment`: what history and the one-live-deploy rule key on.
+    pub fn subject(&self) -> String {
+        format!("{}/{}", self.application, self.environment)
+    }
+
+    /// The moniker of `target`.
+    pub fn moniker(&self, target: &TargetDef) -> Result<Moniker, crate::moniker::MonikerError> {
+        Moniker::new(
+            &self.environment,
+            &self.application,
+            &self.resource_type,
+            &target.name,
+        )
+    }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))
+}
+
+/// Line and column (1-based) of the `nth` occurrence of `needle` in `text`.
+fn locate(text: &str, needle: &str, nth: usize) -> Option<(usize, usize)> {
+    let (idx, _) = text.match_indices(needle).nth(nth)?;
+    let before = &text[..idx];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(idx, |nl| idx - nl - 1) + 1;
+    Some((line, col))
+}
+
+impl Config {
+    /// Loads `manent.yml` at `path` and the descriptors it points to. Errors in `manent.yml`
+    /// are fatal; descriptor problems are kept in `problems`.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        if !path.exists() {
+            return Err(ConfigError::file(path, "no such file")
+                .with_hint(
+                    "pass --config FILE or set MANENT_CONFIG; `manent demo` runs without any",
+                )
+                .into());
+        }
+        let text = read(path)?;
+        let file: ManentFile = if text.trim().is_empty() {
+            ManentFile::default()
+        } else {
+            yaml_serde::from_str(&text).map_err(|e| ConfigError::from_yaml(path, &e))?
+        };
+        let dir = path.parent().map(Path::to_owned).unwrap_or_default();
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let e = &file.engine;
+        let engine = EngineSettings {
+            executor_id: e.executor_id.clone().unwrap_or_else(crate::sys::hostname),
+            drain_timeout: e.drain_timeout.map_or(Duration::from_secs(600), |d| d.0),
+            hard_timeout: e.hard_timeout.map_or(Duration::from_secs(60), |d| d.0),
+            synchronous: match e.synchronous {
+                Some(SyncMode::Normal) => crate::workflow::Synchronous::Normal,
+                _ => crate::workflow::Synchronous::Full,
+            },
+            max_recovery_attempts: e.max_recovery_attempts.unwrap_or(5),
+        };
+        let mut config = Config {
+            file: path.to_owned(),
+            database: dir.join(file.database.unwrap_or_else(|| ".manent/manent.db".into())),
+            apps_dir: dir.join(file.apps.unwrap_or_else(|| "apps".into())),
+            plugin_dir: file.plugin_dir.map(|p| dir.join(p)),
+            dir,
+            plugins: file.plugins.0,
+            secrets: file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect(),
+            engine,
+            descriptors: Vec::new(),
+            problems: Vec::new(),
+        };
+        config.load_apps_dir();
+        config.check_monikers();
+        Ok(config)
+    }
+
+    /// Names descriptors may refer to.
+    pub fn known(&self) -> Known {
+        let mut plugins: BTreeSet<String> =
+            builtin::NAMES.iter().map(|s| (*s).to_owned()).collect();
+        plugins.extend(self.plugins.keys().cloned());
+        Known {
+            plugins,
+            secrets: self.secrets.keys().cloned().collect(),
+        }
+    }
+
+    fn load_apps_dir(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.apps_dir) else {
+            return;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yml" || x == "yaml"))
+            .collect();
+        files.sort();
+        for f in files {
+            self.add_descriptor(&f);
+        }
+    }
+
+    /// Parses one descriptor file (`-f FILE`, or one of `apps/`) and adds it, or its problems.
+    pub fn add_descriptor(&mut self, file: &Path) {
+        let text = match read(file) {
+            Ok(t) => t,
+            Err(e) => return self.problems.push(e),
+        };
+        let known = self.known();
+        let parsed = values::with_known(&known, || yaml_serde::from_str::<DescriptorFile>(&text));
+        match parsed {
+            Ok(spec) => {
+                let d = Descriptor {
+                    file: file.to_owned(),
+                    text,
+                    spec,
+                };
+                let problems = check_descriptor(&d);
+                if problems.is_empty() {
+                    self.descriptors.push(d);
+                } else {
+                    self.problems.extend(problems);
+                }
+            }
+            Err(e) => self.problems.push(ConfigError::from_yaml(file, &e)),
+        }
+    }
+
+    /// Two descriptors claiming one moniker is a plan error: neither can be deployed safely.
+    fn check_monikers(&mut self) {
+        let mut owners: BTreeMap<String, &Descriptor> = BTreeMap::new();
+        let mut problems = Vec::new();
+        for d in &self.descriptors {
+            for (env_name, env) in &d.spec.environments {
+                let kind = env
+                    .deploy
+                    .as_ref()
+                    .unwrap_or(&d.spec.deploy)
+                    .resource_type
+                    .clone()
+                    .unwrap_or_else(|| {
+                        env.deploy
+                            .as_ref()
+                            .unwrap_or(&d.spec.deploy)
+                            .plugin
+                            .0
+                            .clone()
+                    });
+                for t in &env.targets {
+                    let Ok(m) = Moniker::new(env_name, &d.spec.application, &kind, &t.name) else {
+                        continue;
+                    };
+                    let key = m.to_string();
+                    match owners.get(&key) {
+                        Some(other) if other.file != d.file => problems.push(ConfigError {
+                            file: d.file.clone(),
+                            position: locate(&d.text, &format!("name: {}", t.name), 0),
+                            message: format!(
+                                "moniker {key} is also claimed by {}",
+                                other.file.display()
+                            ),
+                            hint: Some(
+                                "two descriptors may not own one target: rename the target, or \
+                                 set a distinct `deploy.type`"
+                                    .into(),
+                            ),
+                        }),
+                        Some(_) => {}
+                        None => {
+                            owners.insert(key, d);
+                        }
+                    }
+                }
+            }
+        }
+        self.problems.extend(problems);
+    }
+
+    /// Application names with a usable descriptor.
+    pub fn applications(&self) -> BTreeSet<&str> {
+        self.descriptors
+            .iter()
+            .map(|d| d.spec.application.as_str())
+            .collect()
+    }
+
+    /// Resolves `application`'s `environment` into an [`EnvSpec`].
+    pub fn environment(
+        &self,
+        application: &str,
+        environment: &str,
+    ) -> Result<EnvSpec, ConfigErrors> {
+        let owners: Vec<&Descriptor> = self
+            .descriptors
+            .iter()
+            .filter(|d| d.spec.application == application)
+            .collect();
+        let d = match owners.as_slice() {
+            [] => return Err(self.unknown_application(application)),
+            [one] => *one,
+            [first, ..] => {
+                let files: Vec<String> = owners
+                    .iter()
+                    .map(|d| d.file.display().to_string())
+                    .collect();
+                return Err(ConfigError::file(
+                    &first.file,
+                    format!(
+                        "application `{application}` is described by {}",
+                        files.join(" and ")
+                    ),
+                )
+                .with_hint("keep one descriptor per application")
+                .into());
+            }
+        };
+        let Some(env) = d.spec.environments.get(environment) else {
+            let names: Vec<&str> = d.spec.environments.keys().map(String::as_str).collect();
+            let guess = error::nearest(environment, names.iter().copied())
+                .map(|g| format!("did you mean `{g}`? "))
+                .unwrap_or_default();
+            return Err(ConfigError::file(
+                &d.file,
+                format!("application `{application}` has no environment `{environment}`"),
+            )
+            .with_hint(format!("{guess}environments: {}", names.join(", ")))
+            .into());
+        };
+        Ok(resolve(d, environment, env))
+    }
+
+    fn unknown_application(&self, application: &str) -> ConfigErrors {
+        // A descriptor that failed to parse may be the one asked for: show its problem.
+        let broken: Vec<ConfigError> = self
+            .problems
+            .iter()
+            .filter(|p| {
+                p.file
+                    .file_stem()
+                    .is_some_and(|s| s.to_string_lossy() == application)
+            })
+            .cloned()
+            .collect();
+        if !broken.is_empty() {
+            return ConfigErrors(broken);
+        }
+        let apps = self.applications();
+        let guess = error::nearest(application, apps.iter().copied())
+            .map(|g| format!("did you mean `{g}`? "))
+            .unwrap_or_default();
+        let list = if apps.is_empty() {
+            format!("no descriptors in {}", self.apps_dir.display())
+        } else {
+            format!(
+                "applications: {}",
+                apps.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        };
+        ConfigError::file(&self.apps_dir, format!("no application `{application}`"))
+            .with_hint(format!("{guess}{list}"))
+            .into()
+    }
+}
+
+fn is_production_name(env: &str) -> bool {
+    env == "prod" || env == "production" || env.starts_with("prod/") || env.starts_with("prod-")
+}
+
+fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
+    let mut problems = Vec::new();
+    let at = |needle: &str, nth: usize| locate(&d.text, needle, nth);
+    for (env_name, env) in &d.spec.environments {
+        let resolved = resolve(d, env_name, env);
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in &env.targets {
+            let n = seen.entry(t.name.as_str()).or_insert(0);
+            *n += 1;
+            if *n == 2 {
+                problems.push(ConfigError {
+                    file: d.file.clone(),
+                    position: at(&format!("name: {}", t.name), 1),
+                    message: format!(
+                        "environments.{env_name}: target `{}` appears more than once",
+                        t.name
+                    ),
+                    hint: Some("target names are unique within an environment".into()),
+                });
+            }
+            if let Err(e) = resolved.moniker(&TargetDef {
+                name: t.name.clone(),
+                host: String::new(),
+                labels: BTreeMap::new(),
+            }) {
+                problems.push(ConfigError {
+                    file: d.file.clone(),
+                    position: at(&t.name, 0).or_else(|| at(&format!("{env_name}:"), 0)),
+                    message: format!("environments.{env_name}: {e}"),
+                    hint: None,
+                });
+            }
+        }
+        if env.targets.is_empty() {
+            problems.push(ConfigError {
+                file: d.file.clone(),
+                position: at(&format!("{env_name}:"), 0),
+                message: format!("environments.{env_name} has no targets"),
+                hint: None,
+            });
+        }
+        if resolved.parallelism == 0 {
+            problems.push(ConfigError {
+                file: d.file.clone(),
+                position: at("parallelism:", 0),
+                message: format!("environments.{env_name}: parallelism must be at least 1"),
+                hint: None,
+            });
+        }
+    }
+    problems
+}
+
+fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) -> EnvSpec {
+    let top = d.spec.settings();
+    let mine = env.settings();
+    let deploy = env.deploy.as_ref().unwrap_or(&d.spec.deploy);
+    let a = &d.spec.artifact;
+    let o = env.artifact.clone().unwrap_or_default();
+    let pick = |own: &Option<String>, base: &Option<String>| own.clone().or_else(|| base.clone());
+    let artifact = Artifact {
+        kind: pick(&o.kind, &a.kind).unwrap_or_default(),
+        name: pick(&o.name, &a.name).unwrap_or_else(|| d.spec.application.clone()),
+        version: pick(&o.version, &a.version).unwrap_or_default(),
+        uri: pick(&o.uri, &a.uri).unwrap_or_default(),
+        sha256: pick(&o.sha256, &a.sha256).unwrap_or_default(),
+    };
+    let timeouts = mine.timeouts.or(top.timeouts).unwrap_or_default();
+    let backoff = mine.backoff.or(top.backoff).unwrap_or_default();
+    let params = deploy
+        .params
+        .as_ref()
+        .and_then(|p| serde_json::to_value(p).ok())
+        .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
+    EnvSpec {
+        application: d.spec.application.clone(),
+        environment: env_name.to_owned(),
+        production: env
+            .production
+            .unwrap_or_else(|| is_production_name(env_name)),
+        descriptor: d.file.clone(),
+        artifact,
+        plugin: deploy.plugin.0.clone(),
+        resource_type: deploy
+            .resource_type
+            .clone()
+            .unwrap_or_else(|| deploy.plugin.0.clone()),
+        params,
+        secrets: deploy.secrets.iter().map(|s| s.0.clone()).collect(),
+        strategy: mine.strategy.or(top.strategy).unwrap_or(Strategy::All),
+        parallelism: mine.parallelism.or(top.parallelism).unwrap_or(1),
+        max_retries: mine.max_retries.or(top.max_retries).unwrap_or(2),
+        step_timeout: timeouts.step.map_or(Duration::from_secs(30 * 60), |d| d.0),
+        validate_timeout: timeouts.validate.map_or(Duration::from_secs(30), |d| d.0),
+        backoff_base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
+        backoff_max: backoff.max.map_or(Duration::from_secs(60), |d| d.0),
+        atomic: mine.atomic.or(top.atomic).unwrap_or(false),
+        targets: env
+            .targets
+            .iter()
+            .map(|t| TargetDef {
+                name: t.name.clone(),
+                host: t.host.clone().unwrap_or_else(|| t.name.clone()),
+                labels: t.labels.clone(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,140 @@
+//! Configuration errors that point at the file, line and column, say what was expected and, for
+//! a misspelt key or value, which valid one is nearest.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One problem in one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong, with the key path where known.
+    pub message: String,
+    /// What to do about it.
+    pub hint: Option<String>,
+}
+
+impl ConfigError {
+    /// An error about a whole file.
+    pub fn file(file: &Path, message: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.to_owned(),
+            position: None,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// From a YAML parse or type error, with a nearest-key hint for unknown keys and values.
+    pub fn from_yaml(file: &Path, err: &yaml_serde::Error) -> Self {
+        let position = err.location().map(|l| (l.line(), l.column()));
+        let text = err.to_string();
+        // yaml_serde appends " at line L column C"; the position is shown in front instead.
+        let message = match text.rfind(" at line ") {
+            Some(i) if position.is_some() => text[..i].to_owned(),
+            _ => text,
+        };
+        let hint = nearest_hint(&message);
+        ConfigError {
+            file: file.to_owned(),
+            position,
+            message,
+            hint,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, col)) = self.position {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(h) = &self.hint {
+            write!(f, "\n  hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem found, across files.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a typo.
+pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" (or variant) → "did you mean `a`?".
+fn nearest_hint(message: &str) -> Option<String> {
+    let (kind, rest) = ["unknown field `", "unknown variant `"]
+        .iter()
+        .find_map(|p| message.find(p).map(|i| (*p, &message[i + p.len()..])))?;
+    let (word, expected) = rest.split_once('`')?;
+    let candidates: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let what = if kind.contains("field") {
+        "key"
+    } else {
+        "value"
+    };
+    match nearest(word, candidates.iter().copied()) {
+        Some(best) => Some(format!("did you mean `{best}`?")),
+        None if candidates.is_empty() => None,
+        None => Some(format!("valid {what}s here: {}", candidates.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_the_nearest_key_or_lists_the_valid_ones() {
+        let m = "deploy: unknown field `plugn`, expected `plugin` or `params`";
+        assert_eq!(nearest_hint(m).as_deref(), Some("did you mean `plugin`?"));
+        let m = "strategy: unknown variant `zzz`, expected `all` or `rolling`";
+        assert_eq!(
+            nearest_hint(m).as_deref(),
+            Some("valid values here: all, rolling")
+        );
+        assert_eq!(nearest_hint("missing field `deploy`"), None);
+    }
+}

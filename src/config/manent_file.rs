@@ -1,0 +1,261 @@
+//! `manent.yml`: the engine's own configuration — database, plugins and their options, secret
+//! sources, engine settings.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use super::error::nearest;
+use super::values::Dur;
+use crate::plugin::builtin;
+use crate::plugin::secrets::SecretRef;
+
+/// The file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManentFile {
+    /// SQLite database; relative paths are relative to this file. Default `.manent/manent.db`.
+    #[serde(default)]
+    pub database: Option<PathBuf>,
+    /// Directory of application descriptors. Default `apps`.
+    #[serde(default)]
+    pub apps: Option<PathBuf>,
+    /// Where undeclared external plugins (`manent-plugin-<name>`) are looked for, besides PATH.
+    #[serde(default)]
+    pub plugin_dir: Option<PathBuf>,
+    /// Plugins by the name descriptors use.
+    #[serde(default)]
+    pub plugins: Plugins,
+    /// Secret sources by name.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretSpec>,
+    /// Engine settings.
+    #[serde(default)]
+    pub engine: EngineSection,
+}
+
+/// `engine:` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    /// Stable id of this engine (default: the host name).
+    #[serde(default)]
+    pub executor_id: Option<String>,
+    /// How long shutdown waits for deploys to finish or park (default 10m).
+    #[serde(default)]
+    pub drain_timeout: Option<Dur>,
+    /// How long it then waits for in-flight steps (default 1m).
+    #[serde(default)]
+    pub hard_timeout: Option<Dur>,
+    /// `full` (default: every checkpoint survives power loss) or `normal`.
+    #[serde(default)]
+    pub synchronous: Option<SyncMode>,
+    /// Crashed runs of one deployment before it is dead-lettered (default 5).
+    #[serde(default)]
+    pub max_recovery_attempts: Option<u32>,
+}
+
+/// SQLite's `synchronous`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    /// Durable across power loss.
+    Full,
+    /// Durable across process crashes only.
+    Normal,
+}
+
+/// A secret source, `env:NAME` or `file:/path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSpec(pub SecretRef);
+
+impl<'de> Deserialize<'de> for SecretSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SecretRef::parse(&s)
+            .map(SecretSpec)
+            .map_err(de::Error::custom)
+    }
+}
+
+/// `external:` launch settings of a plugin binary.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalDecl {
+    /// The binary; relative paths are relative to manent's working directory.
+    pub command: PathBuf,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Expected sha256 of the binary, checked at activation and at every start.
+    #[serde(default)]
+    pub sha256: Option<Sha256Hex>,
+    /// Environment variables passed to it (the rest of manent's environment is not).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Limit on start and handshake (default 1m).
+    #[serde(default)]
+    pub start_timeout: Option<Dur>,
+}
+
+/// A sha256 digest in hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sha256Hex(pub String);
+
+impl<'de> Deserialize<'de> for Sha256Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?.to_ascii_lowercase();
+        if s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit()) {
+            Ok(Sha256Hex(s))
+        } else {
+            Err(de::Error::custom(format!(
+                "`{s}` is not a sha256: expected 64 hex digits, as `sha256sum` prints"
+            )))
+        }
+    }
+}
+
+/// One `plugins:` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginDecl {
+    /// The built-in this entry configures (its own name, or `builtin:`).
+    pub builtin: Option<String>,
+    /// Launch settings, for an external plugin.
+    pub external: Option<ExternalDecl>,
+    /// Every other key: the options passed to the plugin's factory.
+    pub options: serde_json::Value,
+}
+
+/// The `plugins:` map, checked entry by entry as it is read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plugins(pub BTreeMap<String, PluginDecl>);
+
+impl<'de> Deserialize<'de> for Plugins {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Plugins;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of plugin names to their settings")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<Plugins, E> {
+                Ok(Plugins::default())
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Plugins, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let raw: RawDecl = map.next_value()?;
+                    let decl = check_decl(&name, raw).map_err(de::Error::custom)?;
+                    out.insert(name, decl);
+                }
+                Ok(Plugins(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+struct RawDecl {
+    builtin: Option<String>,
+    external: Option<ExternalDecl>,
+    options: serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'de> Deserialize<'de> for RawDecl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawDecl;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map: `external: {command: …}`, `builtin: NAME`, or plugin options")
+            }
+
+            fn visit_unit<E: de::Error>(self) -> Result<RawDecl, E> {
+                Ok(RawDecl {
+                    builtin: None,
+                    external: None,
+                    options: serde_json::Map::new(),
+                })
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawDecl, A::Error> {
+                let mut raw = RawDecl {
+                    builtin: None,
+                    external: None,
+                    options: serde_json::Map::new(),
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "builtin" => raw.builtin = Some(map.next_value()?),
+                        "external" => raw.external = Some(map.next_value()?),
+                        _ => {
+                            let v: yaml_serde::Value = map.next_value()?;
+                            let v = serde_json::to_value(&v).map_err(|e| {
+                                de::Error::custom(format!("option `{key}` cannot be used: {e}"))
+                            })?;
+                            raw.options.insert(key, v);
+                        }
+                    }
+                }
+                Ok(raw)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn check_decl(name: &str, raw: RawDecl) -> Result<PluginDecl, String> {
+    let is_builtin = builtin::NAMES.contains(&name);
+    let options = serde_json::Value::Object(raw.options);
+    match (raw.builtin, raw.external) {
+        (Some(_), Some(_)) => Err(format!(
+            "plugin `{name}` has both `builtin:` and `external:`; it is one or the other"
+        )),
+        (_, Some(_)) if is_builtin => Err(format!(
+            "`{name}` is the name of a built-in plugin; give the external plugin another name, \
+             such as `{name}-ext`"
+        )),
+        (None, Some(external)) => Ok(PluginDecl {
+            builtin: None,
+            external: Some(external),
+            options,
+        }),
+        (Some(b), None) if is_builtin => Err(format!(
+            "`{name}` is itself a built-in plugin; `builtin: {b}` needs an entry with another name"
+        )),
+        (Some(b), None) => {
+            if builtin::NAMES.contains(&b.as_str()) {
+                Ok(PluginDecl {
+                    builtin: Some(b),
+                    external: None,
+                    options,
+                })
+            } else {
+                let guess = nearest(&b, builtin::NAMES.iter().copied())
+                    .map(|g| format!("did you mean `{g}`? "))
+                    .unwrap_or_default();
+                Err(format!(
+                    "`builtin: {b}` names no built-in plugin ({guess}built-ins: {})",
+                    builtin::NAMES.join(", ")
+                ))
+            }
+        }
+        (None, None) if is_builtin => Ok(PluginDecl {
+            builtin: Some(name.to_owned()),
+            external: None,
+            options,
+        }),
+        (None, None) => Err(format!(
+            "plugin `{name}` is not built in (built-ins: {}): add `external: {{command: …}}` to \
+             run a plugin binary, or `builtin: NAME` to configure a built-in under this name",
+            builtin::NAMES.join(", ")
+        )),
+    }
+}

@@ -1,0 +1,196 @@
+//! Value types that check themselves while the YAML is read, so their errors carry the line and
+//! column: durations, strategies, and references to plugins and secrets (checked against the
+//! names `manent.yml` declares, which are in scope while descriptors are read).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::error::nearest;
+
+/// A duration written as `30s`, `5m`, `1h30m`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(s.trim()).map(Dur).map_err(|_| {
+            de::Error::custom(format!(
+                "invalid duration `{s}`: write it like 30s, 5m or 1h30m"
+            ))
+        })
+    }
+}
+
+/// How targets are grouped into batches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Strategy {
+    /// Every target in one batch.
+    All,
+    /// Batches of `batch_size`, one after the other, `interval` apart.
+    Rolling {
+        /// Targets per batch.
+        batch_size: u32,
+        /// Durable pause between batches.
+        #[serde(default, with = "crate::duration_ms::option")]
+        interval: Option<Duration>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RollingSpec {
+    batch_size: u32,
+    #[serde(default)]
+    interval: Option<Dur>,
+}
+
+const STRATEGIES: &[&str] = &["all", "rolling"];
+
+/// A strategy as written in YAML: `all`, `rolling`, or `rolling: {batch_size: N}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrategySpec(pub Strategy);
+
+impl<'de> Deserialize<'de> for StrategySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strategy;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`all`, `rolling`, or `rolling: {batch_size: N, interval: 30s}`")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Strategy, E> {
+                match v {
+                    "all" => Ok(Strategy::All),
+                    "rolling" => Ok(Strategy::Rolling {
+                        batch_size: 1,
+                        interval: None,
+                    }),
+                    _ => Err(E::unknown_variant(v, STRATEGIES)),
+                }
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Strategy, A::Error> {
+                let key: String = map
+                    .next_key()?
+                    .ok_or_else(|| de::Error::custom("empty strategy"))?;
+                let s = match key.as_str() {
+                    "all" => {
+                        map.next_value::<de::IgnoredAny>()?;
+                        Strategy::All
+                    }
+                    "rolling" => {
+                        let r: RollingSpec = map.next_value()?;
+                        if r.batch_size == 0 {
+                            return Err(de::Error::custom("batch_size must be at least 1"));
+                        }
+                        Strategy::Rolling {
+                            batch_size: r.batch_size,
+                            interval: r.interval.map(|d| d.0),
+                        }
+                    }
+                    other => return Err(de::Error::unknown_variant(other, STRATEGIES)),
+                };
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "a strategy has one kind; `{extra}` follows `{key}`"
+                    )));
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_any(V).map(StrategySpec)
+    }
+}
+
+/// Names `manent.yml` declares; references in descriptors are checked against them.
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    /// Plugin names usable in `deploy.plugin`.
+    pub plugins: BTreeSet<String>,
+    /// Secret names usable in `deploy.secrets`.
+    pub secrets: BTreeSet<String>,
+}
+
+thread_local! {
+    static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (a descriptor parse) with `known` in scope for reference checks.
+pub fn with_known<R>(known: &Known, f: impl FnOnce() -> R) -> R {
+    KNOWN.with(|k| *k.borrow_mut() = Some(known.clone()));
+    let r = f();
+    KNOWN.with(|k| *k.borrow_mut() = None);
+    r
+}
+
+fn check_ref<E: de::Error>(
+    name: &str,
+    what: &str,
+    pick: impl Fn(&Known) -> &BTreeSet<String>,
+    fix: &str,
+) -> Result<(), E> {
+    KNOWN.with(|k| {
+        let k = k.borrow();
+        let Some(known) = k.as_ref() else {
+            return Ok(());
+        };
+        let set = pick(known);
+        if set.contains(name) {
+            return Ok(());
+        }
+        let list = set
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let guess = nearest(name, set.iter().map(String::as_str))
+            .map(|g| format!("did you mean `{g}`? "))
+            .unwrap_or_default();
+        Err(E::custom(format!(
+            "unknown {what} `{name}` ({guess}known: {list}; {fix})"
+        )))
+    })
+}
+
+/// A plugin name in a descriptor; must be built in or declared under `plugins:`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginRef(pub String);
+
+impl<'de> Deserialize<'de> for PluginRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        check_ref(
+            &name,
+            "plugin",
+            |k| &k.plugins,
+            "declare it under `plugins:` in manent.yml",
+        )?;
+        Ok(PluginRef(name))
+    }
+}
+
+/// A secret name in a descriptor; must be declared under `secrets:`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretName(pub String);
+
+impl<'de> Deserialize<'de> for SecretName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        check_ref(
+            &name,
+            "secret",
+            |k| &k.secrets,
+            "declare it under `secrets:` in manent.yml",
+        )?;
+        Ok(SecretName(name))
+    }
+}

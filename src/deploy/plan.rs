@@ -1,0 +1,88 @@
+//! The plan: targets in batches, each with its moniker. Pure, so `manent plan` shows exactly
+//! what a deploy will do; a deploy records it as its first step.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{EnvSpec, Strategy};
+use crate::moniker::Moniker;
+
+/// A target as planned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTarget {
+    /// Name.
+    pub name: String,
+    /// Address.
+    pub host: String,
+    /// Identity.
+    pub moniker: Moniker,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Targets deployed together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// 1-based.
+    pub index: u32,
+    /// In plan order.
+    pub targets: Vec<PlannedTarget>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Batches in order.
+    pub batches: Vec<Batch>,
+}
+
+impl Plan {
+    /// Every target, in order.
+    pub fn targets(&self) -> impl Iterator<Item = (&Batch, &PlannedTarget)> {
+        self.batches
+            .iter()
+            .flat_map(|b| b.targets.iter().map(move |t| (b, t)))
+    }
+
+    /// Number of targets.
+    pub fn len(&self) -> usize {
+        self.batches.iter().map(|b| b.targets.len()).sum()
+    }
+
+    /// True with no targets.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Computes the plan of `spec`.
+pub fn compute(spec: &EnvSpec) -> Result<Plan, String> {
+    let mut planned = Vec::with_capacity(spec.targets.len());
+    for t in &spec.targets {
+        let moniker = spec.moniker(t).map_err(|e| e.to_string())?;
+        planned.push(PlannedTarget {
+            name: t.name.clone(),
+            host: t.host.clone(),
+            moniker,
+            labels: t.labels.clone(),
+        });
+    }
+    if planned.is_empty() {
+        return Err(format!("{} has no targets", spec.subject()));
+    }
+    let size = match &spec.strategy {
+        Strategy::All => planned.len(),
+        Strategy::Rolling { batch_size, .. } => usize::try_from(*batch_size).unwrap_or(1).max(1),
+    };
+    let batches = planned
+        .chunks(size)
+        .enumerate()
+        .map(|(i, chunk)| Batch {
+            index: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            targets: chunk.to_vec(),
+        })
+        .collect();
+    Ok(Plan { batches })
+}

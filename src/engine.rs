@@ -1,0 +1,219 @@
+//! The engine: holds the database lease, recovers interrupted deployments at start, runs
+//! workflows, carries every log line to subscribers and to the database, and drains on
+//! shutdown. The headless commands and the console drive it; it knows nothing of either.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+
+use crate::config::Config;
+use crate::deploy::{self, DeployEnv};
+use crate::plugin::{LogLine, LogSink, Logger, Registry};
+use crate::workflow::store::{LogRecord, Store};
+use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, SqliteStore, StoreError};
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Another engine holds the database.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// The database could not be opened or recovered.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Every log line: to subscribers (lossy: a slow one counts what it missed) and, batched, to
+/// the database.
+pub struct LogHub {
+    lines: broadcast::Sender<LogLine>,
+    to_store: mpsc::UnboundedSender<LogLine>,
+}
+
+impl LogSink for LogHub {
+    fn log(&self, line: LogLine) {
+        let _ = self.lines.send(line.clone());
+        let _ = self.to_store.send(line);
+    }
+}
+
+impl LogHub {
+    /// A hub whose lines are written to `store` in batches; the task ends when the hub drops.
+    pub fn new(store: Arc<dyn Store>) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+        let (lines, _) = broadcast::channel(16_384);
+        let (to_store, mut rx) = mpsc::unbounded_channel::<LogLine>();
+        let writer = tokio::spawn(async move {
+            let mut batch = Vec::new();
+            while rx.recv_many(&mut batch, 2048).await > 0 {
+                let rows: Vec<LogRecord> = batch.drain(..).map(record).collect();
+                if let Err(e) = store.append_logs(rows).await {
+                    tracing::warn!(error = %e, "log lines could not be stored");
+                }
+            }
+        });
+        (Arc::new(LogHub { lines, to_store }), writer)
+    }
+
+    /// Log lines from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<LogLine> {
+        self.lines.subscribe()
+    }
+}
+
+fn record(l: LogLine) -> LogRecord {
+    LogRecord {
+        id: 0,
+        workflow_id: l.deployment_id,
+        at: l.at,
+        level: l.level.as_str().into(),
+        source: l.source,
+        target: l.target,
+        message: l.message,
+        attrs: if l.attrs.is_empty() {
+            None
+        } else {
+            serde_json::to_string(&l.attrs).ok()
+        },
+    }
+}
+
+/// A running engine.
+pub struct Engine {
+    config: Config,
+    store: Arc<dyn Store>,
+    runtime: Arc<Runtime>,
+    registry: Arc<Registry>,
+    logs: Arc<LogHub>,
+    log_writer: tokio::task::JoinHandle<()>,
+    poller: tokio::task::JoinHandle<()>,
+    recovered: Vec<String>,
+    _lease: Lease,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("database", &self.config.database)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Takes the lease on the configured database, opens it, and resumes what crashed runs
+    /// left behind.
+    pub async fn start(config: &Config) -> Result<Engine, EngineError> {
+        let lease = Lease::acquire(&config.database)?;
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
+            &config.database,
+            config.engine.synchronous,
+            true,
+        )?);
+        store
+            .record_lease(
+                &config.engine.executor_id,
+                std::process::id(),
+                &crate::sys::hostname(),
+            )
+            .await?;
+        let (logs, log_writer) = LogHub::new(store.clone());
+        let registry = Arc::new(Registry::new(config, logs.clone()));
+        let env = Arc::new(DeployEnv {
+            registry: registry.clone(),
+            store: store.clone(),
+            log: Logger::new(logs.clone(), "engine"),
+        });
+        let runtime = Runtime::new(
+            store.clone(),
+            config.engine.executor_id.clone(),
+            deploy::definitions(env),
+        );
+        let recovered = runtime.recover().await?;
+        let poller = runtime.spawn_poller(Duration::from_millis(250));
+        Ok(Engine {
+            config: config.clone(),
+            store,
+            runtime,
+            registry,
+            logs,
+            log_writer,
+            poller,
+            recovered,
+            _lease: lease,
+        })
+    }
+
+    /// Deployments an earlier, interrupted engine left and this one resumed at start.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
+    }
+
+    /// The system database.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The plugins.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Log lines from now on.
+    pub fn logs(&self) -> broadcast::Receiver<LogLine> {
+        self.logs.subscribe()
+    }
+
+    /// Workflow events from now on.
+    pub fn events(&self) -> broadcast::Receiver<RuntimeEvent> {
+        self.runtime.subscribe()
+    }
+
+    /// Runs deployment `id` here if it is waiting to run (just submitted or resumed).
+    pub async fn run(&self, id: &str) -> Result<(), StoreError> {
+        self.runtime.claim_and_spawn(id).await.map(|_| ())
+    }
+
+    /// Wakes deployment `id` after a command was put in its mailbox.
+    pub fn wake(&self, id: &str) {
+        self.runtime.wake(id);
+    }
+
+    /// Waits until `id` finishes, or stops running here because the engine is draining.
+    pub async fn wait(&self, id: &str) -> Result<crate::workflow::store::WorkflowRow, StoreError> {
+        self.runtime.wait(id).await
+    }
+
+    /// Deployments running in this process.
+    pub fn active(&self) -> Vec<String> {
+        self.runtime.active()
+    }
+
+    /// Drains (B.11), flushes the logs, truncates the WAL and releases the lease. Returns how
+    /// many runs had to be abandoned.
+    pub async fn shutdown(self) -> usize {
+        let left = self
+            .runtime
+            .drain(
+                self.config.engine.drain_timeout,
+                self.config.engine.hard_timeout,
+            )
+            .await;
+        self.poller.abort();
+        drop(self.registry);
+        drop(self.runtime);
+        // The log writer ends once every sender is gone.
+        drop(self.logs);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.log_writer).await;
+        if left == 0
+            && let Err(e) = self.store.close().await
+        {
+            tracing::warn!(error = %e, "the WAL could not be truncated at shutdown");
+        }
+        left
+    }
+}

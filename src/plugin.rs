@@ -1,0 +1,25 @@
+//! The plugin contract (DESIGN §4): the `Deployer` trait and its optional capabilities, the
+//! request and result types, `Permanent`, `for_each_target` / `for_all_targets`, `Secrets`,
+//! `Factory`, the logger, and the registry that hands the engine a plugin by name.
+
+pub mod builtin;
+pub mod contract;
+pub mod error;
+pub mod logger;
+pub mod registry;
+pub mod secrets;
+pub mod targets;
+pub mod types;
+
+pub use contract::{
+    Capabilities, Capability, Deployer, DryRunner, Factory, ParallelDeployer, ReleaseInspector,
+    Rollbacker, SlotDeployer, SlotScaler, TesterRouter, TrafficRouter,
+};
+pub use error::{Permanent, PluginError};
+pub use logger::{Level, LogLine, LogSink, Logger};
+pub use registry::{PluginHandle, Registry};
+pub use secrets::{SecretSource, Secrets};
+pub use targets::{OnError, fan_out, for_all_targets, for_each_target};
+pub use types::{
+    Artifact, DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+};

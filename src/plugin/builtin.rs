@@ -1,0 +1,19 @@
+//! Plugins compiled into manent: `exec` (templated commands) and `simulate` (a simulated fleet
+//! for the demo and the benchmarks).
+
+pub mod exec;
+pub mod simulate;
+
+use super::contract::Factory;
+
+/// Names of the built-in plugins; `plugins:` entries may not reuse them for external plugins.
+pub const NAMES: &[&str] = &["exec", "simulate"];
+
+/// The factory of built-in `name`.
+pub fn factory(name: &str) -> Option<Factory> {
+    match name {
+        "exec" => Some(exec::factory),
+        "simulate" => Some(simulate::factory),
+        _ => None,
+    }
+}

@@ -1,0 +1,461 @@
+//! `exec`: runs the descriptor's shell commands on each target for deploy, current release,
+//! rollback and dry-run. Values go into commands shell-quoted (`{{host}}`, `{{version}}`, …) and
+//! into the environment (`MANENT_HOST`, `MANENT_VERSION`, …). Commands see a cleared
+//! environment, so secrets in manent's own environment reach them only when asked for.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+use crate::plugin::contract::{
+    Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
+};
+use crate::plugin::error::PluginError;
+use crate::plugin::logger::{Level, Logger};
+use crate::plugin::targets::{for_all_targets, for_each_target};
+use crate::plugin::types::{
+    DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+};
+
+/// Variables every command may use, besides `label.KEY`.
+const VARIABLES: &[&str] = &[
+    "deployment_id",
+    "application",
+    "environment",
+    "target",
+    "host",
+    "moniker",
+    "version",
+    "artifact.type",
+    "artifact.name",
+    "artifact.uri",
+    "artifact.sha256",
+    "idempotency_key",
+    "attempt",
+];
+
+/// Environment variables passed through to commands from manent's own environment.
+const PASS_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TMPDIR",
+    "TZ",
+    "LANG",
+    "TERM",
+    "SSH_AUTH_SOCK",
+];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    /// The shell that runs commands (`SHELL -c COMMAND`).
+    #[serde(default = "default_shell")]
+    shell: String,
+    /// Run targets of a batch in parallel (declares `parallel_targets`).
+    #[serde(default = "yes")]
+    parallel: bool,
+    /// More variables to pass through from manent's environment.
+    #[serde(default)]
+    pass_env: Vec<String>,
+    /// Variables set for every command.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+fn default_shell() -> String {
+    "/bin/sh".into()
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    deploy: Option<String>,
+    current_release: Option<String>,
+    rollback: Option<String>,
+    dry_run: Option<String>,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: Vec<String>,
+    #[serde(default)]
+    permanent_exit_codes: Vec<i32>,
+}
+
+/// The `exec` factory.
+pub fn factory(
+    options: &serde_json::Value,
+    log: Logger,
+) -> Result<Arc<dyn crate::plugin::Deployer>, PluginError> {
+    let options: Options = serde_json::from_value(options.clone())
+        .map_err(|e| PluginError::Permanent(format!("options: {e}")))?;
+    Ok(Arc::new(Exec { options, log }))
+}
+
+struct Exec {
+    options: Options,
+    log: Logger,
+}
+
+fn params(req: &Request) -> Result<Params, PluginError> {
+    if req.params.is_null() {
+        return Ok(Params::default());
+    }
+    serde_json::from_value(req.params.clone())
+        .map_err(|e| PluginError::Permanent(format!("deploy.params: {e}")))
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Replaces `{{ name }}` with the shell-quoted value; unknown names are a permanent error.
+fn render(
+    template: &str,
+    vars: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<String, PluginError> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find("}}").ok_or_else(|| {
+            PluginError::Permanent(format!("deploy.params.{what}: `{{{{` without `}}}}`"))
+        })?;
+        let name = after[..end].trim();
+        let value = vars.get(name).ok_or_else(|| {
+            PluginError::Permanent(format!(
+                "deploy.params.{what}: unknown variable `{{{{{name}}}}}`; known: {}, label.KEY",
+                VARIABLES.join(", ")
+            ))
+        })?;
+        out.push_str(&quote(value));
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn variables(req: &Request, t: &Target, to: Option<&Release>) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    let a = &req.artifact;
+    for (k, val) in [
+        ("deployment_id", req.deployment_id.as_str()),
+        ("application", req.application.as_str()),
+        ("environment", req.environment.as_str()),
+        ("target", t.name()),
+        ("host", t.host.as_str()),
+        ("version", a.version.as_str()),
+        ("artifact.type", a.kind.as_str()),
+        ("artifact.name", a.name.as_str()),
+        ("artifact.uri", a.uri.as_str()),
+        ("artifact.sha256", a.sha256.as_str()),
+        ("idempotency_key", req.idempotency_key.as_str()),
+    ] {
+        v.insert(k.to_owned(), val.to_owned());
+    }
+    v.insert("moniker".into(), t.moniker.to_string());
+    v.insert("attempt".into(), req.attempt.to_string());
+    for (k, val) in &t.labels {
+        v.insert(format!("label.{k}"), val.clone());
+    }
+    if let Some(to) = to {
+        v.insert("to.version".into(), to.version.clone());
+        v.insert("to.uri".into(), to.artifact.uri.clone());
+    }
+    v
+}
+
+fn env_name(var: &str) -> String {
+    format!(
+        "MANENT_{}",
+        var.to_ascii_uppercase().replace(['.', '-'], "_")
+    )
+}
+
+struct Finished {
+    last_stdout: String,
+}
+
+impl Exec {
+    async fn run(
+        &self,
+        req: &Request,
+        t: &Target,
+        which: &str,
+        template: &str,
+        to: Option<&Release>,
+    ) -> Result<Finished, PluginError> {
+        let p = params(req)?;
+        let vars = variables(req, t, to);
+        let command = render(template, &vars, which)?;
+        let mut cmd = tokio::process::Command::new(&self.options.shell);
+        cmd.arg("-c").arg(&command).env_clear();
+        for name in PASS_ENV
+            .iter()
+            .copied()
+            .chain(self.options.pass_env.iter().map(String::as_str))
+        {
+            if let Ok(v) = std::env::var(name) {
+                cmd.env(name, v);
+            }
+        }
+        cmd.envs(&self.options.env).envs(&p.env);
+        for (k, v) in &vars {
+            cmd.env(env_name(k), v);
+        }
+        for name in &p.secrets {
+            cmd.env(
+                env_name(&format!("secret.{name}")),
+                req.secrets.secret(name).await?,
+            );
+        }
+        if let Some(dir) = &p.workdir {
+            cmd.current_dir(dir);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.process_group(0).kill_on_drop(true);
+        let log = self.log.for_deployment(&req.deployment_id).for_target(t);
+        let mut child = cmd.spawn().map_err(|e| {
+            PluginError::Failed(format!(
+                "cannot start {} for {which}: {e}",
+                self.options.shell
+            ))
+        })?;
+        // Dropping this future (a timeout, a cancelled deploy) kills the command's whole group.
+        let group = GroupKill(child.id());
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        let (last_out, last_err, status) = tokio::join!(
+            lines(out, &log, "stdout"),
+            lines(err, &log, "stderr"),
+            child.wait()
+        );
+        group.disarm();
+        let status = status.map_err(|e| PluginError::Failed(format!("{which}: {e}")))?;
+        if status.success() {
+            return Ok(Finished {
+                last_stdout: last_out,
+            });
+        }
+        let why = match status.code() {
+            Some(c) => format!("exit status {c}"),
+            None => "killed by a signal".to_owned(),
+        };
+        let detail = if last_err.is_empty() {
+            last_out
+        } else {
+            last_err
+        };
+        let msg = if detail.is_empty() {
+            format!("{which} command failed on {} ({why})", t.name())
+        } else {
+            format!("{which} command failed on {} ({why}): {detail}", t.name())
+        };
+        if status
+            .code()
+            .is_some_and(|c| p.permanent_exit_codes.contains(&c))
+        {
+            Err(PluginError::Permanent(msg))
+        } else {
+            Err(PluginError::Failed(msg))
+        }
+    }
+
+    fn command<'a>(&self, p: &'a Params, which: &str) -> Result<&'a str, PluginError> {
+        let c = match which {
+            "deploy" => &p.deploy,
+            "current_release" => &p.current_release,
+            "rollback" => &p.rollback,
+            _ => &p.dry_run,
+        };
+        c.as_deref().ok_or_else(|| {
+            PluginError::Unimplemented(format!("exec: deploy.params has no `{which}` command"))
+        })
+    }
+}
+
+async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger, name: &str) -> String {
+    let Some(stream) = stream else {
+        return String::new();
+    };
+    let mut reader = BufReader::new(stream).lines();
+    let mut last = String::new();
+    while let Ok(Some(line)) = reader.next_line().await {
+        log.log(Level::Info, &line, &[("stream", name.into())]);
+        if !line.trim().is_empty() {
+            last = line.trim().to_owned();
+        }
+    }
+    last
+}
+
+struct GroupKill(Option<u32>);
+
+impl GroupKill {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            crate::sys::kill_group(pid);
+        }
+    }
+}
+
+#[async_trait]
+impl Deployer for Exec {
+    async fn validate(&self, req: &Request) -> Result<(), PluginError> {
+        let p = params(req)?;
+        let deploy = p.deploy.as_deref().ok_or_else(|| {
+            PluginError::Permanent("exec: deploy.params needs a `deploy` command".into())
+        })?;
+        for t in &req.targets {
+            let to = Release::default();
+            let vars = variables(req, t, Some(&to));
+            render(deploy, &vars, "deploy")?;
+            for (which, c) in [
+                ("current_release", &p.current_release),
+                ("rollback", &p.rollback),
+                ("dry_run", &p.dry_run),
+            ] {
+                if let Some(c) = c {
+                    render(c, &vars, which)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        let template = self.command(&p, "deploy")?;
+        let (targets, err) = for_each_target(req, |t| async move {
+            let done = self.run(req, &t, "deploy", template, None).await?;
+            Ok(TargetResult::new(TargetStatus::Deployed).with_message(done.last_stdout))
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "exec".into(),
+                targets,
+                release: req.artifact.version.clone(),
+            }),
+        }
+    }
+
+    fn dry_runner(&self) -> Option<&dyn DryRunner> {
+        Some(self)
+    }
+
+    fn release_inspector(&self) -> Option<&dyn ReleaseInspector> {
+        Some(self)
+    }
+
+    fn rollbacker(&self) -> Option<&dyn Rollbacker> {
+        Some(self)
+    }
+
+    fn parallel_deployer(&self) -> Option<&dyn ParallelDeployer> {
+        Some(self)
+    }
+}
+
+impl ParallelDeployer for Exec {
+    fn parallel_targets(&self) -> bool {
+        self.options.parallel
+    }
+}
+
+#[async_trait]
+impl DryRunner for Exec {
+    async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        let template = self.command(&p, "dry_run")?;
+        let (targets, _) = for_all_targets(req, |t| async move {
+            let done = self.run(req, &t, "dry_run", template, None).await?;
+            Ok(TargetResult::new(TargetStatus::Unchanged).with_message(done.last_stdout))
+        })
+        .await;
+        Ok(DeployResult {
+            plugin: "exec".into(),
+            targets,
+            release: String::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl ReleaseInspector for Exec {
+    async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
+        let p = params(req)?;
+        let template = self.command(&p, "current_release")?;
+        let mut out = Vec::with_capacity(req.targets.len());
+        for t in &req.targets {
+            let done = self.run(req, t, "current_release", template, None).await?;
+            out.push(TargetRelease {
+                host: t.host.clone(),
+                version: done.last_stdout,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Rollbacker for Exec {
+    async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        let template = self.command(&p, "rollback")?;
+        let (targets, err) = for_all_targets(req, |t| async move {
+            let done = self.run(req, &t, "rollback", template, Some(to)).await?;
+            Ok(TargetResult::new(TargetStatus::RolledBack).with_message(done.last_stdout))
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "exec".into(),
+                targets,
+                release: to.version.clone(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_quoted_values_and_rejects_unknown_variables() {
+        let vars = BTreeMap::from([("host".to_owned(), "a b'c".to_owned())]);
+        assert_eq!(
+            render("ssh {{ host }} true", &vars, "deploy").unwrap(),
+            r"ssh 'a b'\''c' true"
+        );
+        let err = render("echo {{nope}}", &vars, "deploy")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown variable `{{nope}}`"), "{err}");
+        assert!(render("echo {{host", &vars, "deploy").is_err());
+    }
+}

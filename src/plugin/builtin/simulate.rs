@@ -1,0 +1,362 @@
+//! `simulate`: a simulated fleet for the demo, tests and benchmarks. It touches nothing: each
+//! "deploy" waits a latency drawn from the configured range, may fail (transiently or
+//! permanently) at the configured rate, and logs a few lines. Everything it says is labelled as
+//! simulated. Randomness is seeded per target and attempt, so a run is reproducible.
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::plugin::contract::{
+    Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
+};
+use crate::plugin::error::PluginError;
+use crate::plugin::logger::Logger;
+use crate::plugin::targets::{for_all_targets, for_each_target};
+use crate::plugin::types::{
+    DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+};
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    /// Latency per target, `{min: 50ms, max: 2s}` or one duration.
+    #[serde(default)]
+    latency: Option<Latency>,
+    /// Fraction of attempts that fail, 0 to 1.
+    #[serde(default)]
+    failure_rate: Option<f64>,
+    /// Fraction of failures that are permanent (not retried).
+    #[serde(default)]
+    permanent_share: Option<f64>,
+    /// Targets whose every attempt fails permanently.
+    #[serde(default)]
+    fail_targets: Option<BTreeSet<String>>,
+    /// Targets whose first `flaky_attempts` attempts fail transiently.
+    #[serde(default)]
+    flaky_targets: Option<BTreeSet<String>>,
+    /// How many attempts of a flaky target fail (default 1).
+    #[serde(default)]
+    flaky_attempts: Option<u32>,
+    /// Log lines per target.
+    #[serde(default)]
+    log_lines: Option<u32>,
+    /// Seed for reproducible runs.
+    #[serde(default)]
+    seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum Latency {
+    Fixed(#[serde(with = "humantime_serde_str")] Duration),
+    Range {
+        #[serde(with = "humantime_serde_str")]
+        min: Duration,
+        #[serde(with = "humantime_serde_str")]
+        max: Duration,
+    },
+}
+
+mod humantime_serde_str {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(|_| {
+            serde::de::Error::custom(format!("invalid duration `{s}` (e.g. 50ms, 2s)"))
+        })
+    }
+}
+
+impl Settings {
+    /// `over`'s fields win over `self`'s.
+    fn merged(&self, over: &Settings) -> Settings {
+        Settings {
+            latency: over.latency.or(self.latency),
+            failure_rate: over.failure_rate.or(self.failure_rate),
+            permanent_share: over.permanent_share.or(self.permanent_share),
+            fail_targets: over
+                .fail_targets
+                .clone()
+                .or_else(|| self.fail_targets.clone()),
+            flaky_targets: over
+                .flaky_targets
+                .clone()
+                .or_else(|| self.flaky_targets.clone()),
+            flaky_attempts: over.flaky_attempts.or(self.flaky_attempts),
+            log_lines: over.log_lines.or(self.log_lines),
+            seed: over.seed.or(self.seed),
+        }
+    }
+}
+
+/// The `simulate` factory. Options in `manent.yml` are defaults; `deploy.params` override them.
+pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>, PluginError> {
+    let defaults = parse(options, "options")?;
+    Ok(Arc::new(Simulate {
+        defaults,
+        log,
+        fleet: Mutex::new(HashMap::new()),
+    }))
+}
+
+fn parse(v: &serde_json::Value, what: &str) -> Result<Settings, PluginError> {
+    if v.is_null() {
+        return Ok(Settings::default());
+    }
+    let s: Settings = serde_json::from_value(v.clone())
+        .map_err(|e| PluginError::Permanent(format!("simulate {what}: {e}")))?;
+    for (name, rate) in [
+        ("failure_rate", s.failure_rate),
+        ("permanent_share", s.permanent_share),
+    ] {
+        if rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
+            return Err(PluginError::Permanent(format!(
+                "simulate {what}: {name} must be between 0 and 1"
+            )));
+        }
+    }
+    Ok(s)
+}
+
+struct Simulate {
+    defaults: Settings,
+    log: Logger,
+    /// What each simulated target runs, by moniker.
+    fleet: Mutex<HashMap<String, String>>,
+}
+
+enum Fate {
+    Succeed,
+    Transient,
+    Permanent,
+}
+
+impl Simulate {
+    fn settings(&self, req: &Request) -> Result<Settings, PluginError> {
+        Ok(self.defaults.merged(&parse(&req.params, "params")?))
+    }
+
+    fn rng(s: &Settings, req: &Request, t: &Target) -> fastrand::Rng {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            s.seed.unwrap_or(0),
+            &req.idempotency_key,
+            req.attempt,
+            t.moniker.to_string(),
+        )
+            .hash(&mut h);
+        fastrand::Rng::with_seed(h.finish())
+    }
+
+    fn fate(s: &Settings, req: &Request, t: &Target, rng: &mut fastrand::Rng) -> Fate {
+        if s.fail_targets
+            .as_ref()
+            .is_some_and(|f| f.contains(t.name()))
+        {
+            return Fate::Permanent;
+        }
+        if s.flaky_targets
+            .as_ref()
+            .is_some_and(|f| f.contains(t.name()))
+            && req.attempt <= s.flaky_attempts.unwrap_or(1)
+        {
+            return Fate::Transient;
+        }
+        if rng.f64() < s.failure_rate.unwrap_or(0.0) {
+            if rng.f64() < s.permanent_share.unwrap_or(0.0) {
+                Fate::Permanent
+            } else {
+                Fate::Transient
+            }
+        } else {
+            Fate::Succeed
+        }
+    }
+
+    fn latency(s: &Settings, rng: &mut fastrand::Rng) -> Duration {
+        match s.latency {
+            None => Duration::ZERO,
+            Some(Latency::Fixed(d)) => d,
+            Some(Latency::Range { min, max }) => {
+                let span = max.saturating_sub(min).as_secs_f64();
+                min + Duration::from_secs_f64(span * rng.f64())
+            }
+        }
+    }
+
+    async fn work(&self, req: &Request, t: &Target, verb: &str) -> Result<Duration, PluginError> {
+        let s = self.settings(req)?;
+        let mut rng = Simulate::rng(&s, req, t);
+        let latency = Simulate::latency(&s, &mut rng);
+        let fate = Simulate::fate(&s, req, t, &mut rng);
+        let log = self.log.for_deployment(&req.deployment_id).for_target(t);
+        let lines = s.log_lines.unwrap_or(3);
+        let steps = [
+            "fetching the artifact",
+            "switching the release",
+            "checking health",
+        ];
+        for i in 0..lines {
+            let what = steps[usize::try_from(i).unwrap_or(0) % steps.len()];
+            log.info(&format!(
+                "simulated {verb} on {}: {what} ({}/{lines})",
+                t.host,
+                i + 1
+            ));
+            if !latency.is_zero() {
+                tokio::time::sleep(latency / lines.max(1)).await;
+            }
+        }
+        if lines == 0 && !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        match fate {
+            Fate::Succeed => Ok(latency),
+            Fate::Transient => {
+                log.warn(&format!(
+                    "simulated transient failure on {} (attempt {})",
+                    t.host, req.attempt
+                ));
+                Err(PluginError::Failed(format!(
+                    "simulated transient failure on {}",
+                    t.host
+                )))
+            }
+            Fate::Permanent => {
+                log.error(&format!("simulated permanent failure on {}", t.host));
+                Err(PluginError::Permanent(format!(
+                    "simulated permanent failure on {}",
+                    t.host
+                )))
+            }
+        }
+    }
+
+    fn set_live(&self, t: &Target, version: &str) {
+        if let Ok(mut f) = self.fleet.lock() {
+            f.insert(t.moniker.to_string(), version.to_owned());
+        }
+    }
+}
+
+#[async_trait]
+impl Deployer for Simulate {
+    async fn validate(&self, req: &Request) -> Result<(), PluginError> {
+        self.settings(req).map(|_| ())
+    }
+
+    async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let (targets, err) = for_each_target(req, |t| async move {
+            let took = self.work(req, &t, "deploy").await?;
+            self.set_live(&t, &req.artifact.version);
+            Ok(
+                TargetResult::new(TargetStatus::Deployed).with_message(format!(
+                    "simulated deploy of {} ({} ms simulated latency)",
+                    req.artifact.version,
+                    took.as_millis()
+                )),
+            )
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "simulate".into(),
+                targets,
+                release: req.artifact.version.clone(),
+            }),
+        }
+    }
+
+    fn dry_runner(&self) -> Option<&dyn DryRunner> {
+        Some(self)
+    }
+
+    fn release_inspector(&self) -> Option<&dyn ReleaseInspector> {
+        Some(self)
+    }
+
+    fn rollbacker(&self) -> Option<&dyn Rollbacker> {
+        Some(self)
+    }
+
+    fn parallel_deployer(&self) -> Option<&dyn ParallelDeployer> {
+        Some(self)
+    }
+}
+
+impl ParallelDeployer for Simulate {
+    fn parallel_targets(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl DryRunner for Simulate {
+    async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let (targets, _) = for_all_targets(req, |t| async move {
+            Ok(
+                TargetResult::new(TargetStatus::Unchanged).with_message(format!(
+                    "simulated: would deploy {} to {}",
+                    req.artifact.version, t.host
+                )),
+            )
+        })
+        .await;
+        Ok(DeployResult {
+            plugin: "simulate".into(),
+            targets,
+            release: String::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl ReleaseInspector for Simulate {
+    async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
+        let fleet = self
+            .fleet
+            .lock()
+            .map_err(|_| PluginError::failed("simulated fleet poisoned"))?;
+        Ok(req
+            .targets
+            .iter()
+            .map(|t| TargetRelease {
+                host: t.host.clone(),
+                version: fleet
+                    .get(&t.moniker.to_string())
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Rollbacker for Simulate {
+    async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
+        let (targets, err) = for_all_targets(req, |t| async move {
+            self.work(req, &t, "rollback").await?;
+            self.set_live(&t, &to.version);
+            Ok(TargetResult::new(TargetStatus::RolledBack)
+                .with_message(format!("simulated rollback to {}", to.version)))
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "simulate".into(),
+                targets,
+                release: to.version.clone(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Secrets reach a plugin only during a call: a `Secrets` handle is opened for one call and
+//! closed when it returns, so a plugin that keeps the handle cannot read anything later. Every
+//! value read is registered for redaction, so it never reaches a log line, the database or the
+//! screen.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use async_trait::async_trait;
+
+use super::error::PluginError;
+
+/// Where secret values come from.
+#[async_trait]
+pub trait SecretSource: Send + Sync {
+    /// The value of secret `name`.
+    async fn secret(&self, name: &str) -> Result<String, PluginError>;
+}
+
+/// A secret's source as configured in `manent.yml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretRef {
+    /// `env:NAME`: the engine's own environment.
+    Env(String),
+    /// `file:/path`: the file's content, trailing newline removed.
+    File(String),
+    /// `value:…`: a literal, for tests only.
+    Literal(String),
+}
+
+impl SecretRef {
+    /// Parses `env:NAME`, `file:/path` or `value:…`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some(("env", name)) if !name.is_empty() => Ok(SecretRef::Env(name.to_owned())),
+            Some(("file", path)) if !path.is_empty() => Ok(SecretRef::File(path.to_owned())),
+            Some(("value", v)) => Ok(SecretRef::Literal(v.to_owned())),
+            _ => Err(format!(
+                "`{s}` is not a secret source: use env:NAME, file:/path (or value:… in tests)"
+            )),
+        }
+    }
+}
+
+/// Secrets declared in `manent.yml`, read when a plugin asks, never before.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSecrets {
+    sources: BTreeMap<String, SecretRef>,
+}
+
+impl ConfigSecrets {
+    /// From the `secrets:` section.
+    pub fn new(sources: BTreeMap<String, SecretRef>) -> Self {
+        ConfigSecrets { sources }
+    }
+}
+
+#[async_trait]
+impl SecretSource for ConfigSecrets {
+    async fn secret(&self, name: &str) -> Result<String, PluginError> {
+        let source = self.sources.get(name).ok_or_else(|| {
+            PluginError::Permanent(format!(
+                "secret `{name}` is not declared under `secrets:` in manent.yml"
+            ))
+        })?;
+        let value = match source {
+            SecretRef::Env(var) => std::env::var(var).map_err(|_| {
+                PluginError::Permanent(format!(
+                    "secret `{name}`: the environment variable {var} is not set"
+                ))
+            })?,
+            SecretRef::File(path) => tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| {
+                    PluginError::Permanent(format!("secret `{name}`: cannot read {path}: {e}"))
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_owned(),
+            SecretRef::Literal(v) => v.clone(),
+        };
+        register_redaction(&value);
+        Ok(value)
+    }
+}
+
+/// A call's access to secrets.
+#[derive(Clone, Default)]
+pub struct Secrets {
+    inner: Option<Arc<Open>>,
+}
+
+struct Open {
+    source: Arc<dyn SecretSource>,
+    open: AtomicBool,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let open = self
+            .inner
+            .as_ref()
+            .is_some_and(|i| i.open.load(Ordering::SeqCst));
+        f.debug_struct("Secrets")
+            .field("open", &open)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Closes its call's `Secrets` when dropped.
+#[derive(Debug)]
+pub struct SecretsGuard(Secrets);
+
+impl Drop for SecretsGuard {
+    fn drop(&mut self) {
+        if let Some(i) = &self.0.inner {
+            i.open.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Secrets {
+    /// No secrets (Validate gets this).
+    pub fn none() -> Self {
+        Secrets { inner: None }
+    }
+
+    /// Secrets from `source` for one call; they close when the guard drops.
+    pub fn for_call(source: Arc<dyn SecretSource>) -> (Secrets, SecretsGuard) {
+        let s = Secrets {
+            inner: Some(Arc::new(Open {
+                source,
+                open: AtomicBool::new(true),
+            })),
+        };
+        (s.clone(), SecretsGuard(s))
+    }
+
+    /// Reads secret `name`; fails outside the call the handle was opened for.
+    pub async fn secret(&self, name: &str) -> Result<String, PluginError> {
+        match &self.inner {
+            Some(i) if i.open.load(Ordering::SeqCst) => {
+                let v = i.source.secret(name).await?;
+                register_redaction(&v);
+                Ok(v)
+            }
+            Some(_) => Err(PluginError::Permanent(format!(
+                "secret `{name}` requested after the call returned: secrets are available only \
+                 during Deploy, DryRun, CurrentRelease and Rollback"
+            ))),
+            None => Err(PluginError::Permanent(format!(
+                "secret `{name}` requested where no secrets are available (Validate gets none)"
+            ))),
+        }
+    }
+}
+
+fn redactions() -> &'static RwLock<Vec<String>> {
+    static VALUES: RwLock<Vec<String>> = RwLock::new(Vec::new());
+    &VALUES
+}
+
+/// Remembers a secret value so [`redact`] hides it wherever it shows up.
+pub fn register_redaction(value: &str) {
+    // Very short values would redact ordinary words; they are still never logged on purpose.
+    if value.len() < 4 {
+        return;
+    }
+    if let Ok(mut v) = redactions().write()
+        && !v.iter().any(|x| x == value)
+    {
+        v.push(value.to_owned());
+    }
+}
+
+/// `text` with every known secret value replaced by `[redacted]`.
+pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
+    let Ok(values) = redactions().read() else {
+        return text.into();
+    };
+    if values.iter().all(|v| !text.contains(v.as_str())) {
+        return text.into();
+    }
+    let mut out = text.to_owned();
+    for v in values.iter() {
+        out = out.replace(v.as_str(), "[redacted]");
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn secrets_close_when_the_call_returns_and_values_are_redacted() {
+        let src = ConfigSecrets::new(BTreeMap::from([(
+            "k".to_owned(),
+            SecretRef::Literal("s3cr3t-value".into()),
+        )]));
+        let (secrets, guard) = Secrets::for_call(Arc::new(src));
+        assert_eq!(secrets.secret("k").await.unwrap(), "s3cr3t-value");
+        assert!(
+            secrets
+                .secret("missing")
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("not declared")
+        );
+        drop(guard);
+        let err = secrets.secret("k").await.unwrap_err().to_string();
+        assert!(err.contains("after the call returned"), "{err}");
+        assert_eq!(redact("token=s3cr3t-value;"), "token=[redacted];");
+    }
+
+    #[test]
+    fn parses_sources() {
+        assert_eq!(
+            SecretRef::parse("env:KEY").unwrap(),
+            SecretRef::Env("KEY".into())
+        );
+        assert_eq!(
+            SecretRef::parse("file:/x").unwrap(),
+            SecretRef::File("/x".into())
+        );
+        assert!(SecretRef::parse("KEY").is_err());
+    }
+}
