@@ -179,12 +179,9 @@ impl Config {
         } else {
             yaml_serde::from_str(&text).map_err(|e| ConfigError::from_yaml(path, &e))?
         };
+        // A bare `manent.yml` has an empty parent: paths then stay relative to the working
+        // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
         let dir = path.parent().map(Path::to_owned).unwrap_or_default();
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
         let e = &file.engine;
         let engine = EngineSettings {
             executor_id: e.executor_id.clone().unwrap_or_else(crate::sys::hostname),
@@ -314,6 +311,20 @@ impl Config {
         self.problems.extend(problems);
     }
 
+    /// Where in `file` the word a message is about first appears (`unknown field `x``,
+    /// `unknown variable `{{x}}``), else where `fallback` does.
+    pub fn locate_in(&self, file: &Path, message: &str, fallback: &str) -> Option<(usize, usize)> {
+        let d = self.descriptors.iter().find(|d| d.file == file)?;
+        let quoted = message
+            .split('`')
+            .nth(1)
+            .map(|w| w.trim_matches(['{', '}']).to_owned());
+        quoted
+            .filter(|w| !w.is_empty())
+            .and_then(|w| locate(&d.text, &w, 0))
+            .or_else(|| locate(&d.text, fallback, 0))
+    }
+
     /// Application names with a usable descriptor.
     pub fn applications(&self) -> BTreeSet<&str> {
         self.descriptors
@@ -429,9 +440,15 @@ fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
                 host: String::new(),
                 labels: BTreeMap::new(),
             }) {
+                let env_key = at(&format!("{env_name}:"), 0);
+                let position = if e.to_string().contains("namespace") {
+                    env_key
+                } else {
+                    at(&t.name, 0).or(env_key)
+                };
                 problems.push(ConfigError {
                     file: d.file.clone(),
-                    position: at(&t.name, 0).or_else(|| at(&format!("{env_name}:"), 0)),
+                    position,
                     message: format!("environments.{env_name}: {e}"),
                     hint: None,
                 });

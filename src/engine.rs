@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::config::Config;
 use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, LogSink, Logger, Registry};
+use crate::redact::redact;
 use crate::workflow::store::{LogRecord, Store};
 use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, SqliteStore, StoreError};
 
@@ -61,7 +62,15 @@ impl LogHub {
     }
 }
 
+/// A log line as stored; the hub is where every line passes, so it is where secrets are cut.
 fn record(l: LogLine) -> LogRecord {
+    let attrs = if l.attrs.is_empty() {
+        None
+    } else {
+        serde_json::to_string(&l.attrs)
+            .ok()
+            .map(|a| redact(&a).into_owned())
+    };
     LogRecord {
         id: 0,
         workflow_id: l.deployment_id,
@@ -69,12 +78,8 @@ fn record(l: LogLine) -> LogRecord {
         level: l.level.as_str().into(),
         source: l.source,
         target: l.target,
-        message: l.message,
-        attrs: if l.attrs.is_empty() {
-            None
-        } else {
-            serde_json::to_string(&l.attrs).ok()
-        },
+        message: redact(&l.message).into_owned(),
+        attrs,
     }
 }
 

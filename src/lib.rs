@@ -13,5 +13,6 @@ pub mod failpoint;
 pub mod moniker;
 pub mod operator;
 pub mod plugin;
+pub mod redact;
 pub mod sys;
 pub mod workflow;

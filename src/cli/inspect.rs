@@ -61,13 +61,18 @@ pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
             envs += 1;
             targets += spec.targets.len();
             if let Err(e) = check_with_plugin(&registry, &spec).await {
-                problems.push(ConfigError::file(
+                let at = config.locate_in(&d.file, &e, "params:");
+                problems.push(ConfigError::located(
                     &d.file,
+                    at,
                     format!("environments.{env}: {e}"),
                 ));
             }
         }
     }
+    // One broken file can surface once per environment; say it once.
+    let mut seen = std::collections::BTreeSet::new();
+    problems.retain(|p| seen.insert(p.to_string()));
     let ok = problems.is_empty();
     if json {
         out.json(&Validation {

@@ -37,12 +37,36 @@ impl ConfigError {
     /// From a YAML parse or type error, with a nearest-key hint for unknown keys and values.
     pub fn from_yaml(file: &Path, err: &yaml_serde::Error) -> Self {
         let position = err.location().map(|l| (l.line(), l.column()));
-        let text = err.to_string();
-        // yaml_serde appends " at line L column C"; the position is shown in front instead.
-        let message = match text.rfind(" at line ") {
-            Some(i) if position.is_some() => text[..i].to_owned(),
-            _ => text,
-        };
+        let mut message = err.to_string();
+        // The position is shown in front; drop yaml_serde's and libyaml's " at line L column C".
+        if position.is_some() {
+            while let Some(i) = message.find(" at line ") {
+                let rest = &message[i + " at line ".len()..];
+                let Some(col) = rest.find("column ") else {
+                    break;
+                };
+                let digits = rest[col + 7..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .count();
+                let end = i + " at line ".len() + col + 7 + digits;
+                message.replace_range(i..end, "");
+            }
+        }
+        for (internal, plain) in [
+            (
+                "struct DescriptorFile",
+                "a descriptor: a map with `application`, `deploy` and `environments`",
+            ),
+            ("struct ManentFile", "manent.yml's settings: a map"),
+        ] {
+            message = message.replace(internal, plain);
+        }
+        ConfigError::located(file, position, message)
+    }
+
+    /// From a message; the hint comes from serde's wording, if any.
+    pub fn located(file: &Path, position: Option<(usize, usize)>, message: String) -> Self {
         let hint = nearest_hint(&message);
         ConfigError {
             file: file.to_owned(),

@@ -21,6 +21,7 @@ use super::store::{
     StepRecord, Store,
 };
 use crate::failpoint;
+use crate::redact::redact;
 use crate::sys::now_ms;
 
 /// What an attempt of a step knows about itself.
@@ -338,6 +339,7 @@ impl WfCtx {
                 }
                 Err(StepError::Retryable(message)) => message,
             };
+            let message = redact(&message).into_owned();
             errors.push(message.clone());
             if attempt >= budget {
                 let failure = StepFailure {
@@ -434,6 +436,16 @@ impl WfCtx {
         started_at: i64,
         effects: Vec<Effect>,
     ) -> Result<(), Interrupt> {
+        // Plugins echo what they were given; nothing secret may be recorded (DESIGN §10).
+        let result = result
+            .map(|out| redact(&out).into_owned())
+            .map_err(|mut f| {
+                f.message = redact(&f.message).into_owned();
+                for e in &mut f.errors {
+                    *e = redact(e).into_owned();
+                }
+                f
+            });
         let (output, error, outcome) = match result {
             Ok(out) => (Some(out), None, AttemptOutcome::Ok),
             Err(f) => {

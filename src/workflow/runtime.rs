@@ -18,6 +18,7 @@ use super::store::{
     Claim, Finished, NewWorkflow, Outcome, Started, Store, WorkflowRow, WorkflowStatus,
 };
 use crate::failpoint;
+use crate::redact::redact;
 
 /// How a workflow's code ended.
 #[derive(Debug, Clone)]
@@ -287,8 +288,9 @@ impl Runtime {
         result: std::thread::Result<Result<RunOutcome, Interrupt>>,
     ) -> (Option<WorkflowStatus>, String) {
         let outcome = match result {
-            Ok(Ok(RunOutcome::Success(v))) => Outcome::Success(v.to_string()),
-            Ok(Ok(RunOutcome::Failure(v))) => Outcome::Error(v.to_string()),
+            // Outcomes quote plugins' messages; nothing secret may be recorded.
+            Ok(Ok(RunOutcome::Success(v))) => Outcome::Success(redact(&v.to_string()).into_owned()),
+            Ok(Ok(RunOutcome::Failure(v))) => Outcome::Error(redact(&v.to_string()).into_owned()),
             Ok(Err(Interrupt::NonDeterministic(msg))) => Outcome::Error(
                 serde_json::json!({"kind": "non_deterministic", "message": msg}).to_string(),
             ),

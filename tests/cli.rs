@@ -1,0 +1,375 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! The headless commands against the real binary: malformed configuration, exec deploys and
+//! rollbacks of real files, exit codes, the engine lease, operator commands and the journal.
+
+#[path = "support/fleet.rs"]
+mod fleet;
+
+use std::time::Duration;
+
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+
+#[test]
+fn every_malformed_configuration_gets_its_error_and_none_panics() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/invalid");
+    let mut cases: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 20, "the corpus shrank to {}", cases.len());
+    for case in cases {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let expected = std::fs::read_to_string(case.join("expected.txt")).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+            .current_dir(&case)
+            .args(["--config", "manent.yml", "validate"])
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{name}: exit code; stderr:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{name} panicked:\n{stderr}");
+        for line in expected.lines().filter(|l| !l.trim().is_empty()) {
+            assert!(
+                stderr.contains(line),
+                "{name}: expected\n  {line}\nin\n{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_missing_configuration_says_how_to_point_at_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+        .current_dir(dir.path())
+        .env_remove("MANENT_CONFIG")
+        .args(["status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("manent.yml: no such file") && err.contains("--config"),
+        "{err}"
+    );
+}
+
+#[test]
+fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("deployed (6 deployed)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = fx.run(&[
+        "deploy",
+        "web",
+        "prod",
+        "--yes",
+        "--version",
+        "2.0.0",
+        "--reason",
+        "JIRA-1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "2.0.0");
+    }
+    let out = fx.run(&["rollback", "web", "prod", "--yes", "--reason", "errors up"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0", "web-{i} after rollback");
+    }
+    // History shows both deploys, the rollback, the live releases and who did what, and why.
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = h["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["rollback", "deploy", "deploy"]);
+    let journal = h["journal"].as_array().unwrap();
+    assert_eq!(journal.len(), 3);
+    assert_eq!(journal[1]["reason"], "JIRA-1");
+    assert_eq!(journal[2]["action"], "rollback");
+    assert_eq!(journal[2]["operator"], "tester");
+    assert_eq!(journal[2]["reason"], "errors up");
+    let live: Vec<&serde_json::Value> = h["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["rolled_back_by"].is_null())
+        .collect();
+    assert!(
+        live.iter()
+            .all(|r| r["version"] == "1.0.0" || r["deployment_id"] != live[0]["deployment_id"])
+    );
+    // A second rollback has nothing earlier than 1.0.0 to go to.
+    let out = fx.run(&["rollback", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains("no earlier release"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_failed_atomic_deploy_rolls_back_what_it_changed_and_exits_4() {
+    let app = ledger_app("atomic: true").replace(
+        "      sleep \"${DELAY:-0}\"",
+        "      sleep \"${DELAY:-0}\"\n      if [ \"$MANENT_TARGET\" = web-3 ] && [ \"$MANENT_VERSION\" = 2.0.0 ]; then echo disk full >&2; exit 3; fi",
+    );
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
+    let out = fx.run(&[
+        "deploy",
+        "web",
+        "prod",
+        "--yes",
+        "--version",
+        "2.0.0",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["report"]["result"], "rolled_back");
+    // web-3 failed three times (1 + max_retries 2), the rest of its batch finished, the last
+    // batch never started, and everything changed went back to 1.0.0.
+    let t = |name: &str| {
+        v["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(t("web-3")["state"], "failed");
+    assert_eq!(t("web-3")["attempt"], 3);
+    assert!(
+        t("web-3")["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk full")
+    );
+    assert_eq!(t("web-5")["state"], "skipped");
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0", "web-{i}");
+    }
+    let rolled: Vec<String> = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.event == "rollback")
+        .map(|e| e.target)
+        .collect();
+    assert_eq!(rolled.len(), 3, "{rolled:?}");
+    assert!(rolled.contains(&"web-4".to_owned()) && !rolled.contains(&"web-3".to_owned()));
+}
+
+#[test]
+fn a_permanent_exit_code_fails_after_one_attempt_and_exits_1() {
+    let app = ledger_app("").replace(
+        "      sleep \"${DELAY:-0}\"",
+        "      sleep \"${DELAY:-0}\"\n      if [ \"$MANENT_TARGET\" = web-2 ]; then exit 65; fi",
+    ).replace("    current_release:", "    permanent_exit_codes: [65]\n    current_release:");
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let tries = fx
+        .ledger()
+        .iter()
+        .filter(|e| e.event == "start" && e.target == "web-2")
+        .count();
+    assert_eq!(tries, 1);
+    assert!(
+        text(&out.stdout).contains("permanent, not retried"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_second_engine_on_the_same_database_refuses_naming_the_holder() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let mut first = fx.spawn_with(&["worker"], &[]);
+    wait_until(Duration::from_secs(20), "the first worker's lease", || {
+        std::fs::read_to_string(fx.db_path().with_extension("db.lock"))
+            .is_ok_and(|s| s.contains("pid="))
+    });
+    let out = fx.run(&["worker"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert!(err.contains(host.trim()), "{err}");
+    // A deploy started meanwhile is handed to the running engine, which runs it.
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("handing the work to that engine"));
+    manent_sigterm(&first);
+    let status = first.wait().unwrap();
+    assert!(status.success(), "worker exit {status:?}");
+}
+
+fn manent_sigterm(child: &std::process::Child) {
+    let ok = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn deploys_refuse_without_a_terminal_or_yes_and_one_deploy_per_environment_at_a_time() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["deploy", "web", "prod"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("pass --yes"));
+    let mut slow = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "2")]);
+    wait_until(Duration::from_secs(20), "the first deploy to start", || {
+        !fx.ledger().is_empty()
+    });
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "9.9.9"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("is still in progress on web/prod") && err.contains("manent cancel"),
+        "{err}"
+    );
+    assert!(slow.wait().unwrap().success());
+}
+
+#[test]
+fn cancel_stops_at_a_step_boundary_and_resume_finishes_the_deploy() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let mut deploy = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "1")]);
+    wait_until(Duration::from_secs(20), "the first target", || {
+        !fx.ledger().is_empty()
+    });
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["cancel", &id, "--reason", "wrong build"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let status = deploy.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    // The two targets in flight finished; nothing else started.
+    let done: Vec<_> = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.event == "done")
+        .collect();
+    assert_eq!(done.len(), 2, "{done:?}");
+    let v = fx.status(&id);
+    assert_eq!(v["status"], "CANCELLED");
+    let out = fx.run_with(&["resume", &id], &[("DELAY", "0")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
+    assert_eq!(starts, 6, "each target ran once: {:?}", fx.ledger());
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions: Vec<&str> = h["journal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["deploy", "cancel", "resume"]);
+}
+
+#[test]
+fn pause_holds_the_next_batch_until_resume() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let mut deploy = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "1")]);
+    wait_until(Duration::from_secs(20), "the first target", || {
+        !fx.ledger().is_empty()
+    });
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(fx.run(&["pause", &id]).status.code(), Some(0));
+    wait_until(Duration::from_secs(20), "the pause", || {
+        fx.status(&id)["phase"] == "paused"
+    });
+    let started = fx.ledger().iter().filter(|e| e.event == "start").count();
+    assert_eq!(started, 2);
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(deploy.wait().unwrap().success());
+    assert_eq!(fx.ledger().iter().filter(|e| e.event == "done").count(), 6);
+}
+
+#[test]
+fn secrets_reach_only_commands_that_ask_and_never_the_database() {
+    let manent =
+        "plugins:\n  exec:\n    pass_env: [FIXTURE]\nsecrets:\n  token: env:DEPLOY_TOKEN\n";
+    let app = r#"application: api
+artifact: {version: "1"}
+deploy:
+  plugin: exec
+  secrets: [token]
+  params:
+    secrets: [token]
+    deploy: |
+      echo "token-len ${#MANENT_SECRET_TOKEN} env-copy ${DEPLOY_TOKEN:-absent}" >> "$FIXTURE/seen"
+      echo "using $MANENT_SECRET_TOKEN"
+environments:
+  prod:
+    targets: [{name: a}]
+"#;
+    let fx = Fixture::new(manent, &[("api", app)]);
+    let out = fx.run_with(
+        &["deploy", "api", "prod", "--yes", "-v"],
+        &[("DEPLOY_TOKEN", "hunter2-secret-value")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let seen = std::fs::read_to_string(fx.path().join("seen")).unwrap();
+    assert_eq!(seen.trim(), "token-len 20 env-copy absent");
+    let all_output = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!all_output.contains("hunter2"), "{all_output}");
+    assert!(all_output.contains("using [redacted]"), "{all_output}");
+    let db = std::fs::read(fx.db_path()).unwrap();
+    let wal = std::fs::read(fx.db_path().with_extension("db-wal")).unwrap_or_default();
+    for bytes in [db, wal] {
+        assert!(
+            !bytes.windows(7).any(|w| w == b"hunter2"),
+            "the secret reached the database"
+        );
+    }
+}
+
+#[test]
+fn dry_run_changes_nothing() {
+    let app = ledger_app("").replace(
+        "    current_release:",
+        "    dry_run: echo \"would put $MANENT_VERSION on $MANENT_TARGET\"\n    current_release:",
+    );
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--dry-run", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["report"]["result"], "planned");
+    assert_eq!(
+        v["report"]["targets"][2]["message"],
+        "would put 1.0.0 on web-3"
+    );
+    assert!(fx.ledger().is_empty());
+    assert!(!fx.path().join("fleet").exists());
+}

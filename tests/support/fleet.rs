@@ -1,0 +1,202 @@
+//! Test support: a manent configuration in a temporary directory, the real `manent` binary run
+//! against it, and a ledger the `exec` plugin's commands append to (the side effects of steps).
+
+#![allow(dead_code, reason = "each test binary uses part of the support module")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A configuration directory with `manent.yml` and `apps/`.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+/// One `exec` command's ledger line: `start|done KEY TARGET ATTEMPT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub event: String,
+    pub key: String,
+    pub target: String,
+    pub attempt: u32,
+}
+
+impl Fixture {
+    pub fn new(manent_yml: &str, apps: &[(&str, &str)]) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("manent.yml"), manent_yml).unwrap();
+        std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+        for (name, text) in apps {
+            std::fs::write(dir.path().join("apps").join(format!("{name}.yml")), text).unwrap();
+        }
+        Fixture { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.path().join("manent.yml")
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.path().join(".manent/manent.db")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_manent"));
+        c.arg("--config").arg(self.config()).args(args);
+        c.env("USER", "tester")
+            .env_remove("SUDO_USER")
+            .env_remove("SSH_CONNECTION");
+        c.env("MANENT_LOG", "warn").env("FIXTURE", self.path());
+        c.env_remove("MANENT_FAILPOINTS");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    pub fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    }
+
+    pub fn spawn_with(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    pub fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.db_path()).unwrap()
+    }
+
+    /// `manent status ID --json`.
+    pub fn status(&self, id: &str) -> serde_json::Value {
+        let out = self.run(&["status", id, "--json"]);
+        assert!(out.status.success(), "status failed: {}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Ids of every deployment, oldest first.
+    pub fn deployments(&self) -> Vec<String> {
+        if !self.db_path().exists() {
+            return Vec::new();
+        }
+        let db = self.db();
+        let mut stmt = db
+            .prepare("SELECT workflow_id FROM workflow_status ORDER BY created_at, workflow_id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    pub fn ledger(&self) -> Vec<Entry> {
+        let Ok(text) = std::fs::read_to_string(self.path().join("ledger")) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some(Entry {
+                    event: f.next()?.to_owned(),
+                    key: f.next()?.to_owned(),
+                    target: f.next()?.to_owned(),
+                    attempt: f.next()?.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// The checkpointed steps of a deployment: (function_id, name).
+    pub fn steps(&self, id: &str) -> Vec<(u32, String)> {
+        let db = self.db();
+        let mut stmt = db
+            .prepare("SELECT function_id, function_name FROM operation_outputs WHERE workflow_id = ?1 ORDER BY function_id")
+            .unwrap();
+        stmt.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    pub fn integrity_ok(&self) {
+        let v: String = self
+            .db()
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, "ok");
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits until `cond` holds, failing the test after `limit`.
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An `exec` deploy command that appends `start` and `done` lines to `$FIXTURE/ledger`, with
+/// an optional pause in between (`DELAY` seconds from the environment).
+pub const LEDGER_DEPLOY: &str = r#"echo "start $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger"
+      sleep "${DELAY:-0}"
+      mkdir -p "$FIXTURE/fleet/$MANENT_TARGET"
+      echo "$MANENT_VERSION" > "$FIXTURE/fleet/$MANENT_TARGET/VERSION"
+      echo "done $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger""#;
+
+/// `manent.yml` for ledger fixtures: `exec` passes FIXTURE and DELAY through.
+pub const LEDGER_MANENT: &str = "plugins:\n  exec:\n    pass_env: [FIXTURE, DELAY]\n";
+
+/// A descriptor: six targets, rolling two at a time, two in parallel, the ledger deploy, and a
+/// rollback that writes the previous version back.
+pub fn ledger_app(extra: &str) -> String {
+    format!(
+        r#"application: web
+artifact: {{type: directory, version: "1.0.0"}}
+deploy:
+  plugin: exec
+  params:
+    deploy: |
+      {LEDGER_DEPLOY}
+    current_release: cat "$FIXTURE/fleet/$MANENT_TARGET/VERSION" 2>/dev/null || true
+    rollback: |
+      echo "rollback $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger"
+      echo "$MANENT_TO_VERSION" > "$FIXTURE/fleet/$MANENT_TARGET/VERSION"
+strategy:
+  rolling: {{batch_size: 2}}
+parallelism: 2
+max_retries: 2
+backoff: {{base: 10ms, max: 50ms}}
+{extra}
+environments:
+  prod:
+    targets:
+      - {{name: web-1}}
+      - {{name: web-2}}
+      - {{name: web-3}}
+      - {{name: web-4}}
+      - {{name: web-5}}
+      - {{name: web-6}}
+"#
+    )
+}
