@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, LogSink, Logger, Registry};
 use crate::redact::redact;
+use crate::workflow::retry::until_committed;
 use crate::workflow::store::{LogRecord, Store};
 use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, SqliteStore, StoreError};
 
@@ -114,13 +115,15 @@ impl Engine {
             config.engine.synchronous,
             true,
         )?);
-        store
-            .record_lease(
-                &config.engine.executor_id,
-                std::process::id(),
-                &crate::sys::hostname(),
-            )
-            .await?;
+        let (executor, pid, host) = (
+            &config.engine.executor_id,
+            std::process::id(),
+            crate::sys::hostname(),
+        );
+        until_committed(|| store.record_lease(executor, pid, &host), |e| {
+            tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
+        })
+        .await?;
         let (logs, log_writer) = LogHub::new(store.clone());
         let registry = Arc::new(Registry::new(config, logs.clone()));
         let env = Arc::new(DeployEnv {
@@ -198,16 +201,21 @@ impl Engine {
         self.runtime.active()
     }
 
-    /// Drains (B.11), flushes the logs, truncates the WAL and releases the lease. Returns how
-    /// many runs had to be abandoned.
+    /// Drains (B.11) with the configured limits, flushes the logs, truncates the WAL and
+    /// releases the lease. Returns how many runs had to be abandoned.
     pub async fn shutdown(self) -> usize {
-        let left = self
-            .runtime
-            .drain(
-                self.config.engine.drain_timeout,
-                self.config.engine.hard_timeout,
-            )
-            .await;
+        let (drain, hard) = (
+            self.config.engine.drain_timeout,
+            self.config.engine.hard_timeout,
+        );
+        self.shutdown_within(drain, hard).await
+    }
+
+    /// Shutdown that waits at most `drain` for deployments to finish or park, then stops them at
+    /// their next step boundary, waiting at most `hard` for the steps in flight. An operator's
+    /// Ctrl-C on a deploy uses no drain: in-flight targets finish, nothing new starts.
+    pub async fn shutdown_within(self, drain: Duration, hard: Duration) -> usize {
+        let left = self.runtime.drain(drain, hard).await;
         self.poller.abort();
         drop(self.registry);
         drop(self.runtime);

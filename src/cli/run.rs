@@ -77,8 +77,14 @@ impl Runner {
         }
     }
 
-    async fn finish(self) -> usize {
+    /// Stops the engine run here; `stopping` when the operator interrupted: then in-flight
+    /// targets finish and nothing new starts, rather than waiting for whole deployments.
+    async fn finish(self, stopping: bool) -> usize {
         match self {
+            Runner::Local(e) if stopping => {
+                let hard = e.config().engine.hard_timeout;
+                e.shutdown_within(Duration::ZERO, hard).await
+            }
             Runner::Local(e) => e.shutdown().await,
             Runner::Remote { .. } => 0,
         }
@@ -266,7 +272,7 @@ async fn start_and_follow(
         Ok(s) => s,
         Err(e) => {
             out.error(e);
-            runner.finish().await;
+            runner.finish(false).await;
             return exit::BAD_INPUT;
         }
     };
@@ -324,7 +330,7 @@ async fn follow_to_end(runner: Runner, id: &str, verbose: bool, json: bool, out:
             }
         });
     }
-    let left = runner.finish().await;
+    let left = runner.finish(matches!(ending, Ending::Stopped)).await;
     if left > 0 {
         out.note(format!(
             "manent: {left} deployment(s) were still running; they resume at the next start"

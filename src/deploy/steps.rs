@@ -61,9 +61,19 @@ pub fn target_policy(spec: &EnvSpec) -> RetryPolicy {
     }
 }
 
+/// Policy of the engine's own steps (no plugin involved): a crash during one spends an attempt
+/// of the persisted budget, so they have room for a few.
+fn internal() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 5,
+        base: std::time::Duration::from_millis(100),
+        ..RetryPolicy::default()
+    }
+}
+
 /// Step `plan` of a deploy: the version must be known.
 pub async fn plan(ctx: &WfCtx, spec: &EnvSpec) -> Result<StepResult<Plan>, Interrupt> {
-    ctx.step("plan", &RetryPolicy::once(), |_| async {
+    ctx.step("plan", &internal(), |_| async {
         if spec.artifact.version.is_empty() {
             return Err(StepError::Permanent(format!(
                 "{}: artifact.version is empty; set it or pass --version",
@@ -77,7 +87,7 @@ pub async fn plan(ctx: &WfCtx, spec: &EnvSpec) -> Result<StepResult<Plan>, Inter
 
 /// Step `plan` of a rollback: targets and batches only.
 pub async fn plan_targets(ctx: &WfCtx, spec: &EnvSpec) -> Result<StepResult<Plan>, Interrupt> {
-    ctx.step("plan", &RetryPolicy::once(), |_| async {
+    ctx.step("plan", &internal(), |_| async {
         plan::compute(spec).map_err(StepError::Permanent)
     })
     .await
@@ -193,7 +203,7 @@ pub async fn live(
     ctx: &WfCtx,
     spec: &EnvSpec,
 ) -> Result<StepResult<BTreeMap<String, Live>>, Interrupt> {
-    ctx.step("releases.before", &RetryPolicy::retries(5), |_| async {
+    ctx.step("releases.before", &internal(), |_| async {
         let rows = env
             .store
             .releases(&spec.subject())

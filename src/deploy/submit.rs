@@ -139,7 +139,15 @@ async fn submit(
         max_recovery_attempts: sub.max_recovery_attempts,
         journal: Some(journal),
     };
-    match store.start(wf).await? {
+    // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
+    let started = crate::workflow::retry::until_committed(
+        || store.start(wf.clone()),
+        |e| {
+            tracing::warn!(error = %e, "the database refused the new deployment; retrying");
+        },
+    )
+    .await?;
+    match started {
         Started::Created | Started::Existing(_) => Ok(Submitted::Started(id)),
         Started::Duplicate(live) if same(&live) => Ok(Submitted::Resuming(live.id)),
         Started::Duplicate(live) => Err(SubmitError::Busy {

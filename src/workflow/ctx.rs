@@ -491,29 +491,18 @@ impl WfCtx {
 
     /// Retries a database operation on transient faults with backoff, forever (E4): the run
     /// blocks with its result in memory; a deploy is never failed for an engine I/O error.
-    async fn store_retry<R, F, Fut>(&self, mut op: F) -> Result<R, Interrupt>
+    async fn store_retry<R, F, Fut>(&self, op: F) -> Result<R, Interrupt>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, StoreError>>,
     {
-        let policy = RetryPolicy::store();
-        let mut k = 1;
-        loop {
-            match op().await {
-                Ok(r) => return Ok(r),
-                Err(e) if e.is_transient() => {
-                    if k == 1 {
-                        tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
-                        self.observe(StepEvent::StoreDegraded {
-                            error: e.to_string(),
-                        });
-                    }
-                    tokio::time::sleep(policy.delay(k)).await;
-                    k += 1;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let alert = |e: &StoreError| {
+            tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
+            self.observe(StepEvent::StoreDegraded {
+                error: e.to_string(),
+            });
+        };
+        Ok(super::retry::until_committed(op, alert).await?)
     }
 
     /// A backoff pause: in memory, interrupted only by a hard shutdown.

@@ -77,6 +77,34 @@ impl RetryPolicy {
     }
 }
 
+/// Runs a database operation until it is not refused for a transient reason (E4): the engine
+/// blocks rather than record an infrastructure fault as a deploy failure. `alert` is called
+/// once, at the first refusal. Other errors are returned at once.
+pub async fn until_committed<R, F, Fut>(
+    mut op: F,
+    alert: impl FnOnce(&super::StoreError),
+) -> Result<R, super::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R, super::StoreError>>,
+{
+    let policy = RetryPolicy::store();
+    let mut alert = Some(alert);
+    let mut k = 1;
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() => {
+                if let Some(a) = alert.take() {
+                    a(&e);
+                }
+                tokio::time::sleep(policy.delay(k)).await;
+                k += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

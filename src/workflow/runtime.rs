@@ -14,6 +14,7 @@ use tokio::sync::{Notify, broadcast, watch};
 
 use super::ctx::{Observer, RunControl, Shutdown, StepEvent, WfCtx};
 use super::error::{Interrupt, StoreError};
+use super::retry::until_committed;
 use super::store::{
     Claim, Finished, NewWorkflow, Outcome, Started, Store, WorkflowRow, WorkflowStatus,
 };
@@ -79,6 +80,10 @@ impl Observer for Broadcast {
     }
 }
 
+fn warn(e: &StoreError) {
+    tracing::error!(error = %e, "database write failed; the engine waits and retries");
+}
+
 /// The workflow runtime of one engine.
 pub struct Runtime {
     store: Arc<dyn Store>,
@@ -141,7 +146,7 @@ impl Runtime {
     /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
-        let ids = self.store.recover().await?;
+        let ids = until_committed(|| self.store.recover(), warn).await?;
         let mut started = Vec::new();
         for id in ids {
             if self.claim_and_spawn(&id).await? {
@@ -185,7 +190,9 @@ impl Runtime {
             return Ok(false);
         }
         let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-        match self.store.claim(id, &self.executor_id, &token).await? {
+        let claim =
+            until_committed(|| self.store.claim(id, &self.executor_id, &token), warn).await?;
+        match claim {
             Claim::Claimed(row) => {
                 let control = Arc::new(RunControl {
                     shutdown: self.shutdown.subscribe(),
@@ -270,15 +277,7 @@ impl Runtime {
     }
 
     async fn load_history(&self, id: &str) -> Result<super::store::History, StoreError> {
-        let policy = super::retry::RetryPolicy::store();
-        let mut k = 1;
-        loop {
-            match self.store.history(id).await {
-                Err(e) if e.is_transient() => tokio::time::sleep(policy.delay(k)).await,
-                r => return r,
-            }
-            k += 1;
-        }
+        until_committed(|| self.store.history(id), warn).await
     }
 
     async fn conclude(
@@ -326,15 +325,8 @@ impl Runtime {
             Outcome::Error(_) => WorkflowStatus::Error,
         };
         failpoint::hit("workflow.before_outcome", id);
-        let policy = super::retry::RetryPolicy::store();
-        let mut k = 1;
-        let finished = loop {
-            match self.store.finish(id, token, outcome.clone()).await {
-                Err(e) if e.is_transient() => tokio::time::sleep(policy.delay(k)).await,
-                r => break r,
-            }
-            k += 1;
-        };
+        let finished =
+            until_committed(|| self.store.finish(id, token, outcome.clone()), warn).await;
         failpoint::hit("workflow.after_outcome", id);
         match finished {
             Ok(Finished::Written) => (Some(wanted), "finished".into()),

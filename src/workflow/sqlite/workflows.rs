@@ -126,10 +126,17 @@ pub fn claim(
          WHERE workflow_id = ?4 AND status = 'ENQUEUED'",
         params![executor, run_token, now, id],
     )?;
-    if changed == 0 {
-        return Ok(Claim::NotClaimable);
-    }
     let claimed = must_get(conn, id)?;
+    if changed == 0 {
+        // A retry after a lost acknowledgement finds its own claim.
+        let ours = claimed.status == WorkflowStatus::Pending
+            && claimed.run_token.as_deref() == Some(run_token);
+        return Ok(if ours {
+            Claim::Claimed(claimed)
+        } else {
+            Claim::NotClaimable
+        });
+    }
     if claimed.recovery_attempts > claimed.max_recovery_attempts {
         conn.execute(
             "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \

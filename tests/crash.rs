@@ -1,0 +1,449 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! The crash harness (reference/durable-workflows.md part C): the real `manent` process is
+//! killed with SIGKILL at named failpoints — every step boundary of a 3-batch rolling deploy,
+//! inside steps, between retries, around the outcome, during rollbacks — then started again.
+//! The `exec` plugin's commands write an external ledger keyed by each step's idempotency key,
+//! so "ran exactly once" and "ran again with the same key" are checked against what really ran.
+
+#[path = "support/fleet.rs"]
+mod fleet;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+
+const DEPLOY: &[&str] = &["deploy", "web", "prod", "--yes"];
+
+fn fixture() -> Fixture {
+    Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))])
+}
+
+/// Runs `args` with `failpoints` and expects the process to die of SIGKILL.
+fn run_killed(fx: &Fixture, args: &[&str], failpoints: &str) {
+    let out = fx.run_with(args, &[("MANENT_FAILPOINTS", failpoints)]);
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "expected a kill at {failpoints}, got {:?}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    // Commands the dead engine had started finish on their own; let them write the ledger.
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// What the database and the ledger say right after a kill.
+struct AtKill {
+    checkpointed: BTreeSet<String>,
+    started: BTreeSet<String>,
+}
+
+fn at_kill(fx: &Fixture) -> AtKill {
+    let checkpointed = match fx.deployments().last() {
+        Some(id) => fx
+            .steps(id)
+            .into_iter()
+            .filter(|(_, name)| name.starts_with("deploy:") || name.starts_with("rollback:"))
+            .map(|(fid, _)| format!("{id}/{fid}"))
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    let started = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.event != "done")
+        .map(|e| e.key)
+        .collect();
+    AtKill {
+        checkpointed,
+        started,
+    }
+}
+
+/// Every invariant of part C after the deployment finished.
+fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
+    let id = fx.deployments().pop().unwrap();
+    let v = fx.status(&id);
+    assert_eq!(v["status"], "SUCCESS", "{v:#}");
+    assert_eq!(
+        fx.steps(&id),
+        golden,
+        "the checkpoint log differs from the golden run"
+    );
+    let mut starts: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for e in fx.ledger().into_iter().filter(|e| e.event == "start") {
+        starts.entry(e.key).or_default().push(e.attempt);
+    }
+    for (fid, name) in golden.iter().filter(|(_, n)| n.starts_with("deploy:")) {
+        let key = format!("{id}/{fid}");
+        let attempts = starts.get(&key).cloned().unwrap_or_default();
+        if before.checkpointed.contains(&key) {
+            assert_eq!(
+                attempts.len(),
+                1,
+                "{name} completed before the kill but ran again: {attempts:?}"
+            );
+        } else if before.started.contains(&key) {
+            assert_eq!(
+                attempts.len(),
+                2,
+                "{name} was interrupted: it must run again, once: {attempts:?}"
+            );
+            assert!(
+                attempts[1] > attempts[0],
+                "{name}: the rerun is a later attempt: {attempts:?}"
+            );
+        } else {
+            assert_eq!(attempts.len(), 1, "{name} ran {attempts:?}");
+        }
+    }
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0");
+    }
+    fx.integrity_ok();
+    let pending: i64 = fx
+        .db()
+        .query_row(
+            "SELECT count(*) FROM workflow_status WHERE status IN ('PENDING','ENQUEUED')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pending, 0);
+}
+
+fn golden() -> (Vec<(u32, String)>, usize) {
+    let fx = fixture();
+    let out = fx.run(DEPLOY);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let steps = fx.steps(&id);
+    let real = steps
+        .iter()
+        .filter(|(_, n)| !n.starts_with("engine."))
+        .count();
+    assert_eq!(
+        real, 10,
+        "plan, configure, validate, releases.before and six targets: {steps:?}"
+    );
+    (steps, real)
+}
+
+/// Kill at a failpoint, start the same deploy again, and check every invariant.
+fn kill_and_resume(golden: &[(u32, String)], failpoints: &str) {
+    let fx = fixture();
+    run_killed(&fx, DEPLOY, failpoints);
+    let before = at_kill(&fx);
+    let out = fx.run(DEPLOY);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "after {failpoints}:\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("resuming"),
+        "the second run resumes the first"
+    );
+    check(&fx, golden, &before);
+}
+
+#[test]
+fn kill_after_every_step_checkpoint() {
+    let (golden, steps) = golden();
+    for n in 1..=steps {
+        kill_and_resume(
+            &golden,
+            &format!("step.after_checkpoint={}", format_args!("kill@{n}")),
+        );
+    }
+}
+
+#[test]
+fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
+    let (golden, steps) = golden();
+    for n in 1..=steps {
+        kill_and_resume(&golden, &format!("step.before_checkpoint=kill@{n}"));
+    }
+}
+
+#[test]
+fn kill_after_the_attempt_is_recorded_before_the_side_effect() {
+    let (golden, steps) = golden();
+    for n in 1..=steps {
+        kill_and_resume(&golden, &format!("step.started=kill@{n}"));
+    }
+}
+
+#[test]
+fn kill_around_the_outcome_and_inside_the_store_commit() {
+    let (golden, _) = golden();
+    kill_and_resume(&golden, "workflow.before_outcome=kill");
+    // After the outcome is written a restart has nothing to do: the first run's result stands.
+    let fx = fixture();
+    run_killed(&fx, DEPLOY, "workflow.after_outcome=kill");
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(fx.status(&id)["status"], "SUCCESS");
+    assert_eq!(fx.ledger().iter().filter(|e| e.event == "start").count(), 6);
+    kill_and_resume(&golden, "store.commit=kill@7");
+}
+
+#[test]
+fn kill_inside_a_running_step() {
+    let (golden, _) = golden();
+    let fx = fixture();
+    let mut child = fx.spawn_with(DEPLOY, &[("DELAY", "1")]);
+    wait_until(Duration::from_secs(30), "a batch-2 target to start", || {
+        fx.ledger()
+            .iter()
+            .any(|e| e.event == "start" && (e.target == "web-3" || e.target == "web-4"))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = at_kill(&fx);
+    assert!(
+        before.started.len() > before.checkpointed.len(),
+        "a step was in flight"
+    );
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    check(&fx, &golden, &before);
+}
+
+#[test]
+fn a_lost_commit_acknowledgement_and_failing_commits_never_rerun_a_step_or_fail_the_deploy() {
+    for fp in [
+        "store.after_commit=ioerr@4",
+        "store.commit=ioerr@5-9",
+        "store.after_commit=ioerr@2-6",
+    ] {
+        let fx = fixture();
+        let out = fx.run_with(DEPLOY, &[("MANENT_FAILPOINTS", fp)]);
+        assert_eq!(out.status.code(), Some(0), "{fp}: {}", text(&out.stderr));
+        let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
+        assert_eq!(starts, 6, "{fp}: every target exactly once");
+        fx.integrity_ok();
+    }
+}
+
+#[test]
+fn a_crash_during_a_rollback_resumes_the_rollback() {
+    let fx = fixture();
+    assert!(fx.run(DEPLOY).status.success());
+    assert!(
+        fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"])
+            .status
+            .success()
+    );
+    run_killed(
+        &fx,
+        &["rollback", "web", "prod", "--yes"],
+        "step.after_checkpoint~rollback:=kill@3",
+    );
+    let id = fx.deployments().pop().unwrap();
+    let done_before: Vec<(u32, String)> = fx
+        .steps(&id)
+        .into_iter()
+        .filter(|(_, n)| n.starts_with("rollback:"))
+        .collect();
+    // Group commit may have recorded a parallel target in the same transaction as the third.
+    assert!(done_before.len() >= 3, "{done_before:?}");
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(fx.status(&id)["report"]["result"], "rolled_back");
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0");
+    }
+    let mut per_target: BTreeMap<String, usize> = BTreeMap::new();
+    for e in fx.ledger().into_iter().filter(|e| e.event == "rollback") {
+        *per_target.entry(e.target).or_default() += 1;
+    }
+    for (fid, name) in &done_before {
+        let target = name.rsplit(':').next().unwrap();
+        assert_eq!(
+            per_target[target], 1,
+            "{name} ({fid}) was rolled back before the kill and ran again"
+        );
+    }
+}
+
+#[test]
+fn a_crash_during_an_atomic_undo_resumes_the_undo() {
+    let app = ledger_app("atomic: true").replace(
+        "      sleep \"${DELAY:-0}\"",
+        "      sleep \"${DELAY:-0}\"\n      if [ \"$MANENT_TARGET\" = web-4 ] && [ \"$MANENT_VERSION\" = 2.0.0 ]; then exit 1; fi",
+    );
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    assert!(fx.run(DEPLOY).status.success());
+    let v2 = ["deploy", "web", "prod", "--yes", "--version", "2.0.0"];
+    run_killed(&fx, &v2, "step.after_checkpoint~rollback:=kill@1");
+    let out = fx.run(&v2);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    for i in 1..=6 {
+        let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0", "web-{i}");
+    }
+    let rollbacks = fx.ledger().iter().filter(|e| e.event == "rollback").count();
+    assert_eq!(rollbacks, 3, "web-1, web-2 and web-3 each went back once");
+}
+
+fn flaky_app(max_retries: u32, fail_until: u32) -> String {
+    ledger_app("").replace("max_retries: 2", &format!("max_retries: {max_retries}")).replace(
+        "      sleep \"${DELAY:-0}\"",
+        &format!(
+            "      sleep \"${{DELAY:-0}}\"\n      if [ \"$MANENT_TARGET\" = web-1 ] && [ \"$MANENT_ATTEMPT\" -lt {fail_until} ]; then echo flaky >&2; exit 1; fi"
+        ),
+    )
+}
+
+#[test]
+fn the_retry_budget_survives_a_crash() {
+    // web-1 fails its first two attempts; the engine dies during the backoff after attempt 1.
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &flaky_app(3, 3))]);
+    run_killed(&fx, DEPLOY, "step.backoff~web-1=kill@1");
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let attempts: Vec<u32> = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.event == "start" && e.target == "web-1")
+        .map(|e| e.attempt)
+        .collect();
+    assert_eq!(
+        attempts,
+        [1, 2, 3],
+        "attempts continue after the restart instead of starting over"
+    );
+
+    // An attempt a crash interrupted counts: with one retry, the budget is spent after it.
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &flaky_app(1, 99))]);
+    run_killed(&fx, DEPLOY, "step.backoff~web-1=kill@1");
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let web1 = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "web-1")
+        .unwrap()
+        .clone();
+    assert_eq!(web1["state"], "failed");
+    assert_eq!(web1["attempt"], 2);
+    let id = v["id"].as_str().unwrap().to_owned();
+    let errors: String = fx
+        .db()
+        .query_row(
+            "SELECT error FROM operation_outputs WHERE workflow_id = ?1 AND function_name = 'deploy:b1:web-1'",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let errors: serde_json::Value = serde_json::from_str(&errors).unwrap();
+    assert_eq!(errors["kind"], "retries_exhausted");
+    assert_eq!(errors["errors"].as_array().unwrap().len(), 2, "{errors}");
+}
+
+#[test]
+fn a_deploy_that_kills_the_engine_every_time_is_dead_lettered_then_resumable() {
+    let manent = format!("{LEDGER_MANENT}engine:\n  max_recovery_attempts: 2\n");
+    let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
+    run_killed(&fx, DEPLOY, "step.started~web-3=kill");
+    let id = fx.deployments().pop().unwrap();
+    run_killed(&fx, &["resume", &id], "step.started~web-3=kill");
+    // The third claim exceeds the limit: the deployment is parked for an operator.
+    let out = fx.run_with(
+        &["resume", &id],
+        &[("MANENT_FAILPOINTS", "step.started~web-3=kill")],
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(fx.status(&id)["status"], "MAX_RECOVERY_ATTEMPTS_EXCEEDED");
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(fx.status(&id)["status"], "SUCCESS");
+}
+
+#[test]
+fn ctrl_c_lets_targets_in_flight_finish_and_resume_runs_only_the_rest() {
+    let fx = fixture();
+    let mut child = fx.spawn_with(DEPLOY, &[("DELAY", "1")]);
+    wait_until(Duration::from_secs(30), "batch 1 to start", || {
+        fx.ledger().len() >= 2
+    });
+    let ok = std::process::Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(5));
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(fx.status(&id)["status"], "PENDING");
+    assert_eq!(
+        fx.ledger().iter().filter(|e| e.event == "done").count(),
+        2,
+        "batch 1 finished"
+    );
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
+    assert_eq!(starts, 6, "nothing ran twice");
+}
+
+#[test]
+fn a_durable_pause_between_batches_is_not_restarted_by_a_crash() {
+    let app = ledger_app("").replace(
+        "rolling: {batch_size: 2}",
+        "rolling: {batch_size: 2, interval: 2s}",
+    );
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let mut child = fx.spawn_with(DEPLOY, &[]);
+    wait_until(Duration::from_secs(30), "the wait between batches", || {
+        fx.deployments()
+            .last()
+            .is_some_and(|id| fx.status(id)["phase"] == "waiting between batches")
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = fx.deployments().pop().unwrap();
+    let deadline = |fx: &Fixture| -> Vec<(u32, String)> {
+        fx.db()
+            .prepare("SELECT function_id, output FROM operation_outputs WHERE workflow_id = ?1 AND function_name = 'engine.sleep' ORDER BY function_id")
+            .unwrap()
+            .query_map([&id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let first = deadline(&fx);
+    assert_eq!(first.len(), 1);
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let after = deadline(&fx);
+    assert_eq!(
+        after[0], first[0],
+        "the restart waited for the recorded deadline, not a new one"
+    );
+    let due: i64 = first[0].1.parse().unwrap();
+    let batch2_started: i64 = fx
+        .db()
+        .query_row(
+            "SELECT min(started_at) FROM step_attempts WHERE workflow_id = ?1 AND function_name LIKE 'deploy:b2:%'",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        batch2_started >= due,
+        "batch 2 started before the recorded deadline"
+    );
+}
