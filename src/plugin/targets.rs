@@ -146,3 +146,110 @@ where
 {
     over_targets(req, OnError::Continue, f).await
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::moniker::Moniker;
+    use crate::plugin::secrets::Secrets;
+    use crate::plugin::types::Artifact;
+
+    fn request(n: usize, parallelism: u32) -> Request {
+        Request {
+            deployment_id: "dep-t".into(),
+            application: "web".into(),
+            environment: "prod".into(),
+            artifact: Artifact::default(),
+            targets: (1..=n)
+                .map(|i| Target {
+                    host: format!("h{i}"),
+                    moniker: Moniker::new("prod", "web", "t", &format!("t{i}")).unwrap(),
+                    labels: Default::default(),
+                })
+                .collect(),
+            params: serde_json::Value::Null,
+            secrets: Secrets::none(),
+            parallelism,
+            traffic: None,
+            idempotency_key: String::new(),
+            attempt: 1,
+        }
+    }
+
+    /// Targets take longer the earlier they come, so completion order is the reverse of target
+    /// order: results must still come back in target order.
+    async fn work(t: Target, running: Arc<AtomicUsize>, peak: Arc<AtomicUsize>, fail: &[&str]) -> Result<TargetResult, PluginError> {
+        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+        peak.fetch_max(now, Ordering::SeqCst);
+        let i: u64 = t.name()[1..].parse().unwrap();
+        // A failing target fails at once; the others take longer the earlier they come.
+        let ms = if fail.contains(&t.name()) { 0 } else { 200 - 20 * i };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        running.fetch_sub(1, Ordering::SeqCst);
+        if fail.contains(&t.name()) {
+            Err(PluginError::failed(format!("{} broke", t.name())))
+        } else {
+            Ok(TargetResult::new(TargetStatus::Deployed).with_message(t.name().to_owned()))
+        }
+    }
+
+    #[tokio::test]
+    async fn for_each_keeps_order_honours_parallelism_and_times_targets() {
+        let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let req = request(8, 3);
+        let (results, err) = for_each_target(&req, |t| work(t, running.clone(), peak.clone(), &[])).await;
+        assert!(err.is_none());
+        let names: Vec<&str> = results.iter().map(|r| r.message.as_str()).collect();
+        assert_eq!(names, ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"]);
+        assert_eq!(results[0].host, "h1");
+        assert!(results.iter().all(|r| r.duration_ms >= 40), "{results:?}");
+        assert_eq!(peak.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn for_each_stops_starting_after_the_first_error_and_lets_running_ones_finish() {
+        let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let req = request(6, 2);
+        let s = started.clone();
+        let (results, err) = for_each_target(&req, |t| {
+            s.lock().unwrap().push(t.name().to_owned());
+            work(t, running.clone(), peak.clone(), &["t2"])
+        })
+        .await;
+        assert_eq!(err.unwrap().to_string(), "t2 broke");
+        let status: Vec<TargetStatus> = results.iter().map(|r| r.status).collect();
+        // t1 and t2 start together; t2 fails at once, so t3.. never start, and t1, already
+        // running, finishes.
+        assert_eq!(status[0], TargetStatus::Deployed);
+        assert_eq!(status[1], TargetStatus::Failed);
+        assert!(status[2..].iter().all(|s| *s == TargetStatus::Skipped), "{status:?}");
+        assert_eq!(results[3].message, "not started: an earlier target failed");
+        assert_eq!(*started.lock().unwrap(), ["t1", "t2"]);
+    }
+
+    #[tokio::test]
+    async fn for_all_runs_every_target_despite_errors() {
+        let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let req = request(5, 2);
+        let (results, err) =
+            for_all_targets(&req, |t| work(t, running.clone(), peak.clone(), &["t1", "t4"])).await;
+        assert_eq!(err.unwrap().to_string(), "t1 broke", "the first error in target order");
+        let status: Vec<TargetStatus> = results.iter().map(|r| r.status).collect();
+        use TargetStatus::{Deployed as D, Failed as F};
+        assert_eq!(status, [F, D, D, F, D]);
+        assert_eq!(results[3].message, "t4 broke");
+    }
+
+    #[tokio::test]
+    async fn parallelism_zero_means_one_at_a_time() {
+        let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let req = request(4, 0);
+        let _ = for_each_target(&req, |t| work(t, running.clone(), peak.clone(), &[])).await;
+        assert_eq!(peak.load(Ordering::SeqCst), 1);
+    }
+}
