@@ -1,4 +1,7 @@
-#![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 //! Deploy workflows in-process on the `simulate` plugin: retries with backoff, permanent
 //! failures, exhausted budgets, the engine's per-target fan-out, dry-runs, rollbacks, and the
 //! one-engine-per-database lease.
@@ -12,7 +15,11 @@ use manent::workflow::store::WorkflowStatus;
 
 fn config(app: &str) -> (tempfile::TempDir, Config) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("manent.yml"), "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 1\n").unwrap();
+    std::fs::write(
+        dir.path().join("manent.yml"),
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 1\n",
+    )
+    .unwrap();
     std::fs::create_dir(dir.path().join("apps")).unwrap();
     std::fs::write(dir.path().join("apps/shop.yml"), app).unwrap();
     let config = Config::load(&dir.path().join("manent.yml")).unwrap();
@@ -25,19 +32,35 @@ fn app(params: &str, extra: &str) -> String {
         "application: shop\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fleet\n  params: {params}\n\
          parallelism: 2\nmax_retries: 2\nbackoff: {{base: 5ms, max: 20ms}}\n{extra}\nenvironments:\n  prod:\n    targets:\n\
          {}",
-        (1..=6).map(|i| format!("      - {{name: s{i}}}\n")).collect::<String>()
+        (1..=6)
+            .map(|i| format!("      - {{name: s{i}}}\n"))
+            .collect::<String>()
     )
 }
 
 async fn deploy(engine: &Engine, config: &Config, version: &str, dry_run: bool) -> DeploymentView {
     let mut spec = config.environment("shop", "prod").unwrap();
     spec.artifact.version = version.into();
-    let op = Operator { name: "tester".into(), client: None };
-    let sub = Submission { operator: &op, reason: None, max_recovery_attempts: 5 };
-    let id = submit::deploy(engine.store().as_ref(), &spec, dry_run, &sub).await.unwrap().id().to_owned();
+    let op = Operator {
+        name: "tester".into(),
+        client: None,
+    };
+    let sub = Submission {
+        operator: &op,
+        reason: None,
+        max_recovery_attempts: 5,
+    };
+    let id = submit::deploy(engine.store().as_ref(), &spec, dry_run, &sub)
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
     engine.run(&id).await.unwrap();
     engine.wait(&id).await.unwrap();
-    view::load(engine.store().as_ref(), &id).await.unwrap().unwrap()
+    view::load(engine.store().as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap()
 }
 
 fn target<'a>(v: &'a DeploymentView, name: &str) -> &'a TargetView {
@@ -54,10 +77,17 @@ async fn a_transient_failure_is_retried_with_backoff_and_succeeds() {
     assert_eq!(target(&v, "s2").attempt, 3);
     assert_eq!(target(&v, "s1").attempt, 1);
     let history = engine.store().history(&v.id).await.unwrap();
-    let s2: Vec<_> = history.attempts.iter().filter(|a| a.function_name.ends_with(":s2")).collect();
+    let s2: Vec<_> = history
+        .attempts
+        .iter()
+        .filter(|a| a.function_name.ends_with(":s2"))
+        .collect();
     let outcomes: Vec<_> = s2.iter().map(|a| a.outcome.unwrap().as_str()).collect();
     assert_eq!(outcomes, ["retryable", "retryable", "ok"]);
-    assert!(s2[1].started_at >= s2[0].ended_at.unwrap(), "attempt 2 waited for attempt 1");
+    assert!(
+        s2[1].started_at >= s2[0].ended_at.unwrap(),
+        "attempt 2 waited for attempt 1"
+    );
     engine.shutdown().await;
 }
 
@@ -69,14 +99,28 @@ async fn a_permanent_failure_is_tried_once_and_stops_new_targets() {
     assert_eq!(v.status, WorkflowStatus::Error);
     let s3 = target(&v, "s3");
     assert_eq!((s3.state.as_str(), s3.attempt), ("failed", 1));
-    assert!(s3.message.contains("permanent, not retried"), "{}", s3.message);
+    assert!(
+        s3.message.contains("permanent, not retried"),
+        "{}",
+        s3.message
+    );
     // Parallelism 2: at most one target after s3 could have started; the last never does.
     assert_eq!(target(&v, "s6").state, "skipped");
     for t in &v.targets {
-        assert!(["deployed", "failed", "skipped"].contains(&t.state.as_str()), "{t:?}");
+        assert!(
+            ["deployed", "failed", "skipped"].contains(&t.state.as_str()),
+            "{t:?}"
+        );
     }
     let history = engine.store().history(&v.id).await.unwrap();
-    assert_eq!(history.attempts.iter().filter(|a| a.function_name.ends_with(":s3")).count(), 1);
+    assert_eq!(
+        history
+            .attempts
+            .iter()
+            .filter(|a| a.function_name.ends_with(":s3"))
+            .count(),
+        1
+    );
     engine.shutdown().await;
 }
 
@@ -88,7 +132,11 @@ async fn an_exhausted_budget_fails_with_every_attempt_recorded() {
     assert_eq!(v.status, WorkflowStatus::Error);
     assert_eq!(target(&v, "s1").attempt, 3);
     let history = engine.store().history(&v.id).await.unwrap();
-    let rec = history.steps.iter().find(|s| s.function_name == "deploy:b1:s1").unwrap();
+    let rec = history
+        .steps
+        .iter()
+        .find(|s| s.function_name == "deploy:b1:s1")
+        .unwrap();
     let err: serde_json::Value = serde_json::from_str(rec.error.as_deref().unwrap()).unwrap();
     assert_eq!(err["kind"], "retries_exhausted");
     assert_eq!(err["attempts"], 3);
@@ -102,19 +150,43 @@ async fn dry_run_records_no_release_and_rollback_restores_the_previous_one() {
     let engine = Engine::start(&config).await.unwrap();
     let v = deploy(&engine, &config, "1", true).await;
     assert_eq!(v.report.as_ref().unwrap().result, "planned");
-    assert!(engine.store().releases("shop/prod").await.unwrap().is_empty());
+    assert!(
+        engine
+            .store()
+            .releases("shop/prod")
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(v.batches, 2);
     deploy(&engine, &config, "1", false).await;
     deploy(&engine, &config, "2", false).await;
     let spec = config.environment("shop", "prod").unwrap();
-    let op = Operator { name: "tester".into(), client: None };
-    let sub = Submission { operator: &op, reason: Some("bad build"), max_recovery_attempts: 5 };
-    let id = submit::rollback(engine.store().as_ref(), &spec, &sub).await.unwrap().id().to_owned();
+    let op = Operator {
+        name: "tester".into(),
+        client: None,
+    };
+    let sub = Submission {
+        operator: &op,
+        reason: Some("bad build"),
+        max_recovery_attempts: 5,
+    };
+    let id = submit::rollback(engine.store().as_ref(), &spec, &sub)
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
     engine.run(&id).await.unwrap();
     engine.wait(&id).await.unwrap();
-    let v = view::load(engine.store().as_ref(), &id).await.unwrap().unwrap();
+    let v = view::load(engine.store().as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(v.status, WorkflowStatus::Success, "{:?}", v.report);
-    assert_eq!(v.version, "2", "a rollback shows the version it rolled back from");
+    assert_eq!(
+        v.version, "2",
+        "a rollback shows the version it rolled back from"
+    );
     let live: Vec<_> = engine
         .store()
         .releases("shop/prod")
@@ -135,7 +207,10 @@ async fn a_second_engine_on_one_database_is_refused() {
     let err = Engine::start(&config).await.unwrap_err();
     assert!(matches!(err, EngineError::Lease(_)));
     let msg = err.to_string();
-    assert!(msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+    assert!(
+        msg.contains(&format!("pid {}", std::process::id())),
+        "{msg}"
+    );
     engine.shutdown().await;
     Engine::start(&config).await.unwrap().shutdown().await;
 }

@@ -308,7 +308,7 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let row = store.cancel("w5", journal("cancel")).await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
-    gate.notify_waiters();
+    gate.notify_one();
     let row = rt.wait("w5").await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
     // The in-flight step finished and is kept; the next one never started.

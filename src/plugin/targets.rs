@@ -182,12 +182,21 @@ mod tests {
 
     /// Targets take longer the earlier they come, so completion order is the reverse of target
     /// order: results must still come back in target order.
-    async fn work(t: Target, running: Arc<AtomicUsize>, peak: Arc<AtomicUsize>, fail: &[&str]) -> Result<TargetResult, PluginError> {
+    async fn work(
+        t: Target,
+        running: Arc<AtomicUsize>,
+        peak: Arc<AtomicUsize>,
+        fail: &[&str],
+    ) -> Result<TargetResult, PluginError> {
         let now = running.fetch_add(1, Ordering::SeqCst) + 1;
         peak.fetch_max(now, Ordering::SeqCst);
         let i: u64 = t.name()[1..].parse().unwrap();
         // A failing target fails at once; the others take longer the earlier they come.
-        let ms = if fail.contains(&t.name()) { 0 } else { 200 - 20 * i };
+        let ms = if fail.contains(&t.name()) {
+            0
+        } else {
+            200 - 20 * i
+        };
         tokio::time::sleep(Duration::from_millis(ms)).await;
         running.fetch_sub(1, Ordering::SeqCst);
         if fail.contains(&t.name()) {
@@ -201,7 +210,8 @@ mod tests {
     async fn for_each_keeps_order_honours_parallelism_and_times_targets() {
         let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let req = request(8, 3);
-        let (results, err) = for_each_target(&req, |t| work(t, running.clone(), peak.clone(), &[])).await;
+        let (results, err) =
+            for_each_target(&req, |t| work(t, running.clone(), peak.clone(), &[])).await;
         assert!(err.is_none());
         let names: Vec<&str> = results.iter().map(|r| r.message.as_str()).collect();
         assert_eq!(names, ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"]);
@@ -227,7 +237,10 @@ mod tests {
         // running, finishes.
         assert_eq!(status[0], TargetStatus::Deployed);
         assert_eq!(status[1], TargetStatus::Failed);
-        assert!(status[2..].iter().all(|s| *s == TargetStatus::Skipped), "{status:?}");
+        assert!(
+            status[2..].iter().all(|s| *s == TargetStatus::Skipped),
+            "{status:?}"
+        );
         assert_eq!(results[3].message, "not started: an earlier target failed");
         assert_eq!(*started.lock().unwrap(), ["t1", "t2"]);
     }
@@ -236,9 +249,15 @@ mod tests {
     async fn for_all_runs_every_target_despite_errors() {
         let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let req = request(5, 2);
-        let (results, err) =
-            for_all_targets(&req, |t| work(t, running.clone(), peak.clone(), &["t1", "t4"])).await;
-        assert_eq!(err.unwrap().to_string(), "t1 broke", "the first error in target order");
+        let (results, err) = for_all_targets(&req, |t| {
+            work(t, running.clone(), peak.clone(), &["t1", "t4"])
+        })
+        .await;
+        assert_eq!(
+            err.unwrap().to_string(),
+            "t1 broke",
+            "the first error in target order"
+        );
         let status: Vec<TargetStatus> = results.iter().map(|r| r.status).collect();
         use TargetStatus::{Deployed as D, Failed as F};
         assert_eq!(status, [F, D, D, F, D]);

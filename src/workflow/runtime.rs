@@ -393,8 +393,8 @@ impl Runtime {
         })
     }
 
-    /// Waits until workflow `id` is no longer live, or until it is live but nobody here runs it
-    /// any more (the engine is draining). Returns its row then.
+    /// Waits until workflow `id` is no longer live and its run here (if any) has ended, or until
+    /// the engine is draining and nobody here runs it any more. Returns its row then.
     pub async fn wait(&self, id: &str) -> Result<WorkflowRow, StoreError> {
         loop {
             let notified = self.changed.notified();
@@ -406,7 +406,9 @@ impl Runtime {
                 .await?
                 .ok_or_else(|| StoreError::NotFound(id.into()))?;
             let stopping = *self.shutdown.borrow() != Shutdown::Running;
-            if !row.status.is_live() || (stopping && !self.is_active(id)) {
+            // A cancelled workflow's run may still be finishing its in-flight step: wait for it.
+            let running_here = self.is_active(id);
+            if (!row.status.is_live() || stopping) && !running_here {
                 return Ok(row);
             }
             tokio::select! {

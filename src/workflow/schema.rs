@@ -21,12 +21,9 @@ CREATE TABLE workflow_status (
   workflow_id           TEXT PRIMARY KEY,
   name                  TEXT NOT NULL,
   definition_version    INTEGER NOT NULL,
-  inputs                TEXT NOT NULL,
   inputs_sha256         TEXT NOT NULL,
   status                TEXT NOT NULL CHECK (status IN
                           ('ENQUEUED','PENDING','SUCCESS','ERROR','CANCELLED','MAX_RECOVERY_ATTEMPTS_EXCEEDED')),
-  output                TEXT,
-  error                 TEXT,
   executor_id           TEXT,
   run_token             TEXT,
   recovery_attempts     INTEGER NOT NULL DEFAULT 0,
@@ -41,7 +38,12 @@ CREATE TABLE workflow_status (
   updated_at            INTEGER NOT NULL,
   started_at            INTEGER,
   completed_at          INTEGER,
-  deadline_at           INTEGER
+  deadline_at           INTEGER,
+  -- Large columns last: a status check at every step boundary must not walk the overflow
+  -- pages of a big fleet's inputs.
+  output                TEXT,
+  error                 TEXT,
+  inputs                TEXT NOT NULL
 );
 CREATE INDEX wf_live ON workflow_status(queue_name, status, priority, created_at)
   WHERE status IN ('ENQUEUED','PENDING');

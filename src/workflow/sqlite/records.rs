@@ -10,7 +10,8 @@ use crate::workflow::error::StoreError;
 use crate::workflow::store::{Effect, JournalEntry, LogRecord, ReleaseRecord};
 
 pub fn insert_journal(conn: &Connection, e: &JournalEntry) -> Result<(), StoreError> {
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO journal (at, operator, client, action, workflow_id, subject, detail, reason) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         params![
@@ -35,7 +36,8 @@ pub fn apply_effect(
 ) -> Result<(), StoreError> {
     match effect {
         Effect::Release(r) => {
-            conn.execute(
+            super::exec(
+                conn,
                 "INSERT INTO releases (moniker, subject, version, artifact, deployment_id, \
                  recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
                 params![
@@ -53,21 +55,24 @@ pub fn apply_effect(
             deployment_id,
             by,
         } => {
-            conn.execute(
+            super::exec(
+                conn,
                 "UPDATE releases SET rolled_back_by = ?1 WHERE moniker = ?2 \
                  AND deployment_id = ?3 AND rolled_back_by IS NULL",
                 params![by, moniker, deployment_id],
             )?;
         }
         Effect::Event { key, value } => {
-            conn.execute(
+            super::exec(
+                conn,
                 "INSERT INTO workflow_events (workflow_id, key, value, function_id, updated_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (workflow_id, key) DO UPDATE SET \
                  value = excluded.value, function_id = excluded.function_id, \
                  updated_at = excluded.updated_at",
                 params![workflow_id, key, value, function_id, now_ms()],
             )?;
-            conn.execute(
+            super::exec(
+                conn,
                 "INSERT OR REPLACE INTO workflow_events_history (workflow_id, function_id, key, \
                  value) VALUES (?1, ?2, ?3, ?4)",
                 params![workflow_id, function_id, key, value],
@@ -186,7 +191,8 @@ pub fn record_lease(
     host: &str,
 ) -> Result<(), StoreError> {
     let now = now_ms();
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO engine_lease (id, executor_id, pid, host, acquired_at, heartbeat_at) \
          VALUES (1, ?1, ?2, ?3, ?4, ?4) ON CONFLICT (id) DO UPDATE SET \
          executor_id = excluded.executor_id, pid = excluded.pid, host = excluded.host, \

@@ -78,7 +78,8 @@ fn check_owner(
 
 pub fn begin_attempt(conn: &Connection, a: &AttemptStart) -> Result<(), StoreError> {
     check_owner(conn, &a.workflow_id, &a.run_token, true)?;
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO step_attempts (workflow_id, function_id, attempt, function_name, run_token, \
          started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
         params![
@@ -94,7 +95,8 @@ pub fn begin_attempt(conn: &Connection, a: &AttemptStart) -> Result<(), StoreErr
 }
 
 pub fn end_attempt(conn: &Connection, a: &AttemptEnd) -> Result<(), StoreError> {
-    conn.execute(
+    super::exec(
+        conn,
         "UPDATE step_attempts SET ended_at = ?1, outcome = ?2, error = ?3 \
          WHERE workflow_id = ?4 AND function_id = ?5 AND attempt = ?6",
         params![
@@ -111,7 +113,8 @@ pub fn end_attempt(conn: &Connection, a: &AttemptEnd) -> Result<(), StoreError> 
 
 pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
     check_owner(conn, &c.workflow_id, &c.run_token, false)?;
-    let inserted = conn.execute(
+    let inserted = super::exec(
+        conn,
         "INSERT INTO operation_outputs (workflow_id, function_id, function_name, output, error, \
          attempts, started_at, completed_at, executor_id) \
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, executor_id FROM workflow_status \
@@ -128,7 +131,8 @@ pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
         ],
     )?;
     if inserted == 0 {
-        let stored: (String, Option<String>, Option<String>, Option<i64>) = conn.query_row(
+        let stored: (String, Option<String>, Option<String>, Option<i64>) = super::query_row(
+            conn,
             "SELECT function_name, output, error, started_at FROM operation_outputs \
              WHERE workflow_id = ?1 AND function_id = ?2",
             params![c.workflow_id, c.function_id],
@@ -150,7 +154,8 @@ pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
     }
     if let Some((attempt, outcome)) = c.close_attempt {
         let error = c.error.as_ref().map(|_| last_error(c));
-        conn.execute(
+        super::exec(
+            conn,
             "UPDATE step_attempts SET ended_at = ?1, outcome = ?2, error = COALESCE(?3, error) \
              WHERE workflow_id = ?4 AND function_id = ?5 AND attempt = ?6",
             params![
@@ -166,10 +171,6 @@ pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
     for effect in &c.effects {
         apply_effect(conn, &c.workflow_id, c.function_id, effect)?;
     }
-    conn.execute(
-        "UPDATE workflow_status SET updated_at = ?1 WHERE workflow_id = ?2",
-        params![c.completed_at, c.workflow_id],
-    )?;
     Ok(())
 }
 
@@ -226,13 +227,15 @@ pub fn consume(
         .query_row(&sql, params_from_iter(args), message_row)
         .optional()?;
     let Some(msg) = found else { return Ok(None) };
-    conn.execute(
+    super::exec(
+        conn,
         "UPDATE notifications SET consumed_by_function_id = ?1 WHERE message_id = ?2",
         params![function_id, msg.id],
     )?;
     let now = now_ms();
     let output = serde_json::to_string(&Some(&msg))?;
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO operation_outputs (workflow_id, function_id, function_name, output, attempts, \
          started_at, completed_at) VALUES (?1, ?2, 'engine.recv', ?3, 1, ?4, ?4)",
         params![id, function_id, output, now],
@@ -252,7 +255,8 @@ pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
     let Some(status) = status else {
         return Err(StoreError::NotFound(m.destination.clone()));
     };
-    let duplicate: bool = conn.query_row(
+    let duplicate: bool = super::query_row(
+        conn,
         "SELECT EXISTS (SELECT 1 FROM notifications WHERE message_id = ?1)",
         [&m.id],
         |r| r.get(0),
@@ -289,10 +293,18 @@ pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
             )));
         }
     }
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO notifications (message_id, destination_id, topic, message, sender, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![m.id, m.destination, m.topic, m.payload, m.sender, m.created_at],
+        params![
+            m.id,
+            m.destination,
+            m.topic,
+            m.payload,
+            m.sender,
+            m.created_at
+        ],
     )?;
     if let Some(entry) = &req.journal {
         insert_journal(conn, entry)?;

@@ -46,7 +46,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
 /// One workflow row.
 pub fn get(conn: &Connection, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
     let sql = format!("SELECT {COLUMNS} FROM workflow_status WHERE workflow_id = ?1");
-    Ok(conn.query_row(&sql, [id], row).optional()?)
+    Ok(super::query_row(conn, &sql, [id], row).optional()?)
 }
 
 fn must_get(conn: &Connection, id: &str) -> Result<WorkflowRow, StoreError> {
@@ -58,7 +58,7 @@ fn live_with_dedup(conn: &Connection, key: &str) -> Result<Option<WorkflowRow>, 
         "SELECT {COLUMNS} FROM workflow_status WHERE dedup_key = ?1 \
          AND status IN ('ENQUEUED','PENDING')"
     );
-    Ok(conn.query_row(&sql, [key], row).optional()?)
+    Ok(super::query_row(conn, &sql, [key], row).optional()?)
 }
 
 /// Inputs' digest: the same id with other inputs is a different request (B.2).
@@ -72,7 +72,8 @@ fn digest(inputs: &str) -> String {
 pub fn start(conn: &Connection, wf: NewWorkflow) -> Result<Started, StoreError> {
     let sha = digest(&wf.inputs);
     if let Some(existing) = get(conn, &wf.id)? {
-        let stored_sha: String = conn.query_row(
+        let stored_sha: String = super::query_row(
+            conn,
             "SELECT inputs_sha256 FROM workflow_status WHERE workflow_id = ?1",
             [&wf.id],
             |r| r.get(0),
@@ -91,7 +92,8 @@ pub fn start(conn: &Connection, wf: NewWorkflow) -> Result<Started, StoreError> 
         return Ok(Started::Duplicate(live));
     }
     let now = now_ms();
-    conn.execute(
+    super::exec(
+        conn,
         "INSERT INTO workflow_status (workflow_id, name, definition_version, inputs, \
          inputs_sha256, status, max_recovery_attempts, dedup_key, subject, created_at, updated_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, 'ENQUEUED', ?6, ?7, ?8, ?9, ?9)",
@@ -120,7 +122,8 @@ pub fn claim(
     run_token: &str,
 ) -> Result<Claim, StoreError> {
     let now = now_ms();
-    let changed = conn.execute(
+    let changed = super::exec(
+        conn,
         "UPDATE workflow_status SET status = 'PENDING', executor_id = ?1, run_token = ?2, \
          started_at = ?3, updated_at = ?3, recovery_attempts = recovery_attempts + 1 \
          WHERE workflow_id = ?4 AND status = 'ENQUEUED'",
@@ -138,7 +141,8 @@ pub fn claim(
         });
     }
     if claimed.recovery_attempts > claimed.max_recovery_attempts {
-        conn.execute(
+        super::exec(
+            conn,
             "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \
              completed_at = ?1, updated_at = ?1 WHERE workflow_id = ?2",
             params![now, id],
@@ -150,12 +154,14 @@ pub fn claim(
 
 pub fn recover(conn: &Connection) -> Result<Vec<String>, StoreError> {
     let now = now_ms();
-    conn.execute(
+    super::exec(
+        conn,
         "UPDATE step_attempts SET ended_at = ?1, outcome = 'interrupted', \
          error = 'interrupted: the engine stopped during this attempt' WHERE ended_at IS NULL",
         [now],
     )?;
-    conn.execute(
+    super::exec(
+        conn,
         "UPDATE workflow_status SET status = 'ENQUEUED', run_token = NULL, started_at = NULL, \
          updated_at = ?1 WHERE status = 'PENDING'",
         [now],
@@ -185,7 +191,8 @@ pub fn finish(
         Outcome::Error(e) => (WorkflowStatus::Error, None, Some(e)),
     };
     let now = now_ms();
-    let changed = conn.execute(
+    let changed = super::exec(
+        conn,
         "UPDATE workflow_status SET status = ?1, output = ?2, error = ?3, completed_at = ?4, \
          updated_at = ?4 WHERE workflow_id = ?5 AND status = 'PENDING' AND run_token = ?6",
         params![status.as_str(), output, error, now, id, run_token],
@@ -203,7 +210,8 @@ pub fn cancel(
     journal: &JournalEntry,
 ) -> Result<WorkflowRow, StoreError> {
     let now = now_ms();
-    let changed = conn.execute(
+    let changed = super::exec(
+        conn,
         "UPDATE workflow_status SET status = 'CANCELLED', completed_at = ?1, updated_at = ?1 \
          WHERE workflow_id = ?2 AND status IN ('PENDING','ENQUEUED')",
         params![now, id],
@@ -231,7 +239,8 @@ pub fn resume(
             )));
         }
     }
-    let key: Option<String> = conn.query_row(
+    let key: Option<String> = super::query_row(
+        conn,
         "SELECT dedup_key FROM workflow_status WHERE workflow_id = ?1",
         [id],
         |r| r.get(0),
@@ -245,7 +254,8 @@ pub fn resume(
             live.id
         )));
     }
-    conn.execute(
+    super::exec(
+        conn,
         "UPDATE workflow_status SET status = 'ENQUEUED', recovery_attempts = 0, \
          completed_at = NULL, updated_at = ?1 WHERE workflow_id = ?2",
         params![now_ms(), id],

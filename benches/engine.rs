@@ -1,0 +1,181 @@
+//! Engine overhead: a `simulate` deploy of 10,000 targets at parallelism 100 with no simulated
+//! latency, so every microsecond measured is the engine's (plan, steps, checkpoints, group
+//! commit). Run with `cargo bench --bench engine`; it prints ratios against baselines measured
+//! in the same run: the same 10,000 plugin calls without any durability, and `synchronous=FULL`
+//! against `NORMAL`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::print_stdout,
+    reason = "a benchmark's report"
+)]
+
+use std::time::{Duration, Instant};
+
+use manent::config::Config;
+use manent::deploy::submit::{self, Submission};
+use manent::engine::Engine;
+use manent::operator::Operator;
+use manent::plugin::{Logger, Request, Secrets, Target, for_each_target};
+use manent::workflow::Synchronous;
+
+const TARGETS: usize = 10_000;
+const PARALLELISM: u32 = 100;
+
+fn fixture(sync: &str) -> (tempfile::TempDir, Config) {
+    let dir = tempfile::tempdir().unwrap();
+    let manent = format!(
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\nengine:\n  synchronous: {sync}\n"
+    );
+    std::fs::write(dir.path().join("manent.yml"), manent).unwrap();
+    std::fs::create_dir(dir.path().join("apps")).unwrap();
+    let mut app = format!(
+        "application: bench\nartifact: {{version: \"1\"}}\ndeploy: {{plugin: fleet}}\n\
+         parallelism: {PARALLELISM}\nmax_retries: 0\nenvironments:\n  prod:\n    targets:\n"
+    );
+    for i in 0..TARGETS {
+        app.push_str(&format!("      - {{name: t{i:05}}}\n"));
+    }
+    std::fs::write(dir.path().join("apps/bench.yml"), app).unwrap();
+    let config = Config::load(&dir.path().join("manent.yml")).unwrap();
+    (dir, config)
+}
+
+struct Run {
+    elapsed: Duration,
+    checkpoints: i64,
+    transactions_hint: i64,
+    peak_rss_kib: u64,
+}
+
+fn reset_peak_rss() {
+    // Linux: writing 5 resets VmHWM, so each run's peak is its own.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+async fn engine_run(sync: &str) -> Run {
+    let (dir, config) = fixture(sync);
+    assert_eq!(
+        config.engine.synchronous,
+        if sync == "full" {
+            Synchronous::Full
+        } else {
+            Synchronous::Normal
+        }
+    );
+    let spec = config.environment("bench", "prod").unwrap();
+    reset_peak_rss();
+    let started = Instant::now();
+    let engine = Engine::start(&config).await.unwrap();
+    let op = Operator {
+        name: "bench".into(),
+        client: None,
+    };
+    let sub = Submission {
+        operator: &op,
+        reason: None,
+        max_recovery_attempts: 5,
+    };
+    let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    engine.run(&id).await.unwrap();
+    let row = engine.wait(&id).await.unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(row.status.as_str(), "SUCCESS", "{row:?}");
+    let history = engine.store().history(&id).await.unwrap();
+    engine.shutdown().await;
+    drop(dir);
+    Run {
+        elapsed,
+        checkpoints: history.steps.len() as i64,
+        transactions_hint: (history.steps.len() + history.attempts.len()) as i64,
+        peak_rss_kib: peak_rss_kib(),
+    }
+}
+
+/// The same plugin calls with no engine at all: what the work costs without durability.
+async fn baseline() -> Duration {
+    let (_dir, config) = fixture("full");
+    let spec = config.environment("bench", "prod").unwrap();
+    let factory = manent::plugin::builtin::factory("simulate").unwrap();
+    let plugin = factory(&serde_json::json!({"log_lines": 0}), Logger::discard()).unwrap();
+    let targets: Vec<Target> = spec
+        .targets
+        .iter()
+        .map(|t| Target {
+            host: t.host.clone(),
+            moniker: spec.moniker(t).unwrap(),
+            labels: t.labels.clone(),
+        })
+        .collect();
+    let req = manent::deploy::steps::request(
+        &spec,
+        "baseline",
+        targets,
+        PARALLELISM,
+        Secrets::none(),
+        None,
+    );
+    let template = Request {
+        targets: Vec::new(),
+        ..req.clone()
+    };
+    let started = Instant::now();
+    let (results, err) = for_each_target(&req, |t| {
+        let plugin = plugin.clone();
+        let mut one = template.clone();
+        one.targets = vec![t];
+        async move { plugin.deploy(&one).await.map(|r| r.targets[0].clone()) }
+    })
+    .await;
+    assert!(err.is_none() && results.len() == TARGETS);
+    started.elapsed()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let base = rt.block_on(baseline());
+    let full = rt.block_on(engine_run("full"));
+    let normal = rt.block_on(engine_run("normal"));
+    let per = |d: Duration| d.as_secs_f64() * 1000.0 / TARGETS as f64;
+    println!(
+        "simulate deploy: {TARGETS} targets, parallelism {PARALLELISM}, zero simulated latency"
+    );
+    println!(
+        "baseline (plugin calls, no engine):  {:>8.1} ms total  {:.4} ms/target",
+        base.as_secs_f64() * 1e3,
+        per(base)
+    );
+    for (name, r) in [("synchronous=FULL", &full), ("synchronous=NORMAL", &normal)] {
+        let overhead = per(r.elapsed) - per(base);
+        println!(
+            "{name:<19} {:>8.1} ms total  {:.4} ms/target-step overhead  {:>8.0} checkpoints/s  {:>8.0} step rows/s  peak RSS {:.1} MiB  ({:.1}x baseline)",
+            r.elapsed.as_secs_f64() * 1e3,
+            overhead,
+            r.checkpoints as f64 / r.elapsed.as_secs_f64(),
+            r.transactions_hint as f64 / r.elapsed.as_secs_f64(),
+            r.peak_rss_kib as f64 / 1024.0,
+            r.elapsed.as_secs_f64() / base.as_secs_f64()
+        );
+    }
+    println!(
+        "FULL / NORMAL time ratio: {:.2}",
+        full.elapsed.as_secs_f64() / normal.elapsed.as_secs_f64()
+    );
+    println!("goal: < 0.5 ms overhead per target-step, < 100 MiB");
+}
