@@ -15,7 +15,8 @@ use crate::deploy::plan;
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::logger::Discard;
 use crate::plugin::{Registry, Request, Secrets, Target};
-use crate::workflow::store::{ReleaseRecord, Store, WorkflowQuery};
+use crate::workflow::Lease;
+use crate::workflow::store::{ReleaseRecord, Store, WorkflowQuery, WorkflowStatus};
 
 #[derive(Serialize)]
 struct Validation {
@@ -285,7 +286,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         if a.json.json {
             out.json(&v);
         } else {
-            print_view(&v, out);
+            print_view(&v, Lease::is_held(&config.database), out);
         }
         return exit::OK;
     }
@@ -313,6 +314,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         out.json(&views);
         return exit::OK;
     }
+    let engine_running = Lease::is_held(&config.database);
     if views.is_empty() {
         out.line("no deployments yet");
         return exit::OK;
@@ -328,7 +330,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             if v.dry_run { "dry-run" } else { &v.kind },
             format!("{}/{}", v.application, v.environment),
             v.version,
-            short_status(v),
+            short_status(v, engine_running),
             v.phase.as_deref().unwrap_or("-"),
             output::time(v.created_at)
         ));
@@ -336,14 +338,18 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     exit::OK
 }
 
-fn short_status(v: &DeploymentView) -> String {
-    match (&v.report, v.status.is_live()) {
-        (Some(r), false) => r.result.clone(),
-        _ => v.status.as_str().to_lowercase(),
+fn short_status(v: &DeploymentView, engine_running: bool) -> String {
+    match (&v.report, v.status) {
+        (Some(r), s) if !s.is_live() => r.result.clone(),
+        (_, WorkflowStatus::Pending | WorkflowStatus::Enqueued) if !engine_running => {
+            "interrupted".into()
+        }
+        (_, WorkflowStatus::Pending) => "running".into(),
+        (_, s) => s.as_str().to_lowercase(),
     }
 }
 
-fn print_view(v: &DeploymentView, out: &mut Out) {
+fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
     out.line(format!(
         "{}  {} of {} {} to {}{}  by {}",
         v.id,
@@ -356,7 +362,7 @@ fn print_view(v: &DeploymentView, out: &mut Out) {
     ));
     out.line(format!(
         "status {}  phase {}  started {}{}{}",
-        short_status(v),
+        short_status(v, engine_running),
         v.phase.as_deref().unwrap_or("-"),
         output::time(v.created_at),
         v.completed_at
@@ -372,6 +378,12 @@ fn print_view(v: &DeploymentView, out: &mut Out) {
         && !r.message.is_empty()
     {
         out.line(r.message.clone());
+    }
+    if short_status(v, engine_running) == "interrupted" {
+        out.line(format!(
+            "no engine is running it: `manent resume {}` continues it",
+            v.id
+        ));
     }
     if !v.pending_commands.is_empty() {
         out.line(format!(
@@ -444,6 +456,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         });
         return exit::OK;
     }
+    let engine_running = Lease::is_held(&config.database);
     out.line(format!("deployments of {subject}, newest first:"));
     for v in &deployments {
         out.line(format!(
@@ -451,7 +464,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
             output::time(v.created_at),
             if v.dry_run { "dry-run" } else { &v.kind },
             v.version,
-            short_status(v),
+            short_status(v, engine_running),
             v.operator,
             v.id
         ));

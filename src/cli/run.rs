@@ -409,7 +409,7 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
         }
         // The engine we handed the work to has gone if its lease is free.
         if let Runner::Remote { db, .. } = runner
-            && Lease::acquire(db).is_ok()
+            && !Lease::is_held(db)
         {
             return Ending::EngineGone;
         }

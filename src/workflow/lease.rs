@@ -89,6 +89,25 @@ impl Lease {
         Ok(Lease { _file: file, path })
     }
 
+    /// True when an engine holds the lease on `db` now. (It takes the lock for an instant when
+    /// nobody holds it.)
+    pub fn is_held(db: &Path) -> bool {
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(Lease::lock_path(db))
+        else {
+            return false;
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                let _ = file.unlock();
+                false
+            }
+            Err(_) => true,
+        }
+    }
+
     /// The lock file.
     pub fn path(&self) -> &Path {
         &self.path
