@@ -218,6 +218,7 @@ impl Config {
         Known {
             plugins,
             secrets: self.secrets.keys().cloned().collect(),
+            plugin_dir: self.plugin_dir.clone(),
         }
     }
 

@@ -217,6 +217,8 @@ impl Engine {
     pub async fn shutdown_within(self, drain: Duration, hard: Duration) -> usize {
         let left = self.runtime.drain(drain, hard).await;
         self.poller.abort();
+        // Plugins stop only after the deployments using them have drained.
+        self.registry.shutdown().await;
         drop(self.registry);
         drop(self.runtime);
         // The log writer ends once every sender is gone.

@@ -5,6 +5,7 @@
 pub mod builtin;
 pub mod contract;
 pub mod error;
+pub mod external;
 pub mod logger;
 pub mod registry;
 pub mod secrets;

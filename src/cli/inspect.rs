@@ -521,7 +521,7 @@ pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
     let mut after = 0;
     loop {
         let lines = store
-            .logs(&a.deployment, after, 5000)
+            .logs(&a.deployment, after, None, 5000)
             .await
             .unwrap_or_default();
         let n = lines.len();

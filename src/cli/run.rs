@@ -369,6 +369,8 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
     let mut shown: HashMap<String, (String, u32)> = HashMap::new();
     let mut phase: Option<String> = None;
     let mut log_after = 0i64;
+    // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
+    let engine_lines_after = runner.store().last_log_id().await.unwrap_or(0);
     loop {
         let store = runner.store();
         let view = crate::deploy::view::load(store, id).await.ok().flatten();
@@ -393,7 +395,10 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
                 phase.clone_from(&v.phase);
             }
         }
-        if let Ok(lines) = store.logs(id, log_after, 1000).await {
+        if let Ok(lines) = store
+            .logs(id, log_after, Some(engine_lines_after), 1000)
+            .await
+        {
             for l in lines {
                 log_after = l.id;
                 if verbose || l.level == "warn" || l.level == "error" {

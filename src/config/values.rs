@@ -118,6 +118,8 @@ pub struct Known {
     pub plugins: BTreeSet<String>,
     /// Secret names usable in `deploy.secrets`.
     pub secrets: BTreeSet<String>,
+    /// Where undeclared plugins (`manent-plugin-<name>`) are looked for, besides PATH.
+    pub plugin_dir: Option<std::path::PathBuf>,
 }
 
 thread_local! {
@@ -144,7 +146,7 @@ fn check_ref<E: de::Error>(
             return Ok(());
         };
         let set = pick(known);
-        if set.contains(name) {
+        if set.contains(name) || (what == "plugin" && discoverable(name, known)) {
             return Ok(());
         }
         let list = set
@@ -161,7 +163,12 @@ fn check_ref<E: de::Error>(
     })
 }
 
-/// A plugin name in a descriptor; must be built in or declared under `plugins:`.
+fn discoverable(name: &str, known: &Known) -> bool {
+    crate::plugin::external::activation::discover(name, known.plugin_dir.as_deref()).is_some()
+}
+
+/// A plugin name in a descriptor: built in, declared under `plugins:`, or installed as
+/// `manent-plugin-<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginRef(pub String);
 
@@ -172,7 +179,7 @@ impl<'de> Deserialize<'de> for PluginRef {
             &name,
             "plugin",
             |k| &k.plugins,
-            "declare it under `plugins:` in manent.yml",
+            "declare it under `plugins:` in manent.yml, or install `manent-plugin-NAME` on PATH",
         )?;
         Ok(PluginRef(name))
     }

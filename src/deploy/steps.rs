@@ -159,11 +159,19 @@ pub fn request(
 }
 
 /// Opens the application's secrets for one call.
-pub fn secrets(env: &DeployEnv, spec: &EnvSpec) -> (Secrets, crate::plugin::secrets::SecretsGuard) {
+pub fn secrets(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+) -> (Secrets, Option<crate::plugin::secrets::SecretsGuard>) {
+    if spec.secrets.is_empty() {
+        // Nothing to read: an external plugin's call then needs no brokered Secrets service.
+        return (Secrets::none(), None);
+    }
     let source = env
         .registry
         .secrets_for(&spec.secrets, &spec.descriptor.display().to_string());
-    Secrets::for_call(source)
+    let (s, g) = Secrets::for_call(source);
+    (s, Some(g))
 }
 
 /// Step `validate`: the plugin checks the whole request, without secrets, within the

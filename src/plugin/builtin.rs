@@ -1,18 +1,21 @@
-//! Plugins compiled into manent: `exec` (templated commands) and `simulate` (a simulated fleet
-//! for the demo and the benchmarks).
+//! Plugins compiled into manent: `exec` (templated commands), `remote-copy` (Capistrano-style
+//! releases, also built as an external binary) and `simulate` (a simulated fleet for the demo
+//! and the benchmarks).
 
 pub mod exec;
+pub mod remote_copy;
 pub mod simulate;
 
 use super::contract::Factory;
 
 /// Names of the built-in plugins; `plugins:` entries may not reuse them for external plugins.
-pub const NAMES: &[&str] = &["exec", "simulate"];
+pub const NAMES: &[&str] = &["exec", "remote-copy", "simulate"];
 
 /// The factory of built-in `name`.
 pub fn factory(name: &str) -> Option<Factory> {
     match name {
         "exec" => Some(exec::factory),
+        "remote-copy" => Some(remote_copy::factory),
         "simulate" => Some(simulate::factory),
         _ => None,
     }

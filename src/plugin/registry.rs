@@ -1,8 +1,12 @@
 //! Hands the engine a plugin by the name descriptors use. Built-ins are instantiated from their
-//! factory on first use; their capabilities are known before any target is touched.
+//! factory on first use; external plugins are started on first use (never by validate or plan),
+//! one shared process each; undeclared names are looked up as `manent-plugin-<name>`. Either
+//! way the capabilities are known before any target is touched.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
@@ -10,7 +14,8 @@ use tokio::sync::Mutex;
 use super::builtin;
 use super::contract::{Capabilities, Deployer};
 use super::error::PluginError;
-use super::logger::{LogSink, Logger};
+use super::external::{ExternalSpec, Host, Remote, activation};
+use super::logger::{Level, LogLine, LogSink, Logger};
 use super::secrets::{ConfigSecrets, SecretSource};
 use crate::config::{Config, PluginDecl};
 
@@ -36,12 +41,25 @@ impl std::fmt::Debug for PluginHandle {
     }
 }
 
+/// How a plugin name resolves.
+#[derive(Debug, Clone)]
+pub enum Resolved {
+    /// A built-in, by its built-in name.
+    Builtin(String),
+    /// A declared external plugin.
+    External(ExternalSpec),
+    /// An undeclared `manent-plugin-<name>` binary.
+    Discovered(ExternalSpec),
+}
+
 /// Plugins by name, started lazily.
 pub struct Registry {
     decls: BTreeMap<String, PluginDecl>,
     secrets: Arc<ConfigSecrets>,
     sink: Arc<dyn LogSink>,
+    plugin_dir: Option<PathBuf>,
     ready: Mutex<HashMap<String, Arc<PluginHandle>>>,
+    hosts: Mutex<HashMap<String, Arc<Host>>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -69,7 +87,9 @@ impl Registry {
             decls,
             secrets: Arc::new(ConfigSecrets::new(config.secrets.clone())),
             sink,
+            plugin_dir: config.plugin_dir.clone(),
             ready: Mutex::new(HashMap::new()),
+            hosts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -83,40 +103,128 @@ impl Registry {
         self.decls.get(name)
     }
 
-    /// The plugin `name`, instantiating it on first use.
+    /// How plugin `name` would run, without running it: a declaration, or a binary found as
+    /// `manent-plugin-<name>` (with no sha256 to pin it).
+    pub fn resolve(&self, name: &str) -> Option<Resolved> {
+        if let Some(d) = self.decls.get(name) {
+            return Some(match (&d.builtin, &d.external) {
+                (Some(b), _) => Resolved::Builtin(b.clone()),
+                (None, Some(e)) => Resolved::External(ExternalSpec {
+                    name: name.to_owned(),
+                    command: e.command.clone(),
+                    args: e.args.clone(),
+                    sha256: e.sha256.as_ref().map(|s| s.0.clone()),
+                    env: e.env.clone(),
+                    start_timeout: e.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
+                    options: d.options.clone(),
+                }),
+                (None, None) => return None,
+            });
+        }
+        let found = activation::discover(name, self.plugin_dir.as_deref())?;
+        Some(Resolved::Discovered(ExternalSpec {
+            name: name.to_owned(),
+            command: found,
+            args: Vec::new(),
+            sha256: None,
+            env: BTreeMap::new(),
+            start_timeout: Duration::from_secs(60),
+            options: serde_json::Value::Object(serde_json::Map::new()),
+        }))
+    }
+
+    /// The plugin `name`, instantiated or started on first use.
     pub async fn get(&self, name: &str) -> Result<Arc<PluginHandle>, PluginError> {
         let mut ready = self.ready.lock().await;
         if let Some(h) = ready.get(name) {
             return Ok(h.clone());
         }
-        let decl = self.decls.get(name).ok_or_else(|| {
-            PluginError::Permanent(format!(
-                "no plugin `{name}`: declare it under `plugins:` in manent.yml"
-            ))
-        })?;
-        let handle = Arc::new(self.instantiate(name, decl)?);
+        let handle =
+            match self.resolve(name) {
+                None => {
+                    return Err(PluginError::Permanent(format!(
+                        "no plugin `{name}`: declare it under `plugins:` in manent.yml, or install \
+                     `manent-plugin-{name}` on PATH"
+                    )));
+                }
+                Some(Resolved::Builtin(b)) => {
+                    let decl = self.decls.get(name).cloned().unwrap_or(PluginDecl {
+                        builtin: Some(b.clone()),
+                        external: None,
+                        options: serde_json::Value::Null,
+                    });
+                    self.instantiate(name, &decl)?
+                }
+                Some(Resolved::Discovered(spec)) => {
+                    self.warn(name, format!(
+                    "plugin {name} is not declared in manent.yml: using {} found on the search \
+                     path; no sha256 pins it",
+                    spec.command.display()
+                ));
+                    self.start_external(spec).await?
+                }
+                Some(Resolved::External(spec)) => self.start_external(spec).await?,
+            };
+        let handle = Arc::new(handle);
         ready.insert(name.to_owned(), handle.clone());
         Ok(handle)
     }
 
-    fn instantiate(&self, name: &str, decl: &PluginDecl) -> Result<PluginHandle, PluginError> {
-        if let Some(b) = &decl.builtin {
-            let factory = builtin::factory(b)
-                .ok_or_else(|| PluginError::Permanent(format!("`{b}` is not a built-in plugin")))?;
-            let logger = Logger::new(self.sink.clone(), name);
-            let deployer = factory(&decl.options, logger)
-                .map_err(|e| PluginError::Permanent(format!("plugin `{name}` ({b}): {e}")))?;
-            let capabilities = Capabilities::of(deployer.as_ref());
-            return Ok(PluginHandle {
-                name: name.to_owned(),
-                deployer,
-                capabilities,
-                origin: format!("builtin:{b}"),
-            });
+    fn warn(&self, name: &str, message: String) {
+        self.sink.log(LogLine {
+            at: crate::sys::now_ms(),
+            level: Level::Warn,
+            source: name.to_owned(),
+            deployment_id: None,
+            target: None,
+            message,
+            attrs: BTreeMap::new(),
+        });
+    }
+
+    async fn start_external(&self, spec: ExternalSpec) -> Result<PluginHandle, PluginError> {
+        // Activation: the binary must exist, run and match its pin before anything else.
+        activation::check(&spec.name, &spec.command, spec.sha256.as_deref())?;
+        let name = spec.name.clone();
+        let origin = spec.command.display().to_string();
+        let host = Arc::new(Host::new(spec, self.sink.clone()));
+        self.hosts.lock().await.insert(name.clone(), host.clone());
+        let process = host.process().await?;
+        let capabilities = process.capabilities.clone();
+        Ok(PluginHandle {
+            name,
+            deployer: Arc::new(Remote::new(host, capabilities.clone())),
+            capabilities,
+            origin,
+        })
+    }
+
+    /// Stops every external plugin process (after the engine has drained).
+    pub async fn shutdown(&self) {
+        let hosts: Vec<Arc<Host>> = self.hosts.lock().await.values().cloned().collect();
+        for h in hosts {
+            h.shutdown().await;
         }
-        Err(PluginError::Permanent(format!(
-            "plugin `{name}` is external; this manent cannot run external plugins yet"
-        )))
+    }
+
+    fn instantiate(&self, name: &str, decl: &PluginDecl) -> Result<PluginHandle, PluginError> {
+        let Some(b) = &decl.builtin else {
+            return Err(PluginError::Permanent(format!(
+                "plugin `{name}` is not built in"
+            )));
+        };
+        let factory = builtin::factory(b)
+            .ok_or_else(|| PluginError::Permanent(format!("`{b}` is not a built-in plugin")))?;
+        let logger = Logger::new(self.sink.clone(), name);
+        let deployer = factory(&decl.options, logger)
+            .map_err(|e| PluginError::Permanent(format!("plugin `{name}` ({b}): {e}")))?;
+        let capabilities = Capabilities::of(deployer.as_ref());
+        Ok(PluginHandle {
+            name: name.to_owned(),
+            deployer,
+            capabilities,
+            origin: format!("builtin:{b}"),
+        })
     }
 
     /// A secret source for one application: only the secrets its descriptor lists.

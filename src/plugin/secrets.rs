@@ -137,6 +137,11 @@ impl Secrets {
         (s.clone(), SecretsGuard(s))
     }
 
+    /// True for a call without secrets.
+    pub fn is_none(&self) -> bool {
+        self.inner.is_none()
+    }
+
     /// Reads secret `name`; fails outside the call the handle was opened for.
     pub async fn secret(&self, name: &str) -> Result<String, PluginError> {
         match &self.inner {

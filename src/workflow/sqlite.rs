@@ -351,9 +351,20 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn logs(&self, id: &str, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError> {
+    async fn logs(
+        &self,
+        id: &str,
+        after: i64,
+        unassigned_after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<LogRecord>, StoreError> {
         let id = id.to_owned();
-        self.read(move |c| records::logs(c, &id, after, limit))
+        self.read(move |c| records::logs(c, &id, after, unassigned_after, limit))
+            .await
+    }
+
+    async fn last_log_id(&self) -> Result<i64, StoreError> {
+        self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
             .await
     }
 

@@ -495,8 +495,18 @@ pub trait Store: Send + Sync {
         subject: Option<&str>,
         workflow_id: Option<&str>,
     ) -> Result<Vec<JournalEntry>, StoreError>;
-    /// Log lines of a workflow after row id `after`, at most `limit`.
-    async fn logs(&self, id: &str, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
+    /// Log lines of workflow `id` after row id `after`, at most `limit`; with
+    /// `unassigned_after`, also the engine's and plugins' lines that belong to no deployment
+    /// (a plugin that restarts, an unpinned binary) after that row id.
+    async fn logs(
+        &self,
+        id: &str,
+        after: i64,
+        unassigned_after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<LogRecord>, StoreError>;
+    /// The newest log row id (0 when there is none).
+    async fn last_log_id(&self) -> Result<i64, StoreError>;
     /// Clean shutdown: truncates the WAL.
     async fn close(&self) -> Result<(), StoreError>;
 }

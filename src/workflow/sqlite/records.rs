@@ -152,25 +152,30 @@ pub fn logs(
     conn: &Connection,
     id: &str,
     after: i64,
+    unassigned_after: Option<i64>,
     limit: u32,
 ) -> Result<Vec<LogRecord>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, workflow_id, at, level, source, target, message, attrs FROM logs \
-         WHERE workflow_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3",
+         WHERE id > ?2 AND (workflow_id = ?1 OR (workflow_id IS NULL AND id > ?3)) \
+         ORDER BY id LIMIT ?4",
     )?;
     let rows = stmt
-        .query_map(params![id, after, limit], |r| {
-            Ok(LogRecord {
-                id: r.get(0)?,
-                workflow_id: r.get(1)?,
-                at: r.get(2)?,
-                level: r.get(3)?,
-                source: r.get(4)?,
-                target: r.get(5)?,
-                message: r.get(6)?,
-                attrs: r.get(7)?,
-            })
-        })?
+        .query_map(
+            params![id, after, unassigned_after.unwrap_or(i64::MAX), limit],
+            |r| {
+                Ok(LogRecord {
+                    id: r.get(0)?,
+                    workflow_id: r.get(1)?,
+                    at: r.get(2)?,
+                    level: r.get(3)?,
+                    source: r.get(4)?,
+                    target: r.get(5)?,
+                    message: r.get(6)?,
+                    attrs: r.get(7)?,
+                })
+            },
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }

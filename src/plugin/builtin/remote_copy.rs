@@ -1,0 +1,467 @@
+//! `remote-copy`: Capistrano-style releases. Each target keeps `releases/<version>` under its
+//! deploy path and a `current` symlink switched atomically (a rename); the newest `keep`
+//! releases stay for rollbacks. A target is a local directory (host `local` or `localhost`) or
+//! a host reached with the system's ssh and scp. Compiled in, and served by the same factory as
+//! the external binary `manent-plugin-remote-copy`.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::plugin::contract::{
+    Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
+};
+use crate::plugin::error::PluginError;
+use crate::plugin::logger::Logger;
+use crate::plugin::targets::{for_all_targets, for_each_target};
+use crate::plugin::types::{
+    DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+};
+
+/// Marks a release directory as complete; a half-copied one has none and is copied again.
+const MARKER: &str = ".manent-release";
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ssh {
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    port: Option<u16>,
+    #[serde(default)]
+    identity: Option<String>,
+    /// Extra `-o` options, e.g. `StrictHostKeyChecking=accept-new`.
+    #[serde(default)]
+    options: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    #[serde(default)]
+    ssh: Ssh,
+    /// Releases kept per target (default 5, at least 2 so a rollback has somewhere to go).
+    #[serde(default = "default_keep")]
+    keep: usize,
+}
+
+fn default_keep() -> usize {
+    5
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    /// Deploy path on each target; `{target}` and `{host}` are replaced.
+    path: String,
+    #[serde(default)]
+    keep: Option<usize>,
+}
+
+/// The `remote-copy` factory.
+pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>, PluginError> {
+    let options: Options = if options.is_null() {
+        Options {
+            ssh: Ssh::default(),
+            keep: default_keep(),
+        }
+    } else {
+        serde_json::from_value(options.clone())
+            .map_err(|e| PluginError::Permanent(format!("options: {e}")))?
+    };
+    if options.keep < 2 {
+        return Err(PluginError::Permanent(
+            "keep must be at least 2: a rollback needs the release before".into(),
+        ));
+    }
+    Ok(Arc::new(RemoteCopy { options, log }))
+}
+
+struct RemoteCopy {
+    options: Options,
+    log: Logger,
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn params(req: &Request) -> Result<Params, PluginError> {
+    serde_json::from_value(req.params.clone()).map_err(|e| {
+        PluginError::Permanent(format!("remote-copy deploy.params: {e} (it needs `path`)"))
+    })
+}
+
+fn is_local(t: &Target) -> bool {
+    matches!(t.host.as_str(), "" | "local" | "localhost")
+        || t.labels.get("transport").is_some_and(|v| v == "local")
+}
+
+fn valid_version(v: &str) -> Result<(), PluginError> {
+    if v.is_empty() || v.starts_with('.') || v.contains('/') || v.contains(char::is_whitespace) {
+        return Err(PluginError::Permanent(format!(
+            "version `{v}` cannot name a release directory (no slashes, spaces or leading dot)"
+        )));
+    }
+    Ok(())
+}
+
+impl RemoteCopy {
+    fn base(&self, p: &Params, t: &Target) -> String {
+        p.path
+            .replace("{target}", t.name())
+            .replace("{host}", &t.host)
+    }
+
+    fn ssh_args(&self, scp: bool) -> Vec<String> {
+        let s = &self.options.ssh;
+        let mut a = vec!["-o".into(), "BatchMode=yes".into()];
+        if let Some(port) = s.port {
+            a.push(if scp { "-P".into() } else { "-p".into() });
+            a.push(port.to_string());
+        }
+        if let Some(id) = &s.identity {
+            a.push("-i".into());
+            a.push(id.clone());
+        }
+        for o in &s.options {
+            a.push("-o".into());
+            a.push(o.clone());
+        }
+        a
+    }
+
+    fn destination(&self, t: &Target) -> String {
+        match &self.options.ssh.user {
+            Some(u) => format!("{u}@{}", t.host),
+            None => t.host.clone(),
+        }
+    }
+
+    /// Runs a shell script on the target; its stdout.
+    async fn sh(&self, t: &Target, script: &str) -> Result<String, PluginError> {
+        let mut cmd = if is_local(t) {
+            let mut c = tokio::process::Command::new("sh");
+            c.arg("-c").arg(script);
+            c
+        } else {
+            let mut c = tokio::process::Command::new("ssh");
+            c.args(self.ssh_args(false))
+                .arg(self.destination(t))
+                .arg(format!("sh -c {}", quote(script)));
+            c
+        };
+        run(&mut cmd, t).await
+    }
+
+    /// Copies the artifact into `dest` (which must not exist yet) on the target.
+    async fn copy(&self, t: &Target, source: &str, dest: &str) -> Result<(), PluginError> {
+        let is_dir = std::fs::metadata(source)
+            .map_err(|e| PluginError::Permanent(format!("artifact {source} cannot be read: {e}")))?
+            .is_dir();
+        if is_local(t) {
+            let script = if is_dir {
+                format!(
+                    "mkdir -p {d} && cp -a {s}/. {d}/",
+                    d = quote(dest),
+                    s = quote(source)
+                )
+            } else {
+                format!(
+                    "mkdir -p {d} && cp -a {s} {d}/",
+                    d = quote(dest),
+                    s = quote(source)
+                )
+            };
+            self.sh(t, &script).await.map(|_| ())
+        } else {
+            let remote = format!("{}:{dest}", self.destination(t));
+            if !is_dir {
+                self.sh(t, &format!("mkdir -p {}", quote(dest))).await?;
+            }
+            let mut cmd = tokio::process::Command::new("scp");
+            cmd.args(self.ssh_args(true))
+                .arg("-r")
+                .arg("-p")
+                .arg(source)
+                .arg(if is_dir { remote } else { format!("{remote}/") });
+            run(&mut cmd, t).await.map(|_| ())
+        }
+    }
+
+    async fn current(&self, p: &Params, t: &Target) -> Result<String, PluginError> {
+        let base = quote(&self.base(p, t));
+        let out = self
+            .sh(t, &format!("readlink {base}/current 2>/dev/null || true"))
+            .await?;
+        Ok(out.trim().rsplit('/').next().unwrap_or_default().to_owned())
+    }
+
+    async fn switch(&self, p: &Params, t: &Target, version: &str) -> Result<(), PluginError> {
+        let base = quote(&self.base(p, t));
+        let script = format!(
+            "set -e; test -f {base}/releases/{v}/{MARKER}; \
+             ln -sfn releases/{v} {base}/.current.manent-next; mv -T {base}/.current.manent-next {base}/current",
+            v = quote(version)
+        );
+        self.sh(t, &script).await.map(|_| ())
+    }
+
+    /// Removes releases beyond `keep`, oldest first, never the live one.
+    async fn prune(&self, p: &Params, t: &Target, live: &str) -> Result<(), PluginError> {
+        let keep = p.keep.unwrap_or(self.options.keep).max(2);
+        let base = quote(&self.base(p, t));
+        let script = format!(
+            "cd {base}/releases && ls -1t */{MARKER} 2>/dev/null | sed 's,/{MARKER}$,,' | tail -n +{from} | \
+             while read r; do [ \"$r\" = {live} ] || rm -rf -- \"$r\"; done",
+            from = keep + 1,
+            live = quote(live)
+        );
+        self.sh(t, &script).await.map(|_| ())
+    }
+
+    async fn deploy_one(
+        &self,
+        req: &Request,
+        p: &Params,
+        t: &Target,
+    ) -> Result<TargetResult, PluginError> {
+        let v = &req.artifact.version;
+        valid_version(v)?;
+        let log = self.log.for_deployment(&req.deployment_id).for_target(t);
+        let base = self.base(p, t);
+        let release = format!("{base}/releases/{v}");
+        let live = self.current(p, t).await?;
+        if live == *v {
+            return Ok(TargetResult::new(TargetStatus::Unchanged)
+                .with_message(format!("{v} is already live")));
+        }
+        let present = self
+            .sh(
+                t,
+                &format!("test -f {}/{MARKER} && echo yes || true", quote(&release)),
+            )
+            .await?;
+        if present.trim() != "yes" {
+            let source = req
+                .artifact
+                .uri
+                .strip_prefix("file://")
+                .unwrap_or(&req.artifact.uri);
+            if source.is_empty() {
+                return Err(PluginError::Permanent(
+                    "artifact.uri is empty: remote-copy copies a file or directory".into(),
+                ));
+            }
+            let partial = format!("{base}/releases/.{v}.partial");
+            self.sh(
+                t,
+                &format!(
+                    "mkdir -p {b}/releases && rm -rf {p}",
+                    b = quote(&base),
+                    p = quote(&partial)
+                ),
+            )
+            .await?;
+            log.info(&format!("copying {source} to {}:{release}", t.host));
+            self.copy(t, source, &partial).await?;
+            self.sh(
+                t,
+                &format!(
+                    "touch {p}/{MARKER} && rm -rf {r} && mv {p} {r}",
+                    p = quote(&partial),
+                    r = quote(&release)
+                ),
+            )
+            .await?;
+        }
+        self.switch(p, t, v).await?;
+        self.prune(p, t, v).await?;
+        log.info(&format!(
+            "{v} is live on {} (was {})",
+            t.host,
+            if live.is_empty() { "nothing" } else { &live }
+        ));
+        Ok(
+            TargetResult::new(TargetStatus::Deployed).with_message(format!(
+                "{} → {v}",
+                if live.is_empty() { "new" } else { &live }
+            )),
+        )
+    }
+}
+
+async fn run(cmd: &mut tokio::process::Command, t: &Target) -> Result<String, PluginError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = cmd.output().await.map_err(|e| {
+        PluginError::Failed(format!(
+            "{}: cannot run {:?}: {e}",
+            t.name(),
+            cmd.as_std().get_program()
+        ))
+    })?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message");
+    Err(PluginError::Failed(format!(
+        "{} ({}): {last}",
+        t.name(),
+        out.status
+    )))
+}
+
+#[async_trait]
+impl Deployer for RemoteCopy {
+    async fn validate(&self, req: &Request) -> Result<(), PluginError> {
+        let p = params(req)?;
+        if !p.path.starts_with('/') {
+            return Err(PluginError::Permanent(format!(
+                "remote-copy: path `{}` must be absolute",
+                p.path
+            )));
+        }
+        valid_version(&req.artifact.version)?;
+        let source = req
+            .artifact
+            .uri
+            .strip_prefix("file://")
+            .unwrap_or(&req.artifact.uri);
+        if source.is_empty() || std::fs::metadata(source).is_err() {
+            return Err(PluginError::Permanent(format!(
+                "remote-copy: artifact.uri `{}` is not a file or directory on this machine",
+                req.artifact.uri
+            )));
+        }
+        Ok(())
+    }
+
+    async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        let (targets, err) = for_each_target(req, |t| {
+            let p = &p;
+            async move { self.deploy_one(req, p, &t).await }
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "remote-copy".into(),
+                targets,
+                release: req.artifact.version.clone(),
+            }),
+        }
+    }
+
+    fn dry_runner(&self) -> Option<&dyn DryRunner> {
+        Some(self)
+    }
+
+    fn release_inspector(&self) -> Option<&dyn ReleaseInspector> {
+        Some(self)
+    }
+
+    fn rollbacker(&self) -> Option<&dyn Rollbacker> {
+        Some(self)
+    }
+
+    fn parallel_deployer(&self) -> Option<&dyn ParallelDeployer> {
+        Some(self)
+    }
+}
+
+impl ParallelDeployer for RemoteCopy {
+    fn parallel_targets(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl DryRunner for RemoteCopy {
+    async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        let (targets, _) = for_all_targets(req, |t| {
+            let p = &p;
+            async move {
+                let live = self.current(p, &t).await?;
+                let v = &req.artifact.version;
+                let msg = if live == *v {
+                    format!("{v} is already live")
+                } else {
+                    format!(
+                        "would copy {} to {}:{}/releases/{v} and switch current (now {})",
+                        req.artifact.uri,
+                        t.host,
+                        self.base(p, &t),
+                        if live.is_empty() { "nothing" } else { &live }
+                    )
+                };
+                Ok(TargetResult::new(TargetStatus::Unchanged).with_message(msg))
+            }
+        })
+        .await;
+        Ok(DeployResult {
+            plugin: "remote-copy".into(),
+            targets,
+            release: String::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl ReleaseInspector for RemoteCopy {
+    async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
+        let p = params(req)?;
+        let mut out = Vec::new();
+        for t in &req.targets {
+            out.push(TargetRelease {
+                host: t.host.clone(),
+                version: self.current(&p, t).await?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Rollbacker for RemoteCopy {
+    async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
+        let p = params(req)?;
+        valid_version(&to.version)?;
+        let (targets, err) = for_all_targets(req, |t| {
+            let p = &p;
+            async move {
+                let release = format!("{}/releases/{}", self.base(p, &t), to.version);
+                let there = self.sh(&t, &format!("test -f {}/{MARKER} && echo yes || true", quote(&release))).await?;
+                if there.trim() != "yes" {
+                    return Err(PluginError::Permanent(format!(
+                        "{}: release {} is no longer on the target (only the newest `keep` releases stay)",
+                        t.name(),
+                        to.version
+                    )));
+                }
+                self.switch(p, &t, &to.version).await?;
+                Ok(TargetResult::new(TargetStatus::RolledBack).with_message(format!("current → {}", to.version)))
+            }
+        })
+        .await;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: "remote-copy".into(),
+                targets,
+                release: to.version.clone(),
+            }),
+        }
+    }
+}

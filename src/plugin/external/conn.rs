@@ -1,0 +1,123 @@
+//! Connections over Unix sockets or TCP with AutoMTLS: gRPC channels that dial through our own
+//! rustls client (tonic's TLS options cannot pin a go-plugin certificate), and listeners whose
+//! accepted connections are TLS-terminated before tonic sees them.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use super::handshake::Addr;
+use super::tls::server_name;
+
+/// A Unix or TCP stream.
+pub enum Io {
+    /// Unix socket.
+    Unix(UnixStream),
+    /// TCP.
+    Tcp(TcpStream),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Unix(s) => Pin::new(s).poll_flush(cx),
+            Io::Tcp(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+async fn dial(addr: &Addr) -> io::Result<Io> {
+    Ok(match addr {
+        Addr::Unix(p) => Io::Unix(UnixStream::connect(p).await?),
+        Addr::Tcp(a) => Io::Tcp(TcpStream::connect(a).await?),
+    })
+}
+
+/// A gRPC channel to `addr` over mutual TLS (`tls` pins the peer).
+pub async fn channel(
+    addr: Addr,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<Channel, tonic::transport::Error> {
+    // The URI only names the HTTP/2 authority; the connector decides where to go. `http`
+    // because TLS happens inside the connector, not in tonic.
+    Endpoint::from_static("http://localhost")
+        .connect_timeout(Duration::from_secs(10))
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let (addr, tls) = (addr.clone(), tls.clone());
+            async move {
+                let io = dial(&addr).await?;
+                let stream = TlsConnector::from(tls).connect(server_name(), io).await?;
+                Ok::<_, io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
+/// TLS-terminated connections accepted on `listener`, for `serve_with_incoming`. A failed
+/// handshake (a wrong certificate) drops that connection only.
+pub fn tls_incoming(
+    listener: UnixListener,
+    tls: Arc<rustls::ServerConfig>,
+) -> tokio_stream::wrappers::ReceiverStream<io::Result<tokio_rustls::server::TlsStream<UnixStream>>>
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let acceptor = TlsAcceptor::from(tls);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = tx.closed() => return,
+            };
+            let Ok((stream, _)) = accepted else { return };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match acceptor.accept(stream).await {
+                    Ok(s) => {
+                        let _ = tx.send(Ok(s)).await;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "refused a plugin connection (TLS)"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}

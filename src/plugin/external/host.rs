@@ -1,0 +1,533 @@
+//! One external plugin process: started on first use (never by validate or plan), in a cleared
+//! environment, after its binary is checked; go-plugin's handshake with version negotiation and
+//! AutoMTLS; health, stdio, broker, Configure. One process serves every deploy; after a crash
+//! the next call starts a new one. Stopped with `GRPCController.Shutdown`, then killed.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::sync::{mpsc, watch};
+use tonic::transport::Channel;
+
+use super::activation::{self, Pin};
+use super::broker::HostBroker;
+use super::handshake::{self, Handshake};
+use super::proto::goplugin::grpc_broker_client::GrpcBrokerClient;
+use super::proto::goplugin::grpc_controller_client::GrpcControllerClient;
+use super::proto::goplugin::grpc_stdio_client::GrpcStdioClient;
+use super::proto::goplugin::stdio_data::Channel as StdioChannel;
+use super::proto::v1;
+use super::proto::v1::deployer_client::DeployerClient;
+use super::{conn, hclog, tls};
+use crate::plugin::contract::Capabilities;
+use crate::plugin::error::PluginError;
+use crate::plugin::logger::{Level, LogLine, LogSink};
+
+/// How to run one external plugin (from its `plugins:` entry, or discovered on PATH).
+#[derive(Debug, Clone)]
+pub struct ExternalSpec {
+    /// The name descriptors use.
+    pub name: String,
+    /// The binary.
+    pub command: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Pinned sha256, if any.
+    pub sha256: Option<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// Limit on start and handshake.
+    pub start_timeout: Duration,
+    /// Options for Configure.
+    pub options: serde_json::Value,
+}
+
+/// manent's environment variables a plugin gets (everything else is cleared: it may hold the
+/// secrets that `env:` sources read).
+const PASSED: &[&str] = &["PATH", "HOME", "TMPDIR", "TZ", "LANG"];
+const STDERR_TAIL: usize = 20;
+
+/// A running plugin process.
+pub struct Process {
+    /// Its pid.
+    pub pid: u32,
+    /// The name Configure returned.
+    pub reported_name: String,
+    /// The capabilities Configure announced.
+    pub capabilities: Capabilities,
+    /// The Deployer client.
+    pub deployer: DeployerClient<Channel>,
+    /// The broker for Secrets.
+    pub broker: HostBroker,
+    controller: GrpcControllerClient<Channel>,
+    exited: watch::Receiver<Option<String>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    _socket_dir: tempfile::TempDir,
+}
+
+impl Process {
+    /// How it exited, once it has.
+    pub fn exit(&self) -> Option<String> {
+        self.exited.borrow().clone()
+    }
+
+    /// Its last stderr lines, for error messages.
+    pub fn stderr_tail(&self) -> String {
+        tail(&self.stderr_tail)
+    }
+
+    /// Waits briefly for the process to be reaped after a broken call, and says how it ended.
+    pub async fn crashed(&self) -> Option<String> {
+        let mut rx = self.exited.clone();
+        let _ =
+            tokio::time::timeout(Duration::from_millis(500), rx.wait_for(Option::is_some)).await;
+        self.exit()
+    }
+}
+
+fn tail(lines: &Mutex<VecDeque<String>>) -> String {
+    lines
+        .lock()
+        .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n    "))
+        .unwrap_or_default()
+}
+
+/// Starts and restarts one plugin's process.
+pub struct Host {
+    spec: ExternalSpec,
+    sink: Arc<dyn LogSink>,
+    current: tokio::sync::Mutex<Option<Arc<Process>>>,
+}
+
+impl Host {
+    /// A host for `spec`; nothing starts yet.
+    pub fn new(spec: ExternalSpec, sink: Arc<dyn LogSink>) -> Self {
+        Host {
+            spec,
+            sink,
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The binary.
+    pub fn command(&self) -> &std::path::Path {
+        &self.spec.command
+    }
+
+    fn log(&self, level: Level, message: String) {
+        self.sink.log(LogLine {
+            at: crate::sys::now_ms(),
+            level,
+            source: self.spec.name.clone(),
+            deployment_id: None,
+            target: None,
+            message,
+            attrs: BTreeMap::new(),
+        });
+    }
+
+    /// The running process, started (again) if there is none.
+    pub async fn process(&self) -> Result<Arc<Process>, PluginError> {
+        let mut current = self.current.lock().await;
+        if let Some(p) = current.as_ref() {
+            match p.exit() {
+                None => return Ok(p.clone()),
+                Some(how) => self.log(
+                    Level::Warn,
+                    format!(
+                        "plugin {} had exited ({how}); starting it again",
+                        self.spec.name
+                    ),
+                ),
+            }
+        }
+        let p = Arc::new(self.start().await?);
+        *current = Some(p.clone());
+        Ok(p)
+    }
+
+    /// Stops the process: `GRPCController.Shutdown`, up to 2 s to exit, then SIGKILL.
+    pub async fn shutdown(&self) {
+        let Some(p) = self.current.lock().await.take() else {
+            return;
+        };
+        if p.exit().is_some() {
+            return;
+        }
+        let mut controller = p.controller.clone();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            controller.shutdown(super::proto::goplugin::Empty {}),
+        )
+        .await;
+        let mut rx = p.exited.clone();
+        if tokio::time::timeout(Duration::from_secs(2), rx.wait_for(Option::is_some))
+            .await
+            .is_err()
+        {
+            self.log(
+                Level::Warn,
+                format!(
+                    "plugin {} did not exit after Shutdown; killing it",
+                    self.spec.name
+                ),
+            );
+            crate::sys::kill_group(p.pid);
+        }
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> PluginError {
+        PluginError::Failed(format!(
+            "plugin {} ({}): {what}",
+            self.spec.name,
+            self.spec.command.display()
+        ))
+    }
+
+    async fn start(&self) -> Result<Process, PluginError> {
+        let s = &self.spec;
+        if let Pin::Unpinned(sum) = activation::check(&s.name, &s.command, s.sha256.as_deref())? {
+            self.log(Level::Warn, format!(
+                "plugin {} is not pinned by a sha256: add `sha256: {sum}` under its `external:` in manent.yml",
+                s.name
+            ));
+        }
+        let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
+        let socket_dir = tempfile::Builder::new()
+            .prefix("manent-plugin-")
+            .tempdir()
+            .map_err(|e| self.fail(e))?;
+        let mut cmd = tokio::process::Command::new(&s.command);
+        cmd.args(&s.args).env_clear();
+        for name in PASSED {
+            if let Ok(v) = std::env::var(name) {
+                cmd.env(name, v);
+            }
+        }
+        cmd.envs(&s.env)
+            .env(handshake::MAGIC_COOKIE_KEY, handshake::MAGIC_COOKIE_VALUE)
+            .env(handshake::ENV_MIN_PORT, "10000")
+            .env(handshake::ENV_MAX_PORT, "25000")
+            .env(
+                handshake::ENV_PROTOCOL_VERSIONS,
+                handshake::APP_PROTOCOL_VERSION.to_string(),
+            )
+            .env(handshake::ENV_CLIENT_CERT, &identity.cert_pem)
+            .env(handshake::ENV_UNIX_SOCKET_DIR, socket_dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| self.fail(format!("cannot start it: {e}")))?;
+        let pid = child.id().unwrap_or(0);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(forward_stderr(
+                stderr,
+                self.sink.clone(),
+                s.name.clone(),
+                tail.clone(),
+            ));
+        }
+        let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| self.fail("no stdout"))?);
+        let (exit_tx, exited) = watch::channel(None);
+        let mut first = String::new();
+        let read = tokio::time::timeout(s.start_timeout, stdout.read_line(&mut first)).await;
+        let line = match read {
+            Err(_) => {
+                crate::sys::kill_group(pid);
+                return Err(self.fail(format!(
+                    "no go-plugin handshake within {} (start_timeout): a plugin must print its \
+                     handshake line on stdout first (manent::plugin::external::serve or \
+                     hashicorp/go-plugin's Serve do); raise `start_timeout` if it is just slow",
+                    humantime::format_duration(s.start_timeout)
+                )));
+            }
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                let status = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+                let how = match status {
+                    Ok(Ok(st)) => st.to_string(),
+                    _ => "no exit status".into(),
+                };
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(PluginError::Failed(format!(
+                    "plugin {} ({}) exited before the go-plugin handshake ({how}); its last \
+                     stderr lines:\n    {}",
+                    s.name,
+                    s.command.display(),
+                    self::tail(&tail)
+                )));
+            }
+            Ok(Ok(_)) => first,
+        };
+        let kill = |e: PluginError| {
+            crate::sys::kill_group(pid);
+            e
+        };
+        let shake = Handshake::parse(&line).map_err(|why| {
+            kill(PluginError::Permanent(format!(
+                "plugin {} ({}) printed {:?} where the go-plugin handshake line belongs ({why}): \
+                 nothing may be printed on stdout before it",
+                s.name,
+                s.command.display(),
+                line.trim()
+            )))
+        })?;
+        self.check_handshake(&shake).map_err(kill)?;
+        let plugin_cert =
+            rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
+        tokio::spawn(drain_stdout(stdout, self.sink.clone(), s.name.clone()));
+        let name = s.name.clone();
+        let sink = self.sink.clone();
+        tokio::spawn(async move {
+            let how = match child.wait().await {
+                Ok(st) => st.to_string(),
+                Err(e) => e.to_string(),
+            };
+            sink.log(LogLine {
+                at: crate::sys::now_ms(),
+                level: Level::Info,
+                source: name.clone(),
+                deployment_id: None,
+                target: None,
+                message: format!("plugin {name} exited ({how})"),
+                attrs: BTreeMap::new(),
+            });
+            let _ = exit_tx.send(Some(how));
+        });
+        let client_tls =
+            tls::client_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
+        let channel = conn::channel(shake.addr.clone(), client_tls)
+            .await
+            .map_err(|e| kill(self.fail(format!("cannot connect over mutual TLS: {e}"))))?;
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let serving = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "plugin".into(),
+            })
+            .await
+            .map(|r| r.into_inner().status)
+            .map_err(|e| kill(self.fail(format!("health check failed: {}", e.message()))))?;
+        if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
+            return Err(kill(
+                self.fail("its health service does not report `plugin` as SERVING"),
+            ));
+        }
+        tokio::spawn(forward_stdio(
+            channel.clone(),
+            self.sink.clone(),
+            s.name.clone(),
+        ));
+        let (broker_tx, broker_rx) = mpsc::channel(16);
+        let mut broker = GrpcBrokerClient::new(channel.clone());
+        tokio::spawn(async move {
+            let outbound = tokio_stream::wrappers::ReceiverStream::new(broker_rx);
+            if let Ok(resp) = broker.start_stream(outbound).await {
+                let mut inbound = resp.into_inner();
+                while let Ok(Some(_)) = inbound.message().await {}
+            }
+        });
+        let mut deployer = DeployerClient::new(channel.clone())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
+        let configured = deployer
+            .configure(v1::ConfigureRequest { config_json })
+            .await
+            .map_err(|e| {
+                kill(match e.code() {
+                    tonic::Code::InvalidArgument
+                    | tonic::Code::Aborted
+                    | tonic::Code::FailedPrecondition => PluginError::Permanent(format!(
+                        "plugin {} rejected its options from manent.yml: {}",
+                        s.name,
+                        e.message()
+                    )),
+                    _ => self.fail(format!("Configure failed: {}", e.message())),
+                })
+            })?
+            .into_inner();
+        let capabilities = Capabilities(configured.capabilities.into_iter().collect());
+        self.log(
+            Level::Debug,
+            format!(
+                "plugin {} started (pid {pid}, protocol {}), capabilities: [{}]",
+                s.name,
+                shake.app,
+                capabilities
+                    .0
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        Ok(Process {
+            pid,
+            reported_name: configured.name,
+            capabilities,
+            deployer,
+            broker: HostBroker::new(
+                broker_tx,
+                identity,
+                plugin_cert,
+                socket_dir.path().to_owned(),
+            ),
+            controller: GrpcControllerClient::new(channel),
+            exited,
+            stderr_tail: tail,
+            _socket_dir: socket_dir,
+        })
+    }
+
+    fn check_handshake(&self, h: &Handshake) -> Result<(), PluginError> {
+        let s = &self.spec;
+        let perm = |why: String| {
+            PluginError::Permanent(format!(
+                "plugin {} ({}): {why}",
+                s.name,
+                s.command.display()
+            ))
+        };
+        if h.core != handshake::CORE_PROTOCOL_VERSION {
+            return Err(perm(format!(
+                "it speaks go-plugin core protocol {}, manent speaks {}",
+                h.core,
+                handshake::CORE_PROTOCOL_VERSION
+            )));
+        }
+        if h.app != handshake::APP_PROTOCOL_VERSION {
+            return Err(perm(format!(
+                "it speaks plugin protocol version {}, this manent speaks version {}: rebuild the \
+                 plugin with an SDK of protocol version {} (or use a manent that speaks {})",
+                h.app,
+                handshake::APP_PROTOCOL_VERSION,
+                handshake::APP_PROTOCOL_VERSION,
+                h.app
+            )));
+        }
+        if h.protocol != "grpc" {
+            return Err(perm(format!(
+                "it serves go-plugin's `{}` protocol; manent needs `grpc` (set GRPCServer in the \
+                 plugin's ServeConfig)",
+                h.protocol
+            )));
+        }
+        if h.cert.is_none() {
+            return Err(perm(
+                "it did not take part in AutoMTLS (no certificate in its handshake line); manent \
+                 talks to plugins over mutual TLS only"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+async fn forward_stderr(
+    stderr: tokio::process::ChildStderr,
+    sink: Arc<dyn LogSink>,
+    plugin: String,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::new(stderr).lines();
+    let mut in_panic = false;
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let p = hclog::parse(&line, &mut in_panic);
+        if let Ok(mut t) = tail.lock() {
+            if t.len() == STDERR_TAIL {
+                t.pop_front();
+            }
+            t.push_back(p.message.clone());
+        }
+        let mut attrs = p.attrs;
+        let text = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_owned));
+        let target = text(attrs.remove("target"));
+        let deployment_id =
+            text(attrs.remove("deployment")).or_else(|| text(attrs.remove("deployment_id")));
+        sink.log(LogLine {
+            at: crate::sys::now_ms(),
+            level: p.level,
+            source: plugin.clone(),
+            deployment_id,
+            target,
+            message: p.message,
+            attrs,
+        });
+    }
+}
+
+/// Nothing a plugin writes on stdout after the handshake is accepted: it is drained (so the
+/// plugin never blocks) and reported once.
+async fn drain_stdout(
+    mut stdout: BufReader<tokio::process::ChildStdout>,
+    sink: Arc<dyn LogSink>,
+    plugin: String,
+) {
+    let mut buf = vec![0u8; 8192];
+    let mut warned = false;
+    while let Ok(n) = stdout.read(&mut buf).await {
+        if n == 0 {
+            return;
+        }
+        if !warned {
+            warned = true;
+            sink.log(LogLine {
+                at: crate::sys::now_ms(),
+                level: Level::Warn,
+                source: plugin.clone(),
+                deployment_id: None,
+                target: None,
+                message: format!(
+                    "plugin {plugin} wrote to stdout after the handshake; it is ignored (stdout \
+                     is reserved for the handshake: log through the plugin's logger)"
+                ),
+                attrs: BTreeMap::new(),
+            });
+        }
+    }
+}
+
+/// go-plugin's GRPCStdio: what a Go plugin prints after Serve. Older plugins (go-plugin 1.0.1)
+/// do not have it.
+async fn forward_stdio(channel: Channel, sink: Arc<dyn LogSink>, plugin: String) {
+    let mut client = GrpcStdioClient::new(channel);
+    let Ok(resp) = client.stream_stdio(()).await else {
+        return;
+    };
+    let mut stream = resp.into_inner();
+    while let Ok(Some(data)) = stream.message().await {
+        let text = String::from_utf8_lossy(&data.data);
+        let level = if data.channel == StdioChannel::Stderr as i32 {
+            Level::Info
+        } else {
+            Level::Warn
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            sink.log(LogLine {
+                at: crate::sys::now_ms(),
+                level,
+                source: plugin.clone(),
+                deployment_id: None,
+                target: None,
+                message: line.to_owned(),
+                attrs: BTreeMap::new(),
+            });
+        }
+    }
+}

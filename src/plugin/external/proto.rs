@@ -1,0 +1,251 @@
+//! The generated protobuf types, and their conversions to and from the contract types. Nothing
+//! outside `plugin::external` sees a generated type.
+
+use std::collections::BTreeMap;
+
+use tonic::{Code, Status};
+
+use crate::moniker::Moniker;
+use crate::plugin::error::PluginError;
+use crate::plugin::secrets::Secrets;
+use crate::plugin::types::{
+    Artifact, DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+};
+
+/// `manent.plugin.v1`
+#[allow(
+    clippy::all,
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "generated code"
+)]
+pub mod v1 {
+    tonic::include_proto!("manent.plugin.v1");
+}
+
+/// go-plugin's internal services (`plugin`).
+#[allow(
+    clippy::all,
+    clippy::unwrap_used,
+    missing_docs,
+    reason = "generated code"
+)]
+pub mod goplugin {
+    tonic::include_proto!("plugin");
+}
+
+impl From<&Artifact> for v1::Artifact {
+    fn from(a: &Artifact) -> Self {
+        v1::Artifact {
+            r#type: a.kind.clone(),
+            name: a.name.clone(),
+            version: a.version.clone(),
+            uri: a.uri.clone(),
+            sha256: a.sha256.clone(),
+        }
+    }
+}
+
+impl From<v1::Artifact> for Artifact {
+    fn from(a: v1::Artifact) -> Self {
+        Artifact {
+            kind: a.r#type,
+            name: a.name,
+            version: a.version,
+            uri: a.uri,
+            sha256: a.sha256,
+        }
+    }
+}
+
+/// A request on the wire; `broker_id` is where the call's Secrets service is (0: none).
+pub fn request_to_wire(req: &Request, broker_id: u32) -> v1::DeployRequest {
+    v1::DeployRequest {
+        deployment_id: req.deployment_id.clone(),
+        application: req.application.clone(),
+        environment: req.environment.clone(),
+        artifact: Some((&req.artifact).into()),
+        targets: req
+            .targets
+            .iter()
+            .map(|t| v1::Target {
+                host: t.host.clone(),
+                moniker: t.moniker.to_string(),
+                labels: t.labels.clone().into_iter().collect(),
+            })
+            .collect(),
+        params_json: serde_json::to_vec(&req.params).unwrap_or_default(),
+        secrets_broker_id: broker_id,
+        parallelism: req.parallelism,
+        traffic: req
+            .traffic
+            .as_ref()
+            .map(|t| serde_json::to_vec(t).unwrap_or_default())
+            .unwrap_or_default(),
+        idempotency_key: req.idempotency_key.clone(),
+        attempt: req.attempt,
+    }
+}
+
+/// A request from the wire, with the call's secrets.
+pub fn request_from_wire(w: v1::DeployRequest, secrets: Secrets) -> Result<Request, Status> {
+    let json = |b: &[u8], what: &str| -> Result<Option<serde_json::Value>, Status> {
+        if b.is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_slice(b)
+            .map(Some)
+            .map_err(|e| Status::invalid_argument(format!("{what} is not JSON: {e}")))
+    };
+    let targets = w
+        .targets
+        .into_iter()
+        .map(|t| {
+            let moniker: Moniker =
+                t.moniker
+                    .parse()
+                    .map_err(|e: crate::moniker::MonikerError| {
+                        Status::invalid_argument(e.to_string())
+                    })?;
+            Ok(Target {
+                host: t.host,
+                moniker,
+                labels: t.labels.into_iter().collect::<BTreeMap<_, _>>(),
+            })
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
+    Ok(Request {
+        deployment_id: w.deployment_id,
+        application: w.application,
+        environment: w.environment,
+        artifact: w.artifact.map(Into::into).unwrap_or_default(),
+        targets,
+        params: json(&w.params_json, "params_json")?.unwrap_or(serde_json::Value::Null),
+        secrets,
+        parallelism: w.parallelism.max(1),
+        traffic: json(&w.traffic, "traffic")?,
+        idempotency_key: w.idempotency_key,
+        attempt: w.attempt.max(1),
+    })
+}
+
+/// A result on the wire.
+pub fn result_to_wire(r: DeployResult) -> v1::DeployResponse {
+    v1::DeployResponse {
+        plugin: r.plugin,
+        targets: r
+            .targets
+            .into_iter()
+            .map(|t| v1::TargetResult {
+                host: t.host,
+                status: t.status.as_str().into(),
+                message: t.message,
+                duration_ms: t.duration_ms,
+            })
+            .collect(),
+        release: r.release,
+    }
+}
+
+/// A result from the wire; an unknown status is the plugin's bug, reported as a failure.
+pub fn result_from_wire(r: v1::DeployResponse) -> DeployResult {
+    DeployResult {
+        plugin: r.plugin,
+        targets: r
+            .targets
+            .into_iter()
+            .map(|t| {
+                let status = TargetStatus::parse(&t.status);
+                TargetResult {
+                    host: t.host,
+                    status: status.unwrap_or(TargetStatus::Failed),
+                    message: match status {
+                        Some(_) => t.message,
+                        None => format!("unknown target status `{}`: {}", t.status, t.message),
+                    },
+                    duration_ms: t.duration_ms,
+                }
+            })
+            .collect(),
+        release: r.release,
+    }
+}
+
+/// A release on the wire.
+pub fn release_to_wire(r: &Release) -> v1::Release {
+    v1::Release {
+        version: r.version.clone(),
+        artifact: Some((&r.artifact).into()),
+        deployment_id: r.deployment_id.clone(),
+    }
+}
+
+/// A release from the wire.
+pub fn release_from_wire(r: v1::Release) -> Release {
+    Release {
+        version: r.version,
+        artifact: r.artifact.map(Into::into).unwrap_or_default(),
+        deployment_id: r.deployment_id,
+    }
+}
+
+/// Current releases on the wire.
+pub fn releases_to_wire(r: Vec<TargetRelease>) -> v1::CurrentReleaseResponse {
+    v1::CurrentReleaseResponse {
+        targets: r
+            .into_iter()
+            .map(|t| v1::TargetRelease {
+                host: t.host,
+                version: t.version,
+            })
+            .collect(),
+    }
+}
+
+/// Current releases from the wire.
+pub fn releases_from_wire(r: v1::CurrentReleaseResponse) -> Vec<TargetRelease> {
+    r.targets
+        .into_iter()
+        .map(|t| TargetRelease {
+            host: t.host,
+            version: t.version,
+        })
+        .collect()
+}
+
+/// A plugin error as a gRPC status: `Permanent` is `ABORTED`, a missing optional call
+/// `UNIMPLEMENTED`.
+pub fn error_to_status(e: PluginError) -> Status {
+    match e {
+        PluginError::Permanent(m) => Status::aborted(m),
+        PluginError::Unimplemented(m) => Status::unimplemented(m),
+        PluginError::Failed(m) => Status::unknown(m),
+    }
+}
+
+/// A gRPC status from a plugin as a plugin error.
+pub fn status_to_error(plugin: &str, call: &str, s: &Status) -> PluginError {
+    let msg = s.message();
+    match s.code() {
+        Code::Aborted => PluginError::Permanent(msg.to_owned()),
+        Code::Unimplemented => {
+            PluginError::Unimplemented(format!("plugin {plugin} does not implement {call}"))
+        }
+        Code::InvalidArgument | Code::FailedPrecondition => {
+            PluginError::Permanent(format!("plugin {plugin}: {msg}"))
+        }
+        Code::Unavailable
+        | Code::Cancelled
+        | Code::DeadlineExceeded
+        | Code::Internal
+        | Code::Unknown
+            if msg.is_empty() || msg.contains("transport") || msg.contains("connection") =>
+        {
+            PluginError::Failed(format!(
+                "plugin {plugin} failed during {call}: {} {msg}",
+                s.code()
+            ))
+        }
+        _ => PluginError::Failed(msg.to_owned()),
+    }
+}

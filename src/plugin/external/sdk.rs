@@ -1,0 +1,487 @@
+//! The Rust plugin SDK: `serve(factory)` makes a binary a manent plugin that any go-plugin host
+//! can start — magic cookie, version negotiation, a Unix socket, AutoMTLS, health, controller,
+//! stdio, broker and the Deployer service backed by the same `Factory` as a built-in. Stdout
+//! carries only the handshake line; logs go to stderr as hclog JSON.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use tonic::{Request, Response, Status};
+
+use super::broker::{BrokerSecrets, PluginBroker};
+use super::handshake::{self, Addr, Handshake};
+use super::proto::goplugin::grpc_broker_server::GrpcBrokerServer;
+use super::proto::goplugin::grpc_controller_server::{GrpcController, GrpcControllerServer};
+use super::proto::goplugin::grpc_stdio_server::{GrpcStdio, GrpcStdioServer};
+use super::proto::goplugin::{self, StdioData};
+use super::proto::v1::deployer_server::{Deployer as DeployerRpc, DeployerServer};
+use super::proto::{self, v1};
+use super::{conn, hclog, tls};
+use crate::plugin::contract::{Capabilities, Deployer, Factory};
+use crate::plugin::logger::{LogLine, LogSink, Logger};
+use crate::plugin::secrets::{Secrets, SecretsGuard};
+
+/// Writes log lines as hclog JSON on stderr, where a go-plugin host reads them.
+struct Stderr {
+    module: String,
+}
+
+impl LogSink for Stderr {
+    fn log(&self, line: LogLine) {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{}", hclog::format(&line, &self.module));
+    }
+}
+
+fn module() -> String {
+    std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "plugin".into())
+}
+
+/// The plugin's logger: hclog JSON on stderr, forwarded by manent with level and attributes.
+/// (It is also what the factory receives.)
+pub fn logger() -> Logger {
+    static LOGGER: OnceLock<Logger> = OnceLock::new();
+    LOGGER
+        .get_or_init(|| Logger::new(Arc::new(Stderr { module: module() }), module()))
+        .clone()
+}
+
+/// Serves the plugin built by `factory` until the host shuts it down, then exits. A binary's
+/// whole `main` is `manent::plugin::external::serve(my_plugin::factory)`.
+pub fn serve(factory: Factory) -> ! {
+    serve_with_versions(factory, &[handshake::APP_PROTOCOL_VERSION])
+}
+
+/// [`serve`] offering other protocol versions: for plugins built against another version of
+/// the protocol, and for testing how a host refuses them.
+pub fn serve_with_versions(factory: Factory, versions: &[u32]) -> ! {
+    if std::env::var(handshake::MAGIC_COOKIE_KEY).as_deref() != Ok(handshake::MAGIC_COOKIE_VALUE) {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(
+            err,
+            "This binary is a manent plugin. It is not meant to be run by hand: declare it under \
+             `plugins:` in manent.yml and manent starts it when a deploy needs it."
+        );
+        std::process::exit(1);
+    }
+    let code = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => match rt.block_on(run(factory, versions)) {
+            Ok(()) => 0,
+            Err(e) => {
+                logger().error(&format!("plugin failed: {e}"));
+                1
+            }
+        },
+        Err(e) => {
+            logger().error(&format!("cannot start the async runtime: {e}"));
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
+    let version = handshake::negotiate(
+        std::env::var(handshake::ENV_PROTOCOL_VERSIONS)
+            .ok()
+            .as_deref(),
+        versions,
+    );
+    let dir = std::env::var_os(handshake::ENV_UNIX_SOCKET_DIR)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!(
+        "manent-plugin-{}-{:08x}.sock",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let listener = tokio::net::UnixListener::bind(&path)
+        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    let broker = Arc::new(PluginBroker::default());
+    let host_pem = std::env::var(handshake::ENV_CLIENT_CERT)
+        .ok()
+        .filter(|p| !p.trim().is_empty());
+    let host_cert = host_pem
+        .as_deref()
+        .map(|p| tls::der_from_pem(p).ok_or("PLUGIN_CLIENT_CERT is not a PEM certificate"))
+        .transpose()?;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("plugin", tonic_health::ServingStatus::Serving)
+        .await;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let service = PluginService {
+        factory,
+        deployer: Mutex::new(None),
+        broker: broker.clone(),
+    };
+    let router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(GrpcControllerServer::new(Controller(stop.clone())))
+        .add_service(GrpcStdioServer::new(Stdio(stop.clone())))
+        .add_service(GrpcBrokerServer::new(broker.clone()))
+        .add_service(DeployerServer::new(service).max_decoding_message_size(usize::MAX));
+    let stopped = {
+        let stop = stop.clone();
+        async move { stop.notified().await }
+    };
+    let (cert, serving) = match host_cert {
+        Some(host_cert) => {
+            let identity = tls::Identity::generate().map_err(|e| e.to_string())?;
+            broker.set_tls(identity.clone(), host_cert.clone());
+            let config = tls::server_config(&identity, &host_cert).map_err(|e| e.to_string())?;
+            let incoming = conn::tls_incoming(listener, config);
+            let serving = tokio::spawn(router.serve_with_incoming_shutdown(incoming, stopped));
+            (Some(identity.cert.to_vec()), serving)
+        }
+        None => {
+            let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+            (
+                None,
+                tokio::spawn(router.serve_with_incoming_shutdown(incoming, stopped)),
+            )
+        }
+    };
+    let line = Handshake {
+        core: handshake::CORE_PROTOCOL_VERSION,
+        app: version,
+        addr: Addr::Unix(path.clone()),
+        protocol: "grpc".into(),
+        cert,
+    }
+    .line();
+    {
+        // Stdout is the handshake channel: this one line, and nothing else, ever.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}")
+            .and_then(|()| out.flush())
+            .map_err(|e| format!("cannot write the handshake: {e}"))?;
+    }
+    let served = serving.await;
+    let _ = std::fs::remove_file(&path);
+    match served {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+struct Controller(Arc<tokio::sync::Notify>);
+
+#[async_trait]
+impl GrpcController for Controller {
+    async fn shutdown(
+        &self,
+        _: Request<goplugin::Empty>,
+    ) -> Result<Response<goplugin::Empty>, Status> {
+        // Answer first, then stop serving: the host waits for the process to exit.
+        let stop = self.0.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            stop.notify_waiters();
+        });
+        Ok(Response::new(goplugin::Empty {}))
+    }
+}
+
+struct Stdio(Arc<tokio::sync::Notify>);
+
+#[async_trait]
+impl GrpcStdio for Stdio {
+    type StreamStdioStream = tokio_stream::wrappers::ReceiverStream<Result<StdioData, Status>>;
+
+    /// Stays open and silent: the SDK's logs go to stderr, and stdout is never written after
+    /// the handshake.
+    async fn stream_stdio(
+        &self,
+        _: Request<()>,
+    ) -> Result<Response<Self::StreamStdioStream>, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let stop = self.0.clone();
+        tokio::spawn(async move {
+            stop.notified().await;
+            drop(tx);
+        });
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
+    }
+}
+
+struct PluginService {
+    factory: Factory,
+    deployer: Mutex<Option<Arc<dyn Deployer>>>,
+    broker: Arc<PluginBroker>,
+}
+
+impl PluginService {
+    fn deployer(&self) -> Result<Arc<dyn Deployer>, Status> {
+        self.deployer
+            .lock()
+            .ok()
+            .and_then(|d| d.clone())
+            .ok_or_else(|| Status::failed_precondition("Configure has not been called"))
+    }
+
+    /// The call's request, with its secrets open until the guard drops.
+    fn request(
+        &self,
+        w: v1::DeployRequest,
+    ) -> Result<(crate::plugin::Request, Option<SecretsGuard>), Status> {
+        let (secrets, guard) = match w.secrets_broker_id {
+            0 => (Secrets::none(), None),
+            id => {
+                let (s, g) =
+                    Secrets::for_call(Arc::new(BrokerSecrets::new(self.broker.clone(), id)));
+                (s, Some(g))
+            }
+        };
+        Ok((proto::request_from_wire(w, secrets)?, guard))
+    }
+}
+
+fn status(e: crate::plugin::PluginError) -> Status {
+    proto::error_to_status(e)
+}
+
+fn unimplemented(call: &str) -> Status {
+    Status::unimplemented(format!("this plugin does not implement {call}"))
+}
+
+#[async_trait]
+impl DeployerRpc for PluginService {
+    async fn configure(
+        &self,
+        req: Request<v1::ConfigureRequest>,
+    ) -> Result<Response<v1::ConfigureResponse>, Status> {
+        let bytes = req.into_inner().config_json;
+        let config: serde_json::Value = if bytes.is_empty() {
+            serde_json::Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_slice(&bytes)
+                .map_err(|e| Status::invalid_argument(format!("config_json: {e}")))?
+        };
+        let deployer = (self.factory)(&config, logger())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let capabilities = Capabilities::of(deployer.as_ref()).0.into_iter().collect();
+        if let Ok(mut d) = self.deployer.lock() {
+            *d = Some(deployer);
+        }
+        Ok(Response::new(v1::ConfigureResponse {
+            name: module(),
+            capabilities,
+        }))
+    }
+
+    async fn supports(
+        &self,
+        req: Request<v1::SupportsRequest>,
+    ) -> Result<Response<v1::SupportsResponse>, Status> {
+        let artifact = req
+            .into_inner()
+            .artifact
+            .map(Into::into)
+            .unwrap_or_default();
+        let supported = self.deployer()?.supports(&artifact).await.map_err(status)?;
+        Ok(Response::new(v1::SupportsResponse { supported }))
+    }
+
+    async fn validate(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let mut w = req.into_inner();
+        w.secrets_broker_id = 0;
+        let (r, _open) = self.request(w)?;
+        self.deployer()?.validate(&r).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn deploy(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::DeployResponse>, Status> {
+        let (r, _open) = self.request(req.into_inner())?;
+        let result = self.deployer()?.deploy(&r).await.map_err(status)?;
+        Ok(Response::new(proto::result_to_wire(result)))
+    }
+
+    async fn dry_run(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::DeployResponse>, Status> {
+        let d = self.deployer()?;
+        let dr = d.dry_runner().ok_or_else(|| unimplemented("DryRun"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        Ok(Response::new(proto::result_to_wire(
+            dr.dry_run(&r).await.map_err(status)?,
+        )))
+    }
+
+    async fn current_release(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::CurrentReleaseResponse>, Status> {
+        let d = self.deployer()?;
+        let ri = d
+            .release_inspector()
+            .ok_or_else(|| unimplemented("CurrentRelease"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        Ok(Response::new(proto::releases_to_wire(
+            ri.current_release(&r).await.map_err(status)?,
+        )))
+    }
+
+    async fn rollback(
+        &self,
+        req: Request<v1::RollbackRequest>,
+    ) -> Result<Response<v1::DeployResponse>, Status> {
+        let d = self.deployer()?;
+        let rb = d.rollbacker().ok_or_else(|| unimplemented("Rollback"))?;
+        let w = req.into_inner();
+        let to = proto::release_from_wire(w.to.unwrap_or_default());
+        let (r, _open) = self.request(w.request.unwrap_or_default())?;
+        Ok(Response::new(proto::result_to_wire(
+            rb.rollback(&r, &to).await.map_err(status)?,
+        )))
+    }
+
+    async fn prepare_slots(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::StateResponse>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_deployer()
+            .ok_or_else(|| unimplemented("PrepareSlots"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        let state = s.prepare_slots(&r).await.map_err(status)?;
+        Ok(Response::new(v1::StateResponse {
+            state_json: serde_json::to_vec(&state).unwrap_or_default(),
+        }))
+    }
+
+    async fn deploy_candidate(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::DeployResponse>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_deployer()
+            .ok_or_else(|| unimplemented("DeployCandidate"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        Ok(Response::new(proto::result_to_wire(
+            s.deploy_candidate(&r).await.map_err(status)?,
+        )))
+    }
+
+    async fn promote_candidate(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_deployer()
+            .ok_or_else(|| unimplemented("PromoteCandidate"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        s.promote_candidate(&r).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn revert_candidate(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_deployer()
+            .ok_or_else(|| unimplemented("RevertCandidate"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        s.revert_candidate(&r).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn retire_previous(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_deployer()
+            .ok_or_else(|| unimplemented("RetirePrevious"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        s.retire_previous(&r).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn set_candidate_weight(
+        &self,
+        req: Request<v1::WeightRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let d = self.deployer()?;
+        let t = d
+            .traffic_router()
+            .ok_or_else(|| unimplemented("SetCandidateWeight"))?;
+        let w = req.into_inner();
+        let (r, _open) = self.request(w.request.unwrap_or_default())?;
+        t.set_candidate_weight(&r, w.weight).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn candidate_weight(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::WeightResponse>, Status> {
+        let d = self.deployer()?;
+        let t = d
+            .traffic_router()
+            .ok_or_else(|| unimplemented("CandidateWeight"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        Ok(Response::new(v1::WeightResponse {
+            weight: t.candidate_weight(&r).await.map_err(status)?,
+        }))
+    }
+
+    async fn route_testers(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::DetailsResponse>, Status> {
+        let d = self.deployer()?;
+        let t = d
+            .tester_router()
+            .ok_or_else(|| unimplemented("RouteTesters"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        let details = t
+            .route_testers(&r)
+            .await
+            .map_err(status)?
+            .into_iter()
+            .collect();
+        Ok(Response::new(v1::DetailsResponse { details }))
+    }
+
+    async fn scale_candidate(
+        &self,
+        req: Request<v1::WeightRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        let d = self.deployer()?;
+        let s = d
+            .slot_scaler()
+            .ok_or_else(|| unimplemented("ScaleCandidate"))?;
+        let w = req.into_inner();
+        let (r, _open) = self.request(w.request.unwrap_or_default())?;
+        s.scale_candidate(&r, w.weight).await.map_err(status)?;
+        Ok(Response::new(v1::Empty {}))
+    }
+}
