@@ -76,6 +76,18 @@ pub enum Command {
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
     /// stopped.
     Worker,
+    /// List plugins: where each comes from, whether its binary matches its sha256, what it can do.
+    Plugins(PluginsArgs),
+}
+
+/// `plugins`
+#[derive(Debug, Args)]
+pub struct PluginsArgs {
+    /// Start external plugins to ask for their capabilities (stops them after).
+    #[arg(long)]
+    pub probe: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `--json`
@@ -214,5 +226,6 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Resume(a) => run::resume(&cli.config, &a, out).await,
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
         Command::Worker => run::worker(&cli.config, out).await,
+        Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
     }
 }

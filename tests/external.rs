@@ -1,4 +1,7 @@
-#![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 //! External plugins over go-plugin's protocol, with real processes: the Rust SDK fixture plugin
 //! and `manent-plugin-remote-copy`. Secrets through the broker only during a call, a cleared
 //! environment, one shared process, sha256 pinning, every way a plugin can fail to start, a
@@ -21,7 +24,9 @@ fn manent_yml(extra_external: &str, extra: &str) -> String {
 }
 
 fn app(params: &str, targets: usize, extra: &str) -> String {
-    let t: String = (1..=targets).map(|i| format!("      - {{name: t{i}}}\n")).collect();
+    let t: String = (1..=targets)
+        .map(|i| format!("      - {{name: t{i}}}\n"))
+        .collect();
     format!(
         "application: a\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fix\n  params: {{ledger: \"$LEDGER\", {params}}}\n\
          parallelism: 4\nmax_retries: 2\nbackoff: {{base: 50ms, max: 200ms}}\n{extra}environments:\n  prod:\n    targets:\n{t}"
@@ -37,7 +42,11 @@ fn fixture(manent: &str, app_text: &str) -> Fixture {
 }
 
 fn ledger(fx: &Fixture) -> Vec<String> {
-    std::fs::read_to_string(fx.path().join("ledger")).unwrap_or_default().lines().map(str::to_owned).collect()
+    std::fs::read_to_string(fx.path().join("ledger"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Every plugin process that wrote to the ledger has exited (the engine stops its plugins).
@@ -50,7 +59,8 @@ fn plugin_processes_gone(fx_ledger: &[String]) {
     for pid in pids {
         wait_until(Duration::from_secs(5), "the plugin process to exit", || {
             !std::path::Path::new(&format!("/proc/{pid}")).exists()
-                || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
         });
     }
 }
@@ -58,16 +68,27 @@ fn plugin_processes_gone(fx_ledger: &[String]) {
 #[test]
 fn secrets_come_through_the_broker_only_during_a_call_and_the_environment_is_cleared() {
     let manent = manent_yml("", "secrets:\n  token: env:FIXTURE_TOKEN\n");
-    let a = app("secret: token, env_probe: [PATH, HOME, FIXTURE_TOKEN, UNRELATED_VAR]", 2, "")
-        .replace("  plugin: fix\n", "  plugin: fix\n  secrets: [token]\n");
+    let a = app(
+        "secret: token, env_probe: [PATH, HOME, FIXTURE_TOKEN, UNRELATED_VAR]",
+        2,
+        "",
+    )
+    .replace("  plugin: fix\n", "  plugin: fix\n  secrets: [token]\n");
     let fx = fixture(&manent, &a);
     let env = [("FIXTURE_TOKEN", "tok-0123456789"), ("UNRELATED_VAR", "x")];
     let out = fx.run_with(&["deploy", "a", "prod", "--yes"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lines = ledger(&fx);
-    assert_eq!(lines.iter().filter(|l| *l == "secret token len=14").count(), 2, "{lines:?}");
+    assert_eq!(
+        lines.iter().filter(|l| *l == "secret token len=14").count(),
+        2,
+        "{lines:?}"
+    );
     assert!(lines.contains(&"env PATH true".to_owned()), "{lines:?}");
-    assert!(lines.contains(&"env FIXTURE_TOKEN false".to_owned()), "manent's own environment leaked: {lines:?}");
+    assert!(
+        lines.contains(&"env FIXTURE_TOKEN false".to_owned()),
+        "manent's own environment leaked: {lines:?}"
+    );
     assert!(lines.contains(&"env UNRELATED_VAR false".to_owned()));
     // A handle kept from an earlier call reads nothing once that call has returned.
     // Targets one at a time: t1's call stashes its handle and returns before t2 tries it.
@@ -75,12 +96,23 @@ fn secrets_come_through_the_broker_only_during_a_call_and_the_environment_is_cle
         .replace("secret: token, ", "secret: token, stale_secret: token, ")
         .replace("version: \"1\"", "version: \"2\"")
         .replace("parallelism: 4", "parallelism: 1");
-    std::fs::write(fx.path().join("apps/a.yml"), a2.replace("$LEDGER", &fx.path().join("ledger").display().to_string())).unwrap();
+    std::fs::write(
+        fx.path().join("apps/a.yml"),
+        a2.replace("$LEDGER", &fx.path().join("ledger").display().to_string()),
+    )
+    .unwrap();
     let out = fx.run_with(&["deploy", "a", "prod", "--yes"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stale: Vec<String> = ledger(&fx).into_iter().filter(|l| l.starts_with("stale")).collect();
+    let stale: Vec<String> = ledger(&fx)
+        .into_iter()
+        .filter(|l| l.starts_with("stale"))
+        .collect();
     // t1 finds nothing stashed yet; t2 holds t1's handle, whose call has returned.
-    assert_eq!(stale, ["stale nothing stashed".to_owned(), stale[1].clone()], "{stale:?}");
+    assert_eq!(
+        stale,
+        ["stale nothing stashed".to_owned(), stale[1].clone()],
+        "{stale:?}"
+    );
     assert!(stale[1].starts_with("stale refused"), "{stale:?}");
     plugin_processes_gone(&ledger(&fx));
 }
@@ -94,15 +126,25 @@ fn plugin_logs_arrive_with_their_levels_and_targets() {
     let mut stmt = db
         .prepare("SELECT level, source, target, message, attrs FROM logs WHERE message LIKE 'fixture line%' ORDER BY id")
         .unwrap();
-    let rows: Vec<(String, String, Option<String>, String, Option<String>)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+    type Row = (String, String, Option<String>, String, Option<String>);
+    let rows: Vec<Row> = stmt
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect();
     let levels: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(levels, ["debug", "info", "warn"]);
-    assert!(rows.iter().all(|r| r.1 == "fix" && r.2.as_deref() == Some("t1")));
-    assert!(rows[2].4.as_deref().unwrap().contains("\"n\":2"), "{:?}", rows[2]);
+    assert!(
+        rows.iter()
+            .all(|r| r.1 == "fix" && r.2.as_deref() == Some("t1"))
+    );
+    assert!(
+        rows[2].4.as_deref().unwrap().contains("\"n\":2"),
+        "{:?}",
+        rows[2]
+    );
 }
 
 #[test]
@@ -110,8 +152,18 @@ fn a_permanent_error_crosses_the_wire_as_aborted_and_is_not_retried() {
     let fx = fixture(&manent_yml("", ""), &app("permanent: true", 1, ""));
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert_eq!(ledger(&fx).iter().filter(|l| l.starts_with("start")).count(), 1);
-    assert!(text(&out.stdout).contains("refuses: a permanent error"), "{}", text(&out.stdout));
+    assert_eq!(
+        ledger(&fx)
+            .iter()
+            .filter(|l| l.starts_with("start"))
+            .count(),
+        1
+    );
+    assert!(
+        text(&out.stdout).contains("refuses: a permanent error"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -120,26 +172,62 @@ fn a_plugin_that_rejects_validation_stops_the_deploy_before_any_target() {
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(ledger(&fx).is_empty());
-    assert!(text(&out.stdout).contains("told its params are invalid"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("told its params are invalid"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
 fn a_plugin_killed_mid_deploy_is_restarted_and_the_step_retried() {
     let fx = fixture(&manent_yml("", ""), &app("sleep_ms: 3000", 1, ""));
-    let mut deploy = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
-    wait_until(Duration::from_secs(30), "the plugin to start deploying", || !ledger(&fx).is_empty());
-    let first_pid: u32 = ledger(&fx)[0].split_whitespace().last().unwrap().parse().unwrap();
-    assert!(std::process::Command::new("kill").arg("-9").arg(first_pid.to_string()).status().unwrap().success());
+    let deploy = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    wait_until(
+        Duration::from_secs(30),
+        "the plugin to start deploying",
+        || !ledger(&fx).is_empty(),
+    );
+    let first_pid: u32 = ledger(&fx)[0]
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .arg("-9")
+            .arg(first_pid.to_string())
+            .status()
+            .unwrap()
+            .success()
+    );
     let out = deploy.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let starts: Vec<String> = ledger(&fx).into_iter().filter(|l| l.starts_with("start")).collect();
+    let starts: Vec<String> = ledger(&fx)
+        .into_iter()
+        .filter(|l| l.starts_with("start"))
+        .collect();
     assert_eq!(starts.len(), 2, "{starts:?}");
-    let second_pid: u32 = starts[1].split_whitespace().last().unwrap().parse().unwrap();
+    let second_pid: u32 = starts[1]
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_ne!(first_pid, second_pid, "a new process served the retry");
-    assert_eq!(starts[0].split_whitespace().nth(1), starts[1].split_whitespace().nth(1), "same idempotency key");
+    assert_eq!(
+        starts[0].split_whitespace().nth(1),
+        starts[1].split_whitespace().nth(1),
+        "same idempotency key"
+    );
     let error: String = fx
         .db()
-        .query_row("SELECT error FROM step_attempts WHERE outcome = 'retryable'", [], |r| r.get(0))
+        .query_row(
+            "SELECT error FROM step_attempts WHERE outcome = 'retryable'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert!(error.contains("crashed during Deploy"), "{error}");
     plugin_processes_gone(&ledger(&fx));
@@ -157,20 +245,35 @@ fn a_plugin_crashing_inside_a_call_fails_that_call_and_the_retry_completes() {
 #[test]
 fn plugins_that_cannot_start_get_errors_that_name_them_and_the_fix() {
     let cases = [
-        ("garbage", "printed \"Starting fixture plugin v1.2...\" where the go-plugin handshake line belongs"),
+        (
+            "garbage",
+            "printed \"Starting fixture plugin v1.2...\" where the go-plugin handshake line belongs",
+        ),
         ("exit", "exited before the go-plugin handshake"),
         ("hang", "no go-plugin handshake within 5s (start_timeout)"),
-        ("version2", "it speaks plugin protocol version 2, this manent speaks version 1"),
+        (
+            "version2",
+            "it speaks plugin protocol version 2, this manent speaks version 1",
+        ),
     ];
     for (mode, expected) in cases {
         let manent = manent_yml(&format!("      env: {{FIXTURE_START: {mode}}}\n"), "");
-        let fx = fixture(&manent, &app("", 1, "").replace("max_retries: 2", "max_retries: 0"));
+        let fx = fixture(
+            &manent,
+            &app("", 1, "").replace("max_retries: 2", "max_retries: 0"),
+        );
         let out = fx.run(&["deploy", "a", "prod", "--yes"]);
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{mode}: {all}");
-        assert!(all.contains("plugin fix") && all.contains(expected), "{mode}: expected {expected:?} in\n{all}");
+        assert!(
+            all.contains("plugin fix") && all.contains(expected),
+            "{mode}: expected {expected:?} in\n{all}"
+        );
         if mode == "exit" {
-            assert!(all.contains("cannot open /etc/fixture.conf"), "the plugin's stderr is quoted: {all}");
+            assert!(
+                all.contains("cannot open /etc/fixture.conf"),
+                "the plugin's stderr is quoted: {all}"
+            );
         }
     }
 }
@@ -181,14 +284,23 @@ fn a_binary_that_changed_since_it_was_pinned_is_refused() {
     let bin = dir.path().join("manent-plugin-fix");
     std::fs::copy(FIXTURE, &bin).unwrap();
     let sum = manent::plugin::external::activation::sha256_file(&bin).unwrap();
-    let manent = format!("plugins:\n  fix:\n    external:\n      command: {}\n      sha256: {sum}\n", bin.display());
+    let manent = format!(
+        "plugins:\n  fix:\n    external:\n      command: {}\n      sha256: {sum}\n",
+        bin.display()
+    );
     let fx = fixture(&manent, &app("", 1, ""));
-    assert_eq!(fx.run(&["deploy", "a", "prod", "--yes"]).status.code(), Some(0));
+    assert_eq!(
+        fx.run(&["deploy", "a", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
     std::fs::copy(REMOTE_COPY, &bin).unwrap();
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--version", "2"]);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{all}");
-    assert!(all.contains("changed since it was pinned") && all.contains("sha256sum"), "{all}");
+    assert!(
+        all.contains("changed since it was pinned") && all.contains("sha256sum"),
+        "{all}"
+    );
 }
 
 #[test]
@@ -196,17 +308,29 @@ fn an_undeclared_plugin_is_found_on_the_plugin_dir_with_a_warning() {
     let fx = Fixture::new("plugin_dir: bin\n", &[]);
     std::fs::create_dir(fx.path().join("bin")).unwrap();
     std::fs::copy(FIXTURE, fx.path().join("bin/manent-plugin-fix")).unwrap();
-    let text_app = app("", 1, "").replace("$LEDGER", &fx.path().join("ledger").display().to_string());
+    let text_app =
+        app("", 1, "").replace("$LEDGER", &fx.path().join("ledger").display().to_string());
     std::fs::write(fx.path().join("apps/a.yml"), text_app).unwrap();
-    assert_eq!(fx.run(&["validate"]).status.code(), Some(0), "{}", text(&fx.run(&["validate"]).stderr));
+    assert_eq!(
+        fx.run(&["validate"]).status.code(),
+        Some(0),
+        "{}",
+        text(&fx.run(&["validate"]).stderr)
+    );
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("is not declared in manent.yml") && text(&out.stderr).contains("no sha256 pins it"));
+    assert!(
+        text(&out.stderr).contains("is not declared in manent.yml")
+            && text(&out.stderr).contains("no sha256 pins it")
+    );
 }
 
 #[test]
 fn validate_and_plan_never_start_a_plugin() {
-    let fx = fixture(&manent_yml("      env: {FIXTURE_START: exit}\n", ""), &app("", 2, ""));
+    let fx = fixture(
+        &manent_yml("      env: {FIXTURE_START: exit}\n", ""),
+        &app("", 2, ""),
+    );
     assert_eq!(fx.run(&["validate"]).status.code(), Some(0));
     assert_eq!(fx.run(&["plan", "a", "prod"]).status.code(), Some(0));
 }
@@ -217,7 +341,9 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
     let ledger = dir.path().join("ledger");
     std::fs::write(dir.path().join("manent.yml"), manent_yml("", "")).unwrap();
     std::fs::create_dir(dir.path().join("apps")).unwrap();
-    let envs: String = (1..=50).map(|i| format!("  e{i:02}:\n    targets: [{{name: t}}]\n")).collect();
+    let envs: String = (1..=50)
+        .map(|i| format!("  e{i:02}:\n    targets: [{{name: t}}]\n"))
+        .collect();
     let a = format!(
         "application: a\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fix\n  params: {{ledger: \"{}\", sleep_ms: 300}}\nenvironments:\n{envs}",
         ledger.display()
@@ -225,12 +351,21 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
     std::fs::write(dir.path().join("apps/a.yml"), a).unwrap();
     let config = manent::config::Config::load(&dir.path().join("manent.yml")).unwrap();
     let engine = manent::engine::Engine::start(&config).await.unwrap();
-    let op = manent::operator::Operator { name: "t".into(), client: None };
-    let sub = manent::deploy::submit::Submission { operator: &op, reason: None, max_recovery_attempts: 5 };
+    let op = manent::operator::Operator {
+        name: "t".into(),
+        client: None,
+    };
+    let sub = manent::deploy::submit::Submission {
+        operator: &op,
+        reason: None,
+        max_recovery_attempts: 5,
+    };
     let mut ids = Vec::new();
     for i in 1..=50 {
         let spec = config.environment("a", &format!("e{i:02}")).unwrap();
-        let id = manent::deploy::submit::deploy(engine.store().as_ref(), &spec, false, &sub).await.unwrap();
+        let id = manent::deploy::submit::deploy(engine.store().as_ref(), &spec, false, &sub)
+            .await
+            .unwrap();
         engine.run(id.id()).await.unwrap();
         ids.push(id.id().to_owned());
     }
@@ -239,8 +374,11 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
         assert_eq!(row.status.as_str(), "SUCCESS", "{row:?}");
     }
     let text = std::fs::read_to_string(&ledger).unwrap();
-    let pids: std::collections::BTreeSet<&str> =
-        text.lines().filter(|l| l.starts_with("done")).map(|l| l.split_whitespace().last().unwrap()).collect();
+    let pids: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("done"))
+        .map(|l| l.split_whitespace().last().unwrap())
+        .collect();
     assert_eq!(text.lines().filter(|l| l.starts_with("done")).count(), 50);
     assert_eq!(pids.len(), 1, "one process served them all: {pids:?}");
     // Deploys ran at the same time: some started before others finished.
@@ -251,7 +389,11 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
 }
 
 fn remote_copy_app(path: &str, hosts: &[&str], extra: &str) -> String {
-    let t: String = hosts.iter().enumerate().map(|(i, h)| format!("      - {{name: n{}, host: {h}}}\n", i + 1)).collect();
+    let t: String = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("      - {{name: n{}, host: {h}}}\n", i + 1))
+        .collect();
     format!(
         "application: site\nartifact: {{type: directory, version: \"1.0\", uri: \"$ART\"}}\ndeploy:\n  plugin: rc\n  params: {{path: \"{path}\", keep: 2}}\n\
          max_retries: 0\n{extra}environments:\n  prod:\n    targets:\n{t}"
@@ -271,31 +413,67 @@ fn check_remote_copy(fx: &Fixture, root: &std::path::Path, names: &[&str]) {
     let base = std::fs::read_to_string(&app_file).unwrap();
     for v in ["1.0", "1.1", "1.2"] {
         let a = artifact(fx, v);
-        std::fs::write(&app_file, base.replace("$ART", &a).replace("version: \"1.0\"", &format!("version: \"{v}\""))).unwrap();
+        std::fs::write(
+            &app_file,
+            base.replace("$ART", &a)
+                .replace("version: \"1.0\"", &format!("version: \"{v}\"")),
+        )
+        .unwrap();
         let out = fx.run(&["deploy", "site", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(0), "deploy {v}: {}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "deploy {v}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
     }
     for n in names {
         let t = root.join(n);
-        assert_eq!(std::fs::read_link(t.join("current")).unwrap(), std::path::Path::new("releases/1.2"));
-        assert_eq!(std::fs::read_to_string(t.join("current/index.html")).unwrap(), "<h1>1.2</h1>");
+        assert_eq!(
+            std::fs::read_link(t.join("current")).unwrap(),
+            std::path::Path::new("releases/1.2")
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.join("current/index.html")).unwrap(),
+            "<h1>1.2</h1>"
+        );
         assert!(t.join("current/static/app.js").exists());
-        assert!(!t.join("releases/1.0").exists(), "keep: 2 pruned the oldest release");
+        assert!(
+            !t.join("releases/1.0").exists(),
+            "keep: 2 pruned the oldest release"
+        );
     }
     let out = fx.run(&["rollback", "site", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     for n in names {
-        assert_eq!(std::fs::read_link(root.join(n).join("current")).unwrap(), std::path::Path::new("releases/1.1"));
+        assert_eq!(
+            std::fs::read_link(root.join(n).join("current")).unwrap(),
+            std::path::Path::new("releases/1.1")
+        );
     }
 }
 
 #[test]
 fn remote_copy_deploys_and_rolls_back_local_paths_built_in_and_as_a_binary() {
-    for declaration in ["  rc:\n    builtin: remote-copy\n".to_owned(), format!("  rc:\n    external:\n      command: {REMOTE_COPY}\n")] {
+    for declaration in [
+        "  rc:\n    builtin: remote-copy\n".to_owned(),
+        format!("  rc:\n    external:\n      command: {REMOTE_COPY}\n"),
+    ] {
         let fx = Fixture::new(&format!("plugins:\n{declaration}"), &[]);
         let root = fx.path().join("srv");
         let path = format!("{}/{{target}}", root.display());
-        std::fs::write(fx.path().join("apps/site.yml"), remote_copy_app(&path, &["local", "localhost"], "")).unwrap();
+        std::fs::write(
+            fx.path().join("apps/site.yml"),
+            remote_copy_app(&path, &["local", "localhost"], ""),
+        )
+        .unwrap();
         check_remote_copy(&fx, &root, &["n1", "n2"]);
     }
 }
@@ -316,7 +494,9 @@ impl Drop for Sshd {
 }
 
 fn sshd() -> Option<Sshd> {
-    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"].into_iter().find(|p| std::path::Path::new(p).exists())?;
+    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())?;
     // OpenSSH refuses to start without its privilege separation directory.
     let _ = std::fs::create_dir_all("/run/sshd");
     let dir = tempfile::tempdir().unwrap();
@@ -336,7 +516,14 @@ fn sshd() -> Option<Sshd> {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let user = String::from_utf8(std::process::Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPasswordAuthentication no\n\
          KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\n\
@@ -355,14 +542,24 @@ fn sshd() -> Option<Sshd> {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_until(Duration::from_secs(10), "sshd to listen", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
-    Some(Sshd { child, port, key: d.join("client_key"), _dir: dir })
+    wait_until(Duration::from_secs(10), "sshd to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    Some(Sshd {
+        child,
+        port,
+        key: d.join("client_key"),
+        _dir: dir,
+    })
 }
 
 #[test]
 fn remote_copy_deploys_and_rolls_back_over_ssh() {
     let Some(server) = sshd() else {
-        assert!(std::env::var("CI").is_err(), "sshd is required in CI (openssh-server)");
+        assert!(
+            std::env::var("CI").is_err(),
+            "sshd is required in CI (openssh-server)"
+        );
         eprintln!("skipped: no sshd on this machine");
         return;
     };
@@ -376,6 +573,10 @@ fn remote_copy_deploys_and_rolls_back_over_ssh() {
     );
     let root = fx.path().join("remote");
     let path = format!("{}/{{target}}", root.display());
-    std::fs::write(fx.path().join("apps/site.yml"), remote_copy_app(&path, &["127.0.0.1", "127.0.0.1"], "")).unwrap();
+    std::fs::write(
+        fx.path().join("apps/site.yml"),
+        remote_copy_app(&path, &["127.0.0.1", "127.0.0.1"], ""),
+    )
+    .unwrap();
     check_remote_copy(&fx, &root, &["n1", "n2"]);
 }

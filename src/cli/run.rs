@@ -515,6 +515,11 @@ fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
     if !message.is_empty() {
         out.line(format!("  {message}"));
     }
+    if v.dry_run {
+        for t in &v.targets {
+            out.line(format!("  {}: {}", t.moniker, t.message));
+        }
+    }
     for t in v.targets.iter().filter(|t| t.state.contains("failed")) {
         out.line(format!(
             "  {:<8} {}  ({} attempts) {}",

@@ -211,13 +211,14 @@ fn build(
         }
     }
     if let Some(r) = &report {
-        for line in r.targets.iter().filter(|l| l.status == "skipped") {
+        // Targets no step touched take the report's word: skipped ones, and a dry-run's answers.
+        for line in &r.targets {
             if let Some(t) = targets
                 .iter_mut()
                 .find(|t| t.moniker == line.moniker && t.state == "pending")
             {
-                t.state = "skipped".into();
-                t.message = line.message.clone();
+                t.state.clone_from(&line.status);
+                t.message.clone_from(&line.message);
             }
         }
     }
