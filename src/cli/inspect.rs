@@ -599,7 +599,9 @@ pub async fn plugins(config_path: &Path, a: &super::PluginsArgs, out: &mut Out) 
                     Ok(crate::plugin::external::activation::Pin::Verified) => {
                         ("verified".to_owned(), None)
                     }
-                    Ok(crate::plugin::external::activation::Pin::Unpinned(sum)) => {
+                    Ok(crate::plugin::external::activation::Pin::Unpinned) => {
+                        let sum = crate::plugin::external::activation::sha256_file(&spec.command)
+                            .unwrap_or_else(|e| e.to_string());
                         (format!("not pinned ({sum})"), None)
                     }
                     Err(e) => ("-".to_owned(), Some(e.to_string())),

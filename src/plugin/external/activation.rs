@@ -30,8 +30,8 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
 pub enum Pin {
     /// The binary matches the pinned sha256.
     Verified,
-    /// No sha256 pins it (a warning).
-    Unpinned(String),
+    /// No sha256 pins it (a warning; the binary is not hashed).
+    Unpinned,
 }
 
 /// Checks plugin `name`'s binary. A missing, unexecutable or changed binary is a permanent
@@ -49,16 +49,18 @@ pub fn check(name: &str, command: &Path, sha256: Option<&str>) -> Result<Pin, Pl
             "plugin {name}: {shown} is not an executable file: `chmod +x {shown}`"
         )));
     }
+    let Some(expected) = sha256 else {
+        return Ok(Pin::Unpinned);
+    };
     let actual = sha256_file(command)
         .map_err(|e| PluginError::Permanent(format!("plugin {name}: cannot read {shown}: {e}")))?;
-    match sha256 {
-        Some(expected) if expected.eq_ignore_ascii_case(&actual) => Ok(Pin::Verified),
-        Some(expected) => Err(PluginError::Permanent(format!(
+    match expected {
+        expected if expected.eq_ignore_ascii_case(&actual) => Ok(Pin::Verified),
+        expected => Err(PluginError::Permanent(format!(
             "plugin {name}: {shown} has sha256 {actual}, but manent.yml pins {expected}: the \
              binary changed since it was pinned. If the new binary is trusted, put its sha256 \
              (`sha256sum {shown}`) in manent.yml"
         ))),
-        None => Ok(Pin::Unpinned(actual)),
     }
 }
 
@@ -100,7 +102,7 @@ mod tests {
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let sum = sha256_file(&bin).unwrap();
         assert_eq!(check("p", &bin, Some(&sum)).unwrap(), Pin::Verified);
-        assert_eq!(check("p", &bin, None).unwrap(), Pin::Unpinned(sum));
+        assert_eq!(check("p", &bin, None).unwrap(), Pin::Unpinned);
         let err = check("p", &bin, Some(&"0".repeat(64)))
             .unwrap_err()
             .to_string();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tonic::transport::Channel;
 
+use super::conn::H2;
 use super::host::{Host, Process};
 use super::proto::v1::deployer_client::DeployerClient;
 use super::proto::{self, v1};
@@ -48,7 +48,7 @@ impl Remote {
         f: F,
     ) -> Result<T, PluginError>
     where
-        F: FnOnce(DeployerClient<Channel>, u32) -> Fut,
+        F: FnOnce(DeployerClient<H2>, u32) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let p: Arc<Process> = self.host.process().await?;

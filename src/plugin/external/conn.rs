@@ -2,6 +2,7 @@
 //! rustls client (tonic's TLS options cannot pin a go-plugin certificate), and listeners whose
 //! accepted connections are TLS-terminated before tonic sees them.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -120,4 +121,45 @@ pub fn tls_incoming(
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// A gRPC transport over one HTTP/2 connection, without tonic's buffer task: a plugin process is
+/// one connection for its whole life (if it breaks, the process is restarted anyway).
+#[derive(Clone)]
+pub struct H2 {
+    send: hyper::client::conn::http2::SendRequest<tonic::body::Body>,
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for H2 {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.send.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        Box::pin(self.send.send_request(req))
+    }
+}
+
+/// One HTTP/2 connection to `addr` over mutual TLS.
+pub async fn h2(addr: Addr, tls: Arc<rustls::ClientConfig>) -> io::Result<H2> {
+    let io = tokio::time::timeout(Duration::from_secs(10), dial(&addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
+    let stream = TlsConnector::from(tls).connect(server_name(), io).await?;
+    let (send, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(io::Error::other)?;
+    tokio::spawn(connection);
+    Ok(H2 { send })
+}
+
+/// The origin gRPC clients put in their requests (HTTP/2 needs one; the plugin ignores it).
+pub fn origin() -> Uri {
+    Uri::from_static("http://localhost")
 }

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::{mpsc, watch};
-use tonic::transport::Channel;
 
 use super::activation::{self, Pin};
 use super::broker::HostBroker;
+use super::conn::{self, H2};
 use super::handshake::{self, Handshake};
 use super::proto::goplugin::grpc_broker_client::GrpcBrokerClient;
 use super::proto::goplugin::grpc_controller_client::GrpcControllerClient;
@@ -22,7 +22,7 @@ use super::proto::goplugin::grpc_stdio_client::GrpcStdioClient;
 use super::proto::goplugin::stdio_data::Channel as StdioChannel;
 use super::proto::v1;
 use super::proto::v1::deployer_client::DeployerClient;
-use super::{conn, hclog, tls};
+use super::{hclog, tls};
 use crate::plugin::contract::Capabilities;
 use crate::plugin::error::PluginError;
 use crate::plugin::logger::{Level, LogLine, LogSink};
@@ -60,10 +60,10 @@ pub struct Process {
     /// The capabilities Configure announced.
     pub capabilities: Capabilities,
     /// The Deployer client.
-    pub deployer: DeployerClient<Channel>,
+    pub deployer: DeployerClient<H2>,
     /// The broker for Secrets.
     pub broker: HostBroker,
-    controller: GrpcControllerClient<Channel>,
+    controller: GrpcControllerClient<H2>,
     exited: watch::Receiver<Option<String>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _socket_dir: tempfile::TempDir,
@@ -195,11 +195,16 @@ impl Host {
 
     async fn start(&self) -> Result<Process, PluginError> {
         let s = &self.spec;
-        if let Pin::Unpinned(sum) = activation::check(&s.name, &s.command, s.sha256.as_deref())? {
-            self.log(Level::Warn, format!(
-                "plugin {} is not pinned by a sha256: add `sha256: {sum}` under its `external:` in manent.yml",
-                s.name
-            ));
+        if let Pin::Unpinned = activation::check(&s.name, &s.command, s.sha256.as_deref())? {
+            self.log(
+                Level::Warn,
+                format!(
+                    "plugin {} is not pinned by a sha256: add `sha256:` under its `external:` in \
+                 manent.yml (`sha256sum {}` prints it; `manent plugins` too)",
+                    s.name,
+                    s.command.display()
+                ),
+            );
         }
         let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
         let socket_dir = tempfile::Builder::new()
@@ -309,10 +314,13 @@ impl Host {
         });
         let client_tls =
             tls::client_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
-        let channel = conn::channel(shake.addr.clone(), client_tls)
+        let channel = conn::h2(shake.addr.clone(), client_tls)
             .await
             .map_err(|e| kill(self.fail(format!("cannot connect over mutual TLS: {e}"))))?;
-        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
+            channel.clone(),
+            conn::origin(),
+        );
         let serving = health
             .check(tonic_health::pb::HealthCheckRequest {
                 service: "plugin".into(),
@@ -331,7 +339,7 @@ impl Host {
             s.name.clone(),
         ));
         let (broker_tx, broker_rx) = mpsc::channel(16);
-        let mut broker = GrpcBrokerClient::new(channel.clone());
+        let mut broker = GrpcBrokerClient::with_origin(channel.clone(), conn::origin());
         tokio::spawn(async move {
             let outbound = tokio_stream::wrappers::ReceiverStream::new(broker_rx);
             if let Ok(resp) = broker.start_stream(outbound).await {
@@ -339,7 +347,7 @@ impl Host {
                 while let Ok(Some(_)) = inbound.message().await {}
             }
         });
-        let mut deployer = DeployerClient::new(channel.clone())
+        let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
@@ -385,7 +393,7 @@ impl Host {
                 plugin_cert,
                 socket_dir.path().to_owned(),
             ),
-            controller: GrpcControllerClient::new(channel),
+            controller: GrpcControllerClient::with_origin(channel, conn::origin()),
             exited,
             stderr_tail: tail,
             _socket_dir: socket_dir,
@@ -505,8 +513,8 @@ async fn drain_stdout(
 
 /// go-plugin's GRPCStdio: what a Go plugin prints after Serve. Older plugins (go-plugin 1.0.1)
 /// do not have it.
-async fn forward_stdio(channel: Channel, sink: Arc<dyn LogSink>, plugin: String) {
-    let mut client = GrpcStdioClient::new(channel);
+async fn forward_stdio(channel: H2, sink: Arc<dyn LogSink>, plugin: String) {
+    let mut client = GrpcStdioClient::with_origin(channel, conn::origin());
     let Ok(resp) = client.stream_stdio(()).await else {
         return;
     };
