@@ -234,6 +234,26 @@ fn a_plugin_killed_mid_deploy_is_restarted_and_the_step_retried() {
 }
 
 #[test]
+fn a_step_timeout_cancels_the_call_inside_the_plugin() {
+    let a = app("sleep_ms: 20000", 1, "timeouts: {step: 500ms}\n")
+        .replace("max_retries: 2", "max_retries: 0");
+    let fx = fixture(&manent_yml("", ""), &a);
+    let out = fx.run(&["deploy", "a", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("timed out after 500ms"),
+        "{}",
+        text(&out.stdout)
+    );
+    wait_until(
+        Duration::from_secs(5),
+        "the plugin to see the cancellation",
+        || ledger(&fx).iter().any(|l| l.starts_with("cancelled")),
+    );
+    assert!(!ledger(&fx).iter().any(|l| l.starts_with("done")));
+}
+
+#[test]
 fn a_plugin_crashing_inside_a_call_fails_that_call_and_the_retry_completes() {
     let fx = fixture(&manent_yml("", ""), &app("crash_on_attempt: 1", 1, ""));
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--json"]);
