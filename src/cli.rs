@@ -2,7 +2,7 @@
 //! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
 
 mod inspect;
-mod output;
+pub mod output;
 mod run;
 
 use std::path::PathBuf;
@@ -75,9 +75,52 @@ pub enum Command {
     Logs(LogsArgs),
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
     /// stopped.
-    Worker,
+    Worker(WorkerArgs),
     /// List plugins: where each comes from, whether its binary matches its sha256, what it can do.
     Plugins(PluginsArgs),
+    /// The interactive console: deployments, targets and logs live; deploy, pause, cancel, roll
+    /// back from the keyboard.
+    #[cfg(feature = "tui")]
+    Console(ConsoleArgs),
+    /// A self-contained demo: the console on a simulated fleet, deployed through a real plugin
+    /// process, in a temporary directory.
+    #[cfg(feature = "tui")]
+    Demo(DemoArgs),
+    /// Serve a built-in plugin over go-plugin's protocol (manent starts this itself).
+    #[command(hide = true)]
+    PluginServe {
+        /// The built-in plugin.
+        name: String,
+    },
+}
+
+/// `console`
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// Show everything, change nothing.
+    #[arg(long)]
+    pub readonly: bool,
+    /// Theme: default, light, high-contrast, mono, or one of yours (NO_COLOR picks mono).
+    #[arg(long)]
+    pub theme: Option<String>,
+}
+
+/// `demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Put the demo here (kept) instead of a temporary directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
+}
+
+/// `worker`
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Exit once every deployment has finished or waits for an operator.
+    #[arg(long)]
+    pub until_idle: bool,
 }
 
 /// `plugins`
@@ -212,6 +255,33 @@ pub struct LogsArgs {
     pub follow: bool,
 }
 
+#[cfg(feature = "tui")]
+async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
+    out.note("manent demo: preparing a simulated fleet and deploying its earlier release…");
+    let demo = match crate::console::demo::prepare(a.dir.as_deref()).await {
+        Ok(d) => d,
+        Err(e) => {
+            out.error(format!("the demo could not start: {e}"));
+            return exit::ENGINE;
+        }
+    };
+    let Some(config) = output::load_config(&demo.config, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let options = crate::console::session::Options {
+        readonly: a.console.readonly,
+        theme: a.console.theme,
+        start: (!a.console.readonly).then(crate::console::demo::first_deploy),
+        stop_on_quit: true,
+    };
+    let code = crate::console::session::console(config, options, out).await;
+    out.note(format!(
+        "manent demo: done (its files were in {})",
+        demo.dir.display()
+    ));
+    code
+}
+
 /// Runs a parsed command line; returns the exit code.
 pub async fn run(cli: Cli, out: &mut Out) -> u8 {
     match cli.command {
@@ -225,7 +295,27 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Pause(a) => run::pause(&cli.config, &a, out).await,
         Command::Resume(a) => run::resume(&cli.config, &a, out).await,
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
-        Command::Worker => run::worker(&cli.config, out).await,
+        Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
+        #[cfg(feature = "tui")]
+        Command::Console(a) => {
+            let Some(config) = output::load_config(&cli.config, None, out) else {
+                return exit::BAD_INPUT;
+            };
+            let options = crate::console::session::Options {
+                readonly: a.readonly,
+                theme: a.theme,
+                ..Default::default()
+            };
+            crate::console::session::console(config, options, out).await
+        }
+        #[cfg(feature = "tui")]
+        Command::Demo(a) => demo(a, out).await,
+        Command::PluginServe { name } => {
+            out.error(format!(
+                "plugin-serve {name}: only manent starts this, with go-plugin's handshake"
+            ));
+            exit::BAD_INPUT
+        }
     }
 }

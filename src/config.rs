@@ -40,6 +40,8 @@ pub struct Config {
     pub secrets: BTreeMap<String, SecretRef>,
     /// Engine settings, with defaults applied.
     pub engine: EngineSettings,
+    /// The console's theme, if set.
+    pub theme: Option<String>,
     /// Descriptors that parsed.
     pub descriptors: Vec<Descriptor>,
     /// Problems in descriptors (the rest stay usable: one broken file must not block an
@@ -202,6 +204,7 @@ impl Config {
             plugins: file.plugins.0,
             secrets: file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect(),
             engine,
+            theme: file.console.theme,
             descriptors: Vec::new(),
             problems: Vec::new(),
         };

@@ -2,6 +2,8 @@
 //! workflows, carries every log line to subscribers and to the database, and drains on
 //! shutdown. The headless commands and the console drive it; it knows nothing of either.
 
+pub mod handle;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -194,6 +196,11 @@ impl Engine {
     /// Waits until `id` finishes, or stops running here because the engine is draining.
     pub async fn wait(&self, id: &str) -> Result<crate::workflow::store::WorkflowRow, StoreError> {
         self.runtime.wait(id).await
+    }
+
+    /// Deployments doing work now (not parked waiting for an operator or a timer).
+    pub fn busy(&self) -> usize {
+        self.runtime.busy()
     }
 
     /// Deployments running in this process.

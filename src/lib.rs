@@ -6,6 +6,8 @@
 
 pub mod cli;
 pub mod config;
+#[cfg(feature = "tui")]
+pub mod console;
 pub mod deploy;
 pub mod duration_ms;
 pub mod engine;

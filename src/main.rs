@@ -3,20 +3,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use manent::cli::{Cli, Out, exit};
+use manent::cli::{Cli, Command, Out, exit};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The engine's own warnings (a dead-lettered deployment, a database that refuses writes) go
-    // to stderr; MANENT_LOG=debug shows more.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("MANENT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+    if let Command::PluginServe { name } = &cli.command
+        && let Some(factory) = manent::plugin::builtin::factory(name)
+    {
+        // A built-in served as an external plugin process (the demo's fleet); never returns.
+        manent::plugin::external::serve(factory);
+    }
+    init_tracing(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -34,4 +32,23 @@ fn main() -> ExitCode {
     let code = runtime.block_on(manent::cli::run(cli, &mut out));
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     ExitCode::from(code)
+}
+
+/// Where the engine's own warnings go (a dead-lettered deployment, a database that refuses
+/// writes): the console's engine-log overlay while a terminal UI is up (nothing else may write
+/// to the terminal then), stderr otherwise. MANENT_LOG=debug shows more.
+fn init_tracing(command: &Command) {
+    #[cfg(feature = "tui")]
+    if matches!(command, Command::Console(_) | Command::Demo(_)) {
+        manent::console::session::init_tracing();
+        return;
+    }
+    let _ = command;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("MANENT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }

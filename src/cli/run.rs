@@ -735,7 +735,7 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
 }
 
 /// `manent worker`
-pub async fn worker(config_path: &Path, out: &mut Out) -> u8 {
+pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, None, out) else {
         return exit::BAD_INPUT;
     };
@@ -760,10 +760,17 @@ pub async fn worker(config_path: &Path, out: &mut Out) -> u8 {
     ) else {
         return exit::ENGINE;
     };
+    let mut idle_check = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = int.recv() => break,
             _ = term.recv() => break,
+            _ = idle_check.tick(), if until_idle => {
+                if engine.busy() == 0 {
+                    out.note("manent worker: nothing left to do (every deployment finished or waits for an operator)");
+                    break;
+                }
+            }
             ev = events.recv() => match ev {
                 Ok(crate::workflow::RuntimeEvent::Claimed { workflow_id, name, .. }) => out.note(format!("manent worker: running {name} {workflow_id}")),
                 Ok(crate::workflow::RuntimeEvent::Ended { workflow_id, status, reason }) => {

@@ -35,6 +35,18 @@ pub struct ManentFile {
     /// Engine settings.
     #[serde(default)]
     pub engine: EngineSection,
+    /// Console settings.
+    #[serde(default)]
+    pub console: ConsoleSection,
+}
+
+/// `console:` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSection {
+    /// Theme name (bundled: default, light, high-contrast, mono; or yours).
+    #[serde(default)]
+    pub theme: Option<String>,
 }
 
 /// `engine:` settings.

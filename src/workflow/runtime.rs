@@ -135,6 +135,18 @@ impl Runtime {
         self.events.subscribe()
     }
 
+    /// Runs doing work now: active and not parked in a durable wait.
+    pub fn busy(&self) -> usize {
+        self.active
+            .lock()
+            .map(|a| {
+                a.values()
+                    .filter(|c| c.parked.load(Ordering::SeqCst) == 0)
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Ids of workflows running in this process.
     pub fn active(&self) -> Vec<String> {
         self.active

@@ -363,6 +363,11 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError> {
+        self.read(move |c| records::recent_logs(c, after, limit))
+            .await
+    }
+
     async fn last_log_id(&self) -> Result<i64, StoreError> {
         self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
             .await

@@ -505,6 +505,8 @@ pub trait Store: Send + Sync {
         unassigned_after: Option<i64>,
         limit: u32,
     ) -> Result<Vec<LogRecord>, StoreError>;
+    /// Every log line after row id `after`, at most `limit` (an attached console's feed).
+    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
     /// The newest log row id (0 when there is none).
     async fn last_log_id(&self) -> Result<i64, StoreError>;
     /// Clean shutdown: truncates the WAL.

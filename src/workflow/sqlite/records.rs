@@ -180,6 +180,34 @@ pub fn logs(
     Ok(rows)
 }
 
+pub fn recent_logs(
+    conn: &Connection,
+    after: i64,
+    limit: u32,
+) -> Result<Vec<LogRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, workflow_id, at, level, source, target, message, attrs FROM logs \
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(params![after, limit], log_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+fn log_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRecord> {
+    Ok(LogRecord {
+        id: r.get(0)?,
+        workflow_id: r.get(1)?,
+        at: r.get(2)?,
+        level: r.get(3)?,
+        source: r.get(4)?,
+        target: r.get(5)?,
+        message: r.get(6)?,
+        attrs: r.get(7)?,
+    })
+}
+
 pub fn events(conn: &Connection, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
     let mut stmt =
         conn.prepare_cached("SELECT key, value FROM workflow_events WHERE workflow_id = ?1")?;

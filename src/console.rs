@@ -1,0 +1,12 @@
+//! The console (feature `tui`): a terminal UI over the engine handle. The engine never knows it
+//! exists; this module reads `Snapshot`s and `LogLine`s and sends `Command`s.
+
+pub mod action;
+pub mod app;
+pub mod demo;
+pub mod keymap;
+pub mod logpane;
+pub mod run;
+pub mod session;
+pub mod theme;
+pub mod view;

@@ -1,0 +1,80 @@
+//! What the operator (or the world) asks the console to do: intents as data, produced by the
+//! keymap and by the event loop, consumed by `App::update`.
+
+use std::sync::Arc;
+
+use crate::engine::handle::Snapshot;
+use crate::plugin::LogLine;
+
+/// One intent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Move up (a row, or a line of log when the log pane has focus).
+    Up,
+    /// Move down.
+    Down,
+    /// A page up.
+    PageUp,
+    /// A page down.
+    PageDown,
+    /// To the first row / the oldest log line.
+    Top,
+    /// To the last row / follow the newest log line.
+    Bottom,
+    /// Focus the next panel.
+    NextPanel,
+    /// `←`: the canary slider when the canary panel has focus, else the previous panel.
+    Left,
+    /// `→`: the canary slider when the canary panel has focus, else the next panel.
+    Right,
+    /// Open what is selected.
+    Open,
+    /// Back to the list.
+    Back,
+    /// The help overlay.
+    Help,
+    /// The engine's own log (warnings, errors), captured while the console is up.
+    EngineLog,
+    /// Leave the console.
+    Quit,
+    /// Deploy the selected application and environment.
+    Deploy,
+    /// Ask the plugin what a deploy would do.
+    DryRun,
+    /// Roll the selected environment back.
+    Rollback,
+    /// Cancel the selected deployment.
+    Cancel,
+    /// Pause or resume the selected deployment.
+    PauseResume,
+    /// Promote the canary.
+    Promote,
+    /// Revert the canary.
+    Revert,
+    /// Run the test hooks.
+    TestHooks,
+    /// Filter the log pane (`/`).
+    Search,
+    /// Next log level filter.
+    CycleLevel,
+    /// Show only the selected target's log lines (again: all).
+    FilterTarget,
+    /// A typed character (prompts, confirmations).
+    Input(char),
+    /// Delete the last typed character.
+    Backspace,
+    /// Move between [Cancel] and [Confirm].
+    ChoiceToggle,
+    /// Enter in a dialog.
+    Submit,
+    /// Esc in a dialog.
+    Dismiss,
+    /// Time passes (epoch ms).
+    Tick(i64),
+    /// A new snapshot from the engine.
+    Snapshot(Arc<Snapshot>),
+    /// A log line.
+    Log(LogLine),
+    /// Log lines the console could not keep up with.
+    LogsDropped(u64),
+}

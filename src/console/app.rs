@@ -1,0 +1,860 @@
+//! The console's state and its one transition function. `App::update` is synchronous: it
+//! changes only UI state and returns at most one `Command` for the engine; the loop sends it.
+//! Destructive actions go through a confirmation that names the environment, application and
+//! target count, starts on [Cancel], ignores an Enter that arrives right after it opened (a held
+//! key), and for a production rollback wants the environment's name typed.
+
+use std::sync::Arc;
+
+use super::action::Action;
+use super::keymap::Mode;
+use super::logpane::LogPane;
+use crate::deploy::view::DeploymentView;
+use crate::engine::handle::{AppEnv, Command, EngineMode, Snapshot};
+use crate::plugin::Level;
+
+/// An Enter this soon after a confirmation opened is a held key, not a decision.
+pub const CONFIRM_GUARD_MS: i64 = 400;
+/// How long a flash message stays.
+pub const FLASH_MS: i64 = 6_000;
+const PAGE: usize = 10;
+
+/// Which screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Screen {
+    /// Applications and deployments.
+    Home,
+    /// One deployment.
+    Deployment(String),
+}
+
+/// Which panel has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// Home: applications and environments.
+    Apps,
+    /// Home: deployments.
+    Deployments,
+    /// Deployment: targets.
+    Targets,
+    /// Deployment: log lines.
+    Logs,
+    /// Deployment: lifecycle hooks.
+    Hooks,
+    /// Deployment: the canary.
+    Canary,
+}
+
+/// [Cancel] or [Confirm].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The default.
+    Cancel,
+    /// Go ahead.
+    Confirm,
+}
+
+/// A dialog on top of the screen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Modal {
+    /// Keys.
+    Help,
+    /// The engine's own log.
+    EngineLog,
+    /// A destructive action awaiting a decision.
+    Confirm(Confirm),
+    /// Leave while this console's engine still runs deployments.
+    Quit {
+        opened_at: i64,
+        choice: Choice,
+        running: Vec<String>,
+    },
+    /// The plan of an application's environment.
+    Plan {
+        application: String,
+        environment: String,
+        scroll: usize,
+    },
+    /// The log filter being typed.
+    Search { text: String },
+}
+
+/// A confirmation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Confirm {
+    /// One line: what, where, how many.
+    pub title: String,
+    /// More lines.
+    pub lines: Vec<String>,
+    /// The command it sends.
+    pub command: Command,
+    /// The focused button.
+    pub choice: Choice,
+    /// The environment name to type, for production rollbacks.
+    pub typed: Option<(String, String)>,
+    /// An optional reason, for the journal.
+    pub reason: String,
+    /// When it opened (epoch ms).
+    pub opened_at: i64,
+    /// The environment is production.
+    pub production: bool,
+}
+
+/// A message at the bottom of the screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flash {
+    /// Text.
+    pub text: String,
+    /// Severity.
+    pub level: Level,
+    /// Epoch ms.
+    pub at: i64,
+}
+
+/// The console.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The engine's latest state.
+    pub snap: Arc<Snapshot>,
+    /// The log pane.
+    pub logs: LogPane,
+    /// The current screen.
+    pub screen: Screen,
+    /// Focused panel.
+    pub focus: Focus,
+    /// Selected application/environment on Home.
+    pub app_row: usize,
+    /// Selected deployment on Home.
+    pub deployment_row: usize,
+    /// Selected target on the deployment screen.
+    pub target_row: usize,
+    /// Dialogs, topmost last.
+    pub modals: Vec<Modal>,
+    /// The latest message.
+    pub flash: Option<Flash>,
+    /// Changes nothing; says why.
+    pub readonly: bool,
+    /// Epoch ms, set by the loop (tests inject it).
+    pub now: i64,
+    /// The loop should end.
+    pub should_quit: bool,
+    /// Something changed since the last frame.
+    pub dirty: bool,
+    /// Open the next live deployment that appears (the demo starts on its deploy).
+    pub follow_next: bool,
+    /// Keep the first unfinished target in view (until the operator moves the selection).
+    pub follow_targets: bool,
+    /// Quitting stops this console's deployments instead of handing them to a worker (demo).
+    pub stop_on_quit: bool,
+    last_notice: u64,
+}
+
+impl App {
+    /// A console on an empty snapshot.
+    pub fn new(readonly: bool, now: i64) -> Self {
+        App {
+            snap: Arc::new(Snapshot::default()),
+            logs: LogPane::default(),
+            screen: Screen::Home,
+            focus: Focus::Apps,
+            app_row: 0,
+            deployment_row: 0,
+            target_row: 0,
+            modals: Vec::new(),
+            flash: None,
+            readonly,
+            now,
+            should_quit: false,
+            dirty: true,
+            follow_next: false,
+            follow_targets: true,
+            stop_on_quit: false,
+            last_notice: 0,
+        }
+    }
+
+    /// What has the keyboard.
+    pub fn mode(&self) -> Mode {
+        match self.modals.last() {
+            None => Mode::Normal,
+            Some(Modal::Help | Modal::EngineLog) => Mode::Help,
+            Some(Modal::Confirm(c)) if c.typed.is_some() => Mode::TypedConfirm,
+            Some(Modal::Confirm(_) | Modal::Quit { .. }) => Mode::Confirm,
+            Some(Modal::Plan { .. }) => Mode::Plan,
+            Some(Modal::Search { .. }) => Mode::Prompt,
+        }
+    }
+
+    /// The deployment the deployment screen shows.
+    pub fn deployment(&self) -> Option<&DeploymentView> {
+        match &self.screen {
+            Screen::Deployment(id) => self.snap.deployments.iter().find(|d| &d.id == id),
+            Screen::Home => None,
+        }
+    }
+
+    /// The selected application/environment (Home), or the deployment's.
+    pub fn selected_app(&self) -> Option<&AppEnv> {
+        match self.deployment() {
+            Some(d) => self
+                .snap
+                .apps
+                .iter()
+                .find(|a| a.application == d.application && a.environment == d.environment),
+            None => self.snap.apps.get(self.app_row),
+        }
+    }
+
+    /// The selected deployment (Home list or the deployment screen).
+    pub fn selected_deployment(&self) -> Option<&DeploymentView> {
+        self.deployment().or_else(|| match self.focus {
+            Focus::Deployments => self.snap.deployments.get(self.deployment_row),
+            _ => None,
+        })
+    }
+
+    fn say(&mut self, level: Level, text: impl Into<String>) {
+        self.flash = Some(Flash {
+            text: text.into(),
+            level,
+            at: self.now,
+        });
+    }
+
+    fn refuse_readonly(&mut self, what: &str) -> bool {
+        if self.readonly {
+            self.say(
+                Level::Warn,
+                format!("read-only console: {what} is disabled (started with --readonly)"),
+            );
+        }
+        self.readonly
+    }
+
+    /// Applies `action`; returns the command to send, if any.
+    pub fn update(&mut self, action: Action) -> Option<Command> {
+        self.dirty = true;
+        match action {
+            Action::Tick(now) => {
+                // Redraw for time only when something on screen shows it: a running clock
+                // changes once a second; an old flash goes away.
+                let second = now / 1000 != self.now / 1000;
+                let clock = match &self.screen {
+                    Screen::Deployment(_) => self.deployment().is_some_and(|d| d.status.is_live()),
+                    Screen::Home => self.snap.deployments.iter().any(|d| d.status.is_live()),
+                };
+                self.now = now;
+                let expired = self.flash.as_ref().is_some_and(|f| now - f.at > FLASH_MS);
+                if expired {
+                    self.flash = None;
+                }
+                self.dirty = (second && clock) || expired;
+                None
+            }
+            Action::Snapshot(s) => {
+                self.on_snapshot(s);
+                None
+            }
+            Action::Log(line) => {
+                self.logs.push(line);
+                None
+            }
+            Action::LogsDropped(n) => {
+                self.logs.dropped += n;
+                None
+            }
+            other if !self.modals.is_empty() => self.on_modal(other),
+            other => self.on_screen(other),
+        }
+    }
+
+    fn on_snapshot(&mut self, s: Arc<Snapshot>) {
+        if let Some(n) = s.notices.iter().rev().find(|n| n.id > self.last_notice) {
+            self.flash = Some(Flash {
+                text: n.text.clone(),
+                level: n.level,
+                at: self.now,
+            });
+        }
+        self.last_notice = s.notices.last().map_or(self.last_notice, |n| n.id);
+        self.snap = s;
+        if self.follow_next
+            && let Some(id) = self
+                .snap
+                .deployments
+                .iter()
+                .find(|d| d.status.is_live())
+                .map(|d| d.id.clone())
+        {
+            self.follow_next = false;
+            self.show(id);
+        }
+        self.app_row = self.app_row.min(self.snap.apps.len().saturating_sub(1));
+        self.deployment_row = self
+            .deployment_row
+            .min(self.snap.deployments.len().saturating_sub(1));
+        let targets = self.deployment().map_or(0, |d| d.targets.len());
+        self.target_row = self.target_row.min(targets.saturating_sub(1));
+        if self.follow_targets
+            && let Some(row) = self.deployment().and_then(|d| {
+                d.targets.iter().position(|t| {
+                    matches!(
+                        t.state.as_str(),
+                        "running" | "retrying" | "pending" | "interrupted"
+                    )
+                })
+            })
+        {
+            self.target_row = row;
+        }
+    }
+
+    fn on_screen(&mut self, action: Action) -> Option<Command> {
+        match action {
+            Action::Help => self.modals.push(Modal::Help),
+            Action::EngineLog => self.modals.push(Modal::EngineLog),
+            Action::Quit => self.quit(),
+            Action::Up => self.move_by(-1),
+            Action::Down => self.move_by(1),
+            Action::PageUp => self.page(-1),
+            Action::PageDown => self.page(1),
+            Action::Top => self.top(),
+            Action::Bottom => self.bottom(),
+            Action::NextPanel | Action::Right if self.focus != Focus::Canary => self.next_panel(1),
+            Action::Left if self.focus != Focus::Canary => self.next_panel(-1),
+            Action::Left | Action::Right => self.no_canary("moving the traffic slider"),
+            Action::NextPanel => self.next_panel(1),
+            Action::Open => return self.open(),
+            Action::Back => self.back(),
+            Action::Deploy => self.ask_deploy(),
+            Action::DryRun => return self.dry_run(),
+            Action::Rollback => self.ask_rollback(),
+            Action::Cancel => self.ask_cancel(),
+            Action::PauseResume => return self.pause_resume(),
+            Action::Promote => self.no_canary("promote"),
+            Action::Revert => self.no_canary("revert"),
+            Action::TestHooks => {
+                self.say(Level::Warn, "this deployment defines no test hooks");
+            }
+            Action::Search => self.modals.push(Modal::Search {
+                text: self.logs.filter.describe(),
+            }),
+            Action::CycleLevel => {
+                self.logs.filter.min_level = match self.logs.filter.min_level {
+                    None => Some(Level::Info),
+                    Some(Level::Info) => Some(Level::Warn),
+                    Some(Level::Warn) => Some(Level::Error),
+                    _ => None,
+                };
+            }
+            Action::FilterTarget => self.filter_target(),
+            _ => {}
+        }
+        None
+    }
+
+    fn no_canary(&mut self, what: &str) {
+        self.say(
+            Level::Warn,
+            format!("{what}: this deployment has no canary (strategy is not canary)"),
+        );
+    }
+
+    fn quit(&mut self) {
+        let running: Vec<String> = if self.snap.mode == Some(EngineMode::InProcess) {
+            self.snap
+                .deployments
+                .iter()
+                .filter(|d| d.status.is_live())
+                .map(|d| d.id.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if running.is_empty() {
+            self.should_quit = true;
+        } else {
+            self.modals.push(Modal::Quit {
+                opened_at: self.now,
+                choice: Choice::Cancel,
+                running,
+            });
+        }
+    }
+
+    fn move_by(&mut self, delta: isize) {
+        let step = |row: usize, len: usize| -> usize {
+            if len == 0 {
+                0
+            } else {
+                row.saturating_add_signed(delta).min(len - 1)
+            }
+        };
+        match self.focus {
+            Focus::Apps => self.app_row = step(self.app_row, self.snap.apps.len()),
+            Focus::Deployments => {
+                self.deployment_row = step(self.deployment_row, self.snap.deployments.len())
+            }
+            Focus::Targets => {
+                let len = self.deployment().map_or(0, |d| d.targets.len());
+                self.target_row = step(self.target_row, len);
+                self.follow_targets = false;
+            }
+            Focus::Logs if delta < 0 => self.logs.scroll_up(1, PAGE),
+            Focus::Logs => self.logs.scroll_down(1),
+            Focus::Hooks | Focus::Canary => {}
+        }
+    }
+
+    fn page(&mut self, dir: isize) {
+        if self.focus == Focus::Logs
+            || matches!(self.screen, Screen::Deployment(_)) && self.focus != Focus::Targets
+        {
+            if dir < 0 {
+                self.logs.scroll_up(PAGE, PAGE);
+            } else {
+                self.logs.scroll_down(PAGE);
+            }
+        } else {
+            self.move_by(dir * PAGE as isize);
+        }
+    }
+
+    fn top(&mut self) {
+        match self.focus {
+            Focus::Logs => self.logs.top(PAGE),
+            _ => self.move_by(-(isize::MAX / 2)),
+        }
+    }
+
+    fn bottom(&mut self) {
+        match self.focus {
+            Focus::Logs => self.logs.follow(),
+            Focus::Targets => self.follow_targets = true,
+            _ => self.move_by(isize::MAX / 2),
+        }
+    }
+
+    fn next_panel(&mut self, dir: i32) {
+        let order: &[Focus] = match self.screen {
+            Screen::Home => &[Focus::Apps, Focus::Deployments],
+            Screen::Deployment(_) => &[Focus::Targets, Focus::Logs, Focus::Hooks, Focus::Canary],
+        };
+        let i = order.iter().position(|f| *f == self.focus).unwrap_or(0) as i32;
+        let n = order.len() as i32;
+        self.focus = order[usize::try_from((i + dir).rem_euclid(n)).unwrap_or(0)];
+    }
+
+    fn open(&mut self) -> Option<Command> {
+        match (&self.screen, self.focus) {
+            (Screen::Home, Focus::Apps) => {
+                if let Some(a) = self.snap.apps.get(self.app_row) {
+                    self.modals.push(Modal::Plan {
+                        application: a.application.clone(),
+                        environment: a.environment.clone(),
+                        scroll: 0,
+                    });
+                }
+            }
+            (Screen::Home, _) => {
+                if let Some(d) = self.snap.deployments.get(self.deployment_row) {
+                    self.show(d.id.clone());
+                }
+            }
+            (Screen::Deployment(_), _) => self.filter_target(),
+        }
+        None
+    }
+
+    /// Opens deployment `id`'s screen, with its log lines.
+    pub fn show(&mut self, id: String) {
+        self.logs.filter.deployment = Some(id.clone());
+        self.logs.filter.target = None;
+        self.logs.follow();
+        self.screen = Screen::Deployment(id);
+        self.focus = Focus::Targets;
+        self.target_row = 0;
+        self.follow_targets = true;
+    }
+
+    fn back(&mut self) {
+        if let Screen::Deployment(id) = &self.screen {
+            if let Some(row) = self.snap.deployments.iter().position(|d| &d.id == id) {
+                self.deployment_row = row;
+            }
+            self.screen = Screen::Home;
+            self.focus = Focus::Deployments;
+            self.logs.filter.deployment = None;
+        }
+    }
+
+    fn filter_target(&mut self) {
+        let name = self
+            .deployment()
+            .and_then(|d| d.targets.get(self.target_row))
+            .map(|t| t.name.clone());
+        match (name, &self.logs.filter.target) {
+            (Some(n), Some(cur)) if *cur == n => self.logs.filter.target = None,
+            (Some(n), _) => self.logs.filter.target = Some(n),
+            (None, _) => self.logs.filter.target = None,
+        }
+        self.logs.follow();
+    }
+
+    fn confirm(&mut self, confirm: Confirm) {
+        self.modals.retain(|m| !matches!(m, Modal::Plan { .. }));
+        self.modals.push(Modal::Confirm(confirm));
+    }
+
+    fn ask_deploy(&mut self) {
+        if self.refuse_readonly("deploying") {
+            return;
+        }
+        let Some(a) = self.plan_or_selected_app().cloned() else {
+            self.say(Level::Warn, "select an application and environment first");
+            return;
+        };
+        let title = format!(
+            "Deploy {} {} to {}: {} targets in {} batches?",
+            a.application,
+            a.version,
+            a.environment,
+            a.targets,
+            a.batches.len()
+        );
+        let mut lines = vec![format!("strategy {}, plugin {}", a.strategy, a.plugin)];
+        if !a.live.is_empty() {
+            lines.push(format!("live now: {}", a.live.join(", ")));
+        }
+        if a.production {
+            lines.push(format!(
+                "{} IS A PRODUCTION ENVIRONMENT",
+                a.environment.to_uppercase()
+            ));
+        }
+        self.confirm(Confirm {
+            title,
+            lines,
+            command: Command::Deploy {
+                application: a.application.clone(),
+                environment: a.environment.clone(),
+                version: None,
+                dry_run: false,
+                reason: None,
+            },
+            choice: Choice::Cancel,
+            typed: None,
+            reason: String::new(),
+            opened_at: self.now,
+            production: a.production,
+        });
+    }
+
+    fn plan_or_selected_app(&self) -> Option<&AppEnv> {
+        if let Some(Modal::Plan {
+            application,
+            environment,
+            ..
+        }) = self.modals.last()
+        {
+            return self
+                .snap
+                .apps
+                .iter()
+                .find(|a| &a.application == application && &a.environment == environment);
+        }
+        self.selected_app()
+    }
+
+    fn dry_run(&mut self) -> Option<Command> {
+        if self.refuse_readonly("a dry-run (it records a deployment)") {
+            return None;
+        }
+        let a = self.plan_or_selected_app()?.clone();
+        self.modals.retain(|m| !matches!(m, Modal::Plan { .. }));
+        self.say(
+            Level::Info,
+            format!(
+                "dry-run of {} {} on {} requested",
+                a.application, a.version, a.environment
+            ),
+        );
+        Some(Command::Deploy {
+            application: a.application,
+            environment: a.environment,
+            version: None,
+            dry_run: true,
+            reason: None,
+        })
+    }
+
+    fn ask_rollback(&mut self) {
+        if self.refuse_readonly("rolling back") {
+            return;
+        }
+        let Some(a) = self.plan_or_selected_app().cloned() else {
+            self.say(Level::Warn, "select an application and environment first");
+            return;
+        };
+        let title = format!(
+            "Roll back {} in {}: {} targets to their previous release?",
+            a.application, a.environment, a.targets
+        );
+        let mut lines = vec![format!(
+            "live now: {}",
+            if a.live.is_empty() {
+                "nothing recorded".into()
+            } else {
+                a.live.join(", ")
+            }
+        )];
+        if a.production {
+            lines.push(format!(
+                "{} is production: type its name to confirm",
+                a.environment
+            ));
+        }
+        self.confirm(Confirm {
+            title,
+            lines,
+            command: Command::Rollback {
+                application: a.application.clone(),
+                environment: a.environment.clone(),
+                reason: None,
+            },
+            choice: Choice::Cancel,
+            typed: a.production.then(|| (a.environment.clone(), String::new())),
+            reason: String::new(),
+            opened_at: self.now,
+            production: a.production,
+        });
+    }
+
+    fn ask_cancel(&mut self) {
+        if self.refuse_readonly("cancelling") {
+            return;
+        }
+        let Some(d) = self.selected_deployment().cloned() else {
+            self.say(Level::Warn, "select a deployment first");
+            return;
+        };
+        if !d.status.is_live() {
+            self.say(Level::Warn, format!("{} is not running", d.id));
+            return;
+        }
+        let done = d
+            .targets
+            .iter()
+            .filter(|t| t.state == "deployed" || t.state == "unchanged")
+            .count();
+        self.confirm(Confirm {
+            title: format!(
+                "Cancel {} of {} to {} ({} targets)?",
+                d.kind,
+                d.application,
+                d.environment,
+                d.targets.len()
+            ),
+            lines: vec![
+                format!(
+                    "{done} of {} targets are done; targets being deployed now finish first",
+                    d.targets.len()
+                ),
+                format!("{} stops before its next step; resume continues it", d.id),
+            ],
+            command: Command::Cancel {
+                id: d.id.clone(),
+                reason: None,
+            },
+            choice: Choice::Cancel,
+            typed: None,
+            reason: String::new(),
+            opened_at: self.now,
+            production: d.production,
+        });
+    }
+
+    fn pause_resume(&mut self) -> Option<Command> {
+        let d = self.selected_deployment()?.clone();
+        if self.refuse_readonly("pausing and resuming") {
+            return None;
+        }
+        use crate::workflow::store::WorkflowStatus as S;
+        match d.status {
+            S::Pending if d.phase.as_deref() == Some("paused") => {
+                Some(Command::Resume { id: d.id })
+            }
+            S::Pending | S::Enqueued => Some(Command::Pause { id: d.id }),
+            S::Cancelled | S::MaxRecoveryAttemptsExceeded => Some(Command::Resume { id: d.id }),
+            S::Success | S::Error => {
+                self.say(Level::Warn, format!("{} has finished", d.id));
+                None
+            }
+        }
+    }
+
+    fn on_modal(&mut self, action: Action) -> Option<Command> {
+        let top = self.modals.last_mut()?;
+        match top {
+            Modal::Help | Modal::EngineLog => {
+                if matches!(action, Action::Dismiss) {
+                    self.modals.pop();
+                }
+                None
+            }
+            Modal::Search { text } => match action {
+                Action::Input(c) => {
+                    text.push(c);
+                    None
+                }
+                Action::Backspace => {
+                    text.pop();
+                    None
+                }
+                Action::Submit => {
+                    let typed = text.clone();
+                    self.modals.pop();
+                    self.logs.filter.parse_into(&typed);
+                    self.logs.follow();
+                    None
+                }
+                Action::Dismiss => {
+                    self.modals.pop();
+                    None
+                }
+                _ => None,
+            },
+            Modal::Plan { scroll, .. } => match action {
+                Action::Dismiss => {
+                    self.modals.pop();
+                    None
+                }
+                Action::Up => {
+                    *scroll = scroll.saturating_sub(1);
+                    None
+                }
+                Action::Down => {
+                    *scroll += 1;
+                    None
+                }
+                Action::Deploy => {
+                    self.ask_deploy();
+                    None
+                }
+                Action::DryRun => self.dry_run(),
+                Action::Rollback => {
+                    self.ask_rollback();
+                    None
+                }
+                _ => None,
+            },
+            Modal::Quit {
+                opened_at, choice, ..
+            } => match action {
+                Action::ChoiceToggle => {
+                    *choice = flip(*choice);
+                    None
+                }
+                Action::Submit if self.now - *opened_at < CONFIRM_GUARD_MS => None,
+                Action::Submit => {
+                    let go = *choice == Choice::Confirm;
+                    self.modals.pop();
+                    self.should_quit = go;
+                    None
+                }
+                Action::Dismiss => {
+                    self.modals.pop();
+                    None
+                }
+                _ => None,
+            },
+            Modal::Confirm(c) => {
+                let now = self.now;
+                match action {
+                    Action::ChoiceToggle if c.typed.is_none() => {
+                        c.choice = flip(c.choice);
+                        None
+                    }
+                    Action::Input(ch) => {
+                        match &mut c.typed {
+                            Some((_, typed)) => typed.push(ch),
+                            None => c.reason.push(ch),
+                        }
+                        None
+                    }
+                    Action::Backspace => {
+                        match &mut c.typed {
+                            Some((_, typed)) => typed.pop(),
+                            None => c.reason.pop(),
+                        };
+                        None
+                    }
+                    Action::Submit if now - c.opened_at < CONFIRM_GUARD_MS => None,
+                    Action::Submit => self.submit_confirm(),
+                    Action::Dismiss => {
+                        self.modals.pop();
+                        self.say(Level::Info, "cancelled: nothing was done");
+                        None
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    fn submit_confirm(&mut self) -> Option<Command> {
+        let Some(Modal::Confirm(c)) = self.modals.last().cloned() else {
+            return None;
+        };
+        let go = match &c.typed {
+            Some((expected, typed)) if typed == expected => true,
+            Some((expected, _)) => {
+                self.say(
+                    Level::Warn,
+                    format!("type `{expected}` exactly to confirm (Esc cancels)"),
+                );
+                return None;
+            }
+            None => c.choice == Choice::Confirm,
+        };
+        self.modals.pop();
+        if !go {
+            self.say(Level::Info, "cancelled: nothing was done");
+            return None;
+        }
+        let reason = Some(c.reason.trim().to_owned()).filter(|r| !r.is_empty());
+        Some(match c.command {
+            Command::Deploy {
+                application,
+                environment,
+                version,
+                dry_run,
+                ..
+            } => Command::Deploy {
+                application,
+                environment,
+                version,
+                dry_run,
+                reason,
+            },
+            Command::Rollback {
+                application,
+                environment,
+                ..
+            } => Command::Rollback {
+                application,
+                environment,
+                reason,
+            },
+            Command::Cancel { id, .. } => Command::Cancel { id, reason },
+            other => other,
+        })
+    }
+}
+
+fn flip(c: Choice) -> Choice {
+    match c {
+        Choice::Cancel => Choice::Confirm,
+        Choice::Confirm => Choice::Cancel,
+    }
+}

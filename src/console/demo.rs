@@ -1,0 +1,139 @@
+//! `manent demo`: a self-contained demo in a temporary directory — a simulated fleet of three
+//! dozen targets in batches, deployed through a real external plugin process (this very binary
+//! serving the `simulate` plugin over go-plugin's protocol, pinned by its sha256). An earlier
+//! release is deployed first, quickly, so rolling back has somewhere to go.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::deploy::submit::{self, Submission};
+use crate::engine::Engine;
+use crate::engine::handle::Command;
+use crate::operator::Operator;
+
+/// The demo's directory (deleted at the end unless it was given).
+#[derive(Debug)]
+pub struct Demo {
+    /// Where it lives.
+    pub dir: PathBuf,
+    /// Its manent.yml.
+    pub config: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+fn manent_yml(exe: &Path, sha256: &str, fast: bool) -> String {
+    let (latency, lines, failures) = if fast {
+        ("{min: 0ms, max: 0ms}", 0, 0.0)
+    } else {
+        ("{min: 500ms, max: 2500ms}", 3, 0.04)
+    };
+    format!(
+        "# manent demo: a simulated fleet, deployed through a real external plugin process.\n\
+         database: .manent/manent.db\n\
+         plugins:\n  fleet:\n    external:\n      command: {exe}\n      args: [plugin-serve, simulate]\n      sha256: {sha256}\n\
+         \x20   latency: {latency}\n    log_lines: {lines}\n    failure_rate: {failures}\n\
+         engine:\n  drain_timeout: 30s\n",
+        exe = exe.display()
+    )
+}
+
+const APP: &str = "# A web shop on a simulated fleet: nothing real is touched.
+application: shop
+artifact: {type: container, name: shop, version: \"2.4.0\"}
+deploy:
+  plugin: fleet
+strategy:
+  rolling: {batch_size: 6}
+parallelism: 3
+max_retries: 3
+backoff: {base: 500ms, max: 2s}
+environments:
+  staging:
+    targets:
+";
+
+fn app_yml() -> String {
+    let mut s = APP.to_owned();
+    for i in 1..=12 {
+        s.push_str(&format!(
+            "      - {{name: stg-{i:02}, labels: {{zone: z{}}}}}\n",
+            i % 3
+        ));
+    }
+    s.push_str("  prod:\n    targets:\n");
+    for i in 1..=36 {
+        s.push_str(&format!(
+            "      - {{name: web-{i:02}, labels: {{zone: z{}}}}}\n",
+            i % 3
+        ));
+    }
+    s
+}
+
+/// Writes the demo into `dir` (or a temporary directory) and deploys its earlier release.
+pub async fn prepare(dir: Option<&Path>) -> Result<Demo, String> {
+    let (dir, temp) = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            (d.to_owned(), None)
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("manent-demo-")
+                .tempdir()
+                .map_err(|e| e.to_string())?;
+            (t.path().to_owned(), Some(t))
+        }
+    };
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let sha = crate::plugin::external::activation::sha256_file(&exe).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir.join("apps")).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("apps/shop.yml"), app_yml()).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("seed.yml"), manent_yml(&exe, &sha, true))
+        .map_err(|e| e.to_string())?;
+    let config = dir.join("manent.yml");
+    std::fs::write(&config, manent_yml(&exe, &sha, false)).map_err(|e| e.to_string())?;
+    seed(&dir.join("seed.yml")).await?;
+    Ok(Demo {
+        dir,
+        config,
+        _temp: temp,
+    })
+}
+
+/// Deploys shop 2.3.0 everywhere, as fast as the simulator goes.
+async fn seed(config: &Path) -> Result<(), String> {
+    let config = Config::load(config).map_err(|e| e.to_string())?;
+    let engine = Engine::start(&config).await.map_err(|e| e.to_string())?;
+    let op = Operator {
+        name: "demo".into(),
+        client: None,
+    };
+    let sub = Submission {
+        operator: &op,
+        reason: Some("demo: the release before"),
+        max_recovery_attempts: 5,
+    };
+    for env in ["staging", "prod"] {
+        let mut spec = config.environment("shop", env).map_err(|e| e.to_string())?;
+        spec.artifact.version = "2.3.0".into();
+        let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
+            .await
+            .map_err(|e| e.to_string())?;
+        engine.run(id.id()).await.map_err(|e| e.to_string())?;
+        engine.wait(id.id()).await.map_err(|e| e.to_string())?;
+    }
+    engine.shutdown().await;
+    Ok(())
+}
+
+/// The deploy the demo starts with.
+pub fn first_deploy() -> Command {
+    Command::Deploy {
+        application: "shop".into(),
+        environment: "prod".into(),
+        version: None,
+        dry_run: false,
+        reason: Some("demo".into()),
+    }
+}

@@ -1,0 +1,123 @@
+//! The console's event loop and terminal lifecycle. Input first (`biased`), so keys stay
+//! responsive while logs flood; a frame is drawn only when something changed, at most five times a
+//! second for engine updates and at once for keys; the terminal is restored on every exit path
+//! and on panic.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event, EventStream};
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::action::Action;
+use super::app::App;
+use super::keymap;
+use super::theme::Theme;
+use super::view;
+use crate::engine::handle::EngineHandle;
+
+/// Engine updates redraw at most this often; keys redraw at once.
+pub const FRAME: Duration = Duration::from_millis(200);
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The operator quit.
+    Quit,
+    /// The terminal went away (hangup, closed input).
+    Hangup,
+    /// The engine ended.
+    EngineGone,
+}
+
+/// Runs the console on `terminal` with input from `events` until it ends.
+pub async fn run<B, S>(
+    terminal: &mut Terminal<B>,
+    mut events: S,
+    handle: &EngineHandle,
+    app: &mut App,
+    theme: &Theme,
+    hangup: impl std::future::Future<Output = ()>,
+) -> io::Result<Exit>
+where
+    B: Backend,
+    B::Error: Into<io::Error>,
+    S: Stream<Item = io::Result<Event>> + Unpin,
+{
+    let mut snapshots = handle.snapshot.clone();
+    let mut logs = handle.logs.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tokio::pin!(hangup);
+    let mut last_draw: Option<Instant> = None;
+    let mut keyed = true;
+    loop {
+        if app.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
+            terminal
+                .draw(|f| view::render(f, app, theme))
+                .map_err(Into::into)?;
+            app.dirty = false;
+            last_draw = Some(Instant::now());
+        }
+        keyed = false;
+        if app.should_quit {
+            return Ok(Exit::Quit);
+        }
+        tokio::select! {
+            biased;
+            ev = events.next() => match ev {
+                Some(Ok(Event::Key(key))) => {
+                    keyed = true;
+                    app.update(Action::Tick(crate::sys::now_ms()));
+                    if let Some(action) = keymap::action(app.mode(), key)
+                        && let Some(cmd) = app.update(action)
+                    {
+                        // The engine never blocks the console: a full queue loses the command,
+                        // and the operator sees nothing happened and presses again.
+                        let _ = handle.commands.try_send(cmd);
+                    }
+                }
+                Some(Ok(Event::Resize(..))) => { app.dirty = true; keyed = true; }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => return Ok(Exit::Hangup),
+            },
+            () = &mut hangup => return Ok(Exit::Hangup),
+            changed = snapshots.changed() => {
+                if changed.is_err() {
+                    return Ok(Exit::EngineGone);
+                }
+                let snap = snapshots.borrow_and_update().clone();
+                app.update(Action::Snapshot(snap));
+            }
+            line = logs.recv() => match line {
+                Ok(l) => {
+                    app.update(Action::Log(l));
+                    // Drain what is queued: one redraw for a burst.
+                    while let Ok(l) = logs.try_recv() {
+                        app.update(Action::Log(l));
+                    }
+                }
+                Err(RecvError::Lagged(n)) => { app.update(Action::LogsDropped(n)); }
+                Err(RecvError::Closed) => return Ok(Exit::EngineGone),
+            },
+            _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
+        }
+    }
+}
+
+/// Restores the terminal when dropped, whatever path leaves the console.
+pub struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// The real terminal's input.
+pub fn input() -> EventStream {
+    EventStream::new()
+}

@@ -1,0 +1,220 @@
+//! One deployment: its targets (moniker, batch, status, attempt, time, last message), the hooks
+//! and canary panels, and its log lines.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
+
+use super::ViewCtx;
+use super::widgets::{clock, elapsed, fit, progress};
+use crate::console::app::Focus;
+use crate::deploy::view::DeploymentView;
+
+pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let Some(d) = ctx.app.deployment() else {
+        frame.render_widget(
+            Paragraph::new(" this deployment is no longer listed; Esc goes back"),
+            area,
+        );
+        return;
+    };
+    let wide = area.width >= 110;
+    let (main, side) = if wide {
+        let [m, s] = Layout::horizontal([Constraint::Min(60), Constraint::Length(38)]).areas(area);
+        (m, Some(s))
+    } else {
+        (area, None)
+    };
+    let rows = u16::try_from(d.targets.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(3);
+    let [targets, strip, logs] = Layout::vertical([
+        Constraint::Max(rows.max(5).min(main.height / 2 + 2)),
+        Constraint::Length(u16::from(side.is_none())),
+        Constraint::Min(4),
+    ])
+    .areas(main);
+    render_targets(frame, targets, d, ctx);
+    if side.is_none() {
+        let t = ctx.theme;
+        let line = Line::from(vec![
+            Span::styled(" hooks ", t.get("muted")),
+            Span::raw("none defined"),
+            Span::styled("  canary ", t.get("muted")),
+            Span::raw(format!("not a canary deployment ({})", d.kind)),
+        ]);
+        frame.render_widget(Paragraph::new(line), strip);
+    }
+    super::logs::render(frame, logs, ctx);
+    if let Some(side) = side {
+        render_side(frame, side, d, ctx);
+    }
+}
+
+fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let wide = area.width >= 100;
+    let rows = d.targets.iter().map(|x| {
+        let took = match (x.duration_ms, x.state.as_str()) {
+            (Some(ms), _) => elapsed(i64::try_from(ms).unwrap_or(0)),
+            (None, "running") => "…".into(),
+            _ => String::new(),
+        };
+        let name = if wide {
+            x.moniker.clone()
+        } else {
+            x.name.clone()
+        };
+        Row::new(vec![
+            Cell::from(name),
+            Cell::from(x.batch.to_string()),
+            Cell::from(Span::styled(x.state.replace('_', " "), t.status(&x.state))),
+            Cell::from(if x.attempt == 0 {
+                String::new()
+            } else {
+                x.attempt.to_string()
+            }),
+            Cell::from(took),
+            Cell::from(x.message.clone()),
+        ])
+    });
+    let widths = [
+        Constraint::Length(if wide { 34 } else { 14 }),
+        Constraint::Length(5),
+        Constraint::Length(11),
+        Constraint::Length(3),
+        Constraint::Length(6),
+        Constraint::Min(10),
+    ];
+    let focused = app.focus == Focus::Targets;
+    let title = format!(" Targets {} · batch size {} ", progress(d), batch_sizes(d));
+    let table = Table::new(rows, widths)
+        .header(
+            Row::new(vec![
+                if wide { "MONIKER" } else { "TARGET" },
+                "BATCH",
+                "STATUS",
+                "TRY",
+                "TIME",
+                "MESSAGE",
+            ])
+            .style(t.get("muted")),
+        )
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(if focused {
+                    t.get("border_focus")
+                } else {
+                    t.get("border")
+                })
+                .title(Span::styled(
+                    fit(&title, usize::from(area.width.saturating_sub(4))),
+                    t.get("title"),
+                )),
+        )
+        .row_highlight_style(if focused {
+            t.get("selection")
+        } else {
+            Style::default()
+        })
+        .highlight_symbol("› ");
+    let mut state = TableState::default().with_selected(Some(app.target_row));
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+fn batch_sizes(d: &DeploymentView) -> String {
+    let first = d.targets.iter().filter(|t| t.batch == 1).count();
+    if d.batches <= 1 {
+        d.targets.len().to_string()
+    } else {
+        format!("{first} × {}", d.batches)
+    }
+}
+
+fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
+    let t = ctx.theme;
+    let [hooks, canary, info] = Layout::vertical([
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Min(3),
+    ])
+    .areas(area);
+    let boxed = |title: &'static str, focus: Focus| {
+        Block::default()
+            .borders(Borders::ALL)
+            .border_style(if ctx.app.focus == focus {
+                t.get("border_focus")
+            } else {
+                t.get("border")
+            })
+            .title(Span::styled(title, t.get("title")))
+    };
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled(
+                "EVENT  WEIGHT  KIND  NAME  STATUS",
+                t.get("muted"),
+            )),
+            Line::from("none defined for this deployment"),
+        ])
+        .block(boxed(" Hooks ", Focus::Hooks)),
+        hooks,
+    );
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(Span::styled("candidate weight", t.get("muted"))),
+            Line::from(format!("not a canary deployment ({})", d.kind)),
+            Line::from(Span::styled(
+                "p promote · x revert · ←/→ weight",
+                t.get("muted"),
+            )),
+        ])
+        .wrap(Wrap { trim: true })
+        .block(boxed(" Canary ", Focus::Canary)),
+        canary,
+    );
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("id ", t.get("muted")),
+            Span::raw(d.id.clone()),
+        ]),
+        Line::from(vec![
+            Span::styled("plugin ", t.get("muted")),
+            Span::raw(d.plugin.clone()),
+        ]),
+        Line::from(vec![
+            Span::styled("started ", t.get("muted")),
+            Span::raw(clock(d.created_at)),
+        ]),
+    ];
+    if d.runs > 1 {
+        lines.push(Line::from(Span::styled(
+            format!("resumed: {} runs", d.runs),
+            t.get("notice.warn"),
+        )));
+    }
+    if !d.pending_commands.is_empty() {
+        lines.push(Line::from(format!(
+            "waiting commands: {}",
+            d.pending_commands.join(", ")
+        )));
+    }
+    if let Some(r) = &d.report {
+        lines.push(Line::from(Span::styled(
+            r.message.clone(),
+            t.status(&r.result),
+        )));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: true }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(t.get("border"))
+                .title(Span::styled(" Deployment ", t.get("title"))),
+        ),
+        info,
+    );
+}

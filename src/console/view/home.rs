@@ -1,0 +1,149 @@
+//! Home: every application's environments, and the live and recent deployments.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+
+use super::ViewCtx;
+use super::widgets::{elapsed, fit, kind_of, progress, state_of};
+use crate::console::app::Focus;
+
+pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let apps_height = u16::try_from(ctx.app.snap.apps.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(3);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Max(apps_height.max(5)), Constraint::Min(5)]).areas(area);
+    render_apps(frame, top, ctx);
+    render_deployments(frame, bottom, ctx);
+}
+
+fn block<'a>(title: &'a str, focused: bool, ctx: &ViewCtx<'_>) -> Block<'a> {
+    let t = ctx.theme;
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(if focused {
+            t.get("border_focus")
+        } else {
+            t.get("border")
+        })
+        .title(Span::styled(title, t.get("title")))
+}
+
+fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let wide = area.width >= 100;
+    let rows = app.snap.apps.iter().map(|a| {
+        let env = Span::styled(
+            format!(" {} ", a.environment),
+            if a.production {
+                t.get("production")
+            } else {
+                t.get("environment")
+            },
+        );
+        let live = if a.live.is_empty() {
+            "-".to_owned()
+        } else {
+            a.live.join(",")
+        };
+        let mut cells = vec![
+            Cell::from(Line::from(vec![
+                Span::raw(format!("{} ", a.application)),
+                env,
+            ])),
+            Cell::from(a.version.clone()),
+            Cell::from(live),
+            Cell::from(a.targets.to_string()),
+            Cell::from(a.strategy.clone()),
+        ];
+        if wide {
+            cells.push(Cell::from(a.plugin.clone()));
+        }
+        Row::new(cells)
+    });
+    let mut header = vec!["APPLICATION", "VERSION", "LIVE", "TARGETS", "STRATEGY"];
+    let mut widths = vec![
+        Constraint::Min(20),
+        Constraint::Length(10),
+        Constraint::Min(10),
+        Constraint::Length(7),
+        Constraint::Length(10),
+    ];
+    if wide {
+        header.push("PLUGIN");
+        widths.push(Constraint::Length(14));
+    }
+    let focused = app.focus == Focus::Apps;
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(t.get("muted")))
+        .block(block(" Applications ", focused, ctx))
+        .row_highlight_style(if focused {
+            t.get("selection")
+        } else {
+            Style::default()
+        })
+        .highlight_symbol("› ");
+    let mut state = TableState::default().with_selected(Some(app.app_row));
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
+fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let wide = area.width >= 100;
+    let rows = app.snap.deployments.iter().map(|d| {
+        let state = state_of(d);
+        let mut cells = vec![
+            Cell::from(if wide {
+                d.id.clone()
+            } else {
+                d.id.trim_start_matches("dep-").to_owned()
+            }),
+            Cell::from(kind_of(d)),
+            Cell::from(fit(&format!("{}/{}", d.application, d.environment), 18)),
+            Cell::from(d.version.clone()),
+            Cell::from(Span::styled(state.clone(), t.status(&state))),
+            Cell::from(progress(d)),
+        ];
+        if wide {
+            cells.push(Cell::from(d.phase.clone().unwrap_or_default()));
+            cells.push(Cell::from(format!(
+                "{} ago",
+                elapsed(app.now - d.created_at)
+            )));
+        }
+        Row::new(cells)
+    });
+    let mut header = vec!["ID", "KIND", "APP/ENV", "VERSION", "STATE", "DONE"];
+    let mut widths = vec![
+        Constraint::Length(if wide { 25 } else { 21 }),
+        Constraint::Length(8),
+        Constraint::Min(10),
+        Constraint::Length(8),
+        Constraint::Length(11),
+        Constraint::Length(7),
+    ];
+    if wide {
+        header.extend(["PHASE", "STARTED"]);
+        widths.extend([Constraint::Length(22), Constraint::Length(10)]);
+    }
+    let focused = app.focus == Focus::Deployments;
+    let title = if app.snap.deployments.is_empty() {
+        " Deployments: none yet "
+    } else {
+        " Deployments "
+    };
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(t.get("muted")))
+        .block(block(title, focused, ctx))
+        .row_highlight_style(if focused {
+            t.get("selection")
+        } else {
+            Style::default()
+        })
+        .highlight_symbol("› ");
+    let mut state = TableState::default().with_selected(focused.then_some(app.deployment_row));
+    frame.render_stateful_widget(table, area, &mut state);
+}

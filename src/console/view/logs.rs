@@ -1,0 +1,65 @@
+//! The log pane: the filtered lines, following the newest or scrolled back, with the filter and
+//! the count of lines the console could not keep up with in its title.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::ViewCtx;
+use super::widgets::{clock, fit};
+use crate::console::app::Focus;
+
+pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let pane = &app.logs;
+    let height = usize::from(area.height.saturating_sub(2));
+    let width = usize::from(area.width.saturating_sub(2));
+    let mut title = String::from(" Logs ");
+    title.push_str(if pane.following() {
+        "· following "
+    } else {
+        "· scrolled back (End follows) "
+    });
+    let filter = pane.filter.describe();
+    if !filter.is_empty() {
+        title.push_str(&format!("· {filter} "));
+    }
+    if pane.dropped > 0 {
+        title.push_str(&format!("· dropped {} ", pane.dropped));
+    }
+    let lines: Vec<Line<'_>> = pane
+        .visible(height)
+        .into_iter()
+        .map(|l| {
+            let who = match &l.target {
+                Some(target) => format!("{} {target}", l.source),
+                None => l.source.clone(),
+            };
+            let head = format!("{} {:<5} {} ", clock(l.at), l.level.as_str(), who);
+            let room = width.saturating_sub(head.chars().count());
+            Line::from(vec![
+                Span::styled(head, t.get("muted")),
+                Span::styled(fit(&l.message, room), t.level(l.level)),
+            ])
+        })
+        .collect();
+    let focused = app.focus == Focus::Logs;
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(if focused {
+            t.get("border_focus")
+        } else {
+            t.get("border")
+        })
+        .title(Span::styled(fit(&title, width), t.get("title")));
+    let body = if lines.is_empty() {
+        Paragraph::new(Line::from(Span::styled(
+            " no log lines match",
+            t.get("muted"),
+        )))
+    } else {
+        Paragraph::new(lines)
+    };
+    frame.render_widget(body.block(block), area);
+}

@@ -1,0 +1,70 @@
+//! Small formatting helpers shared by the views.
+
+use crate::deploy::view::DeploymentView;
+use crate::workflow::store::WorkflowStatus;
+
+/// `1m04s`, `2h03m`, `12s`.
+pub fn elapsed(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `HH:MM:SS` (UTC) of an epoch-ms time.
+pub fn clock(ms: i64) -> String {
+    let s = ms.max(0) / 1000 % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+}
+
+/// The one-word state an operator reads: running, paused, deployed, failed, rolled back, …
+pub fn state_of(d: &DeploymentView) -> String {
+    match (d.status, d.phase.as_deref(), &d.report) {
+        (WorkflowStatus::Pending, Some("paused"), _) => "paused".into(),
+        (WorkflowStatus::Pending | WorkflowStatus::Enqueued, _, _) => "running".into(),
+        (WorkflowStatus::Cancelled, _, _) => "cancelled".into(),
+        (WorkflowStatus::MaxRecoveryAttemptsExceeded, _, _) => "interrupted".into(),
+        (_, _, Some(r)) => r.result.replace('_', " "),
+        (WorkflowStatus::Success, _, None) => "done".into(),
+        (WorkflowStatus::Error, _, None) => "failed".into(),
+    }
+}
+
+/// `rolling deploy`, `rollback`, `dry-run`.
+pub fn kind_of(d: &DeploymentView) -> String {
+    if d.dry_run {
+        "dry-run".into()
+    } else {
+        d.kind.clone()
+    }
+}
+
+/// `12/36`: targets done of all.
+pub fn progress(d: &DeploymentView) -> String {
+    let done = d
+        .targets
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.state.as_str(),
+                "deployed" | "unchanged" | "rolled_back" | "planned"
+            )
+        })
+        .count();
+    format!("{done}/{}", d.targets.len())
+}
+
+/// Cuts `s` to `width` characters, marking the cut.
+pub fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_owned()
+    } else if width == 0 {
+        String::new()
+    } else {
+        let mut out: String = s.chars().take(width - 1).collect();
+        out.push('…');
+        out
+    }
+}

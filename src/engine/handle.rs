@@ -1,0 +1,604 @@
+//! The engine as a console sees it: `Command`s in (never awaited), the latest `Snapshot` out (a
+//! `watch`: a burst of changes costs one redraw), and every `LogLine` on a `broadcast` (a slow
+//! reader counts what it dropped). Behind it runs either an engine in this process, or — when
+//! another process holds the database — an attachment that reads the database and acts through
+//! the workflows' mailboxes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::Engine;
+use crate::config::{Config, Strategy};
+use crate::deploy::submit::{self, Submission, Submitted};
+use crate::deploy::view::{self, DeploymentView};
+use crate::operator::Operator;
+use crate::plugin::{Level, LogLine};
+use crate::workflow::store::{
+    JournalEntry, LogRecord, Message, SendRequest, Sent, Store, WorkflowQuery,
+};
+
+/// What an operator asks the engine to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Deploy (or dry-run) an application to an environment.
+    Deploy {
+        application: String,
+        environment: String,
+        version: Option<String>,
+        dry_run: bool,
+        reason: Option<String>,
+    },
+    /// Roll an environment back to its previous release.
+    Rollback {
+        application: String,
+        environment: String,
+        reason: Option<String>,
+    },
+    /// Stop a deployment at its next step boundary.
+    Cancel { id: String, reason: Option<String> },
+    /// Pause a deployment before its next batch.
+    Pause { id: String },
+    /// Resume a paused, cancelled or interrupted deployment.
+    Resume { id: String },
+    /// Read the database again now.
+    Refresh,
+}
+
+/// Where the engine runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum EngineMode {
+    /// In this process: this console started it.
+    InProcess,
+    /// In another process (another console or a worker); this console is attached to it.
+    Attached { holder: String },
+}
+
+/// An application's environment, for the console's list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppEnv {
+    /// Application.
+    pub application: String,
+    /// Environment.
+    pub environment: String,
+    /// Production environment.
+    pub production: bool,
+    /// Plugin.
+    pub plugin: String,
+    /// Version the descriptor names.
+    pub version: String,
+    /// `all`, `rolling 2`.
+    pub strategy: String,
+    /// Targets.
+    pub targets: usize,
+    /// Versions live on its monikers now.
+    pub live: Vec<String>,
+    /// Target names by batch, as a deploy would run them.
+    pub batches: Vec<Vec<String>>,
+    /// The version live on each target, by target name.
+    pub live_by_target: std::collections::BTreeMap<String, String>,
+}
+
+/// A line for the operator about something they did (or that went wrong doing it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Notice {
+    /// Increasing.
+    pub id: u64,
+    /// Epoch ms.
+    pub at: i64,
+    /// Severity.
+    pub level: Level,
+    /// The text.
+    pub text: String,
+}
+
+/// Everything the console renders from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// Increases with every new snapshot.
+    pub seq: u64,
+    /// Where the engine runs (None before the first read).
+    pub mode: Option<EngineMode>,
+    /// The database.
+    pub database: PathBuf,
+    /// Who is at this console.
+    pub operator: String,
+    /// Applications and environments.
+    pub apps: Vec<AppEnv>,
+    /// Live deployments first, then the most recent.
+    pub deployments: Vec<DeploymentView>,
+    /// Recent operator actions, newest last.
+    pub journal: Vec<JournalEntry>,
+    /// Recent notices, newest last.
+    pub notices: Vec<Notice>,
+    /// Problems in the configuration (descriptors that do not load).
+    pub problems: Vec<String>,
+}
+
+/// The console's end of the engine.
+#[derive(Debug)]
+pub struct EngineHandle {
+    /// Commands in.
+    pub commands: mpsc::Sender<Command>,
+    /// The latest snapshot.
+    pub snapshot: watch::Receiver<Arc<Snapshot>>,
+    /// Log lines.
+    pub logs: broadcast::Sender<LogLine>,
+    task: tokio::task::JoinHandle<Option<Engine>>,
+    stop: Arc<tokio::sync::Notify>,
+}
+
+impl EngineHandle {
+    /// Stops the actor; returns the in-process engine (to shut down or keep running headless).
+    pub async fn close(self) -> Option<Engine> {
+        self.stop.notify_one();
+        self.task.await.ok().flatten()
+    }
+}
+
+/// Opens the engine for a console: in this process if the database is free, else attached to
+/// the process that holds it.
+pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, super::EngineError> {
+    let (engine, store, mode): (Option<Engine>, Arc<dyn Store>, EngineMode) =
+        match Engine::start(&config).await {
+            Ok(e) => {
+                let store = e.store().clone();
+                (Some(e), store, EngineMode::InProcess)
+            }
+            Err(super::EngineError::Lease(l @ crate::workflow::LeaseError::Held { .. })) => {
+                let store: Arc<dyn Store> = Arc::new(crate::workflow::SqliteStore::open(
+                    &config.database,
+                    config.engine.synchronous,
+                    false,
+                )?);
+                (
+                    None,
+                    store,
+                    EngineMode::Attached {
+                        holder: holder_of(&l),
+                    },
+                )
+            }
+            Err(e) => return Err(e),
+        };
+    let (commands, rx) = mpsc::channel(64);
+    let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
+    let (logs, _) = broadcast::channel(65_536);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let actor = Actor {
+        config,
+        operator,
+        store,
+        engine,
+        mode,
+        notices: Vec::new(),
+        next_notice: 1,
+        seq: 0,
+        snap: snap_tx,
+        logs: logs.clone(),
+        log_cursor: 0,
+    };
+    let task = tokio::spawn(actor.run(rx, stop.clone()));
+    Ok(EngineHandle {
+        commands,
+        snapshot,
+        logs,
+        task,
+        stop,
+    })
+}
+
+fn holder_of(e: &crate::workflow::LeaseError) -> String {
+    match e {
+        crate::workflow::LeaseError::Held { pid, host, .. } => format!("pid {pid} on {host}"),
+        other => other.to_string(),
+    }
+}
+
+struct Actor {
+    config: Config,
+    operator: Operator,
+    store: Arc<dyn Store>,
+    engine: Option<Engine>,
+    mode: EngineMode,
+    notices: Vec<Notice>,
+    next_notice: u64,
+    seq: u64,
+    snap: watch::Sender<Arc<Snapshot>>,
+    logs: broadcast::Sender<LogLine>,
+    log_cursor: i64,
+}
+
+impl Actor {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        stop: Arc<tokio::sync::Notify>,
+    ) -> Option<Engine> {
+        // In-process, log lines come straight from the engine; attached, from the database.
+        let mut engine_logs = self.engine.as_ref().map(Engine::logs);
+        let mut events = self.engine.as_ref().map(Engine::events);
+        self.log_cursor = self.store.last_log_id().await.unwrap_or(0);
+        let mut dirty = true;
+        let mut last_version = -1i64;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.notified() => break,
+                cmd = commands.recv() => match cmd {
+                    Some(c) => { self.handle(c).await; dirty = true; }
+                    None => break,
+                },
+                line = recv(&mut engine_logs) => match line {
+                    Some(l) => { let _ = self.logs.send(l); dirty = true; }
+                    None => engine_logs = None,
+                },
+                ev = recv_event(&mut events) => { if ev { dirty = true; } else { events = None; } },
+                _ = tick.tick() => {
+                    if self.engine.is_none() {
+                        self.poll_logs().await;
+                        let v = self.store.data_version().await.unwrap_or(0);
+                        if v != last_version {
+                            last_version = v;
+                            dirty = true;
+                        }
+                    }
+                    if dirty {
+                        self.publish().await;
+                        dirty = false;
+                    }
+                }
+            }
+        }
+        self.engine
+    }
+
+    fn notice(&mut self, level: Level, text: String) {
+        self.notices.push(Notice {
+            id: self.next_notice,
+            at: crate::sys::now_ms(),
+            level,
+            text,
+        });
+        self.next_notice += 1;
+        if self.notices.len() > 20 {
+            self.notices.remove(0);
+        }
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        let outcome = match cmd {
+            Command::Deploy {
+                application,
+                environment,
+                version,
+                dry_run,
+                reason,
+            } => {
+                self.submit(&application, &environment, version, Some(dry_run), reason)
+                    .await
+            }
+            Command::Rollback {
+                application,
+                environment,
+                reason,
+            } => {
+                self.submit(&application, &environment, None, None, reason)
+                    .await
+            }
+            Command::Cancel { id, reason } => {
+                let subject = self.subject_of(&id).await;
+                let entry = self.operator.journal(
+                    "cancel",
+                    Some(&id),
+                    subject.as_deref(),
+                    None,
+                    reason.as_deref(),
+                );
+                match self.store.cancel(&id, entry).await {
+                    Ok(row) if row.status == crate::workflow::store::WorkflowStatus::Cancelled => {
+                        self.wake(&id);
+                        Ok(format!("{id} cancelled: it stops before its next step"))
+                    }
+                    Ok(row) => Err(format!(
+                        "{id} is not running (it is {})",
+                        row.status.as_str()
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            Command::Pause { id } => self
+                .send(&id, "pause", None)
+                .await
+                .map(|()| format!("{id} pauses before its next batch")),
+            Command::Resume { id } => self.resume(&id).await,
+            Command::Refresh => Ok(String::new()),
+        };
+        match outcome {
+            Ok(text) if text.is_empty() => {}
+            Ok(text) => self.notice(Level::Info, text),
+            Err(text) => self.notice(Level::Error, text),
+        }
+    }
+
+    async fn subject_of(&self, id: &str) -> Option<String> {
+        self.store
+            .workflow(id)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|r| r.subject)
+    }
+
+    fn wake(&self, id: &str) {
+        if let Some(e) = &self.engine {
+            e.wake(id);
+        }
+    }
+
+    async fn submit(
+        &mut self,
+        application: &str,
+        environment: &str,
+        version: Option<String>,
+        deploy: Option<bool>,
+        reason: Option<String>,
+    ) -> Result<String, String> {
+        let mut spec = self
+            .config
+            .environment(application, environment)
+            .map_err(|e| e.to_string())?;
+        if let Some(v) = version {
+            spec.artifact.version = v;
+        }
+        let sub = Submission {
+            operator: &self.operator,
+            reason: reason.as_deref(),
+            max_recovery_attempts: self.config.engine.max_recovery_attempts,
+        };
+        let submitted = match deploy {
+            Some(dry_run) => submit::deploy(self.store.as_ref(), &spec, dry_run, &sub).await,
+            None => submit::rollback(self.store.as_ref(), &spec, &sub).await,
+        }
+        .map_err(|e| e.to_string())?;
+        if let Some(e) = &self.engine {
+            e.run(submitted.id()).await.map_err(|e| e.to_string())?;
+        }
+        let what = match deploy {
+            Some(true) => "dry-run",
+            Some(false) => "deploy",
+            None => "rollback",
+        };
+        Ok(match submitted {
+            Submitted::Started(id) => {
+                format!("{id}: {what} of {application} to {environment} started")
+            }
+            Submitted::Resuming(id) => {
+                format!("{id}: the same {what} was interrupted; resuming it")
+            }
+        })
+    }
+
+    async fn send(
+        &mut self,
+        id: &str,
+        topic: &str,
+        allowed: Option<Vec<String>>,
+    ) -> Result<(), String> {
+        let subject = self.subject_of(id).await;
+        let req = SendRequest {
+            message: Message {
+                id: format!("cmd-{:016x}", fastrand::u64(..)),
+                destination: id.to_owned(),
+                topic: topic.to_owned(),
+                payload: "{}".into(),
+                sender: Some(self.operator.display()),
+                created_at: crate::sys::now_ms(),
+            },
+            require_event: allowed.map(|a| ("phase".to_owned(), a)),
+            journal: Some(
+                self.operator
+                    .journal(topic, Some(id), subject.as_deref(), None, None),
+            ),
+        };
+        match self.store.send(req).await.map_err(|e| e.to_string())? {
+            Sent::Delivered | Sent::Duplicate => {
+                self.wake(id);
+                Ok(())
+            }
+            Sent::Rejected(why) => Err(why),
+        }
+    }
+
+    async fn resume(&mut self, id: &str) -> Result<String, String> {
+        let row = self
+            .store
+            .workflow(id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("no deployment {id}"))?;
+        let phase = self
+            .store
+            .events(id)
+            .await
+            .ok()
+            .and_then(|e| e.get("phase").cloned())
+            .unwrap_or_default();
+        use crate::workflow::store::WorkflowStatus as S;
+        match row.status {
+            S::Pending if phase.contains("paused") => self
+                .send(id, "resume", Some(vec!["paused".into()]))
+                .await
+                .map(|()| format!("{id} resumes")),
+            S::Cancelled | S::MaxRecoveryAttemptsExceeded => {
+                let entry =
+                    self.operator
+                        .journal("resume", Some(id), row.subject.as_deref(), None, None);
+                self.store
+                    .resume(id, entry)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if let Some(e) = &self.engine {
+                    e.run(id).await.map_err(|e| e.to_string())?;
+                }
+                Ok(format!("{id} resumes from its last checkpoint"))
+            }
+            S::Pending | S::Enqueued => Err(format!("{id} is running; nothing to resume")),
+            S::Success | S::Error => Err(format!("{id} already finished; start a new deploy")),
+        }
+    }
+
+    /// Attached: the other engine's log lines arrive through the database.
+    async fn poll_logs(&mut self) {
+        let Ok(lines) = self.store.recent_logs(self.log_cursor, 5000).await else {
+            return;
+        };
+        for l in lines {
+            self.log_cursor = l.id;
+            let _ = self.logs.send(line_of(l));
+        }
+    }
+
+    async fn publish(&mut self) {
+        let mut deployments = Vec::new();
+        let rows = self
+            .store
+            .workflows(WorkflowQuery {
+                subject: None,
+                live_only: false,
+                limit: 30,
+            })
+            .await
+            .unwrap_or_default();
+        for r in rows {
+            if let Ok(Some(v)) = view::load(self.store.as_ref(), &r.id).await {
+                deployments.push(v);
+            }
+        }
+        // Live ones first: they are what an operator acts on.
+        deployments.sort_by_key(|d| (!d.status.is_live(), std::cmp::Reverse(d.created_at)));
+        let mut journal = self
+            .store
+            .journal_entries(None, None)
+            .await
+            .unwrap_or_default();
+        let keep = journal.len().saturating_sub(50);
+        journal.drain(..keep);
+        let apps = self.apps().await;
+        self.seq += 1;
+        let snap = Snapshot {
+            seq: self.seq,
+            mode: Some(self.mode.clone()),
+            database: self.config.database.clone(),
+            operator: self.operator.display(),
+            apps,
+            deployments,
+            journal,
+            notices: self.notices.clone(),
+            problems: self
+                .config
+                .problems
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        };
+        self.snap.send_replace(Arc::new(snap));
+    }
+
+    async fn apps(&self) -> Vec<AppEnv> {
+        let mut out = Vec::new();
+        for d in &self.config.descriptors {
+            for env in d.spec.environments.keys() {
+                let Ok(spec) = self.config.environment(&d.spec.application, env) else {
+                    continue;
+                };
+                let releases = self
+                    .store
+                    .releases(&spec.subject())
+                    .await
+                    .unwrap_or_default();
+                let mut live_by_target = std::collections::BTreeMap::new();
+                for r in releases.iter().filter(|r| r.rolled_back_by.is_none()) {
+                    let name = r
+                        .moniker
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or(&r.moniker)
+                        .to_owned();
+                    live_by_target.insert(name, r.version.clone());
+                }
+                let mut live: Vec<String> = live_by_target.values().cloned().collect();
+                live.sort();
+                live.dedup();
+                let batches = crate::deploy::plan::compute(&spec)
+                    .map(|p| {
+                        p.batches
+                            .iter()
+                            .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(AppEnv {
+                    application: spec.application.clone(),
+                    environment: spec.environment.clone(),
+                    production: spec.production,
+                    plugin: spec.plugin.clone(),
+                    version: spec.artifact.version.clone(),
+                    strategy: match spec.strategy {
+                        Strategy::All => "all".into(),
+                        Strategy::Rolling { batch_size, .. } => format!("rolling {batch_size}"),
+                    },
+                    targets: spec.targets.len(),
+                    live,
+                    batches,
+                    live_by_target,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// A stored log line as a live one.
+pub fn line_of(l: LogRecord) -> LogLine {
+    LogLine {
+        at: l.at,
+        level: Level::parse(&l.level).unwrap_or(Level::Info),
+        source: l.source,
+        deployment_id: l.workflow_id,
+        target: l.target,
+        message: l.message,
+        attrs: l
+            .attrs
+            .and_then(|a| serde_json::from_str(&a).ok())
+            .unwrap_or_default(),
+    }
+}
+
+async fn recv(rx: &mut Option<broadcast::Receiver<LogLine>>) -> Option<LogLine> {
+    match rx {
+        Some(r) => loop {
+            match r.recv().await {
+                Ok(l) => return Some(l),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_event(rx: &mut Option<broadcast::Receiver<crate::workflow::RuntimeEvent>>) -> bool {
+    match rx {
+        Some(r) => match r.recv().await {
+            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => true,
+            Err(broadcast::error::RecvError::Closed) => false,
+        },
+        None => std::future::pending().await,
+    }
+}
