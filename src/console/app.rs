@@ -233,6 +233,7 @@ impl App {
 
     /// Applies `action`; returns the command to send, if any.
     pub fn update(&mut self, action: Action) -> Option<Command> {
+        let was_dirty = self.dirty;
         self.dirty = true;
         match action {
             Action::Tick(now) => {
@@ -248,7 +249,8 @@ impl App {
                 if expired {
                     self.flash = None;
                 }
-                self.dirty = (second && clock) || expired;
+                // Time alone never un-dirties a frame still waiting to be drawn.
+                self.dirty = was_dirty || (second && clock) || expired;
                 None
             }
             Action::Snapshot(s) => {

@@ -90,9 +90,7 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             let state = widgets::state_of(d);
             spans.push(Span::styled(
                 state.to_uppercase(),
-                theme
-                    .status(&state)
-                    .patch(h.remove_modifier(ratatui::style::Modifier::all())),
+                h.patch(theme.status(&state)),
             ));
             if let Some(p) = d
                 .phase

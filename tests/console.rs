@@ -1,0 +1,482 @@
+#![cfg(feature = "tui")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! The console without a terminal: `App::update` for every key and every confirmation path, and
+//! whole-screen snapshots with ratatui's `TestBackend` at 80×24 and 120×40, for each screen and
+//! each theme, with time injected.
+
+#[path = "console/fixture.rs"]
+mod fixture;
+
+use manent::console::action::Action;
+use manent::console::app::{App, CONFIRM_GUARD_MS, Choice, Focus, Modal, Screen};
+use manent::console::keymap::{self, Mode};
+use manent::engine::handle::{Command, EngineMode};
+use manent::plugin::Level;
+
+use fixture::{NOW, app_on_deployment, app_on_home, snapshot};
+
+fn key(app: &mut App, code: crossterm::event::KeyCode) -> Option<Command> {
+    let ev = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
+    let action = keymap::action(app.mode(), ev)?;
+    app.update(action)
+}
+
+fn ch(app: &mut App, c: char) -> Option<Command> {
+    key(app, crossterm::event::KeyCode::Char(c))
+}
+
+fn later(app: &mut App) {
+    let t = app.now + CONFIRM_GUARD_MS + 1;
+    app.update(Action::Tick(t));
+}
+
+use crossterm::event::KeyCode::{Down, Enter, Esc, Right, Tab, Up};
+
+#[test]
+fn help_opens_and_closes() {
+    let mut app = app_on_home();
+    ch(&mut app, '?');
+    assert_eq!(app.mode(), Mode::Help);
+    assert_eq!(ch(&mut app, 'D'), None, "dialogs take their keys first");
+    key(&mut app, Esc);
+    assert!(app.modals.is_empty());
+    ch(&mut app, 'E');
+    assert_eq!(app.modals, vec![Modal::EngineLog]);
+    ch(&mut app, 'E');
+    assert!(app.modals.is_empty());
+}
+
+#[test]
+fn moving_focus_and_opening() {
+    let mut app = app_on_home();
+    key(&mut app, Down);
+    key(&mut app, Down);
+    key(&mut app, Down);
+    assert_eq!(app.app_row, 2, "stops at the last application");
+    key(&mut app, Up);
+    assert_eq!(app.app_row, 1);
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Deployments);
+    ch(&mut app, 'l');
+    assert_eq!(app.focus, Focus::Apps, "l moves to the next panel (wraps)");
+    key(&mut app, Enter);
+    assert!(
+        matches!(app.modals.last(), Some(Modal::Plan { environment, .. }) if environment == "prod")
+    );
+    key(&mut app, Esc);
+    key(&mut app, Tab);
+    key(&mut app, Enter);
+    assert_eq!(
+        app.screen,
+        Screen::Deployment("dep-20261129-100000-aaaa".into())
+    );
+    assert_eq!(
+        app.logs.filter.deployment.as_deref(),
+        Some("dep-20261129-100000-aaaa")
+    );
+    key(&mut app, Esc);
+    assert_eq!(app.screen, Screen::Home);
+    assert_eq!(app.focus, Focus::Deployments);
+}
+
+#[test]
+fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
+    let mut app = app_on_home();
+    key(&mut app, Down);
+    assert_eq!(ch(&mut app, 'D'), None);
+    let Some(Modal::Confirm(c)) = app.modals.last() else {
+        panic!("no confirmation")
+    };
+    assert_eq!(
+        c.title,
+        "Deploy shop 2.4.0 to prod: 36 targets in 6 batches?"
+    );
+    assert_eq!(c.choice, Choice::Cancel);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.contains("PROD IS A PRODUCTION ENVIRONMENT"))
+    );
+    // An Enter right after the dialog opened is a held key: nothing happens.
+    assert_eq!(key(&mut app, Enter), None);
+    assert_eq!(app.modals.len(), 1);
+    // Enter on the default button cancels.
+    later(&mut app);
+    assert_eq!(key(&mut app, Enter), None);
+    assert!(app.modals.is_empty());
+    assert_eq!(
+        app.flash.as_ref().unwrap().text,
+        "cancelled: nothing was done"
+    );
+    // Choosing Confirm, typing a reason, then Enter deploys.
+    ch(&mut app, 'D');
+    key(&mut app, Right);
+    for c in "hotfix 123".chars() {
+        ch(&mut app, c);
+    }
+    later(&mut app);
+    let cmd = key(&mut app, Enter);
+    assert_eq!(
+        cmd,
+        Some(Command::Deploy {
+            application: "shop".into(),
+            environment: "prod".into(),
+            version: None,
+            dry_run: false,
+            reason: Some("hotfix 123".into()),
+        })
+    );
+    // Esc cancels too.
+    ch(&mut app, 'D');
+    key(&mut app, Esc);
+    assert!(app.modals.is_empty());
+}
+
+#[test]
+fn a_production_rollback_wants_the_environment_name_typed() {
+    let mut app = app_on_home();
+    key(&mut app, Down);
+    ch(&mut app, 'R');
+    assert_eq!(app.mode(), Mode::TypedConfirm);
+    for c in "pro".chars() {
+        ch(&mut app, c);
+    }
+    later(&mut app);
+    assert_eq!(
+        key(&mut app, Enter),
+        None,
+        "a partial name does not confirm"
+    );
+    assert!(
+        app.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("type `prod` exactly")
+    );
+    ch(&mut app, 'd');
+    let cmd = key(&mut app, Enter);
+    assert_eq!(
+        cmd,
+        Some(Command::Rollback {
+            application: "shop".into(),
+            environment: "prod".into(),
+            reason: None
+        })
+    );
+    // Staging is not production: an ordinary confirmation.
+    key(&mut app, Up);
+    ch(&mut app, 'R');
+    assert_eq!(app.mode(), Mode::Confirm);
+}
+
+#[test]
+fn cancel_pause_and_resume_act_on_the_selected_deployment() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    ch(&mut app, 'c');
+    let Some(Modal::Confirm(c)) = app.modals.last() else {
+        panic!("no confirmation")
+    };
+    assert_eq!(c.title, "Cancel deploy of shop to prod (36 targets)?");
+    key(&mut app, Tab);
+    later(&mut app);
+    assert_eq!(
+        key(&mut app, Enter),
+        Some(Command::Cancel {
+            id: "dep-20261129-100000-aaaa".into(),
+            reason: None
+        })
+    );
+    assert_eq!(
+        ch(&mut app, ' '),
+        Some(Command::Pause {
+            id: "dep-20261129-100000-aaaa".into()
+        })
+    );
+    // A paused deployment resumes; a finished one says so.
+    let mut paused = app_on_deployment("dep-20261129-100000-aaaa");
+    fixture::set_phase(&mut paused, "paused");
+    assert_eq!(
+        ch(&mut paused, ' '),
+        Some(Command::Resume {
+            id: "dep-20261129-100000-aaaa".into()
+        })
+    );
+    let mut done = app_on_deployment("dep-20261129-090000-bbbb");
+    assert_eq!(ch(&mut done, ' '), None);
+    assert!(done.flash.as_ref().unwrap().text.contains("has finished"));
+    assert_eq!(ch(&mut done, 'c'), None);
+    assert!(
+        done.modals.is_empty(),
+        "no confirmation for a deployment that is not running"
+    );
+}
+
+#[test]
+fn dry_run_needs_no_confirmation() {
+    let mut app = app_on_home();
+    let cmd = ch(&mut app, 'd');
+    assert!(
+        matches!(cmd, Some(Command::Deploy { dry_run: true, ref environment, .. }) if environment == "staging")
+    );
+    key(&mut app, Enter);
+    assert_eq!(
+        ch(&mut app, 'd').map(|c| matches!(c, Command::Deploy { dry_run: true, .. })),
+        Some(true)
+    );
+    assert!(app.modals.is_empty(), "the plan closes");
+}
+
+#[test]
+fn readonly_changes_nothing_and_says_why() {
+    let mut app = app_on_home();
+    app.readonly = true;
+    for c in ['D', 'd', 'R'] {
+        assert_eq!(ch(&mut app, c), None);
+        assert!(app.modals.is_empty(), "{c} opened a dialog");
+        assert!(
+            app.flash
+                .as_ref()
+                .unwrap()
+                .text
+                .starts_with("read-only console:"),
+            "{c}"
+        );
+    }
+    let mut d = app_on_deployment("dep-20261129-100000-aaaa");
+    d.readonly = true;
+    assert_eq!(ch(&mut d, ' '), None);
+    assert_eq!(ch(&mut d, 'c'), None);
+    assert!(d.modals.is_empty());
+    assert!(d.flash.as_ref().unwrap().text.contains("--readonly"));
+}
+
+#[test]
+fn canary_and_hook_keys_explain_why_they_do_nothing_here() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    for c in ['p', 'x', 't'] {
+        assert_eq!(ch(&mut app, c), None);
+        assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn);
+    }
+    key(&mut app, Tab);
+    key(&mut app, Tab);
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Canary);
+    ch(&mut app, 'h');
+    assert!(app.flash.as_ref().unwrap().text.contains("traffic slider"));
+    assert_eq!(
+        app.focus,
+        Focus::Canary,
+        "on the canary panel ←/→ move the slider, not the focus"
+    );
+}
+
+#[test]
+fn log_filters_search_level_target_and_scroll() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    ch(&mut app, '/');
+    assert_eq!(app.mode(), Mode::Prompt);
+    for c in "plugin:fleet health".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, crossterm::event::KeyCode::Backspace);
+    key(&mut app, Enter);
+    assert_eq!(app.logs.filter.source.as_deref(), Some("fleet"));
+    assert_eq!(app.logs.filter.text, "healt");
+    ch(&mut app, '/');
+    key(&mut app, Esc);
+    assert_eq!(app.logs.filter.text, "healt", "Esc keeps the filter");
+    for expected in [
+        Some(Level::Info),
+        Some(Level::Warn),
+        Some(Level::Error),
+        None,
+    ] {
+        ch(&mut app, 'L');
+        assert_eq!(app.logs.filter.min_level, expected);
+    }
+    key(&mut app, Down);
+    ch(&mut app, 'f');
+    assert_eq!(app.logs.filter.target.as_deref(), Some("web-02"));
+    key(&mut app, Enter);
+    assert_eq!(app.logs.filter.target, None, "again: all targets");
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Logs);
+    app.logs.filter = Default::default();
+    app.logs.filter.deployment = Some("dep-20261129-100000-aaaa".into());
+    key(&mut app, crossterm::event::KeyCode::PageUp);
+    assert!(!app.logs.following());
+    ch(&mut app, 'G');
+    assert!(app.logs.following());
+}
+
+#[test]
+fn quitting_asks_when_this_console_runs_deployments() {
+    let mut app = app_on_home();
+    ch(&mut app, 'q');
+    assert!(matches!(app.modals.last(), Some(Modal::Quit { .. })));
+    assert_eq!(key(&mut app, Enter), None);
+    assert!(!app.should_quit, "a held Enter does not quit");
+    later(&mut app);
+    key(&mut app, Enter);
+    assert!(!app.should_quit, "Cancel is the default");
+    ch(&mut app, 'q');
+    key(&mut app, Right);
+    later(&mut app);
+    key(&mut app, Enter);
+    assert!(app.should_quit);
+    // Attached to another engine, nothing of ours runs: quit at once.
+    let mut attached = app_on_home();
+    let mut s = (*attached.snap).clone();
+    s.mode = Some(EngineMode::Attached {
+        holder: "pid 7 on bastion".into(),
+    });
+    attached.update(Action::Snapshot(std::sync::Arc::new(s)));
+    ch(&mut attached, 'q');
+    assert!(attached.should_quit);
+}
+
+#[test]
+fn notices_flash_once_and_time_redraws_only_what_shows_it() {
+    let mut app = app_on_home();
+    let mut s = snapshot();
+    s.notices.push(manent::engine::handle::Notice {
+        id: 1,
+        at: NOW,
+        level: Level::Error,
+        text: "boom".into(),
+    });
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    assert_eq!(app.flash.as_ref().unwrap().text, "boom");
+    app.flash = None;
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    assert!(app.flash.is_none(), "an old notice does not flash again");
+    app.dirty = false;
+    app.update(Action::Tick(NOW + 100));
+    assert!(!app.dirty, "same second: nothing to redraw");
+    app.update(Action::Tick(NOW + 1000));
+    assert!(app.dirty, "a running deployment's clock moved");
+    app.update(Action::LogsDropped(5));
+    assert_eq!(app.logs.dropped, 5);
+}
+
+mod snapshots {
+    use super::fixture::{app_on_deployment, app_on_home};
+    use super::*;
+    use manent::console::theme::Theme;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn draw(app: &App, theme: &str, w: u16, h: u16) -> Terminal<TestBackend> {
+        let theme = Theme::load(theme).unwrap();
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| manent::console::view::render(f, app, &theme))
+            .unwrap();
+        t
+    }
+
+    fn screens() -> Vec<(&'static str, App)> {
+        let home = app_on_home();
+        let running = app_on_deployment("dep-20261129-100000-aaaa");
+        let failed = app_on_deployment("dep-20261129-090000-bbbb");
+        let mut help = app_on_deployment("dep-20261129-100000-aaaa");
+        ch(&mut help, '?');
+        let mut confirm = app_on_home();
+        key(&mut confirm, Down);
+        ch(&mut confirm, 'D');
+        key(&mut confirm, Right);
+        for c in "weekly release".chars() {
+            ch(&mut confirm, c);
+        }
+        let mut typed = app_on_home();
+        key(&mut typed, Down);
+        ch(&mut typed, 'R');
+        ch(&mut typed, 'p');
+        let mut plan = app_on_home();
+        key(&mut plan, Enter);
+        let mut search = app_on_deployment("dep-20261129-100000-aaaa");
+        ch(&mut search, '/');
+        for c in "target:web-03 health".chars() {
+            ch(&mut search, c);
+        }
+        let mut filtered = app_on_deployment("dep-20261129-100000-aaaa");
+        filtered.logs.filter.parse_into("level:warn");
+        let mut readonly = app_on_home();
+        readonly.readonly = true;
+        ch(&mut readonly, 'D');
+        let mut quit = app_on_home();
+        ch(&mut quit, 'q');
+        vec![
+            ("home", home),
+            ("deployment_running", running),
+            ("deployment_failed", failed),
+            ("help", help),
+            ("confirm_deploy", confirm),
+            ("confirm_typed_rollback", typed),
+            ("plan", plan),
+            ("search", search),
+            ("logs_filtered", filtered),
+            ("readonly", readonly),
+            ("quit", quit),
+        ]
+    }
+
+    #[test]
+    fn every_screen_at_80x24_and_120x40() {
+        for (name, app) in screens() {
+            for (w, h) in [(80, 24), (120, 40)] {
+                let t = draw(&app, "default", w, h);
+                insta::assert_snapshot!(format!("{name}_{w}x{h}"), t.backend().to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn every_screen_in_every_theme_with_its_styles() {
+        for theme in ["default", "light", "high-contrast", "mono"] {
+            for (name, app) in screens() {
+                let t = draw(&app, theme, 80, 24);
+                insta::assert_debug_snapshot!(format!("{theme}_{name}"), t.backend().buffer());
+            }
+        }
+    }
+
+    #[test]
+    fn mono_keeps_the_selection_and_production_visible_without_colour() {
+        let app = app_on_deployment("dep-20261129-100000-aaaa");
+        let t = draw(&app, "mono", 80, 24);
+        let buf = t.backend().buffer();
+        let text = t.backend().to_string();
+        assert!(
+            text.contains("› web-01"),
+            "the selected row is marked with text:\n{text}"
+        );
+        for cell in buf.content() {
+            assert!(
+                cell.fg == ratatui::style::Color::Reset && cell.bg == ratatui::style::Color::Reset,
+                "mono uses no colour"
+            );
+        }
+        let prod = text.lines().next().unwrap().find("PROD").unwrap();
+        let cell = &buf.content()[prod];
+        assert!(
+            cell.modifier.contains(ratatui::style::Modifier::REVERSED),
+            "production stands out: {cell:?}"
+        );
+    }
+}
+
+#[test]
+fn a_tick_never_drops_a_change_still_waiting_to_be_drawn() {
+    // Found by the tmux test: a snapshot arriving between frames was lost by the next tick.
+    let mut app = fixture::app_on_home();
+    app.dirty = false;
+    let mut s = (*app.snap).clone();
+    s.deployments.clear();
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    app.update(Action::Tick(app.now + 100));
+    assert!(app.dirty);
+}

@@ -1,0 +1,261 @@
+#![cfg(feature = "tui")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! The console in a real terminal: tmux runs `manent demo` (and `manent console`) at 80×24; the
+//! tests press keys and read what a user sees with `capture-pane`.
+
+#[path = "support/fleet.rs"]
+mod fleet;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const MANENT: &str = env!("CARGO_BIN_EXE_manent");
+
+/// A private tmux server (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(name: &str, command: &str, env: &[(&str, &str)]) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            assert!(std::env::var_os("CI").is_none(), "tmux is required in CI");
+            return None;
+        }
+        let socket = format!("manent-e2e-{name}-{}", std::process::id());
+        let mut cmd = Command::new("tmux");
+        cmd.args([
+            "-L",
+            &socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "80",
+            "-y",
+            "24",
+        ]);
+        for (k, v) in env {
+            cmd.arg("-e").arg(format!("{k}={v}"));
+        }
+        cmd.arg(format!("{command}; echo EXITED $?; sleep 600"));
+        let ok = cmd.env_remove("TMUX").status().unwrap();
+        assert!(ok.success());
+        Some(Tmux { socket })
+    }
+
+    fn capture(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn capture_styled(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-e"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let ok = Command::new("tmux")
+                .args(["-L", &self.socket, "send-keys", k])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, what: &str, limit: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "timed out waiting for {what:?}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_secs(10);
+
+fn demo(dir: &Path, extra: &str) -> String {
+    format!("{MANENT} demo --dir {} {extra}", dir.display())
+}
+
+fn deployments(dir: &Path) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(dir.join(".manent/manent.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT workflow_id, status FROM workflow_status ORDER BY created_at")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn the_demo_deploys_and_answers_the_keyboard_at_80x24() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("demo", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    t.wait_for("RUNNING", LONG);
+    let screen = t.wait_for("deployed", LONG);
+    assert!(
+        screen.contains(" PROD ") && screen.contains("shop 2.4.0"),
+        "{screen}"
+    );
+    assert!(screen.lines().count() <= 24 && screen.lines().all(|l| l.chars().count() <= 80));
+    // Plugin log lines stream in the log pane.
+    t.wait_for("fleet web-", SHORT);
+    t.keys(&["?"]);
+    t.wait_for("Keys", SHORT);
+    t.keys(&["Escape", "Space"]);
+    t.wait_for("pauses before its next batch", SHORT);
+    t.wait_for("PAUSED", LONG);
+    t.keys(&["Space"]);
+    t.wait_for("RUNNING", LONG);
+    t.keys(&["/", "w", "e", "b", "-", "0", "1", "Enter"]);
+    let screen = t.wait_for("\"web-01\"", SHORT);
+    assert!(screen.contains("Logs"), "{screen}");
+    t.keys(&["c"]);
+    t.wait_for("Cancel deploy of shop to prod (36 targets)?", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Enter"]);
+    t.wait_for("cancelled: nothing was done", SHORT);
+    assert!(t.capture().contains("RUNNING") || t.capture().contains("DEPLOYED"));
+    t.keys(&["q"]);
+    t.wait_for("Quit the console?", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
+    let screen = t.wait_for("EXITED 0", LONG);
+    assert!(screen.contains("manent demo: done"), "{screen}");
+}
+
+#[test]
+fn without_colour_the_selection_and_production_still_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("nocolor", &demo(dir.path(), ""), &[("NO_COLOR", "1")]) else {
+        return;
+    };
+    let screen = t.wait_for("RUNNING", LONG);
+    assert!(
+        screen.contains("› "),
+        "the selected row is marked:\n{screen}"
+    );
+    let styled = t.capture_styled();
+    assert!(
+        colours(&styled).is_empty(),
+        "colours with NO_COLOR: {:?}\n{styled:?}",
+        colours(&styled)
+    );
+    assert!(
+        styled.contains("\u{1b}[7m") || styled.contains(";7m"),
+        "reverse video marks the selection"
+    );
+    t.keys(&["q"]);
+    t.wait_for("Quit the console?", SHORT);
+}
+
+/// SGR colour parameters (30–37, 40–47, 90–97, 100–107, 38/48) in a captured screen; 39/49
+/// (the default colours) are not colours.
+fn colours(styled: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for seq in styled.split('\u{1b}').skip(1) {
+        let Some(body) = seq.strip_prefix('[') else {
+            continue;
+        };
+        let Some(end) = body.find('m') else { continue };
+        for p in body[..end].split(';').filter_map(|p| p.parse::<u32>().ok()) {
+            if matches!(p, 30..=38 | 40..=48 | 90..=97 | 100..=107) {
+                found.push(body[..end].to_owned());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn read_only_shows_everything_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("readonly", &demo(dir.path(), "--readonly"), &[]) else {
+        return;
+    };
+    t.wait_for("READ-ONLY", LONG);
+    let screen = t.wait_for("rolling 6", LONG);
+    assert!(
+        screen.contains("Applications") && screen.contains("shop"),
+        "{screen}"
+    );
+    let before = deployments(dir.path());
+    assert_eq!(before.len(), 2, "the demo's earlier release only");
+    t.keys(&["Down", "D"]);
+    t.wait_for("read-only console: deploying is disabled", SHORT);
+    t.keys(&["R"]);
+    t.wait_for("read-only console: rolling back is disabled", SHORT);
+    t.keys(&["d"]);
+    t.wait_for("read-only console: a dry-run", SHORT);
+    assert_eq!(deployments(dir.path()), before, "nothing changed");
+    t.keys(&["q"]);
+    t.wait_for("EXITED 0", LONG);
+}
+
+#[test]
+fn a_second_console_attaches_and_acts_through_the_mailbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(first) = Tmux::start("first", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    first.wait_for("RUNNING", LONG);
+    let config = dir.path().join("manent.yml");
+    let Some(second) = Tmux::start(
+        "second",
+        &format!("{MANENT} --config {} console", config.display()),
+        &[],
+    ) else {
+        return;
+    };
+    let screen = second.wait_for("attached to the engine of pid", LONG);
+    assert!(
+        screen.contains("running"),
+        "the first console's deploy shows:\n{screen}"
+    );
+    second.keys(&["Tab", "Enter"]);
+    second.wait_for("Targets", SHORT);
+    second.keys(&["c"]);
+    second.wait_for("Cancel deploy of shop to prod", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    second.keys(&["Right", "Enter"]);
+    second.wait_for("cancelled: it stops before its next step", SHORT);
+    // The first console's engine receives it and stops the deploy.
+    first.wait_for("CANCELLED", LONG);
+    let live = deployments(dir.path());
+    assert_eq!(live.last().unwrap().1, "CANCELLED");
+    second.keys(&["q"]);
+    second.wait_for("EXITED 0", LONG);
+}
