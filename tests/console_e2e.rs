@@ -256,6 +256,12 @@ fn a_second_console_attaches_and_acts_through_the_mailbox() {
     first.wait_for("CANCELLED", LONG);
     let live = deployments(dir.path());
     assert_eq!(live.last().unwrap().1, "CANCELLED");
+    // Both consoles' journals show who did it.
+    second.keys(&["Escape"]);
+    second.wait_for(" cancel shop/prod", SHORT);
+    first.keys(&["Escape"]);
+    let screen = first.wait_for(" cancel shop/prod", SHORT);
+    assert!(screen.contains(" deploy shop/prod 2.4.0"), "{screen}");
     second.keys(&["q"]);
     second.wait_for("EXITED 0", LONG);
 }

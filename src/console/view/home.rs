@@ -4,10 +4,10 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{elapsed, fit, kind_of, progress, state_of};
+use super::widgets::{clock, elapsed, fit, kind_of, progress, state_of};
 use crate::console::app::Focus;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -17,7 +17,60 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let [top, bottom] =
         Layout::vertical([Constraint::Max(apps_height.max(5)), Constraint::Min(5)]).areas(area);
     render_apps(frame, top, ctx);
-    render_deployments(frame, bottom, ctx);
+    // The journal takes what the deployments leave, up to eight entries, when there is room.
+    let journal_rows = ctx.app.snap.journal.len().clamp(1, 8);
+    let wanted_deployments = ctx.app.snap.deployments.len().max(1) + 3;
+    let free = usize::from(bottom.height).saturating_sub(wanted_deployments.max(5));
+    if free >= 3 {
+        let height = u16::try_from(journal_rows.min(free - 2) + 2).unwrap_or(3);
+        let [deployments, journal] =
+            Layout::vertical([Constraint::Min(5), Constraint::Length(height)]).areas(bottom);
+        render_deployments(frame, deployments, ctx);
+        render_journal(frame, journal, ctx);
+    } else {
+        render_deployments(frame, bottom, ctx);
+    }
+}
+
+/// Who did what, newest first: the audit journal `manent history` also shows.
+fn render_journal(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let t = ctx.theme;
+    let journal = &ctx.app.snap.journal;
+    let title = if journal.is_empty() {
+        " Journal: no operator actions yet "
+    } else {
+        " Journal "
+    };
+    let lines: Vec<Line<'_>> = journal
+        .iter()
+        .rev()
+        .take(usize::from(area.height.saturating_sub(2)))
+        .map(|j| {
+            let who = match &j.client {
+                Some(c) => format!("{}@{c}", j.operator),
+                None => j.operator.clone(),
+            };
+            let mut spans = vec![
+                Span::styled(clock(j.at), t.get("muted")),
+                Span::raw(format!(" {who} ")),
+                Span::styled(j.action.clone(), t.get("title")),
+            ];
+            if let Some(s) = &j.subject {
+                spans.push(Span::raw(format!(" {s}")));
+            }
+            if let Some(d) = &j.detail {
+                spans.push(Span::raw(format!(" {d}")));
+            }
+            if let Some(r) = &j.reason {
+                spans.push(Span::styled(
+                    format!(" \u{201c}{r}\u{201d}"),
+                    t.get("muted"),
+                ));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines).block(block(title, false, ctx)), area);
 }
 
 fn block<'a>(title: &'a str, focused: bool, ctx: &ViewCtx<'_>) -> Block<'a> {
