@@ -258,7 +258,14 @@ pub struct LogsArgs {
 #[cfg(feature = "tui")]
 async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
     out.note("manent demo: preparing a simulated fleet and deploying its earlier release…");
-    let demo = match crate::console::demo::prepare(a.dir.as_deref()).await {
+    let manent = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            out.error(format!("the demo could not find its own binary: {e}"));
+            return exit::ENGINE;
+        }
+    };
+    let demo = match crate::console::demo::prepare(a.dir.as_deref(), &manent).await {
         Ok(d) => d,
         Err(e) => {
             out.error(format!("the demo could not start: {e}"));

@@ -28,40 +28,86 @@ pub enum EngineError {
     Store(#[from] StoreError),
 }
 
+/// Lines waiting for the database at most; past it (the database has fallen far behind a
+/// flooding plugin) lines are still shown live but not stored, and the gap is recorded.
+const STORE_QUEUE: usize = 100_000;
+
 /// Every log line: to subscribers (lossy: a slow one counts what it missed) and, batched, to
-/// the database.
+/// the database. Neither ever makes the writer wait, and memory stays bounded.
 pub struct LogHub {
     lines: broadcast::Sender<LogLine>,
-    to_store: mpsc::UnboundedSender<LogLine>,
+    to_store: mpsc::Sender<LogLine>,
+    unstored: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl LogSink for LogHub {
     fn log(&self, line: LogLine) {
         let _ = self.lines.send(line.clone());
-        let _ = self.to_store.send(line);
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.to_store.try_send(line) {
+            self.unstored
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
 impl LogHub {
     /// A hub whose lines are written to `store` in batches; the task ends when the hub drops.
     pub fn new(store: Arc<dyn Store>) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+        LogHub::with_queue(store, STORE_QUEUE)
+    }
+
+    fn with_queue(
+        store: Arc<dyn Store>,
+        queue: usize,
+    ) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
         let (lines, _) = broadcast::channel(16_384);
-        let (to_store, mut rx) = mpsc::unbounded_channel::<LogLine>();
+        let (to_store, mut rx) = mpsc::channel::<LogLine>(queue);
+        let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let missed = unstored.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
             while rx.recv_many(&mut batch, 2048).await > 0 {
-                let rows: Vec<LogRecord> = batch.drain(..).map(record).collect();
+                let mut rows: Vec<LogRecord> = batch.drain(..).map(record).collect();
+                let n = missed.swap(0, std::sync::atomic::Ordering::Relaxed);
+                if n > 0 {
+                    rows.push(record(unstored_line(n)));
+                }
                 if let Err(e) = store.append_logs(rows).await {
                     tracing::warn!(error = %e, "log lines could not be stored");
                 }
             }
         });
-        (Arc::new(LogHub { lines, to_store }), writer)
+        (
+            Arc::new(LogHub {
+                lines,
+                to_store,
+                unstored,
+            }),
+            writer,
+        )
     }
 
     /// Log lines from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<LogLine> {
         self.lines.subscribe()
+    }
+}
+
+/// The gap a flood left in the stored log.
+fn unstored_line(n: u64) -> LogLine {
+    let message = format!(
+        "{n} log lines were shown live but not stored: the database fell behind the plugins' \
+         logging (more than {STORE_QUEUE} lines were waiting)"
+    );
+    tracing::warn!("{message}");
+    LogLine {
+        at: crate::sys::now_ms(),
+        level: crate::plugin::Level::Warn,
+        source: "manent".into(),
+        deployment_id: None,
+        target: None,
+        message,
+        attrs: Default::default(),
     }
 }
 
@@ -178,6 +224,12 @@ impl Engine {
         self.logs.subscribe()
     }
 
+    /// The channel every log line passes through, for a subscriber that wants to know how many
+    /// lines it missed when it falls behind.
+    pub fn log_channel(&self) -> broadcast::Sender<LogLine> {
+        self.logs.lines.clone()
+    }
+
     /// Workflow events from now on.
     pub fn events(&self) -> broadcast::Receiver<RuntimeEvent> {
         self.runtime.subscribe()
@@ -237,5 +289,56 @@ impl Engine {
             tracing::warn!(error = %e, "the WAL could not be truncated at shutdown");
         }
         left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::Level;
+    use crate::workflow::Synchronous;
+
+    fn line(i: usize) -> LogLine {
+        LogLine {
+            at: 0,
+            level: Level::Info,
+            source: "flood".into(),
+            deployment_id: None,
+            target: None,
+            message: format!("line {i}"),
+            attrs: Default::default(),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_database_that_falls_behind_costs_stored_lines_not_memory_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap(),
+        );
+        let (hub, writer) = LogHub::with_queue(store.clone(), 4);
+        let mut live = hub.subscribe();
+        // The writer task cannot run until this test awaits: the queue fills at 4.
+        for i in 0..10 {
+            hub.log(line(i));
+        }
+        for i in 0..10 {
+            assert_eq!(live.recv().await.unwrap().message, format!("line {i}"));
+        }
+        drop(hub);
+        writer.await.unwrap();
+        let stored: Vec<String> = store
+            .recent_logs(0, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.message)
+            .collect();
+        assert_eq!(stored[..4], ["line 0", "line 1", "line 2", "line 3"]);
+        assert_eq!(stored.len(), 5, "{stored:?}");
+        assert!(
+            stored[4].starts_with("6 log lines were shown live but not stored"),
+            "{stored:?}"
+        );
     }
 }

@@ -265,3 +265,66 @@ fn a_second_console_attaches_and_acts_through_the_mailbox() {
     second.keys(&["q"]);
     second.wait_for("EXITED 0", LONG);
 }
+
+/// Processes whose command line contains `needle`, with their parent pids.
+fn processes(needle: &str) -> Vec<(u32, u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid …; comm may hold spaces, so count from the last ')'.
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let mut fields = after.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid = fields.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if cmdline.contains(needle) && state != "Z" {
+            found.push((pid, ppid, cmdline));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_hangup_keeps_the_deploy_running_headless_to_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("hangup", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    t.wait_for("RUNNING", LONG);
+    let needle = format!("demo --dir {}", dir.path().display());
+    let console = processes(&needle)
+        .into_iter()
+        .find(|(_, _, c)| c.starts_with(MANENT))
+        .expect("the demo's process");
+    let plugins: Vec<u32> = processes("plugin-serve simulate")
+        .into_iter()
+        .filter(|(_, ppid, _)| *ppid == console.0)
+        .map(|(pid, _, _)| pid)
+        .collect();
+    assert!(!plugins.is_empty(), "the demo's plugin process runs");
+    // The terminal goes away, as when an ssh session drops.
+    drop(t);
+    fleet::wait_until(
+        Duration::from_secs(120),
+        "the deploy to finish headless and the console to exit",
+        || {
+            !std::path::Path::new(&format!("/proc/{}", console.0)).exists()
+                || processes(&needle).is_empty()
+        },
+    );
+    let last = deployments(dir.path()).last().cloned().unwrap();
+    assert_eq!(last.1, "SUCCESS", "the deploy ran to its end: {last:?}");
+    for pid in plugins {
+        fleet::wait_until(Duration::from_secs(10), "the plugin to stop", || {
+            !processes("plugin-serve simulate")
+                .iter()
+                .any(|(p, _, _)| *p == pid)
+        });
+    }
+}

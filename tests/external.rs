@@ -234,6 +234,21 @@ fn a_plugin_killed_mid_deploy_is_restarted_and_the_step_retried() {
 }
 
 #[test]
+fn a_plugin_whose_host_is_killed_exits_by_itself() {
+    let fx = fixture(&manent_yml("", ""), &app("sleep_ms: 60000", 1, ""));
+    let mut deploy = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    wait_until(
+        Duration::from_secs(30),
+        "the plugin to start deploying",
+        || !ledger(&fx).is_empty(),
+    );
+    deploy.kill().unwrap();
+    deploy.wait().unwrap();
+    // Nobody will send it Shutdown now; it notices its parent is gone.
+    plugin_processes_gone(&ledger(&fx));
+}
+
+#[test]
 fn a_step_timeout_cancels_the_call_inside_the_plugin() {
     let a = app("sleep_ms: 20000", 1, "timeouts: {step: 500ms}\n")
         .replace("max_retries: 2", "max_retries: 0");

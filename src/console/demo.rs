@@ -71,7 +71,9 @@ fn app_yml() -> String {
 }
 
 /// Writes the demo into `dir` (or a temporary directory) and deploys its earlier release.
-pub async fn prepare(dir: Option<&Path>) -> Result<Demo, String> {
+/// `manent` is the binary that serves the plugin (`manent plugin-serve simulate`): the running
+/// one, for `manent demo`.
+pub async fn prepare(dir: Option<&Path>, manent: &Path) -> Result<Demo, String> {
     let (dir, temp) = match dir {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -85,14 +87,13 @@ pub async fn prepare(dir: Option<&Path>) -> Result<Demo, String> {
             (t.path().to_owned(), Some(t))
         }
     };
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let sha = crate::plugin::external::activation::sha256_file(&exe).map_err(|e| e.to_string())?;
+    let exe = manent;
+    let sha = crate::plugin::external::activation::sha256_file(exe).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(dir.join("apps")).map_err(|e| e.to_string())?;
     std::fs::write(dir.join("apps/shop.yml"), app_yml()).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("seed.yml"), manent_yml(&exe, &sha, true))
-        .map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("seed.yml"), manent_yml(exe, &sha, true)).map_err(|e| e.to_string())?;
     let config = dir.join("manent.yml");
-    std::fs::write(&config, manent_yml(&exe, &sha, false)).map_err(|e| e.to_string())?;
+    std::fs::write(&config, manent_yml(exe, &sha, false)).map_err(|e| e.to_string())?;
     seed(&dir.join("seed.yml")).await?;
     Ok(Demo {
         dir,

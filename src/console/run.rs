@@ -29,6 +29,8 @@ pub enum Exit {
     Quit,
     /// The terminal went away (hangup, closed input).
     Hangup,
+    /// SIGTERM or SIGINT: asked to stop.
+    Terminated,
     /// The engine ended.
     EngineGone,
 }
@@ -40,7 +42,7 @@ pub async fn run<B, S>(
     handle: &EngineHandle,
     app: &mut App,
     theme: &Theme,
-    hangup: impl std::future::Future<Output = ()>,
+    signals: impl std::future::Future<Output = Exit>,
 ) -> io::Result<Exit>
 where
     B: Backend,
@@ -51,7 +53,7 @@ where
     let mut logs = handle.logs.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    tokio::pin!(hangup);
+    tokio::pin!(signals);
     let mut last_draw: Option<Instant> = None;
     let mut keyed = true;
     loop {
@@ -84,7 +86,7 @@ where
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => return Ok(Exit::Hangup),
             },
-            () = &mut hangup => return Ok(Exit::Hangup),
+            exit = &mut signals => return Ok(exit),
             changed = snapshots.changed() => {
                 if changed.is_err() {
                     return Ok(Exit::EngineGone);
@@ -108,12 +110,49 @@ where
     }
 }
 
+/// Raw mode and the alternate screen, restored on panic too. (ratatui's own helpers print
+/// with `eprintln!`, which panics when the terminal has hung up.)
+pub fn init() -> io::Result<ratatui::DefaultTerminal> {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+    crossterm::terminal::enable_raw_mode()?;
+    crossterm::execute!(io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
+    Terminal::new(ratatui::backend::CrosstermBackend::new(io::stdout()))
+}
+
+/// Leaves raw mode and the alternate screen; quietly does nothing on a terminal that is gone.
+pub fn restore() {
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = crossterm::execute!(
+        io::stdout(),
+        crossterm::terminal::LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+/// After a hangup: stdin, stdout and stderr point at `/dev/null`, so nothing that runs on
+/// headless (or any library's last message) fails writing to a terminal that is gone.
+pub fn detach_from_terminal() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = rustix::stdio::dup2_stdin(&null);
+        let _ = rustix::stdio::dup2_stdout(&null);
+        let _ = rustix::stdio::dup2_stderr(&null);
+    }
+}
+
 /// Restores the terminal when dropped, whatever path leaves the console.
 pub struct TerminalGuard;
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
-        ratatui::restore();
+        restore();
     }
 }
 

@@ -69,31 +69,30 @@ pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
         let _ = handle.commands.send(cmd).await;
     }
     let ended = {
-        let mut terminal = match ratatui::try_init() {
+        let mut terminal = match run::init() {
             Ok(t) => t,
             Err(e) => {
+                run::restore();
                 out.error(format!("cannot open the terminal: {e}"));
                 return exit::ENGINE;
             }
         };
         let _guard = TerminalGuard;
-        let hangup = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        run::run(
+        let ended = run::run(
             &mut terminal,
             run::input(),
             &handle,
             &mut app,
             &theme,
-            hangup,
+            signals(),
         )
-        .await
+        .await;
+        if matches!(ended, Ok(Exit::Hangup)) {
+            // Before anything writes to the terminal that is gone (restoring it, a library's
+            // last message): a failed write to stderr must not take the engine down.
+            run::detach_from_terminal();
+        }
+        ended
     };
     let engine = handle.close().await;
     match ended {
@@ -102,9 +101,24 @@ pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
             // No terminal any more: keep working headless until every deployment finishes or
             // waits for an operator (then it is durable, and the next console picks it up).
             if let Some(e) = engine {
-                e.shutdown().await;
+                e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
             }
             exit::OK
+        }
+        Ok(Exit::Terminated) => {
+            // Asked to stop: the engine's usual drain, then deployments stop at a step boundary
+            // and resume at the next start.
+            let Some(e) = engine else { return exit::OK };
+            let live = e.active();
+            if !live.is_empty() {
+                out.note(format!("manent: stopping; draining {}…", live.join(", ")));
+            }
+            if e.shutdown().await > 0 {
+                out.note("manent: stopped before the end; the next start resumes from the last checkpoint");
+                exit::INTERRUPTED
+            } else {
+                exit::OK
+            }
         }
         Ok(Exit::EngineGone) => {
             out.error("the engine stopped");
@@ -117,6 +131,26 @@ pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
             }
             exit::ENGINE
         }
+    }
+}
+
+/// How long a console whose terminal hung up keeps its deployments running headless.
+const HEADLESS: Duration = Duration::from_secs(24 * 3600);
+
+/// SIGHUP (the terminal or ssh session is gone), or SIGTERM/SIGINT (asked to stop).
+async fn signals() -> Exit {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut hup), Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = hup.recv() => Exit::Hangup,
+        _ = term.recv() => Exit::Terminated,
+        _ = int.recv() => Exit::Terminated,
     }
 }
 

@@ -166,7 +166,12 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         };
     let (commands, rx) = mpsc::channel(64);
     let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
-    let (logs, _) = broadcast::channel(65_536);
+    // In-process, the console reads the engine's own channel (so it learns how many lines it
+    // missed if it falls behind); attached, lines tailed from the database.
+    let logs = match &engine {
+        Some(e) => e.log_channel(),
+        None => broadcast::channel(65_536).0,
+    };
     let stop = Arc::new(tokio::sync::Notify::new());
     let actor = Actor {
         config,
@@ -218,8 +223,6 @@ impl Actor {
         mut commands: mpsc::Receiver<Command>,
         stop: Arc<tokio::sync::Notify>,
     ) -> Option<Engine> {
-        // In-process, log lines come straight from the engine; attached, from the database.
-        let mut engine_logs = self.engine.as_ref().map(Engine::logs);
         let mut events = self.engine.as_ref().map(Engine::events);
         self.log_cursor = self.store.last_log_id().await.unwrap_or(0);
         let mut dirty = true;
@@ -233,10 +236,6 @@ impl Actor {
                 cmd = commands.recv() => match cmd {
                     Some(c) => { self.handle(c).await; dirty = true; }
                     None => break,
-                },
-                line = recv(&mut engine_logs) => match line {
-                    Some(l) => { let _ = self.logs.send(l); dirty = true; }
-                    None => engine_logs = None,
                 },
                 ev = recv_event(&mut events) => { if ev { dirty = true; } else { events = None; } },
                 _ = tick.tick() => {
@@ -577,19 +576,6 @@ pub fn line_of(l: LogRecord) -> LogLine {
             .attrs
             .and_then(|a| serde_json::from_str(&a).ok())
             .unwrap_or_default(),
-    }
-}
-
-async fn recv(rx: &mut Option<broadcast::Receiver<LogLine>>) -> Option<LogLine> {
-    match rx {
-        Some(r) => loop {
-            match r.recv().await {
-                Ok(l) => return Some(l),
-                Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        },
-        None => std::future::pending().await,
     }
 }
 

@@ -450,7 +450,8 @@ async fn forward_stderr(
     plugin: String,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) {
-    let mut lines = BufReader::new(stderr).lines();
+    // The pipe's whole capacity per read: a flooding plugin is drained in one syscall.
+    let mut lines = BufReader::with_capacity(1 << 16, stderr).lines();
     let mut in_panic = false;
     while let Ok(Some(line)) = lines.next_line().await {
         if line.trim().is_empty() {

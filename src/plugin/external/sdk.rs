@@ -168,6 +168,7 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
             .and_then(|()| out.flush())
             .map_err(|e| format!("cannot write the handshake: {e}"))?;
     }
+    watch_parent(stop.clone());
     let served = serving.await;
     let _ = std::fs::remove_file(&path);
     match served {
@@ -175,6 +176,24 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A host killed outright (`kill -9`, an ssh session taking it down) never says Shutdown: a
+/// plugin whose parent process changes stops serving instead of living on as an orphan.
+fn watch_parent(stop: Arc<tokio::sync::Notify>) {
+    let parent = std::os::unix::process::parent_id();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            if std::os::unix::process::parent_id() != parent {
+                stop.notify_waiters();
+                // A call still running has nobody to answer to: it gets two seconds.
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                std::process::exit(1);
+            }
+        }
+    });
 }
 
 struct Controller(Arc<tokio::sync::Notify>);
