@@ -445,6 +445,30 @@ mod snapshots {
     }
 
     #[test]
+    fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
+        let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+        app.target_row = 30;
+        let text = draw(&app, "default", 80, 24).backend().to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("› web-31"))
+            .unwrap_or_else(|| panic!("web-31 is selected and shown:\n{text}"));
+        assert!(
+            lines[at + 1].starts_with("\"└"),
+            "it is the last row shown:\n{text}"
+        );
+        assert!(lines[at - 1].contains("web-30"), "{text}");
+        assert!(
+            lines[..at].iter().all(|l| !l.contains("web-01 ")),
+            "the top scrolled away:\n{text}"
+        );
+        app.target_row = 35;
+        let text = draw(&app, "default", 80, 24).backend().to_string();
+        assert!(text.contains("› web-36"), "the last target:\n{text}");
+    }
+
+    #[test]
     fn mono_keeps_the_selection_and_production_visible_without_colour() {
         let app = app_on_deployment("dep-20261129-100000-aaaa");
         let t = draw(&app, "mono", 80, 24);

@@ -56,7 +56,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);
     let wide = area.width >= 100;
-    let rows = d.targets.iter().map(|x| {
+    // Only the rows that fit are built (a fleet may have thousands), scrolled as ratatui would:
+    // the selected row at the bottom once it passes the last visible one.
+    let visible = usize::from(area.height.saturating_sub(3)).max(1);
+    let selected = app.target_row.min(d.targets.len().saturating_sub(1));
+    let offset = (selected + 1).saturating_sub(visible);
+    let rows = d.targets.iter().skip(offset).take(visible).map(|x| {
         let took = match (x.duration_ms, x.state.as_str()) {
             (Some(ms), _) => elapsed(i64::try_from(ms).unwrap_or(0)),
             (None, "running") => "…".into(),
@@ -121,7 +126,7 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
             Style::default()
         })
         .highlight_symbol("› ");
-    let mut state = TableState::default().with_selected(Some(app.target_row));
+    let mut state = TableState::default().with_selected(Some(selected - offset));
     frame.render_stateful_widget(table, area, &mut state);
 }
 
