@@ -4,6 +4,7 @@
 
 pub mod handle;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +42,16 @@ pub struct LogHub {
 }
 
 impl LogSink for LogHub {
-    fn log(&self, line: LogLine) {
-        let _ = self.lines.send(line.clone());
+    fn log(&self, mut line: LogLine) {
+        // Every line passes here, from built-ins and from plugins' stderr alike: secrets are cut
+        // once, before anyone sees the line — the console, a follower, the database.
+        if let Cow::Owned(m) = redact(&line.message) {
+            line.message = m;
+        }
+        line.attrs.values_mut().for_each(redact_value);
+        if self.lines.receiver_count() > 0 {
+            let _ = self.lines.send(line.clone());
+        }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.to_store.try_send(line) {
             self.unstored
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -111,14 +120,26 @@ fn unstored_line(n: u64) -> LogLine {
     }
 }
 
-/// A log line as stored; the hub is where every line passes, so it is where secrets are cut.
+/// Secret values cut from every string inside `v`.
+fn redact_value(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let Cow::Owned(r) = redact(s) {
+                *s = r;
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_value),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_value),
+        _ => {}
+    }
+}
+
+/// A log line as stored (already redacted by the hub).
 fn record(l: LogLine) -> LogRecord {
     let attrs = if l.attrs.is_empty() {
         None
     } else {
-        serde_json::to_string(&l.attrs)
-            .ok()
-            .map(|a| redact(&a).into_owned())
+        serde_json::to_string(&l.attrs).ok()
     };
     LogRecord {
         id: 0,
@@ -127,7 +148,7 @@ fn record(l: LogLine) -> LogRecord {
         level: l.level.as_str().into(),
         source: l.source,
         target: l.target,
-        message: redact(&l.message).into_owned(),
+        message: l.message,
         attrs,
     }
 }
@@ -308,6 +329,41 @@ mod tests {
             message: format!("line {i}"),
             attrs: Default::default(),
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn secrets_are_cut_before_anyone_sees_a_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap(),
+        );
+        crate::redact::register_redaction("hub-s3cr3t-9f2");
+        let (hub, writer) = LogHub::new(store.clone());
+        let mut live = hub.subscribe();
+        let mut l = line(0);
+        l.message = "token=hub-s3cr3t-9f2 from a plugin's stderr".into();
+        l.attrs.insert(
+            "env".into(),
+            serde_json::json!({"TOKEN": ["hub-s3cr3t-9f2"]}),
+        );
+        hub.log(l);
+        let seen = live.recv().await.unwrap();
+        assert_eq!(seen.message, "token=[redacted] from a plugin's stderr");
+        assert_eq!(
+            seen.attrs["env"],
+            serde_json::json!({"TOKEN": ["[redacted]"]})
+        );
+        drop(hub);
+        writer.await.unwrap();
+        let stored = store.recent_logs(0, 10).await.unwrap();
+        assert_eq!(stored[0].message, "token=[redacted] from a plugin's stderr");
+        assert!(
+            !stored[0]
+                .attrs
+                .as_deref()
+                .unwrap()
+                .contains("hub-s3cr3t-9f2")
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

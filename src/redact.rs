@@ -14,10 +14,16 @@ pub fn register_redaction(value: &str) {
     if value.len() < 4 {
         return;
     }
+    let known = |v: &[String]| v.iter().any(|x| x == value);
+    if redactions().read().is_ok_and(|v| known(&v)) {
+        return;
+    }
     if let Ok(mut v) = redactions().write()
-        && !v.iter().any(|x| x == value)
+        && !known(&v)
     {
-        v.push(value.to_owned());
+        // Longest first: a secret inside another must not break the longer one's redaction.
+        let at = v.partition_point(|x| x.len() >= value.len());
+        v.insert(at, value.to_owned());
     }
 }
 
@@ -34,4 +40,18 @@ pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
         out = out.replace(v.as_str(), "[redacted]");
     }
     out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_inside_another_does_not_break_the_longer_ones_redaction() {
+        register_redaction("inner-7c1d");
+        register_redaction("outer-inner-7c1d-tail");
+        register_redaction("inner-7c1d");
+        assert_eq!(redact("a outer-inner-7c1d-tail b"), "a [redacted] b");
+        assert_eq!(redact("a inner-7c1d b"), "a [redacted] b");
+    }
 }

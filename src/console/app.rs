@@ -100,6 +100,28 @@ pub struct Confirm {
     pub production: bool,
 }
 
+impl Confirm {
+    /// A confirmation opened at `now`, on [Cancel], with nothing typed yet.
+    fn new(
+        title: String,
+        lines: Vec<String>,
+        command: Command,
+        production: bool,
+        now: i64,
+    ) -> Self {
+        Confirm {
+            title,
+            lines,
+            command,
+            choice: Choice::Cancel,
+            typed: None,
+            reason: String::new(),
+            opened_at: now,
+            production,
+        }
+    }
+}
+
 /// A message at the bottom of the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flash {
@@ -534,22 +556,14 @@ impl App {
                 a.environment.to_uppercase()
             ));
         }
-        self.confirm(Confirm {
-            title,
-            lines,
-            command: Command::Deploy {
-                application: a.application.clone(),
-                environment: a.environment.clone(),
-                version: None,
-                dry_run: false,
-                reason: None,
-            },
-            choice: Choice::Cancel,
-            typed: None,
-            reason: String::new(),
-            opened_at: self.now,
-            production: a.production,
-        });
+        let command = Command::Deploy {
+            application: a.application.clone(),
+            environment: a.environment.clone(),
+            version: None,
+            dry_run: false,
+            reason: None,
+        };
+        self.confirm(Confirm::new(title, lines, command, a.production, self.now));
     }
 
     fn plan_or_selected_app(&self) -> Option<&AppEnv> {
@@ -616,20 +630,14 @@ impl App {
                 a.environment
             ));
         }
-        self.confirm(Confirm {
-            title,
-            lines,
-            command: Command::Rollback {
-                application: a.application.clone(),
-                environment: a.environment.clone(),
-                reason: None,
-            },
-            choice: Choice::Cancel,
-            typed: a.production.then(|| (a.environment.clone(), String::new())),
-            reason: String::new(),
-            opened_at: self.now,
-            production: a.production,
-        });
+        let command = Command::Rollback {
+            application: a.application.clone(),
+            environment: a.environment.clone(),
+            reason: None,
+        };
+        let mut confirm = Confirm::new(title, lines, command, a.production, self.now);
+        confirm.typed = a.production.then(|| (a.environment.clone(), String::new()));
+        self.confirm(confirm);
     }
 
     fn ask_cancel(&mut self) {
@@ -644,36 +652,29 @@ impl App {
             self.say(Level::Warn, format!("{} is not running", d.id));
             return;
         }
-        let done = d
-            .targets
-            .iter()
-            .filter(|t| t.state == "deployed" || t.state == "unchanged")
-            .count();
-        self.confirm(Confirm {
-            title: format!(
+        let done = d.done();
+        self.confirm(Confirm::new(
+            format!(
                 "Cancel {} of {} to {} ({} targets)?",
                 d.kind,
                 d.application,
                 d.environment,
                 d.targets.len()
             ),
-            lines: vec![
+            vec![
                 format!(
                     "{done} of {} targets are done; targets being deployed now finish first",
                     d.targets.len()
                 ),
                 format!("{} stops before its next step; resume continues it", d.id),
             ],
-            command: Command::Cancel {
+            Command::Cancel {
                 id: d.id.clone(),
                 reason: None,
             },
-            choice: Choice::Cancel,
-            typed: None,
-            reason: String::new(),
-            opened_at: self.now,
-            production: d.production,
-        });
+            d.production,
+            self.now,
+        ));
     }
 
     fn pause_resume(&mut self) -> Option<Command> {

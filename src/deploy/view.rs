@@ -74,6 +74,23 @@ pub struct DeploymentView {
     pub completed_at: Option<i64>,
 }
 
+impl TargetView {
+    /// Finished without error: deployed, already there, rolled back, or planned (a dry run).
+    pub fn is_done(&self) -> bool {
+        matches!(
+            self.state.as_str(),
+            "deployed" | "unchanged" | "rolled_back" | "planned"
+        )
+    }
+}
+
+impl DeploymentView {
+    /// Targets finished without error.
+    pub fn done(&self) -> usize {
+        self.targets.iter().filter(|t| t.is_done()).count()
+    }
+}
+
 #[derive(Deserialize)]
 struct Inputs {
     spec: EnvSpec,

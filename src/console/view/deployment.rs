@@ -3,12 +3,11 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, progress};
+use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
 use crate::console::app::Focus;
 use crate::deploy::view::DeploymentView;
 
@@ -107,24 +106,12 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
             ])
             .style(t.get("muted")),
         )
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(if focused {
-                    t.get("border_focus")
-                } else {
-                    t.get("border")
-                })
-                .title(Span::styled(
-                    fit(&title, usize::from(area.width.saturating_sub(4))),
-                    t.get("title"),
-                )),
-        )
-        .row_highlight_style(if focused {
-            t.get("selection")
-        } else {
-            Style::default()
-        })
+        .block(panel(
+            fit(&title, usize::from(area.width.saturating_sub(4))),
+            focused,
+            t,
+        ))
+        .row_highlight_style(row_highlight(focused, t))
         .highlight_symbol("› ");
     let mut state = TableState::default().with_selected(Some(selected - offset));
     frame.render_stateful_widget(table, area, &mut state);
@@ -147,16 +134,7 @@ fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &View
         Constraint::Min(3),
     ])
     .areas(area);
-    let boxed = |title: &'static str, focus: Focus| {
-        Block::default()
-            .borders(Borders::ALL)
-            .border_style(if ctx.app.focus == focus {
-                t.get("border_focus")
-            } else {
-                t.get("border")
-            })
-            .title(Span::styled(title, t.get("title")))
-    };
+    let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.focus == focus, t);
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(Span::styled(

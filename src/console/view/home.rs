@@ -2,12 +2,11 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, kind_of, progress, state_of};
+use super::widgets::{clock, elapsed, fit, kind_of, panel, progress, row_highlight, state_of};
 use crate::console::app::Focus;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -70,19 +69,10 @@ fn render_journal(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             Line::from(spans)
         })
         .collect();
-    frame.render_widget(Paragraph::new(lines).block(block(title, false, ctx)), area);
-}
-
-fn block<'a>(title: &'a str, focused: bool, ctx: &ViewCtx<'_>) -> Block<'a> {
-    let t = ctx.theme;
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(if focused {
-            t.get("border_focus")
-        } else {
-            t.get("border")
-        })
-        .title(Span::styled(title, t.get("title")))
+    frame.render_widget(
+        Paragraph::new(lines).block(panel(title, false, ctx.theme)),
+        area,
+    );
 }
 
 fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -132,12 +122,8 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let focused = app.focus == Focus::Apps;
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(t.get("muted")))
-        .block(block(" Applications ", focused, ctx))
-        .row_highlight_style(if focused {
-            t.get("selection")
-        } else {
-            Style::default()
-        })
+        .block(panel(" Applications ", focused, t))
+        .row_highlight_style(row_highlight(focused, t))
         .highlight_symbol("› ");
     let mut state = TableState::default().with_selected(Some(app.app_row));
     frame.render_stateful_widget(table, area, &mut state);
@@ -190,12 +176,8 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     };
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(t.get("muted")))
-        .block(block(title, focused, ctx))
-        .row_highlight_style(if focused {
-            t.get("selection")
-        } else {
-            Style::default()
-        })
+        .block(panel(title, focused, t))
+        .row_highlight_style(row_highlight(focused, t))
         .highlight_symbol("› ");
     let mut state = TableState::default().with_selected(focused.then_some(app.deployment_row));
     frame.render_stateful_widget(table, area, &mut state);

@@ -4,10 +4,10 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 
 use super::ViewCtx;
-use super::widgets::{clock, fit};
+use super::widgets::{clock, fit, panel};
 use crate::console::app::Focus;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -45,14 +45,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         })
         .collect();
     let focused = app.focus == Focus::Logs;
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(if focused {
-            t.get("border_focus")
-        } else {
-            t.get("border")
-        })
-        .title(Span::styled(fit(&title, width), t.get("title")));
+    let block = panel(fit(&title, width), focused, t);
     let body = if lines.is_empty() {
         Paragraph::new(Line::from(Span::styled(
             " no log lines match",

@@ -1,7 +1,31 @@
 //! Small formatting helpers shared by the views.
 
+use std::borrow::Cow;
+
+use ratatui::style::Style;
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Borders};
+
+use crate::console::theme::Theme;
 use crate::deploy::view::DeploymentView;
 use crate::workflow::store::WorkflowStatus;
+
+/// A bordered panel whose border shows whether it has the focus.
+pub fn panel<'a>(title: impl Into<Cow<'a, str>>, focused: bool, theme: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.get(if focused { "border_focus" } else { "border" }))
+        .title(Span::styled(title, theme.get("title")))
+}
+
+/// The selected row's style: marked only in the panel that has the focus.
+pub fn row_highlight(focused: bool, theme: &Theme) -> Style {
+    if focused {
+        theme.get("selection")
+    } else {
+        Style::default()
+    }
+}
 
 /// `1m04s`, `2h03m`, `12s`.
 pub fn elapsed(ms: i64) -> String {
@@ -43,17 +67,7 @@ pub fn kind_of(d: &DeploymentView) -> String {
 
 /// `12/36`: targets done of all.
 pub fn progress(d: &DeploymentView) -> String {
-    let done = d
-        .targets
-        .iter()
-        .filter(|t| {
-            matches!(
-                t.state.as_str(),
-                "deployed" | "unchanged" | "rolled_back" | "planned"
-            )
-        })
-        .count();
-    format!("{done}/{}", d.targets.len())
+    format!("{}/{}", d.done(), d.targets.len())
 }
 
 /// Cuts `s` to `width` characters, marking the cut.
