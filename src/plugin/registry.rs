@@ -15,7 +15,7 @@ use super::builtin;
 use super::contract::{Capabilities, Deployer};
 use super::error::PluginError;
 use super::external::{ExternalSpec, Host, Remote, activation};
-use super::logger::{Level, LogLine, LogSink, Logger};
+use super::logger::{LogSink, Logger};
 use super::secrets::{ConfigSecrets, SecretSource};
 use crate::config::{Config, PluginDecl};
 
@@ -139,52 +139,34 @@ impl Registry {
         if let Some(h) = ready.get(name) {
             return Ok(h.clone());
         }
-        let handle =
-            match self.resolve(name) {
-                None => {
-                    return Err(PluginError::Permanent(format!(
-                        "no plugin `{name}`: declare it under `plugins:` in manent.yml, or install \
+        let handle = match self.resolve(name) {
+            None => {
+                return Err(PluginError::Permanent(format!(
+                    "no plugin `{name}`: declare it under `plugins:` in manent.yml, or install \
                      `manent-plugin-{name}` on PATH"
-                    )));
-                }
-                Some(Resolved::Builtin(b)) => {
-                    let decl = self.decls.get(name).cloned().unwrap_or(PluginDecl {
-                        builtin: Some(b.clone()),
-                        external: None,
-                        options: serde_json::Value::Null,
-                    });
-                    self.instantiate(name, &decl)?
-                }
-                Some(Resolved::Discovered(spec)) => {
-                    self.warn(name, format!(
-                    "plugin {name} is not declared in manent.yml: using {} found on the search \
-                     path; no sha256 pins it",
+                )));
+            }
+            Some(Resolved::Builtin(b)) => {
+                let options = self.decls.get(name).map(|d| &d.options);
+                self.instantiate(name, &b, options.unwrap_or(&serde_json::Value::Null))?
+            }
+            Some(Resolved::Discovered(spec)) => {
+                Logger::new(self.sink.clone(), name).warn(&format!(
+                    "plugin {name} is not declared in manent.yml: using {} found on the \
+                         search path; no sha256 pins it",
                     spec.command.display()
                 ));
-                    self.start_external(spec).await?
-                }
-                Some(Resolved::External(spec)) => self.start_external(spec).await?,
-            };
+                self.start_external(spec).await?
+            }
+            Some(Resolved::External(spec)) => self.start_external(spec).await?,
+        };
         let handle = Arc::new(handle);
         ready.insert(name.to_owned(), handle.clone());
         Ok(handle)
     }
 
-    fn warn(&self, name: &str, message: String) {
-        self.sink.log(LogLine {
-            at: crate::sys::now_ms(),
-            level: Level::Warn,
-            source: name.to_owned(),
-            deployment_id: None,
-            target: None,
-            message,
-            attrs: BTreeMap::new(),
-        });
-    }
-
     async fn start_external(&self, spec: ExternalSpec) -> Result<PluginHandle, PluginError> {
-        // Activation: the binary must exist, run and match its pin before anything else.
-        activation::check(&spec.name, &spec.command, spec.sha256.as_deref())?;
+        // The host checks the binary (exists, executable, sha256) before every start.
         let name = spec.name.clone();
         let origin = spec.command.display().to_string();
         let host = Arc::new(Host::new(spec, self.sink.clone()));
@@ -207,16 +189,16 @@ impl Registry {
         }
     }
 
-    fn instantiate(&self, name: &str, decl: &PluginDecl) -> Result<PluginHandle, PluginError> {
-        let Some(b) = &decl.builtin else {
-            return Err(PluginError::Permanent(format!(
-                "plugin `{name}` is not built in"
-            )));
-        };
+    fn instantiate(
+        &self,
+        name: &str,
+        b: &str,
+        options: &serde_json::Value,
+    ) -> Result<PluginHandle, PluginError> {
         let factory = builtin::factory(b)
             .ok_or_else(|| PluginError::Permanent(format!("`{b}` is not a built-in plugin")))?;
         let logger = Logger::new(self.sink.clone(), name);
-        let deployer = factory(&decl.options, logger)
+        let deployer = factory(options, logger)
             .map_err(|e| PluginError::Permanent(format!("plugin `{name}` ({b}): {e}")))?;
         let capabilities = Capabilities::of(deployer.as_ref());
         Ok(PluginHandle {

@@ -6,11 +6,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rustls::pki_types::CertificateDer;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -21,7 +20,6 @@ use super::proto::goplugin::grpc_broker_server::GrpcBroker;
 use super::proto::v1;
 use super::proto::v1::secrets_client::SecretsClient;
 use super::proto::v1::secrets_server::{Secrets as SecretsRpc, SecretsServer};
-use super::tls::{Identity, client_config, server_config};
 use crate::plugin::error::PluginError;
 use crate::plugin::secrets::{SecretSource, Secrets};
 
@@ -29,8 +27,8 @@ use crate::plugin::secrets::{SecretSource, Secrets};
 pub struct HostBroker {
     tx: mpsc::Sender<ConnInfo>,
     next: AtomicU32,
-    identity: Identity,
-    plugin_cert: CertificateDer<'static>,
+    /// Mutual TLS pinned to the plugin's certificate: the same for every call.
+    tls: Arc<rustls::ServerConfig>,
     dir: PathBuf,
 }
 
@@ -69,17 +67,11 @@ impl SecretsRpc for SecretsService {
 
 impl HostBroker {
     /// The broker of a process whose `StartStream` is fed by `tx`.
-    pub fn new(
-        tx: mpsc::Sender<ConnInfo>,
-        identity: Identity,
-        plugin_cert: CertificateDer<'static>,
-        dir: PathBuf,
-    ) -> Self {
+    pub fn new(tx: mpsc::Sender<ConnInfo>, tls: Arc<rustls::ServerConfig>, dir: PathBuf) -> Self {
         HostBroker {
             tx,
             next: AtomicU32::new(1),
-            identity,
-            plugin_cert,
+            tls,
             dir,
         }
     }
@@ -95,9 +87,7 @@ impl HostBroker {
         let listener = tokio::net::UnixListener::bind(&path).map_err(|e| {
             PluginError::Failed(format!("cannot listen for the plugin's secrets: {e}"))
         })?;
-        let tls = server_config(&self.identity, &self.plugin_cert)
-            .map_err(|e| PluginError::Failed(e.to_string()))?;
-        let incoming = conn::tls_incoming(listener, tls);
+        let incoming = conn::tls_incoming(listener, self.tls.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let service = SecretsServer::new(SecretsService(secrets.clone()));
         tokio::spawn(async move {
@@ -131,17 +121,15 @@ impl HostBroker {
 pub struct PluginBroker {
     known: Mutex<HashMap<u32, ConnInfo>>,
     arrived: Notify,
-    tls: Mutex<Option<(Identity, CertificateDer<'static>)>>,
+    tls: OnceLock<Arc<rustls::ClientConfig>>,
     // Keeps the outgoing half of StartStream open for as long as the plugin runs.
     outgoing: Mutex<Vec<mpsc::Sender<Result<ConnInfo, Status>>>>,
 }
 
 impl PluginBroker {
-    /// Sets the identity to dial the host with (AutoMTLS).
-    pub fn set_tls(&self, identity: Identity, host_cert: CertificateDer<'static>) {
-        if let Ok(mut t) = self.tls.lock() {
-            *t = Some((identity, host_cert));
-        }
+    /// Sets how to dial the host (AutoMTLS: our identity, pinned to the host's certificate).
+    pub fn set_tls(&self, tls: Arc<rustls::ClientConfig>) {
+        let _ = self.tls.set(tls);
     }
 
     /// Waits up to 5 s (go-plugin's limit) for the host to announce `id`.
@@ -163,26 +151,16 @@ impl PluginBroker {
     }
 
     /// A Secrets client for broker id `id`.
-    pub async fn secrets(
-        &self,
-        id: u32,
-    ) -> Result<SecretsClient<tonic::transport::Channel>, PluginError> {
+    pub async fn secrets(&self, id: u32) -> Result<SecretsClient<conn::H2>, PluginError> {
         let info = self.wait_for(id).await?;
         let addr = Addr::parse(&info.network, &info.address).map_err(PluginError::Failed)?;
-        let (identity, host_cert) =
-            self.tls
-                .lock()
-                .ok()
-                .and_then(|t| t.clone())
-                .ok_or_else(|| {
-                    PluginError::Failed("no AutoMTLS identity to reach the host's secrets".into())
-                })?;
-        let tls =
-            client_config(&identity, &host_cert).map_err(|e| PluginError::Failed(e.to_string()))?;
-        let channel = conn::channel(addr, tls)
+        let tls = self.tls.get().cloned().ok_or_else(|| {
+            PluginError::Failed("no AutoMTLS identity to reach the host's secrets".into())
+        })?;
+        let h2 = conn::h2(addr, tls)
             .await
             .map_err(|e| PluginError::Failed(format!("secrets are not available: {e}")))?;
-        Ok(SecretsClient::new(channel))
+        Ok(SecretsClient::with_origin(h2, conn::origin()))
     }
 }
 
@@ -219,7 +197,16 @@ impl GrpcBroker for Arc<PluginBroker> {
 pub struct BrokerSecrets {
     broker: Arc<PluginBroker>,
     id: u32,
-    client: tokio::sync::Mutex<Option<SecretsClient<tonic::transport::Channel>>>,
+    client: tokio::sync::Mutex<Option<SecretsClient<conn::H2>>>,
+}
+
+impl Drop for BrokerSecrets {
+    /// The call is over: its broker address is forgotten (a long-lived plugin serves many).
+    fn drop(&mut self) {
+        if let Ok(mut k) = self.broker.known.lock() {
+            k.remove(&self.id);
+        }
+    }
 }
 
 impl BrokerSecrets {

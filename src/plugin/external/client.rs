@@ -79,17 +79,13 @@ impl Remote {
             },
         }
     }
-
-    fn wire(req: &Request, broker: u32) -> v1::DeployRequest {
-        proto::request_to_wire(req, broker)
-    }
 }
 
 #[async_trait]
 impl Deployer for Remote {
     async fn validate(&self, req: &Request) -> Result<(), PluginError> {
         self.call("Validate", None, |mut c, _| async move {
-            let mut r = tonic::Request::new(Remote::wire(req, 0));
+            let mut r = tonic::Request::new(proto::request_to_wire(req, 0));
             r.set_timeout(VALIDATE_TIMEOUT);
             c.validate(r).await
         })
@@ -99,7 +95,7 @@ impl Deployer for Remote {
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
         self.call("Deploy", Some(req), |mut c, id| async move {
-            c.deploy(Remote::wire(req, id)).await
+            c.deploy(proto::request_to_wire(req, id)).await
         })
         .await
         .map(proto::result_from_wire)
@@ -175,7 +171,7 @@ impl ParallelDeployer for Remote {
 impl DryRunner for Remote {
     async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
         self.call("DryRun", Some(req), |mut c, id| async move {
-            c.dry_run(Remote::wire(req, id)).await
+            c.dry_run(proto::request_to_wire(req, id)).await
         })
         .await
         .map(proto::result_from_wire)
@@ -186,7 +182,7 @@ impl DryRunner for Remote {
 impl ReleaseInspector for Remote {
     async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
         self.call("CurrentRelease", Some(req), |mut c, id| async move {
-            c.current_release(Remote::wire(req, id)).await
+            c.current_release(proto::request_to_wire(req, id)).await
         })
         .await
         .map(proto::releases_from_wire)
@@ -198,7 +194,7 @@ impl Rollbacker for Remote {
     async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
         self.call("Rollback", Some(req), |mut c, id| async move {
             c.rollback(v1::RollbackRequest {
-                request: Some(Remote::wire(req, id)),
+                request: Some(proto::request_to_wire(req, id)),
                 to: Some(proto::release_to_wire(to)),
             })
             .await
@@ -213,7 +209,7 @@ impl SlotDeployer for Remote {
     async fn prepare_slots(&self, req: &Request) -> Result<serde_json::Value, PluginError> {
         let r = self
             .call("PrepareSlots", Some(req), |mut c, id| async move {
-                c.prepare_slots(Remote::wire(req, id)).await
+                c.prepare_slots(proto::request_to_wire(req, id)).await
             })
             .await?;
         if r.state_json.is_empty() {
@@ -229,7 +225,7 @@ impl SlotDeployer for Remote {
 
     async fn deploy_candidate(&self, req: &Request) -> Result<DeployResult, PluginError> {
         self.call("DeployCandidate", Some(req), |mut c, id| async move {
-            c.deploy_candidate(Remote::wire(req, id)).await
+            c.deploy_candidate(proto::request_to_wire(req, id)).await
         })
         .await
         .map(proto::result_from_wire)
@@ -237,7 +233,7 @@ impl SlotDeployer for Remote {
 
     async fn promote_candidate(&self, req: &Request) -> Result<(), PluginError> {
         self.call("PromoteCandidate", Some(req), |mut c, id| async move {
-            c.promote_candidate(Remote::wire(req, id)).await
+            c.promote_candidate(proto::request_to_wire(req, id)).await
         })
         .await
         .map(|_| ())
@@ -245,7 +241,7 @@ impl SlotDeployer for Remote {
 
     async fn revert_candidate(&self, req: &Request) -> Result<(), PluginError> {
         self.call("RevertCandidate", Some(req), |mut c, id| async move {
-            c.revert_candidate(Remote::wire(req, id)).await
+            c.revert_candidate(proto::request_to_wire(req, id)).await
         })
         .await
         .map(|_| ())
@@ -253,7 +249,7 @@ impl SlotDeployer for Remote {
 
     async fn retire_previous(&self, req: &Request) -> Result<(), PluginError> {
         self.call("RetirePrevious", Some(req), |mut c, id| async move {
-            c.retire_previous(Remote::wire(req, id)).await
+            c.retire_previous(proto::request_to_wire(req, id)).await
         })
         .await
         .map(|_| ())
@@ -265,7 +261,7 @@ impl TrafficRouter for Remote {
     async fn set_candidate_weight(&self, req: &Request, weight: u32) -> Result<(), PluginError> {
         self.call("SetCandidateWeight", Some(req), |mut c, id| async move {
             c.set_candidate_weight(v1::WeightRequest {
-                request: Some(Remote::wire(req, id)),
+                request: Some(proto::request_to_wire(req, id)),
                 weight,
             })
             .await
@@ -276,7 +272,7 @@ impl TrafficRouter for Remote {
 
     async fn candidate_weight(&self, req: &Request) -> Result<u32, PluginError> {
         self.call("CandidateWeight", Some(req), |mut c, id| async move {
-            c.candidate_weight(Remote::wire(req, id)).await
+            c.candidate_weight(proto::request_to_wire(req, id)).await
         })
         .await
         .map(|r| r.weight)
@@ -287,7 +283,7 @@ impl TrafficRouter for Remote {
 impl TesterRouter for Remote {
     async fn route_testers(&self, req: &Request) -> Result<BTreeMap<String, String>, PluginError> {
         self.call("RouteTesters", Some(req), |mut c, id| async move {
-            c.route_testers(Remote::wire(req, id)).await
+            c.route_testers(proto::request_to_wire(req, id)).await
         })
         .await
         .map(|r| r.details.into_iter().collect())
@@ -299,7 +295,7 @@ impl SlotScaler for Remote {
     async fn scale_candidate(&self, req: &Request, percent: u32) -> Result<(), PluginError> {
         self.call("ScaleCandidate", Some(req), |mut c, id| async move {
             c.scale_candidate(v1::WeightRequest {
-                request: Some(Remote::wire(req, id)),
+                request: Some(proto::request_to_wire(req, id)),
                 weight: percent,
             })
             .await

@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Uri;
 
 use super::handshake::Addr;
 use super::tls::server_name;
@@ -71,26 +71,6 @@ async fn dial(addr: &Addr) -> io::Result<Io> {
         Addr::Unix(p) => Io::Unix(UnixStream::connect(p).await?),
         Addr::Tcp(a) => Io::Tcp(TcpStream::connect(a).await?),
     })
-}
-
-/// A gRPC channel to `addr` over mutual TLS (`tls` pins the peer).
-pub async fn channel(
-    addr: Addr,
-    tls: Arc<rustls::ClientConfig>,
-) -> Result<Channel, tonic::transport::Error> {
-    // The URI only names the HTTP/2 authority; the connector decides where to go. `http`
-    // because TLS happens inside the connector, not in tonic.
-    Endpoint::from_static("http://localhost")
-        .connect_timeout(Duration::from_secs(10))
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let (addr, tls) = (addr.clone(), tls.clone());
-            async move {
-                let io = dial(&addr).await?;
-                let stream = TlsConnector::from(tls).connect(server_name(), io).await?;
-                Ok::<_, io::Error>(TokioIo::new(stream))
-            }
-        }))
-        .await
 }
 
 /// TLS-terminated connections accepted on `listener`, for `serve_with_incoming`. A failed

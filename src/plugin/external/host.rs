@@ -25,7 +25,7 @@ use super::proto::v1::deployer_client::DeployerClient;
 use super::{hclog, tls};
 use crate::plugin::contract::Capabilities;
 use crate::plugin::error::PluginError;
-use crate::plugin::logger::{Level, LogLine, LogSink};
+use crate::plugin::logger::{Level, LogLine, LogSink, Logger};
 
 /// How to run one external plugin (from its `plugins:` entry, or discovered on PATH).
 #[derive(Debug, Clone)]
@@ -55,8 +55,6 @@ const STDERR_TAIL: usize = 20;
 pub struct Process {
     /// Its pid.
     pub pid: u32,
-    /// The name Configure returned.
-    pub reported_name: String,
     /// The capabilities Configure announced.
     pub capabilities: Capabilities,
     /// The Deployer client.
@@ -100,6 +98,8 @@ fn tail(lines: &Mutex<VecDeque<String>>) -> String {
 pub struct Host {
     spec: ExternalSpec,
     sink: Arc<dyn LogSink>,
+    /// The host's own lines about this plugin (started, exited, stray output).
+    logger: Logger,
     current: tokio::sync::Mutex<Option<Arc<Process>>>,
 }
 
@@ -107,6 +107,7 @@ impl Host {
     /// A host for `spec`; nothing starts yet.
     pub fn new(spec: ExternalSpec, sink: Arc<dyn LogSink>) -> Self {
         Host {
+            logger: Logger::new(sink.clone(), spec.name.clone()),
             spec,
             sink,
             current: tokio::sync::Mutex::new(None),
@@ -118,21 +119,8 @@ impl Host {
         &self.spec.name
     }
 
-    /// The binary.
-    pub fn command(&self) -> &std::path::Path {
-        &self.spec.command
-    }
-
     fn log(&self, level: Level, message: String) {
-        self.sink.log(LogLine {
-            at: crate::sys::now_ms(),
-            level,
-            source: self.spec.name.clone(),
-            deployment_id: None,
-            target: None,
-            message,
-            attrs: BTreeMap::new(),
-        });
+        self.logger.log(level, &message, &[]);
     }
 
     /// The running process, started (again) if there is none.
@@ -195,7 +183,14 @@ impl Host {
 
     async fn start(&self) -> Result<Process, PluginError> {
         let s = &self.spec;
-        if let Pin::Unpinned = activation::check(&s.name, &s.command, s.sha256.as_deref())? {
+        // Activation, at every start: the binary exists, is executable and matches its pin
+        // (hashing a large binary is blocking work).
+        let (name, command, pin) = (s.name.clone(), s.command.clone(), s.sha256.clone());
+        let checked =
+            tokio::task::spawn_blocking(move || activation::check(&name, &command, pin.as_deref()))
+                .await
+                .map_err(|e| self.fail(e))??;
+        if let Pin::Unpinned = checked {
             self.log(
                 Level::Warn,
                 format!(
@@ -293,27 +288,20 @@ impl Host {
         self.check_handshake(&shake).map_err(kill)?;
         let plugin_cert =
             rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
-        tokio::spawn(drain_stdout(stdout, self.sink.clone(), s.name.clone()));
-        let name = s.name.clone();
-        let sink = self.sink.clone();
+        tokio::spawn(drain_stdout(stdout, self.logger.clone(), s.name.clone()));
+        let (name, log) = (s.name.clone(), self.logger.clone());
         tokio::spawn(async move {
             let how = match child.wait().await {
                 Ok(st) => st.to_string(),
                 Err(e) => e.to_string(),
             };
-            sink.log(LogLine {
-                at: crate::sys::now_ms(),
-                level: Level::Info,
-                source: name.clone(),
-                deployment_id: None,
-                target: None,
-                message: format!("plugin {name} exited ({how})"),
-                attrs: BTreeMap::new(),
-            });
+            log.info(&format!("plugin {name} exited ({how})"));
             let _ = exit_tx.send(Some(how));
         });
         let client_tls =
             tls::client_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
+        let broker_tls =
+            tls::server_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
         let channel = conn::h2(shake.addr.clone(), client_tls)
             .await
             .map_err(|e| kill(self.fail(format!("cannot connect over mutual TLS: {e}"))))?;
@@ -333,11 +321,7 @@ impl Host {
                 self.fail("its health service does not report `plugin` as SERVING"),
             ));
         }
-        tokio::spawn(forward_stdio(
-            channel.clone(),
-            self.sink.clone(),
-            s.name.clone(),
-        ));
+        tokio::spawn(forward_stdio(channel.clone(), self.logger.clone()));
         let (broker_tx, broker_rx) = mpsc::channel(16);
         let mut broker = GrpcBrokerClient::with_origin(channel.clone(), conn::origin());
         tokio::spawn(async move {
@@ -384,15 +368,9 @@ impl Host {
         );
         Ok(Process {
             pid,
-            reported_name: configured.name,
             capabilities,
             deployer,
-            broker: HostBroker::new(
-                broker_tx,
-                identity,
-                plugin_cert,
-                socket_dir.path().to_owned(),
-            ),
+            broker: HostBroker::new(broker_tx, broker_tls, socket_dir.path().to_owned()),
             controller: GrpcControllerClient::with_origin(channel, conn::origin()),
             exited,
             stderr_tail: tail,
@@ -485,7 +463,7 @@ async fn forward_stderr(
 /// plugin never blocks) and reported once.
 async fn drain_stdout(
     mut stdout: BufReader<tokio::process::ChildStdout>,
-    sink: Arc<dyn LogSink>,
+    log: Logger,
     plugin: String,
 ) {
     let mut buf = vec![0u8; 8192];
@@ -496,25 +474,17 @@ async fn drain_stdout(
         }
         if !warned {
             warned = true;
-            sink.log(LogLine {
-                at: crate::sys::now_ms(),
-                level: Level::Warn,
-                source: plugin.clone(),
-                deployment_id: None,
-                target: None,
-                message: format!(
-                    "plugin {plugin} wrote to stdout after the handshake; it is ignored (stdout \
-                     is reserved for the handshake: log through the plugin's logger)"
-                ),
-                attrs: BTreeMap::new(),
-            });
+            log.warn(&format!(
+                "plugin {plugin} wrote to stdout after the handshake; it is ignored (stdout is \
+                 reserved for the handshake: log through the plugin's logger)"
+            ));
         }
     }
 }
 
 /// go-plugin's GRPCStdio: what a Go plugin prints after Serve. Older plugins (go-plugin 1.0.1)
 /// do not have it.
-async fn forward_stdio(channel: H2, sink: Arc<dyn LogSink>, plugin: String) {
+async fn forward_stdio(channel: H2, log: Logger) {
     let mut client = GrpcStdioClient::with_origin(channel, conn::origin());
     let Ok(resp) = client.stream_stdio(()).await else {
         return;
@@ -528,15 +498,7 @@ async fn forward_stdio(channel: H2, sink: Arc<dyn LogSink>, plugin: String) {
             Level::Warn
         };
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            sink.log(LogLine {
-                at: crate::sys::now_ms(),
-                level,
-                source: plugin.clone(),
-                deployment_id: None,
-                target: None,
-                message: line.to_owned(),
-                attrs: BTreeMap::new(),
-            });
+            log.log(level, line, &[]);
         }
     }
 }

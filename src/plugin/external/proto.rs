@@ -215,11 +215,13 @@ pub fn releases_from_wire(r: v1::CurrentReleaseResponse) -> Vec<TargetRelease> {
 
 /// A plugin error as a gRPC status: `Permanent` is `ABORTED`, a missing optional call
 /// `UNIMPLEMENTED`.
-pub fn error_to_status(e: PluginError) -> Status {
-    match e {
-        PluginError::Permanent(m) => Status::aborted(m),
-        PluginError::Unimplemented(m) => Status::unimplemented(m),
-        PluginError::Failed(m) => Status::unknown(m),
+impl From<PluginError> for Status {
+    fn from(e: PluginError) -> Status {
+        match e {
+            PluginError::Permanent(m) => Status::aborted(m),
+            PluginError::Unimplemented(m) => Status::unimplemented(m),
+            PluginError::Failed(m) => Status::unknown(m),
+        }
     }
 }
 

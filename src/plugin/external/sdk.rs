@@ -34,15 +34,19 @@ impl LogSink for Stderr {
     }
 }
 
-fn module() -> String {
-    std::env::args()
-        .next()
-        .and_then(|a| {
-            std::path::Path::new(&a)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "plugin".into())
+/// The binary's file name: the plugin's name in its log lines and in Configure's answer.
+fn module() -> &'static str {
+    static MODULE: OnceLock<String> = OnceLock::new();
+    MODULE.get_or_init(|| {
+        std::env::args()
+            .next()
+            .and_then(|a| {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "plugin".into())
+    })
 }
 
 /// The plugin's logger: hclog JSON on stderr, forwarded by manent with level and attributes.
@@ -50,7 +54,14 @@ fn module() -> String {
 pub fn logger() -> Logger {
     static LOGGER: OnceLock<Logger> = OnceLock::new();
     LOGGER
-        .get_or_init(|| Logger::new(Arc::new(Stderr { module: module() }), module()))
+        .get_or_init(|| {
+            Logger::new(
+                Arc::new(Stderr {
+                    module: module().to_owned(),
+                }),
+                module(),
+            )
+        })
         .clone()
 }
 
@@ -139,7 +150,7 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
     let (cert, serving) = match host_cert {
         Some(host_cert) => {
             let identity = tls::Identity::generate().map_err(|e| e.to_string())?;
-            broker.set_tls(identity.clone(), host_cert.clone());
+            broker.set_tls(tls::client_config(&identity, &host_cert).map_err(|e| e.to_string())?);
             let config = tls::server_config(&identity, &host_cert).map_err(|e| e.to_string())?;
             let incoming = conn::tls_incoming(listener, config);
             let serving = tokio::spawn(router.serve_with_incoming_shutdown(incoming, stopped));
@@ -270,10 +281,6 @@ impl PluginService {
     }
 }
 
-fn status(e: crate::plugin::PluginError) -> Status {
-    proto::error_to_status(e)
-}
-
 fn unimplemented(call: &str) -> Status {
     Status::unimplemented(format!("this plugin does not implement {call}"))
 }
@@ -298,7 +305,7 @@ impl DeployerRpc for PluginService {
             *d = Some(deployer);
         }
         Ok(Response::new(v1::ConfigureResponse {
-            name: module(),
+            name: module().to_owned(),
             capabilities,
         }))
     }
@@ -312,7 +319,7 @@ impl DeployerRpc for PluginService {
             .artifact
             .map(Into::into)
             .unwrap_or_default();
-        let supported = self.deployer()?.supports(&artifact).await.map_err(status)?;
+        let supported = self.deployer()?.supports(&artifact).await?;
         Ok(Response::new(v1::SupportsResponse { supported }))
     }
 
@@ -323,7 +330,7 @@ impl DeployerRpc for PluginService {
         let mut w = req.into_inner();
         w.secrets_broker_id = 0;
         let (r, _open) = self.request(w)?;
-        self.deployer()?.validate(&r).await.map_err(status)?;
+        self.deployer()?.validate(&r).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -332,7 +339,7 @@ impl DeployerRpc for PluginService {
         req: Request<v1::DeployRequest>,
     ) -> Result<Response<v1::DeployResponse>, Status> {
         let (r, _open) = self.request(req.into_inner())?;
-        let result = self.deployer()?.deploy(&r).await.map_err(status)?;
+        let result = self.deployer()?.deploy(&r).await?;
         Ok(Response::new(proto::result_to_wire(result)))
     }
 
@@ -343,9 +350,7 @@ impl DeployerRpc for PluginService {
         let d = self.deployer()?;
         let dr = d.dry_runner().ok_or_else(|| unimplemented("DryRun"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        Ok(Response::new(proto::result_to_wire(
-            dr.dry_run(&r).await.map_err(status)?,
-        )))
+        Ok(Response::new(proto::result_to_wire(dr.dry_run(&r).await?)))
     }
 
     async fn current_release(
@@ -358,7 +363,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("CurrentRelease"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(proto::releases_to_wire(
-            ri.current_release(&r).await.map_err(status)?,
+            ri.current_release(&r).await?,
         )))
     }
 
@@ -372,7 +377,7 @@ impl DeployerRpc for PluginService {
         let to = proto::release_from_wire(w.to.unwrap_or_default());
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
         Ok(Response::new(proto::result_to_wire(
-            rb.rollback(&r, &to).await.map_err(status)?,
+            rb.rollback(&r, &to).await?,
         )))
     }
 
@@ -385,7 +390,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("PrepareSlots"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        let state = s.prepare_slots(&r).await.map_err(status)?;
+        let state = s.prepare_slots(&r).await?;
         Ok(Response::new(v1::StateResponse {
             state_json: serde_json::to_vec(&state).unwrap_or_default(),
         }))
@@ -401,7 +406,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("DeployCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(proto::result_to_wire(
-            s.deploy_candidate(&r).await.map_err(status)?,
+            s.deploy_candidate(&r).await?,
         )))
     }
 
@@ -414,7 +419,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("PromoteCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.promote_candidate(&r).await.map_err(status)?;
+        s.promote_candidate(&r).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -427,7 +432,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("RevertCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.revert_candidate(&r).await.map_err(status)?;
+        s.revert_candidate(&r).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -440,7 +445,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("RetirePrevious"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.retire_previous(&r).await.map_err(status)?;
+        s.retire_previous(&r).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -454,7 +459,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("SetCandidateWeight"))?;
         let w = req.into_inner();
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
-        t.set_candidate_weight(&r, w.weight).await.map_err(status)?;
+        t.set_candidate_weight(&r, w.weight).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -468,7 +473,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("CandidateWeight"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(v1::WeightResponse {
-            weight: t.candidate_weight(&r).await.map_err(status)?,
+            weight: t.candidate_weight(&r).await?,
         }))
     }
 
@@ -481,12 +486,7 @@ impl DeployerRpc for PluginService {
             .tester_router()
             .ok_or_else(|| unimplemented("RouteTesters"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        let details = t
-            .route_testers(&r)
-            .await
-            .map_err(status)?
-            .into_iter()
-            .collect();
+        let details = t.route_testers(&r).await?.into_iter().collect();
         Ok(Response::new(v1::DetailsResponse { details }))
     }
 
@@ -500,7 +500,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("ScaleCandidate"))?;
         let w = req.into_inner();
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
-        s.scale_candidate(&r, w.weight).await.map_err(status)?;
+        s.scale_candidate(&r, w.weight).await?;
         Ok(Response::new(v1::Empty {}))
     }
 }

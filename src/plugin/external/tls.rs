@@ -85,7 +85,9 @@ pub fn der_from_pem(pem: &str) -> Option<CertificateDer<'static>> {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    static PROVIDER: std::sync::LazyLock<Arc<CryptoProvider>> =
+        std::sync::LazyLock::new(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    PROVIDER.clone()
 }
 
 /// Trusts exactly one certificate, whoever presents it.
@@ -96,6 +98,17 @@ struct Pinned {
 }
 
 impl Pinned {
+    fn new(peer: &CertificateDer<'static>) -> Arc<Pinned> {
+        Arc::new(Pinned {
+            der: peer.clone(),
+            provider: provider(),
+        })
+    }
+
+    fn algorithms(&self) -> &rustls::crypto::WebPkiSupportedAlgorithms {
+        &self.provider.signature_verification_algorithms
+    }
+
     fn check(&self, presented: &CertificateDer<'_>) -> Result<(), rustls::Error> {
         if presented.as_ref() == self.der.as_ref() {
             Ok(())
@@ -126,12 +139,7 @@ impl ServerCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, self.algorithms())
     }
 
     fn verify_tls13_signature(
@@ -140,18 +148,11 @@ impl ServerCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, self.algorithms())
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.algorithms().supported_schemes()
     }
 }
 
@@ -176,12 +177,7 @@ impl ClientCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, self.algorithms())
     }
 
     fn verify_tls13_signature(
@@ -190,18 +186,11 @@ impl ClientCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, self.algorithms())
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.algorithms().supported_schemes()
     }
 }
 
@@ -210,11 +199,8 @@ pub fn client_config(
     own: &Identity,
     peer: &CertificateDer<'static>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
-    let p = provider();
-    let verifier = Arc::new(Pinned {
-        der: peer.clone(),
-        provider: p.clone(),
-    });
+    let verifier = Pinned::new(peer);
+    let p = verifier.provider.clone();
     let mut config = ClientConfig::builder_with_provider(p)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError(e.to_string()))?
@@ -231,11 +217,8 @@ pub fn server_config(
     own: &Identity,
     peer: &CertificateDer<'static>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let p = provider();
-    let verifier = Arc::new(Pinned {
-        der: peer.clone(),
-        provider: p.clone(),
-    });
+    let verifier = Pinned::new(peer);
+    let p = verifier.provider.clone();
     let mut config = ServerConfig::builder_with_provider(p)
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError(e.to_string()))?
