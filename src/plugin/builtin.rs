@@ -8,6 +8,11 @@ pub mod simulate;
 
 use super::contract::Factory;
 
+/// `s` in single quotes for `sh`, whatever it holds.
+pub(crate) fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
 /// Names of the built-in plugins; `plugins:` entries may not reuse them for external plugins.
 pub const NAMES: &[&str] = &["exec", "remote-copy", "simulate"];
 

@@ -158,18 +158,6 @@ pub enum Capability {
 }
 
 impl Capability {
-    /// Every capability.
-    pub const ALL: [Capability; 8] = [
-        Capability::DryRun,
-        Capability::CurrentRelease,
-        Capability::Rollback,
-        Capability::Slots,
-        Capability::TrafficRouter,
-        Capability::Testers,
-        Capability::Scale,
-        Capability::ParallelTargets,
-    ];
-
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -182,11 +170,6 @@ impl Capability {
             Capability::Scale => "scale",
             Capability::ParallelTargets => "parallel_targets",
         }
-    }
-
-    /// Parses a wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Capability::ALL.into_iter().find(|c| c.as_str() == s)
     }
 }
 

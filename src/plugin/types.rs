@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PluginError;
 use super::secrets::Secrets;
 use crate::moniker::Moniker;
 
@@ -180,4 +181,24 @@ pub struct DeployResult {
     /// The release now live (a version), if the plugin reports one.
     #[serde(default)]
     pub release: String,
+}
+
+impl DeployResult {
+    /// What [`for_each_target`](crate::plugin::for_each_target) or
+    /// [`for_all_targets`](crate::plugin::for_all_targets) returned, as a call's result: the
+    /// first error if a target failed, else every target's result with `release` live.
+    pub fn of(
+        plugin: &str,
+        release: &str,
+        (targets, err): (Vec<TargetResult>, Option<PluginError>),
+    ) -> Result<DeployResult, PluginError> {
+        match err {
+            Some(e) => Err(e),
+            None => Ok(DeployResult {
+                plugin: plugin.to_owned(),
+                targets,
+                release: release.to_owned(),
+            }),
+        }
+    }
 }

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
+use crate::plugin::builtin::sh_quote;
 use crate::plugin::contract::{
     Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
 };
@@ -117,10 +118,6 @@ fn params(req: &Request) -> Result<Params, PluginError> {
         .map_err(|e| PluginError::Permanent(format!("deploy.params: {e}")))
 }
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 /// Replaces `{{ name }}` with the shell-quoted value; unknown names are a permanent error.
 fn render(
     template: &str,
@@ -142,7 +139,7 @@ fn render(
                 VARIABLES.join(", ")
             ))
         })?;
-        out.push_str(&quote(value));
+        out.push_str(&sh_quote(value));
         rest = &after[end + 2..];
     }
     out.push_str(rest);
@@ -194,12 +191,12 @@ impl Exec {
     async fn run(
         &self,
         req: &Request,
+        p: &Params,
         t: &Target,
         which: &str,
         template: &str,
         to: Option<&Release>,
     ) -> Result<Finished, PluginError> {
-        let p = params(req)?;
         let vars = variables(req, t, to);
         let command = render(template, &vars, which)?;
         let mut cmd = tokio::process::Command::new(&self.options.shell);
@@ -345,21 +342,14 @@ impl Deployer for Exec {
     }
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
-        let p = params(req)?;
-        let template = self.command(&p, "deploy")?;
-        let (targets, err) = for_each_target(req, |t| async move {
-            let done = self.run(req, &t, "deploy", template, None).await?;
+        let p = &params(req)?;
+        let template = self.command(p, "deploy")?;
+        let outcome = for_each_target(req, |t| async move {
+            let done = self.run(req, p, &t, "deploy", template, None).await?;
             Ok(TargetResult::new(TargetStatus::Deployed).with_message(done.last_stdout))
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "exec".into(),
-                targets,
-                release: req.artifact.version.clone(),
-            }),
-        }
+        DeployResult::of("exec", &req.artifact.version, outcome)
     }
 
     fn dry_runner(&self) -> Option<&dyn DryRunner> {
@@ -388,10 +378,10 @@ impl ParallelDeployer for Exec {
 #[async_trait]
 impl DryRunner for Exec {
     async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
-        let p = params(req)?;
-        let template = self.command(&p, "dry_run")?;
+        let p = &params(req)?;
+        let template = self.command(p, "dry_run")?;
         let (targets, _) = for_all_targets(req, |t| async move {
-            let done = self.run(req, &t, "dry_run", template, None).await?;
+            let done = self.run(req, p, &t, "dry_run", template, None).await?;
             Ok(TargetResult::new(TargetStatus::Unchanged).with_message(done.last_stdout))
         })
         .await;
@@ -406,11 +396,13 @@ impl DryRunner for Exec {
 #[async_trait]
 impl ReleaseInspector for Exec {
     async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
-        let p = params(req)?;
-        let template = self.command(&p, "current_release")?;
+        let p = &params(req)?;
+        let template = self.command(p, "current_release")?;
         let mut out = Vec::with_capacity(req.targets.len());
         for t in &req.targets {
-            let done = self.run(req, t, "current_release", template, None).await?;
+            let done = self
+                .run(req, p, t, "current_release", template, None)
+                .await?;
             out.push(TargetRelease {
                 host: t.host.clone(),
                 version: done.last_stdout,
@@ -423,21 +415,14 @@ impl ReleaseInspector for Exec {
 #[async_trait]
 impl Rollbacker for Exec {
     async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
-        let p = params(req)?;
-        let template = self.command(&p, "rollback")?;
-        let (targets, err) = for_all_targets(req, |t| async move {
-            let done = self.run(req, &t, "rollback", template, Some(to)).await?;
+        let p = &params(req)?;
+        let template = self.command(p, "rollback")?;
+        let outcome = for_all_targets(req, |t| async move {
+            let done = self.run(req, p, &t, "rollback", template, Some(to)).await?;
             Ok(TargetResult::new(TargetStatus::RolledBack).with_message(done.last_stdout))
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "exec".into(),
-                targets,
-                release: to.version.clone(),
-            }),
-        }
+        DeployResult::of("exec", &to.version, outcome)
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use crate::plugin::builtin::sh_quote;
 use crate::plugin::contract::{
     Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
 };
@@ -84,10 +85,6 @@ struct RemoteCopy {
     log: Logger,
 }
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
 fn params(req: &Request) -> Result<Params, PluginError> {
     serde_json::from_value(req.params.clone()).map_err(|e| {
         PluginError::Permanent(format!("remote-copy deploy.params: {e} (it needs `path`)"))
@@ -150,7 +147,7 @@ impl RemoteCopy {
             let mut c = tokio::process::Command::new("ssh");
             c.args(self.ssh_args(false))
                 .arg(self.destination(t))
-                .arg(format!("sh -c {}", quote(script)));
+                .arg(format!("sh -c {}", sh_quote(script)));
             c
         };
         run(&mut cmd, t).await
@@ -165,21 +162,21 @@ impl RemoteCopy {
             let script = if is_dir {
                 format!(
                     "mkdir -p {d} && cp -a {s}/. {d}/",
-                    d = quote(dest),
-                    s = quote(source)
+                    d = sh_quote(dest),
+                    s = sh_quote(source)
                 )
             } else {
                 format!(
                     "mkdir -p {d} && cp -a {s} {d}/",
-                    d = quote(dest),
-                    s = quote(source)
+                    d = sh_quote(dest),
+                    s = sh_quote(source)
                 )
             };
             self.sh(t, &script).await.map(|_| ())
         } else {
             let remote = format!("{}:{dest}", self.destination(t));
             if !is_dir {
-                self.sh(t, &format!("mkdir -p {}", quote(dest))).await?;
+                self.sh(t, &format!("mkdir -p {}", sh_quote(dest))).await?;
             }
             let mut cmd = tokio::process::Command::new("scp");
             cmd.args(self.ssh_args(true))
@@ -192,7 +189,7 @@ impl RemoteCopy {
     }
 
     async fn current(&self, p: &Params, t: &Target) -> Result<String, PluginError> {
-        let base = quote(&self.base(p, t));
+        let base = sh_quote(&self.base(p, t));
         let out = self
             .sh(t, &format!("readlink {base}/current 2>/dev/null || true"))
             .await?;
@@ -200,11 +197,11 @@ impl RemoteCopy {
     }
 
     async fn switch(&self, p: &Params, t: &Target, version: &str) -> Result<(), PluginError> {
-        let base = quote(&self.base(p, t));
+        let base = sh_quote(&self.base(p, t));
         let script = format!(
             "set -e; test -f {base}/releases/{v}/{MARKER}; \
              ln -sfn releases/{v} {base}/.current.manent-next; mv -T {base}/.current.manent-next {base}/current",
-            v = quote(version)
+            v = sh_quote(version)
         );
         self.sh(t, &script).await.map(|_| ())
     }
@@ -212,12 +209,12 @@ impl RemoteCopy {
     /// Removes releases beyond `keep`, oldest first, never the live one.
     async fn prune(&self, p: &Params, t: &Target, live: &str) -> Result<(), PluginError> {
         let keep = p.keep.unwrap_or(self.options.keep).max(2);
-        let base = quote(&self.base(p, t));
+        let base = sh_quote(&self.base(p, t));
         let script = format!(
             "cd {base}/releases && ls -1t */{MARKER} 2>/dev/null | sed 's,/{MARKER}$,,' | tail -n +{from} | \
              while read r; do [ \"$r\" = {live} ] || rm -rf -- \"$r\"; done",
             from = keep + 1,
-            live = quote(live)
+            live = sh_quote(live)
         );
         self.sh(t, &script).await.map(|_| ())
     }
@@ -241,7 +238,10 @@ impl RemoteCopy {
         let present = self
             .sh(
                 t,
-                &format!("test -f {}/{MARKER} && echo yes || true", quote(&release)),
+                &format!(
+                    "test -f {}/{MARKER} && echo yes || true",
+                    sh_quote(&release)
+                ),
             )
             .await?;
         if present.trim() != "yes" {
@@ -260,8 +260,8 @@ impl RemoteCopy {
                 t,
                 &format!(
                     "mkdir -p {b}/releases && rm -rf {p}",
-                    b = quote(&base),
-                    p = quote(&partial)
+                    b = sh_quote(&base),
+                    p = sh_quote(&partial)
                 ),
             )
             .await?;
@@ -271,8 +271,8 @@ impl RemoteCopy {
                 t,
                 &format!(
                     "touch {p}/{MARKER} && rm -rf {r} && mv {p} {r}",
-                    p = quote(&partial),
-                    r = quote(&release)
+                    p = sh_quote(&partial),
+                    r = sh_quote(&release)
                 ),
             )
             .await?;
@@ -348,19 +348,12 @@ impl Deployer for RemoteCopy {
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
         let p = params(req)?;
-        let (targets, err) = for_each_target(req, |t| {
+        let outcome = for_each_target(req, |t| {
             let p = &p;
             async move { self.deploy_one(req, p, &t).await }
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "remote-copy".into(),
-                targets,
-                release: req.artifact.version.clone(),
-            }),
-        }
+        DeployResult::of("remote-copy", &req.artifact.version, outcome)
     }
 
     fn dry_runner(&self) -> Option<&dyn DryRunner> {
@@ -438,11 +431,11 @@ impl Rollbacker for RemoteCopy {
     async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
         let p = params(req)?;
         valid_version(&to.version)?;
-        let (targets, err) = for_all_targets(req, |t| {
+        let outcome = for_all_targets(req, |t| {
             let p = &p;
             async move {
                 let release = format!("{}/releases/{}", self.base(p, &t), to.version);
-                let there = self.sh(&t, &format!("test -f {}/{MARKER} && echo yes || true", quote(&release))).await?;
+                let there = self.sh(&t, &format!("test -f {}/{MARKER} && echo yes || true", sh_quote(&release))).await?;
                 if there.trim() != "yes" {
                     return Err(PluginError::Permanent(format!(
                         "{}: release {} is no longer on the target (only the newest `keep` releases stay)",
@@ -455,13 +448,6 @@ impl Rollbacker for RemoteCopy {
             }
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "remote-copy".into(),
-                targets,
-                release: to.version.clone(),
-            }),
-        }
+        DeployResult::of("remote-copy", &to.version, outcome)
     }
 }

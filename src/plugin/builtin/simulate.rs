@@ -11,6 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use crate::config::values::Dur;
 use crate::plugin::contract::{
     Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
 };
@@ -53,26 +54,8 @@ struct Settings {
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(untagged)]
 enum Latency {
-    Fixed(#[serde(with = "humantime_serde_str")] Duration),
-    Range {
-        #[serde(with = "humantime_serde_str")]
-        min: Duration,
-        #[serde(with = "humantime_serde_str")]
-        max: Duration,
-    },
-}
-
-mod humantime_serde_str {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer};
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let s = String::deserialize(d)?;
-        humantime::parse_duration(&s).map_err(|_| {
-            serde::de::Error::custom(format!("invalid duration `{s}` (e.g. 50ms, 2s)"))
-        })
-    }
+    Fixed(Dur),
+    Range { min: Dur, max: Dur },
 }
 
 impl Settings {
@@ -184,8 +167,11 @@ impl Simulate {
     fn latency(s: &Settings, rng: &mut fastrand::Rng) -> Duration {
         match s.latency {
             None => Duration::ZERO,
-            Some(Latency::Fixed(d)) => d,
-            Some(Latency::Range { min, max }) => {
+            Some(Latency::Fixed(Dur(d))) => d,
+            Some(Latency::Range {
+                min: Dur(min),
+                max: Dur(max),
+            }) => {
                 let span = max.saturating_sub(min).as_secs_f64();
                 min + Duration::from_secs_f64(span * rng.f64())
             }
@@ -254,7 +240,7 @@ impl Deployer for Simulate {
     }
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
-        let (targets, err) = for_each_target(req, |t| async move {
+        let outcome = for_each_target(req, |t| async move {
             let took = self.work(req, &t, "deploy").await?;
             self.set_live(&t, &req.artifact.version);
             Ok(
@@ -266,14 +252,7 @@ impl Deployer for Simulate {
             )
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "simulate".into(),
-                targets,
-                release: req.artifact.version.clone(),
-            }),
-        }
+        DeployResult::of("simulate", &req.artifact.version, outcome)
     }
 
     fn dry_runner(&self) -> Option<&dyn DryRunner> {
@@ -343,20 +322,13 @@ impl ReleaseInspector for Simulate {
 #[async_trait]
 impl Rollbacker for Simulate {
     async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
-        let (targets, err) = for_all_targets(req, |t| async move {
+        let outcome = for_all_targets(req, |t| async move {
             self.work(req, &t, "rollback").await?;
             self.set_live(&t, &to.version);
             Ok(TargetResult::new(TargetStatus::RolledBack)
                 .with_message(format!("simulated rollback to {}", to.version)))
         })
         .await;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(DeployResult {
-                plugin: "simulate".into(),
-                targets,
-                release: to.version.clone(),
-            }),
-        }
+        DeployResult::of("simulate", &to.version, outcome)
     }
 }
