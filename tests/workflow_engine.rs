@@ -207,7 +207,14 @@ async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
     let out: serde_json::Value = serde_json::from_str(row.output.as_deref().unwrap()).unwrap();
     assert_eq!(out["got"], "cmd-1");
     assert_eq!(out["second"], serde_json::Value::Null);
-    assert_eq!(store.journal_entries(None, None).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .journal_entries(None, None, u32::MAX)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // A finished workflow rejects further commands.
     assert!(matches!(
         store.send(msg("cmd-2")).await.unwrap(),

@@ -306,7 +306,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     };
     let mut views = Vec::new();
     for r in rows {
-        if let Ok(Some(v)) = view::load(&store, &r.id).await {
+        if let Ok(v) = view::of_row(&store, r).await {
             views.push(v);
         }
     }
@@ -438,13 +438,13 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         .unwrap_or_default();
     let mut deployments = Vec::new();
     for r in rows {
-        if let Ok(Some(v)) = view::load(&store, &r.id).await {
+        if let Ok(v) = view::of_row(&store, r).await {
             deployments.push(v);
         }
     }
     let releases = store.releases(&subject).await.unwrap_or_default();
     let journal = store
-        .journal_entries(Some(&subject), None)
+        .journal_entries(Some(&subject), None, u32::MAX)
         .await
         .unwrap_or_default();
     if a.json.json {

@@ -110,18 +110,23 @@ pub fn parse_step(name: &str) -> Option<(&str, u32, &str)> {
 
 /// Loads deployment `id`; None if there is none.
 pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>, StoreError> {
-    let Some(row) = store.workflow(id).await? else {
-        return Ok(None);
-    };
-    let events = store.events(id).await?;
-    let history = store.history(id).await?;
-    let pending = store.pending_messages(id).await?;
-    Ok(Some(build(
+    match store.workflow(id).await? {
+        Some(row) => Ok(Some(of_row(store, row).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The deployment of a row already read (a listing has it).
+pub async fn of_row(store: &dyn Store, row: WorkflowRow) -> Result<DeploymentView, StoreError> {
+    let events = store.events(&row.id).await?;
+    let history = store.history(&row.id).await?;
+    let pending = store.pending_messages(&row.id).await?;
+    Ok(build(
         &row,
         &events,
         &history,
         pending.into_iter().map(|m| m.topic).collect(),
-    )))
+    ))
 }
 
 fn build(

@@ -4,6 +4,7 @@
 //! another process holds the database — an attachment that reads the database and acts through
 //! the workflows' mailboxes.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,6 +174,8 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         None => broadcast::channel(65_536).0,
     };
     let stop = Arc::new(tokio::sync::Notify::new());
+    let apps = apps_of(&config);
+    let problems = config.problems.iter().map(ToString::to_string).collect();
     let actor = Actor {
         config,
         operator,
@@ -185,6 +188,9 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         snap: snap_tx,
         logs: logs.clone(),
         log_cursor: 0,
+        apps,
+        problems,
+        finished: HashMap::new(),
     };
     let task = tokio::spawn(actor.run(rx, stop.clone()));
     Ok(EngineHandle {
@@ -215,6 +221,12 @@ struct Actor {
     snap: watch::Sender<Arc<Snapshot>>,
     logs: broadcast::Sender<LogLine>,
     log_cursor: i64,
+    /// What the configuration says of each application and environment (it never changes
+    /// while the console runs); `publish` adds the live releases.
+    apps: Vec<AppEnv>,
+    problems: Vec<String>,
+    /// Finished deployments never change: read once.
+    finished: HashMap<String, DeploymentView>,
 }
 
 impl Actor {
@@ -464,7 +476,6 @@ impl Actor {
     }
 
     async fn publish(&mut self) {
-        let mut deployments = Vec::new();
         let rows = self
             .store
             .workflows(WorkflowQuery {
@@ -474,23 +485,51 @@ impl Actor {
             })
             .await
             .unwrap_or_default();
+        self.finished
+            .retain(|id, _| rows.iter().any(|r| &r.id == id));
+        let mut deployments = Vec::with_capacity(rows.len());
         for r in rows {
-            if let Ok(Some(v)) = view::load(self.store.as_ref(), &r.id).await {
+            if let Some(v) = self.finished.get(&r.id) {
+                deployments.push(v.clone());
+                continue;
+            }
+            let terminal = r.status.is_terminal();
+            if let Ok(v) = view::of_row(self.store.as_ref(), r).await {
+                if terminal {
+                    self.finished.insert(v.id.clone(), v.clone());
+                }
                 deployments.push(v);
             }
         }
         // Live ones first: they are what an operator acts on.
         deployments.sort_by_key(|d| (!d.status.is_live(), std::cmp::Reverse(d.created_at)));
-        let mut journal = self
+        let journal = self
             .store
-            .journal_entries(None, None)
+            .journal_entries(None, None, 50)
             .await
             .unwrap_or_default();
-        let keep = journal.len().saturating_sub(50);
-        journal.drain(..keep);
-        let apps = self.apps().await;
-        self.seq += 1;
-        let snap = Snapshot {
+        let mut apps = self.apps.clone();
+        for a in &mut apps {
+            let subject = format!("{}/{}", a.application, a.environment);
+            let releases = self.store.releases(&subject).await.unwrap_or_default();
+            a.live_by_target = releases
+                .into_iter()
+                .filter(|r| r.rolled_back_by.is_none())
+                .map(|r| {
+                    let name = r
+                        .moniker
+                        .rsplit("::")
+                        .next()
+                        .unwrap_or(&r.moniker)
+                        .to_owned();
+                    (name, r.version)
+                })
+                .collect();
+            a.live = a.live_by_target.values().cloned().collect();
+            a.live.sort();
+            a.live.dedup();
+        }
+        let mut snap = Snapshot {
             seq: self.seq,
             mode: Some(self.mode.clone()),
             database: self.config.database.clone(),
@@ -499,68 +538,52 @@ impl Actor {
             deployments,
             journal,
             notices: self.notices.clone(),
-            problems: self
-                .config
-                .problems
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
+            problems: self.problems.clone(),
         };
+        // Nothing new: no snapshot, so the console does not redraw.
+        if **self.snap.borrow() == snap {
+            return;
+        }
+        self.seq += 1;
+        snap.seq = self.seq;
         self.snap.send_replace(Arc::new(snap));
     }
+}
 
-    async fn apps(&self) -> Vec<AppEnv> {
-        let mut out = Vec::new();
-        for d in &self.config.descriptors {
-            for env in d.spec.environments.keys() {
-                let Ok(spec) = self.config.environment(&d.spec.application, env) else {
-                    continue;
-                };
-                let releases = self
-                    .store
-                    .releases(&spec.subject())
-                    .await
-                    .unwrap_or_default();
-                let mut live_by_target = std::collections::BTreeMap::new();
-                for r in releases.iter().filter(|r| r.rolled_back_by.is_none()) {
-                    let name = r
-                        .moniker
-                        .rsplit("::")
-                        .next()
-                        .unwrap_or(&r.moniker)
-                        .to_owned();
-                    live_by_target.insert(name, r.version.clone());
-                }
-                let mut live: Vec<String> = live_by_target.values().cloned().collect();
-                live.sort();
-                live.dedup();
-                let batches = crate::deploy::plan::compute(&spec)
-                    .map(|p| {
-                        p.batches
-                            .iter()
-                            .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(AppEnv {
-                    application: spec.application.clone(),
-                    environment: spec.environment.clone(),
-                    production: spec.production,
-                    plugin: spec.plugin.clone(),
-                    version: spec.artifact.version.clone(),
-                    strategy: match spec.strategy {
-                        Strategy::All => "all".into(),
-                        Strategy::Rolling { batch_size, .. } => format!("rolling {batch_size}"),
-                    },
-                    targets: spec.targets.len(),
-                    live,
-                    batches,
-                    live_by_target,
-                });
-            }
+/// Each application and environment as the configuration describes it (no live releases yet).
+fn apps_of(config: &Config) -> Vec<AppEnv> {
+    let mut out = Vec::new();
+    for d in &config.descriptors {
+        for env in d.spec.environments.keys() {
+            let Ok(spec) = config.environment(&d.spec.application, env) else {
+                continue;
+            };
+            let batches = crate::deploy::plan::compute(&spec)
+                .map(|p| {
+                    p.batches
+                        .iter()
+                        .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(AppEnv {
+                application: spec.application.clone(),
+                environment: spec.environment.clone(),
+                production: spec.production,
+                plugin: spec.plugin.clone(),
+                version: spec.artifact.version.clone(),
+                strategy: match spec.strategy {
+                    Strategy::All => "all".into(),
+                    Strategy::Rolling { batch_size, .. } => format!("rolling {batch_size}"),
+                },
+                targets: spec.targets.len(),
+                live: Vec::new(),
+                batches,
+                live_by_target: std::collections::BTreeMap::new(),
+            });
         }
-        out
     }
+    out
 }
 
 /// A stored log line as a live one.

@@ -345,9 +345,10 @@ impl Store for SqliteStore {
         &self,
         subject: Option<&str>,
         workflow_id: Option<&str>,
+        limit: u32,
     ) -> Result<Vec<JournalEntry>, StoreError> {
         let (s, w) = (subject.map(str::to_owned), workflow_id.map(str::to_owned));
-        self.read(move |c| records::journal_entries(c, s.as_deref(), w.as_deref()))
+        self.read(move |c| records::journal_entries(c, s.as_deref(), w.as_deref(), limit))
             .await
     }
 

@@ -489,11 +489,12 @@ pub trait Store: Send + Sync {
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError>;
     /// Release history of a subject, oldest first.
     async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError>;
-    /// Journal entries of a subject or workflow, oldest first.
+    /// The newest `limit` journal entries of a subject or workflow (or all), oldest first.
     async fn journal_entries(
         &self,
         subject: Option<&str>,
         workflow_id: Option<&str>,
+        limit: u32,
     ) -> Result<Vec<JournalEntry>, StoreError>;
     /// Log lines of workflow `id` after row id `after`, at most `limit`; with
     /// `unassigned_after`, also the engine's and plugins' lines that belong to no deployment

@@ -107,13 +107,15 @@ pub fn journal_entries(
     conn: &Connection,
     subject: Option<&str>,
     workflow_id: Option<&str>,
+    limit: u32,
 ) -> Result<Vec<JournalEntry>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT at, operator, client, action, workflow_id, subject, detail, reason FROM journal \
-         WHERE (?1 IS NULL OR subject = ?1) AND (?2 IS NULL OR workflow_id = ?2) ORDER BY id",
+        "SELECT at, operator, client, action, workflow_id, subject, detail, reason FROM \
+         (SELECT * FROM journal WHERE (?1 IS NULL OR subject = ?1) \
+          AND (?2 IS NULL OR workflow_id = ?2) ORDER BY id DESC LIMIT ?3) ORDER BY id",
     )?;
     let rows = stmt
-        .query_map(params![subject, workflow_id], |r| {
+        .query_map(params![subject, workflow_id, limit], |r| {
             Ok(JournalEntry {
                 at: r.get(0)?,
                 operator: r.get(1)?,
