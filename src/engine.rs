@@ -230,11 +230,6 @@ impl Engine {
         &self.store
     }
 
-    /// The plugins.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
     /// The configuration it runs with.
     pub fn config(&self) -> &Config {
         &self.config

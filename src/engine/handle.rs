@@ -587,7 +587,7 @@ fn apps_of(config: &Config) -> Vec<AppEnv> {
 }
 
 /// A stored log line as a live one.
-pub fn line_of(l: LogRecord) -> LogLine {
+fn line_of(l: LogRecord) -> LogLine {
     LogLine {
         at: l.at,
         level: Level::parse(&l.level).unwrap_or(Level::Info),

@@ -720,11 +720,18 @@ where
         None => guarded.await,
     };
     outcome.unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(StepError::Retryable(format!("the step panicked: {what}")))
+        Err(StepError::Retryable(format!(
+            "the step panicked: {}",
+            panic_message(panic.as_ref())
+        )))
     })
+}
+
+/// What a caught panic said.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -91,15 +91,6 @@ pub enum StepError {
     Permanent(String),
 }
 
-impl StepError {
-    /// The error's message.
-    pub fn message(&self) -> &str {
-        match self {
-            StepError::Retryable(m) | StepError::Permanent(m) => m,
-        }
-    }
-}
-
 /// How a recorded step failure came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

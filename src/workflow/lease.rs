@@ -29,7 +29,6 @@ pub enum LeaseError {
 #[derive(Debug)]
 pub struct Lease {
     _file: File,
-    path: PathBuf,
 }
 
 impl Lease {
@@ -86,7 +85,7 @@ impl Lease {
         file.rewind().map_err(io)?;
         file.write_all(stamp.as_bytes()).map_err(io)?;
         file.sync_all().map_err(io)?;
-        Ok(Lease { _file: file, path })
+        Ok(Lease { _file: file })
     }
 
     /// True when an engine holds the lease on `db` now. (It takes the lock for an instant when
@@ -106,11 +105,6 @@ impl Lease {
             }
             Err(_) => true,
         }
-    }
-
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

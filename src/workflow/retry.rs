@@ -36,19 +36,6 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// One attempt, no retries.
-    pub fn once() -> Self {
-        RetryPolicy::default()
-    }
-
-    /// `max_retries` retries with the default backoff.
-    pub fn retries(max_retries: u32) -> Self {
-        RetryPolicy {
-            max_retries,
-            ..RetryPolicy::default()
-        }
-    }
-
     /// The backoff used for the engine's own database writes (E4): 100 ms growing to 30 s.
     pub fn store() -> Self {
         RetryPolicy {

@@ -125,11 +125,6 @@ impl Runtime {
         })
     }
 
-    /// The store.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
-    }
-
     /// Events of every run from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<RuntimeEvent> {
         self.events.subscribe()
@@ -323,11 +318,7 @@ impl Runtime {
                 return (None, msg);
             }
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default();
+                let what = super::ctx::panic_message(panic.as_ref());
                 tracing::error!(workflow = id, panic = %what, "workflow code panicked (a manent bug); it stays PENDING and resumes at the next start");
                 return (None, format!("workflow code panicked: {what}"));
             }

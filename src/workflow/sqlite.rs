@@ -119,11 +119,6 @@ impl SqliteStore {
         })
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     async fn call<R, F>(&self, writes: bool, f: F) -> Result<R, StoreError>
     where
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,

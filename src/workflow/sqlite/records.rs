@@ -165,18 +165,7 @@ pub fn logs(
     let rows = stmt
         .query_map(
             params![id, after, unassigned_after.unwrap_or(i64::MAX), limit],
-            |r| {
-                Ok(LogRecord {
-                    id: r.get(0)?,
-                    workflow_id: r.get(1)?,
-                    at: r.get(2)?,
-                    level: r.get(3)?,
-                    source: r.get(4)?,
-                    target: r.get(5)?,
-                    message: r.get(6)?,
-                    attrs: r.get(7)?,
-                })
-            },
+            log_row,
         )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)

@@ -56,13 +56,13 @@ fn check_owner(
     run_token: &str,
     boundary: bool,
 ) -> Result<(), StoreError> {
-    let row: Option<(String, Option<String>)> = conn
-        .query_row(
-            "SELECT status, run_token FROM workflow_status WHERE workflow_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let row: Option<(String, Option<String>)> = super::query_row(
+        conn,
+        "SELECT status, run_token FROM workflow_status WHERE workflow_id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()?;
     let Some((status, token)) = row else {
         return Err(StoreError::NotFound(id.to_owned()));
     };
@@ -200,13 +200,13 @@ pub fn consume(
     function_id: u32,
     topics: &[String],
 ) -> Result<Option<Message>, StoreError> {
-    let recorded: Option<Option<String>> = conn
-        .query_row(
-            "SELECT output FROM operation_outputs WHERE workflow_id = ?1 AND function_id = ?2",
-            params![id, function_id],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let recorded: Option<Option<String>> = super::query_row(
+        conn,
+        "SELECT output FROM operation_outputs WHERE workflow_id = ?1 AND function_id = ?2",
+        params![id, function_id],
+        |r| r.get(0),
+    )
+    .optional()?;
     if let Some(output) = recorded {
         // A retry after a lost acknowledgement: the message was consumed by this very step.
         return Ok(output
@@ -245,13 +245,13 @@ pub fn consume(
 
 pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
     let m = &req.message;
-    let status: Option<String> = conn
-        .query_row(
-            "SELECT status FROM workflow_status WHERE workflow_id = ?1",
-            [&m.destination],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let status: Option<String> = super::query_row(
+        conn,
+        "SELECT status FROM workflow_status WHERE workflow_id = ?1",
+        [&m.destination],
+        |r| r.get(0),
+    )
+    .optional()?;
     let Some(status) = status else {
         return Err(StoreError::NotFound(m.destination.clone()));
     };
@@ -271,13 +271,13 @@ pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
         )));
     }
     if let Some((key, allowed)) = &req.require_event {
-        let value: Option<String> = conn
-            .query_row(
-                "SELECT value FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
-                params![m.destination, key],
-                |r| r.get(0),
-            )
-            .optional()?;
+        let value: Option<String> = super::query_row(
+            conn,
+            "SELECT value FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
+            params![m.destination, key],
+            |r| r.get(0),
+        )
+        .optional()?;
         let current = value.as_deref().map(unquote).unwrap_or_default();
         if !allowed.contains(&current) {
             let shown = if current.is_empty() {
