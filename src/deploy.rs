@@ -28,6 +28,16 @@ pub struct DeployEnv {
     pub log: Logger,
 }
 
+impl DeployEnv {
+    /// The environment's plugin (started on first use).
+    pub async fn plugin(
+        &self,
+        spec: &crate::config::EnvSpec,
+    ) -> Result<Arc<crate::plugin::PluginHandle>, crate::workflow::StepError> {
+        Ok(self.registry.get(&spec.plugin).await?)
+    }
+}
+
 impl std::fmt::Debug for DeployEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeployEnv").finish_non_exhaustive()
@@ -98,6 +108,25 @@ pub struct Report {
 }
 
 impl Report {
+    /// A `kind` deployment's report before anything happened: failed until it is not.
+    fn new(kind: &str, version: &str) -> Report {
+        Report {
+            kind: kind.to_owned(),
+            result: "failed".into(),
+            version: version.to_owned(),
+            message: String::new(),
+            targets: Vec::new(),
+            rolled_back: Vec::new(),
+        }
+    }
+
+    /// The outcome of a deployment whose stored inputs cannot be read.
+    fn bad_inputs(kind: &str, e: &serde_json::Error) -> RunOutcome {
+        let mut r = Report::new(kind, "");
+        r.message = format!("the deployment's stored inputs do not decode: {e}");
+        r.outcome(false)
+    }
+
     fn outcome(self, ok: bool) -> RunOutcome {
         let v = serde_json::to_value(&self).unwrap_or(serde_json::Value::Null);
         if ok {

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::output::{self, Out, existing_store, load_config, open_store, print_errors};
+use super::output::{self, Out, existing_store, load_config, print_errors};
 use super::{HistoryArgs, LogsArgs, PlanArgs, StatusArgs, exit};
 use crate::config::{ConfigError, EnvSpec};
 use crate::deploy::plan;
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::logger::Discard;
-use crate::plugin::{Registry, Request, Secrets, Target};
+use crate::plugin::{Registry, Request, Secrets};
 use crate::workflow::Lease;
 use crate::workflow::store::{ReleaseRecord, Store, WorkflowQuery, WorkflowStatus};
 
@@ -113,14 +113,7 @@ async fn check_with_plugin(registry: &Registry, spec: &EnvSpec) -> Result<(), St
         .get(&spec.plugin)
         .await
         .map_err(|e| e.to_string())?;
-    let targets = plan
-        .targets()
-        .map(|(_, t)| Target {
-            host: t.host.clone(),
-            moniker: t.moniker.clone(),
-            labels: t.labels.clone(),
-        })
-        .collect();
+    let targets = plan.request_targets();
     let req: Request = crate::deploy::steps::request(
         spec,
         "validate",
@@ -166,22 +159,14 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {
         return exit::BAD_INPUT;
     };
-    let mut spec = match config.environment(&a.target.app, &a.target.env) {
-        Ok(s) => s,
-        Err(e) => {
-            print_errors(&e, out);
-            return exit::BAD_INPUT;
-        }
-    };
-    if let Some(v) = &a.version {
-        spec.artifact.version.clone_from(v);
-    }
-    let p = match plan::compute(&spec) {
-        Ok(p) => p,
-        Err(e) => {
-            out.error(e);
-            return exit::BAD_INPUT;
-        }
+    let Some((spec, p)) = output::resolve(
+        &config,
+        &a.target.app,
+        &a.target.env,
+        a.version.as_deref(),
+        out,
+    ) else {
+        return exit::BAD_INPUT;
     };
     let live = match existing_store(&config) {
         Some(store) => live_versions(&store, &spec.subject()).await,
@@ -269,15 +254,9 @@ async fn live_versions(store: &dyn Store, subject: &str) -> BTreeMap<String, Str
 
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
-        return exit::BAD_INPUT;
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
+    let (config, store) = match output::open(config_path, out) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     if let Some(id) = &a.deployment {
         let Some(v) = output::view(&store, id, out).await else {
@@ -328,7 +307,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             "{:<26} {:<9} {:<22} {:<10} {:<10} {:<22} {}",
             v.id,
             if v.dry_run { "dry-run" } else { &v.kind },
-            format!("{}/{}", v.application, v.environment),
+            v.subject(),
             v.version,
             short_status(v, engine_running),
             v.phase.as_deref().unwrap_or("-"),
@@ -505,15 +484,9 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
 
 /// `manent logs ID [-f]`
 pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
-        return exit::BAD_INPUT;
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
+    let (_, store) = match output::open(config_path, out) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     if output::view(&store, &a.deployment, out).await.is_none() {
         return exit::BAD_INPUT;

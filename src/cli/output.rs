@@ -5,7 +5,10 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::config::{Config, ConfigErrors};
+use super::exit;
+use crate::config::{Config, ConfigErrors, EnvSpec};
+use crate::deploy::plan::{self, Plan};
+use crate::deploy::view::DeploymentView;
 use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
 
 /// stdout and stderr, or buffers in tests.
@@ -27,11 +30,6 @@ impl Out {
             stdout: Box::new(std::io::stdout()),
             stderr: Box::new(std::io::stderr()),
         }
-    }
-
-    /// Custom writers.
-    pub fn new(stdout: Box<dyn Write + Send>, stderr: Box<dyn Write + Send>) -> Self {
-        Out { stdout, stderr }
     }
 
     /// A line of result on stdout.
@@ -89,6 +87,29 @@ pub fn open_store(config: &Config) -> Result<SqliteStore, StoreError> {
     SqliteStore::open(&config.database, Synchronous::Full, false)
 }
 
+/// The configuration at `path` and its database, saying what is wrong; `Err` is the exit code.
+pub fn open(path: &Path, out: &mut Out) -> Result<(Config, SqliteStore), u8> {
+    let config = load_config(path, None, out).ok_or(exit::BAD_INPUT)?;
+    match open_store(&config) {
+        Ok(store) => Ok((config, store)),
+        Err(e) => {
+            out.error(e);
+            Err(exit::ENGINE)
+        }
+    }
+}
+
+/// [`open`], and deployment `id` in it.
+pub async fn open_deployment(
+    path: &Path,
+    id: &str,
+    out: &mut Out,
+) -> Result<(Config, SqliteStore, DeploymentView), u8> {
+    let (config, store) = open(path, out)?;
+    let v = view(&store, id, out).await.ok_or(exit::BAD_INPUT)?;
+    Ok((config, store, v))
+}
+
 /// The database, if it exists already (reads must not create one).
 pub fn existing_store(config: &Config) -> Option<SqliteStore> {
     if config.database.exists() {
@@ -114,17 +135,40 @@ pub fn duration(ms: u64) -> String {
 }
 
 /// Loads a deployment or explains that there is none.
-pub async fn view(
-    store: &dyn Store,
-    id: &str,
-    out: &mut Out,
-) -> Option<crate::deploy::view::DeploymentView> {
+pub async fn view(store: &dyn Store, id: &str, out: &mut Out) -> Option<DeploymentView> {
     match crate::deploy::view::load(store, id).await {
         Ok(Some(v)) => Some(v),
         Ok(None) => {
             out.error(format!("no deployment with id {id} (see `manent status`)"));
             None
         }
+        Err(e) => {
+            out.error(e);
+            None
+        }
+    }
+}
+
+/// The environment's spec (with `version` if given) and its plan, printing what is wrong.
+pub fn resolve(
+    config: &Config,
+    app: &str,
+    env: &str,
+    version: Option<&str>,
+    out: &mut Out,
+) -> Option<(EnvSpec, Plan)> {
+    let mut spec = match config.environment(app, env) {
+        Ok(s) => s,
+        Err(e) => {
+            print_errors(&e, out);
+            return None;
+        }
+    };
+    if let Some(v) = version {
+        spec.artifact.version = v.to_owned();
+    }
+    match plan::compute(&spec) {
+        Ok(p) => Some((spec, p)),
         Err(e) => {
             out.error(e);
             None

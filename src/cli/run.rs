@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::output::{self, Out, load_config, open_store, print_errors};
+use super::output::{self, Out, load_config, open_store, resolve};
 use super::{ControlArgs, DeployArgs, RollbackArgs, exit};
 use crate::config::{Config, EnvSpec};
-use crate::deploy::plan::{self, Plan};
+use crate::deploy::plan::Plan;
 use crate::deploy::submit::{self, Submission, Submitted};
 use crate::deploy::view::DeploymentView;
 use crate::engine::{Engine, EngineError};
@@ -87,32 +87,6 @@ impl Runner {
             }
             Runner::Local(e) => e.shutdown().await,
             Runner::Remote { .. } => 0,
-        }
-    }
-}
-
-fn resolve(
-    config: &Config,
-    app: &str,
-    env: &str,
-    version: Option<&str>,
-    out: &mut Out,
-) -> Option<(EnvSpec, Plan)> {
-    let mut spec = match config.environment(app, env) {
-        Ok(s) => s,
-        Err(e) => {
-            print_errors(&e, out);
-            return None;
-        }
-    };
-    if let Some(v) = version {
-        spec.artifact.version = v.to_owned();
-    }
-    match plan::compute(&spec) {
-        Ok(p) => Some((spec, p)),
-        Err(e) => {
-            out.error(e);
-            None
         }
     }
 }
@@ -573,18 +547,9 @@ async fn send(
 
 /// `manent cancel`
 pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
-        return exit::BAD_INPUT;
-    };
-    let store = match open_store(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
-    };
-    let Some(v) = output::view(&store, &a.deployment, out).await else {
-        return exit::BAD_INPUT;
+    let (_, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     if !v.status.is_live() {
         out.error(format!(
@@ -594,7 +559,7 @@ pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
         ));
         return exit::BAD_INPUT;
     }
-    let subject = format!("{}/{}", v.application, v.environment);
+    let subject = v.subject();
     let op = Operator::from_env();
     let entry = op.journal(
         "cancel",
@@ -621,20 +586,11 @@ pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
 
 /// `manent pause`
 pub async fn pause(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
-        return exit::BAD_INPUT;
+    let (_, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
+        Ok(t) => t,
+        Err(code) => return code,
     };
-    let store = match open_store(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
-    };
-    let Some(v) = output::view(&store, &a.deployment, out).await else {
-        return exit::BAD_INPUT;
-    };
-    let subject = format!("{}/{}", v.application, v.environment);
+    let subject = v.subject();
     match send(&store, &v.id, "pause", None, a.reason.as_deref(), &subject).await {
         Ok(Sent::Delivered | Sent::Duplicate) => {
             out.line(format!(
@@ -656,21 +612,18 @@ pub async fn pause(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
 
 /// `manent resume`: continues a paused, cancelled, dead-lettered or interrupted deployment.
 pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
-        return exit::BAD_INPUT;
+    let (config, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
+        Ok(t) => t,
+        Err(code) => return code,
     };
-    let store = match open_store(&config) {
-        Ok(s) => s,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
-    };
-    let Some(v) = output::view(&store, &a.deployment, out).await else {
-        return exit::BAD_INPUT;
-    };
-    let subject = format!("{}/{}", v.application, v.environment);
-    let op = Operator::from_env();
+    let subject = v.subject();
+    let entry = Operator::from_env().journal(
+        "resume",
+        Some(&v.id),
+        Some(&subject),
+        None,
+        a.reason.as_deref(),
+    );
     match v.status {
         WorkflowStatus::Success | WorkflowStatus::Error => {
             out.error(format!(
@@ -702,23 +655,9 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
             }
         }
         WorkflowStatus::Pending | WorkflowStatus::Enqueued => {
-            let entry = op.journal(
-                "resume",
-                Some(&v.id),
-                Some(&subject),
-                None,
-                a.reason.as_deref(),
-            );
             let _ = store.journal(entry).await;
         }
         WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {
-            let entry = op.journal(
-                "resume",
-                Some(&v.id),
-                Some(&subject),
-                None,
-                a.reason.as_deref(),
-            );
             if let Err(e) = store.resume(&v.id, entry).await {
                 out.error(e);
                 return exit::BAD_INPUT;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{EnvSpec, Strategy};
 use crate::moniker::Moniker;
+use crate::plugin::Target;
 
 /// A target as planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,12 +39,27 @@ pub struct Plan {
     pub batches: Vec<Batch>,
 }
 
+impl From<&PlannedTarget> for Target {
+    fn from(t: &PlannedTarget) -> Target {
+        Target {
+            host: t.host.clone(),
+            moniker: t.moniker.clone(),
+            labels: t.labels.clone(),
+        }
+    }
+}
+
 impl Plan {
     /// Every target, in order.
     pub fn targets(&self) -> impl Iterator<Item = (&Batch, &PlannedTarget)> {
         self.batches
             .iter()
             .flat_map(|b| b.targets.iter().map(move |t| (b, t)))
+    }
+
+    /// Every target as a plugin sees it, in order.
+    pub fn request_targets(&self) -> Vec<Target> {
+        self.targets().map(|(_, t)| Target::from(t)).collect()
     }
 
     /// Number of targets.

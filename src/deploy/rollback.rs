@@ -5,26 +5,19 @@
 use std::sync::Arc;
 
 use super::steps::{self, TargetDone};
-use super::workflow::{bad_inputs, failed, target_report};
+use super::workflow::{failed, target_report};
 use super::{DeployEnv, Report, RollbackInput, TargetReport};
 use crate::plugin::{OnError, Secrets, Target, TargetRelease};
-use crate::workflow::{Interrupt, RetryPolicy, RunOutcome, StepError, StepResult, WfCtx};
+use crate::workflow::{Interrupt, RunOutcome, StepError, StepResult, WfCtx};
 
 /// Runs a rollback from its stored inputs.
 pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunOutcome, Interrupt> {
     let input: RollbackInput = match serde_json::from_str(&inputs) {
         Ok(i) => i,
-        Err(e) => return Ok(bad_inputs(&e)),
+        Err(e) => return Ok(Report::bad_inputs("rollback", &e)),
     };
     let spec = &input.spec;
-    let mut report = Report {
-        kind: "rollback".into(),
-        result: "failed".into(),
-        version: String::new(),
-        message: String::new(),
-        targets: Vec::new(),
-        rolled_back: Vec::new(),
-    };
+    let mut report = Report::new("rollback", "");
     ctx.set_event("phase", &"planning").await?;
     let plan = match steps::plan_targets(&ctx, spec).await? {
         Ok(p) => p,
@@ -36,12 +29,10 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
         Err(f) => return failed(&ctx, report, f.to_string()).await,
     };
     if !info.capabilities.can_roll_back() {
-        let caps: Vec<&str> = info.capabilities.0.iter().map(String::as_str).collect();
         let msg = format!(
             "plugin {} cannot roll back: it announces [{}], and rollback needs current_release \
              and rollback",
-            spec.plugin,
-            caps.join(", ")
+            spec.plugin, info.capabilities
         );
         return failed(&ctx, report, msg).await;
     }
@@ -113,11 +104,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
                     .cloned()
                     .unwrap_or_default();
                 async move {
-                    let h = env
-                        .registry
-                        .get(&spec.plugin)
-                        .await
-                        .map_err(StepError::from)?;
+                    let h = env.plugin(spec).await?;
                     steps::rollback_target(env, spec, ctx.id(), &h, t, &l, info).await
                 }
             },
@@ -170,26 +157,12 @@ async fn current(
     plan: &super::plan::Plan,
     par: u32,
 ) -> Result<StepResult<Vec<TargetRelease>>, Interrupt> {
-    let targets: Vec<Target> = plan
-        .targets()
-        .map(|(_, t)| Target {
-            host: t.host.clone(),
-            moniker: t.moniker.clone(),
-            labels: t.labels.clone(),
-        })
-        .collect();
-    let policy = RetryPolicy {
-        timeout: Some(spec.step_timeout),
-        ..steps::target_policy(spec)
-    };
+    let targets: Vec<Target> = plan.request_targets();
+    let policy = steps::target_policy(spec);
     ctx.step("current_release", &policy, |info| {
         let targets = targets.clone();
         async move {
-            let h = env
-                .registry
-                .get(&spec.plugin)
-                .await
-                .map_err(StepError::from)?;
+            let h = env.plugin(spec).await?;
             let ri = h.deployer.release_inspector().ok_or_else(|| {
                 StepError::Permanent(format!(
                     "plugin {} cannot tell the current release",

@@ -104,11 +104,7 @@ pub async fn configure(
         ..target_policy(spec)
     };
     ctx.step("plugin.configure", &policy, |_| async {
-        let h = env
-            .registry
-            .get(&spec.plugin)
-            .await
-            .map_err(StepError::from)?;
+        let h = env.plugin(spec).await?;
         Ok(PluginInfo {
             origin: h.origin.clone(),
             capabilities: h.capabilities.clone(),
@@ -123,14 +119,6 @@ pub fn parallelism(spec: &EnvSpec, info: &PluginInfo) -> u32 {
         spec.parallelism.max(1)
     } else {
         1
-    }
-}
-
-fn target(t: &PlannedTarget) -> Target {
-    Target {
-        host: t.host.clone(),
-        moniker: t.moniker.clone(),
-        labels: t.labels.clone(),
     }
 }
 
@@ -187,15 +175,11 @@ pub async fn validate(
         timeout: Some(spec.validate_timeout),
         ..target_policy(spec)
     };
-    let targets: Vec<Target> = plan.targets().map(|(_, t)| target(t)).collect();
+    let targets = plan.request_targets();
     ctx.step("validate", &policy, |info| {
         let targets = targets.clone();
         async move {
-            let h = env
-                .registry
-                .get(&spec.plugin)
-                .await
-                .map_err(StepError::from)?;
+            let h = env.plugin(spec).await?;
             let req = request(spec, ctx.id(), targets, par, Secrets::none(), Some(&info));
             h.deployer.validate(&req).await.map_err(|e| {
                 StepError::from(e.context(format!("{} rejected the deploy", spec.plugin)))
@@ -309,7 +293,7 @@ pub async fn deploy_target(
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let (secrets, _open) = secrets(env, spec);
-    let req = request(spec, wf, vec![target(t)], 1, secrets, Some(&info));
+    let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
     let started = Instant::now();
     let result = plugin
         .deployer
@@ -366,7 +350,7 @@ pub async fn rollback_target(
         .rollbacker()
         .ok_or_else(|| StepError::Permanent(format!("plugin {} cannot roll back", plugin.name)))?;
     let (secrets, _open) = secrets(env, spec);
-    let req = request(spec, wf, vec![target(t)], 1, secrets, Some(&info));
+    let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
     let started = Instant::now();
     let result = rb
         .rollback(&req, to)

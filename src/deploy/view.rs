@@ -85,6 +85,11 @@ impl TargetView {
 }
 
 impl DeploymentView {
+    /// `application/environment`, as releases and the journal name it.
+    pub fn subject(&self) -> String {
+        format!("{}/{}", self.application, self.environment)
+    }
+
     /// Targets finished without error.
     pub fn done(&self) -> usize {
         self.targets.iter().filter(|t| t.is_done()).count()

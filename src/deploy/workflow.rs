@@ -10,27 +10,17 @@ use super::steps::{self, Live, PluginInfo, TargetDone};
 use super::{DeployEnv, DeployInput, Report, TargetReport};
 use crate::config::{EnvSpec, Strategy};
 use crate::plugin::{OnError, Release, Target, TargetStatus};
-use crate::workflow::{Interrupt, RetryPolicy, RunOutcome, StepError, StepResult, WfCtx};
+use crate::workflow::{Interrupt, RunOutcome, StepError, StepResult, WfCtx};
 
 /// Runs a deploy (or dry-run) from its stored inputs.
 pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunOutcome, Interrupt> {
     let input: DeployInput = match serde_json::from_str(&inputs) {
         Ok(i) => i,
-        Err(e) => return Ok(bad_inputs(&e)),
+        Err(e) => return Ok(Report::bad_inputs("deploy", &e)),
     };
     let spec = &input.spec;
-    let mut report = Report {
-        kind: if input.dry_run {
-            "dry_run".into()
-        } else {
-            "deploy".into()
-        },
-        result: "failed".into(),
-        version: spec.artifact.version.clone(),
-        message: String::new(),
-        targets: Vec::new(),
-        rolled_back: Vec::new(),
-    };
+    let kind = if input.dry_run { "dry_run" } else { "deploy" };
+    let mut report = Report::new(kind, &spec.artifact.version);
     ctx.set_event("phase", &"planning").await?;
     let plan = match steps::plan(&ctx, spec).await? {
         Ok(p) => p,
@@ -50,12 +40,10 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
         return dry_run(&env, &ctx, spec, &plan, &info, par, report).await;
     }
     if spec.atomic && !info.capabilities.can_roll_back() {
-        let caps: Vec<&str> = info.capabilities.0.iter().map(String::as_str).collect();
         let msg = format!(
             "atomic: true needs a plugin that can roll back, and {} announces only [{}] (needs \
              current_release and rollback); nothing was touched",
-            spec.plugin,
-            caps.join(", ")
+            spec.plugin, info.capabilities
         );
         return failed(&ctx, report, msg).await;
     }
@@ -93,11 +81,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
                 let env = &env;
                 let ctx = &ctx;
                 async move {
-                    let h = env
-                        .registry
-                        .get(&spec.plugin)
-                        .await
-                        .map_err(StepError::from)?;
+                    let h = env.plugin(spec).await?;
                     steps::deploy_target(env, spec, ctx.id(), &h, t, info).await
                 }
             },
@@ -168,38 +152,20 @@ async fn dry_run(
         ctx.set_event("phase", &"done").await?;
         return Ok(report.outcome(true));
     }
-    let targets: Vec<Target> = plan
-        .targets()
-        .map(|(_, t)| Target {
-            host: t.host.clone(),
-            moniker: t.moniker.clone(),
-            labels: t.labels.clone(),
-        })
-        .collect();
+    let targets: Vec<Target> = plan.request_targets();
     let result = ctx
-        .step(
-            "dry_run",
-            &RetryPolicy {
-                timeout: Some(spec.step_timeout),
-                ..steps::target_policy(spec)
-            },
-            |info| {
-                let targets = targets.clone();
-                async move {
-                    let h = env
-                        .registry
-                        .get(&spec.plugin)
-                        .await
-                        .map_err(StepError::from)?;
-                    let dr = h.deployer.dry_runner().ok_or_else(|| {
-                        StepError::Permanent(format!("plugin {} has no dry-run", spec.plugin))
-                    })?;
-                    let (secrets, _open) = steps::secrets(env, spec);
-                    let req = steps::request(spec, ctx.id(), targets, par, secrets, Some(&info));
-                    dr.dry_run(&req).await.map_err(StepError::from)
-                }
-            },
-        )
+        .step("dry_run", &steps::target_policy(spec), |info| {
+            let targets = targets.clone();
+            async move {
+                let h = env.plugin(spec).await?;
+                let dr = h.deployer.dry_runner().ok_or_else(|| {
+                    StepError::Permanent(format!("plugin {} has no dry-run", spec.plugin))
+                })?;
+                let (secrets, _open) = steps::secrets(env, spec);
+                let req = steps::request(spec, ctx.id(), targets, par, secrets, Some(&info));
+                dr.dry_run(&req).await.map_err(StepError::from)
+            }
+        })
         .await?;
     match result {
         Ok(r) => {
@@ -277,11 +243,7 @@ async fn undo(
                     previous: before.get(&m).and_then(|l| l.current.clone()),
                 };
                 async move {
-                    let h = env
-                        .registry
-                        .get(&spec.plugin)
-                        .await
-                        .map_err(StepError::from)?;
+                    let h = env.plugin(spec).await?;
                     steps::rollback_target(env, spec, ctx.id(), &h, t, &live, info).await
                 }
             },
@@ -356,13 +318,4 @@ pub async fn failed(
     report.message = message;
     ctx.set_event("phase", &"failed").await?;
     Ok(report.outcome(false))
-}
-
-/// Inputs this binary cannot read: the deployment fails with the reason.
-pub fn bad_inputs(e: &serde_json::Error) -> RunOutcome {
-    RunOutcome::Failure(serde_json::json!({
-        "kind": "deploy",
-        "result": "failed",
-        "message": format!("the deployment's stored inputs do not decode: {e}"),
-    }))
 }

@@ -173,6 +173,19 @@ impl Capability {
     }
 }
 
+/// `dry_run, rollback, …`
+impl std::fmt::Display for Capabilities {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, c) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(c)?;
+        }
+        Ok(())
+    }
+}
+
 /// The capabilities a deployer has.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Capabilities(pub BTreeSet<String>);

@@ -141,7 +141,7 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 d.id.trim_start_matches("dep-").to_owned()
             }),
             Cell::from(kind_of(d)),
-            Cell::from(fit(&format!("{}/{}", d.application, d.environment), 18)),
+            Cell::from(fit(&d.subject(), 18)),
             Cell::from(d.version.clone()),
             Cell::from(Span::styled(state.clone(), t.status(&state))),
             Cell::from(progress(d)),

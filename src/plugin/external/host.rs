@@ -356,14 +356,7 @@ impl Host {
             Level::Debug,
             format!(
                 "plugin {} started (pid {pid}, protocol {}), capabilities: [{}]",
-                s.name,
-                shake.app,
-                capabilities
-                    .0
-                    .iter()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                s.name, shake.app, capabilities
             ),
         );
         Ok(Process {
