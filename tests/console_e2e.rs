@@ -15,6 +15,11 @@ use std::time::{Duration, Instant};
 
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");
 
+#[allow(clippy::print_stderr, reason = "a skipped test says why")]
+fn skipped(why: &str) {
+    eprintln!("skipped: {why}");
+}
+
 /// A private tmux server (its own socket), killed when dropped.
 struct Tmux {
     socket: String,
@@ -24,6 +29,7 @@ impl Tmux {
     fn start(name: &str, command: &str, env: &[(&str, &str)]) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(std::env::var_os("CI").is_none(), "tmux is required in CI");
+            skipped("tmux is not installed");
             return None;
         }
         let socket = format!("manent-e2e-{name}-{}", std::process::id());
@@ -327,4 +333,50 @@ fn a_hangup_keeps_the_deploy_running_headless_to_the_end() {
                 .any(|(p, _, _)| *p == pid)
         });
     }
+}
+
+#[test]
+fn quitting_hands_running_deployments_to_a_background_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    // The demo's files, seeded; read-only so it starts nothing.
+    let Some(demo) = Tmux::start("handover-setup", &demo(dir.path(), "--readonly"), &[]) else {
+        return;
+    };
+    demo.wait_for("READ-ONLY", LONG);
+    demo.keys(&["q"]);
+    demo.wait_for("EXITED 0", LONG);
+    let config = dir.path().join("manent.yml");
+    let t = Tmux::start(
+        "handover",
+        &format!("{MANENT} --config {} console", config.display()),
+        &[],
+    )
+    .unwrap();
+    t.wait_for("rolling 6", LONG);
+    // shop/prod is the first row: deploy it.
+    t.keys(&["D"]);
+    t.wait_for("Deploy shop 2.4.0 to prod", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
+    t.wait_for(" running ", LONG);
+    t.keys(&["q"]);
+    t.wait_for("Quit the console?", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
+    let screen = t.wait_for("EXITED 0", LONG);
+    assert!(
+        screen.contains("continue in a background `manent worker`"),
+        "{screen}"
+    );
+    // The worker finishes the deploy from its checkpoints, then exits.
+    fleet::wait_until(
+        Duration::from_secs(120),
+        "the background worker to finish the deploy and exit",
+        || {
+            deployments(dir.path())
+                .last()
+                .is_some_and(|d| d.1 == "SUCCESS")
+                && processes(&format!("--config {} worker", config.display())).is_empty()
+        },
+    );
 }
