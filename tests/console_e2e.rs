@@ -380,3 +380,39 @@ fn quitting_hands_running_deployments_to_a_background_worker() {
         },
     );
 }
+
+#[test]
+fn sigterm_restores_the_terminal_and_drains() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("sigterm", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    t.wait_for("RUNNING", LONG);
+    let needle = format!("demo --dir {}", dir.path().display());
+    let (pid, _, _) = processes(&needle)
+        .into_iter()
+        .find(|(_, _, c)| c.starts_with(MANENT))
+        .expect("the demo's process");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Back at the shell: the alternate screen is gone and the exit code says how it ended.
+    let screen = t.wait_for("EXITED", LONG);
+    assert!(
+        screen.contains("EXITED 0") || screen.contains("EXITED 5"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("Targets"),
+        "the console's screen is gone:\n{screen}"
+    );
+    let last = deployments(dir.path()).last().cloned().unwrap();
+    assert!(
+        last.1 == "SUCCESS" || last.1 == "PENDING",
+        "finished, or left to resume: {last:?}"
+    );
+}
