@@ -29,7 +29,8 @@ use manent::config::Config;
 use manent::console::action::Action;
 use manent::console::app::App;
 use manent::console::theme::Theme;
-use manent::console::{demo, run, view};
+use manent::console::{run, view};
+use manent::demo;
 use manent::engine::handle::{self, Command};
 use manent::operator::Operator;
 use manent::plugin::{Level, LogLine};
@@ -262,7 +263,7 @@ fn frames() {
 /// The demo's files, served by the `manent` binary this benchmark was built with.
 async fn demo_config(dir: &Path) -> Config {
     let d = demo::prepare(Some(dir), Path::new(MANENT)).await.unwrap();
-    Config::load(&d.config).unwrap()
+    Config::load(&d.config, &manent::plugin::catalog()).unwrap()
 }
 
 fn bench_operator() -> Operator {
@@ -416,7 +417,10 @@ fn flood_fixture(dir: &Path, n: u64) -> (Config, PathBuf) {
         ),
     )
     .unwrap();
-    (Config::load(&dir.join("manent.yml")).unwrap(), ledger)
+    (
+        Config::load(&dir.join("manent.yml"), &manent::plugin::catalog()).unwrap(),
+        ledger,
+    )
 }
 
 async fn log_flood() {

@@ -37,7 +37,7 @@ fn fixture(sync: &str) -> (tempfile::TempDir, Config) {
         app.push_str(&format!("      - {{name: t{i:05}}}\n"));
     }
     std::fs::write(dir.path().join("apps/bench.yml"), app).unwrap();
-    let config = Config::load(&dir.path().join("manent.yml")).unwrap();
+    let config = Config::load(&dir.path().join("manent.yml"), &manent::plugin::catalog()).unwrap();
     (dir, config)
 }
 

@@ -265,7 +265,7 @@ async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
             return exit::ENGINE;
         }
     };
-    let demo = match crate::console::demo::prepare(a.dir.as_deref(), &manent).await {
+    let demo = match crate::demo::prepare(a.dir.as_deref(), &manent).await {
         Ok(d) => d,
         Err(e) => {
             out.error(format!("the demo could not start: {e}"));
@@ -278,15 +278,38 @@ async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
     let options = crate::console::session::Options {
         readonly: a.console.readonly,
         theme: a.console.theme,
-        start: (!a.console.readonly).then(crate::console::demo::first_deploy),
+        start: (!a.console.readonly).then(crate::demo::first_deploy),
         stop_on_quit: true,
     };
-    let code = crate::console::session::console(config, options, out).await;
+    let code = console(config, options, out).await;
     out.note(format!(
         "manent demo: done (its files were in {})",
         demo.dir.display()
     ));
     code
+}
+
+/// Runs the console and says how it ended, as an exit code.
+#[cfg(feature = "tui")]
+async fn console(
+    config: crate::config::Config,
+    options: crate::console::session::Options,
+    out: &mut Out,
+) -> u8 {
+    use crate::console::session::Ended;
+    let ended = crate::console::session::console(config, options, &mut |s| out.note(s)).await;
+    match ended {
+        Ended::Quit | Ended::HungUp | Ended::Terminated { interrupted: false } => exit::OK,
+        Ended::Terminated { interrupted: true } => exit::INTERRUPTED,
+        Ended::BadInput(e) => {
+            out.error(e);
+            exit::BAD_INPUT
+        }
+        Ended::Failed(e) => {
+            out.error(e);
+            exit::ENGINE
+        }
+    }
 }
 
 /// Runs a parsed command line; returns the exit code.
@@ -314,7 +337,7 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
                 theme: a.theme,
                 ..Default::default()
             };
-            crate::console::session::console(config, options, out).await
+            console(config, options, out).await
         }
         #[cfg(feature = "tui")]
         Command::Demo(a) => demo(a, out).await,

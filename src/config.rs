@@ -15,11 +15,8 @@ use serde::{Deserialize, Serialize};
 pub use self::descriptor::DescriptorFile;
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};
-pub use self::values::{Known, Strategy};
+pub use self::values::{Artifact, Catalog, Known, SecretRef, Strategy};
 use crate::moniker::Moniker;
-use crate::plugin::builtin;
-use crate::plugin::secrets::SecretRef;
-use crate::plugin::types::Artifact;
 
 /// The loaded configuration.
 #[derive(Debug, Clone)]
@@ -47,6 +44,8 @@ pub struct Config {
     /// Problems in descriptors (the rest stay usable: one broken file must not block an
     /// unrelated deploy during an incident).
     pub problems: Vec<ConfigError>,
+    /// The plugins that exist (built-ins, discovery).
+    pub catalog: Catalog,
 }
 
 /// Engine settings with defaults applied.
@@ -167,7 +166,7 @@ fn locate(text: &str, needle: &str, nth: usize) -> Option<(usize, usize)> {
 impl Config {
     /// Loads `manent.yml` at `path` and the descriptors it points to. Errors in `manent.yml`
     /// are fatal; descriptor problems are kept in `problems`.
-    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    pub fn load(path: &Path, catalog: &Catalog) -> Result<Config, ConfigErrors> {
         if !path.exists() {
             return Err(ConfigError::file(path, "no such file")
                 .with_hint(
@@ -179,7 +178,14 @@ impl Config {
         let file: ManentFile = if text.trim().is_empty() {
             ManentFile::default()
         } else {
-            yaml_serde::from_str(&text).map_err(|e| ConfigError::from_yaml(path, &e))?
+            let known = Known {
+                plugins: BTreeSet::new(),
+                secrets: BTreeSet::new(),
+                plugin_dir: None,
+                catalog: *catalog,
+            };
+            values::with_known(&known, || yaml_serde::from_str(&text))
+                .map_err(|e| ConfigError::from_yaml(path, &e))?
         };
         // A bare `manent.yml` has an empty parent: paths then stay relative to the working
         // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
@@ -207,6 +213,7 @@ impl Config {
             theme: file.console.theme,
             descriptors: Vec::new(),
             problems: Vec::new(),
+            catalog: *catalog,
         };
         config.load_apps_dir();
         config.check_monikers();
@@ -215,13 +222,18 @@ impl Config {
 
     /// Names descriptors may refer to.
     pub fn known(&self) -> Known {
-        let mut plugins: BTreeSet<String> =
-            builtin::NAMES.iter().map(|s| (*s).to_owned()).collect();
+        let mut plugins: BTreeSet<String> = self
+            .catalog
+            .builtins
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         plugins.extend(self.plugins.keys().cloned());
         Known {
             plugins,
             secrets: self.secrets.keys().cloned().collect(),
             plugin_dir: self.plugin_dir.clone(),
+            catalog: self.catalog,
         }
     }
 

@@ -3,7 +3,6 @@
 
 pub mod action;
 pub mod app;
-pub mod demo;
 pub mod keymap;
 pub mod logpane;
 pub mod run;

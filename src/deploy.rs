@@ -2,6 +2,7 @@
 //! on failure when `atomic`), rollback to the previous release, and dry-run. They are durable
 //! workflows: every plugin call is a step, every target its own step with its own retries.
 
+mod glue;
 pub mod plan;
 pub mod rollback;
 pub mod steps;

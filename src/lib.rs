@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 #[cfg(feature = "tui")]
 pub mod console;
+pub mod demo;
 pub mod deploy;
 pub mod duration_ms;
 pub mod engine;

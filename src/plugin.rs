@@ -24,3 +24,12 @@ pub use targets::{OnError, fan_out, for_all_targets, for_each_target};
 pub use types::{
     Artifact, DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
 };
+
+/// What configuration needs to know of plugins: the built-ins, and where undeclared ones are
+/// found.
+pub fn catalog() -> crate::config::Catalog {
+    crate::config::Catalog {
+        builtins: builtin::NAMES,
+        discover: external::activation::discover,
+    }
+}

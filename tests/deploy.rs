@@ -22,7 +22,7 @@ fn config(app: &str) -> (tempfile::TempDir, Config) {
     .unwrap();
     std::fs::create_dir(dir.path().join("apps")).unwrap();
     std::fs::write(dir.path().join("apps/shop.yml"), app).unwrap();
-    let config = Config::load(&dir.path().join("manent.yml")).unwrap();
+    let config = Config::load(&dir.path().join("manent.yml"), &manent::plugin::catalog()).unwrap();
     assert!(config.problems.is_empty(), "{:?}", config.problems);
     (dir, config)
 }

@@ -384,7 +384,9 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
         ledger.display()
     );
     std::fs::write(dir.path().join("apps/a.yml"), a).unwrap();
-    let config = manent::config::Config::load(&dir.path().join("manent.yml")).unwrap();
+    let config =
+        manent::config::Config::load(&dir.path().join("manent.yml"), &manent::plugin::catalog())
+            .unwrap();
     let engine = manent::engine::Engine::start(&config).await.unwrap();
     let op = manent::operator::Operator {
         name: "t".into(),

@@ -29,7 +29,7 @@ struct Validation {
 
 /// `manent validate`: every file, every environment's plan, and built-in plugins' own checks.
 pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
-    let config = match crate::config::Config::load(config_path) {
+    let config = match crate::config::Config::load(config_path, &crate::plugin::catalog()) {
         Ok(c) => c,
         Err(e) => {
             if json {

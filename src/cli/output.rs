@@ -60,7 +60,7 @@ impl Out {
 
 /// Loads the configuration (and `-f FILE`), printing errors.
 pub fn load_config(path: &Path, file: Option<&Path>, out: &mut Out) -> Option<Config> {
-    match Config::load(path) {
+    match Config::load(path, &crate::plugin::catalog()) {
         Ok(mut c) => {
             if let Some(f) = file {
                 c.descriptors.retain(|d| d.file != f);

@@ -9,9 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
 use super::error::nearest;
-use super::values::Dur;
-use crate::plugin::builtin;
-use crate::plugin::secrets::SecretRef;
+use super::values::{Dur, SecretRef, builtins};
 
 /// The file as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -224,7 +222,8 @@ impl<'de> Deserialize<'de> for RawDecl {
 }
 
 fn check_decl(name: &str, raw: RawDecl) -> Result<PluginDecl, String> {
-    let is_builtin = builtin::NAMES.contains(&name);
+    let names = builtins();
+    let is_builtin = names.contains(&name);
     let options = serde_json::Value::Object(raw.options);
     match (raw.builtin, raw.external) {
         (Some(_), Some(_)) => Err(format!(
@@ -243,19 +242,19 @@ fn check_decl(name: &str, raw: RawDecl) -> Result<PluginDecl, String> {
             "`{name}` is itself a built-in plugin; `builtin: {b}` needs an entry with another name"
         )),
         (Some(b), None) => {
-            if builtin::NAMES.contains(&b.as_str()) {
+            if names.contains(&b.as_str()) {
                 Ok(PluginDecl {
                     builtin: Some(b),
                     external: None,
                     options,
                 })
             } else {
-                let guess = nearest(&b, builtin::NAMES.iter().copied())
+                let guess = nearest(&b, names.iter().copied())
                     .map(|g| format!("did you mean `{g}`? "))
                     .unwrap_or_default();
                 Err(format!(
                     "`builtin: {b}` names no built-in plugin ({guess}built-ins: {})",
-                    builtin::NAMES.join(", ")
+                    names.join(", ")
                 ))
             }
         }
@@ -267,7 +266,7 @@ fn check_decl(name: &str, raw: RawDecl) -> Result<PluginDecl, String> {
         (None, None) => Err(format!(
             "plugin `{name}` is not built in (built-ins: {}): add `external: {{command: …}}` to \
              run a plugin binary, or `builtin: NAME` to configure a built-in under this name",
-            builtin::NAMES.join(", ")
+            names.join(", ")
         )),
     }
 }

@@ -111,8 +111,19 @@ impl<'de> Deserialize<'de> for StrategySpec {
     }
 }
 
+/// What configuration must know of plugins without depending on them: the built-in names, and
+/// how an undeclared `manent-plugin-<name>` binary is found. The plugin layer provides it
+/// (`manent::plugin::catalog()`).
+#[derive(Debug, Clone, Copy)]
+pub struct Catalog {
+    /// Names of the built-in plugins.
+    pub builtins: &'static [&'static str],
+    /// Finds an undeclared plugin binary by name, in the plugin directory or on PATH.
+    pub discover: fn(&str, Option<&std::path::Path>) -> Option<std::path::PathBuf>,
+}
+
 /// Names `manent.yml` declares; references in descriptors are checked against them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Known {
     /// Plugin names usable in `deploy.plugin`.
     pub plugins: BTreeSet<String>,
@@ -120,6 +131,8 @@ pub struct Known {
     pub secrets: BTreeSet<String>,
     /// Where undeclared plugins (`manent-plugin-<name>`) are looked for, besides PATH.
     pub plugin_dir: Option<std::path::PathBuf>,
+    /// The plugins that exist.
+    pub catalog: Catalog,
 }
 
 thread_local! {
@@ -164,7 +177,12 @@ fn check_ref<E: de::Error>(
 }
 
 fn discoverable(name: &str, known: &Known) -> bool {
-    crate::plugin::external::activation::discover(name, known.plugin_dir.as_deref()).is_some()
+    (known.catalog.discover)(name, known.plugin_dir.as_deref()).is_some()
+}
+
+/// The built-in plugin names of the catalog in scope (while `manent.yml` is read).
+pub(crate) fn builtins() -> &'static [&'static str] {
+    KNOWN.with(|k| k.borrow().as_ref().map_or(&[][..], |k| k.catalog.builtins))
 }
 
 /// A plugin name in a descriptor: built in, declared under `plugins:`, or installed as
@@ -199,5 +217,50 @@ impl<'de> Deserialize<'de> for SecretName {
             "declare it under `secrets:` in manent.yml",
         )?;
         Ok(SecretName(name))
+    }
+}
+
+/// What is deployed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// Kind of artifact (`tarball`, `container`, `directory`, …); plugins select on it.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// Artifact name.
+    #[serde(default)]
+    pub name: String,
+    /// Version; becomes the release's version.
+    #[serde(default)]
+    pub version: String,
+    /// Where to fetch it (`file://…`, `https://…`, an image reference).
+    #[serde(default)]
+    pub uri: String,
+    /// Expected digest of the artifact, hex.
+    #[serde(default)]
+    pub sha256: String,
+}
+
+/// A secret's source as configured in `manent.yml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretRef {
+    /// `env:NAME`: the engine's own environment.
+    Env(String),
+    /// `file:/path`: the file's content, trailing newline removed.
+    File(String),
+    /// `value:…`: a literal, for tests only.
+    Literal(String),
+}
+
+impl SecretRef {
+    /// Parses `env:NAME`, `file:/path` or `value:…`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            Some(("env", name)) if !name.is_empty() => Ok(SecretRef::Env(name.to_owned())),
+            Some(("file", path)) if !path.is_empty() => Ok(SecretRef::File(path.to_owned())),
+            Some(("value", v)) => Ok(SecretRef::Literal(v.to_owned())),
+            _ => Err(format!(
+                "`{s}` is not a secret source: use env:NAME, file:/path (or value:… in tests)"
+            )),
+        }
     }
 }

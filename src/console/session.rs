@@ -9,7 +9,6 @@ use std::time::Duration;
 use super::app::App;
 use super::run::{self, Exit, TerminalGuard};
 use super::theme::Theme;
-use crate::cli::{Out, exit};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::engine::handle::{self, Command};
@@ -42,22 +41,34 @@ pub fn init_tracing() {
     let _ = tui_logger::init_logger(tui_logger::LevelFilter::Info);
 }
 
-/// Runs the console on `config`.
-pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
+/// How a console session ended; the caller turns it into an exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The operator quit; deployments still running went on in a background worker (or, for
+    /// the demo, stopped).
+    Quit,
+    /// The terminal went away; the engine ran headless until nothing was left to do.
+    HungUp,
+    /// Asked to stop (SIGTERM, SIGINT); `interrupted` when deployments had to stop before
+    /// their end (they resume at the next start).
+    Terminated { interrupted: bool },
+    /// The console could not run: a bad option (`--theme`).
+    BadInput(String),
+    /// The engine or the terminal failed.
+    Failed(String),
+}
+
+/// Runs the console on `config`; `note` prints a line for the operator once the terminal is
+/// back to normal (stderr for `manent console`).
+pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(String)) -> Ended {
     let theme = match Theme::choose(options.theme.as_deref(), config.theme.as_deref()) {
         Ok(t) => t,
-        Err(e) => {
-            out.error(e);
-            return exit::BAD_INPUT;
-        }
+        Err(e) => return Ended::BadInput(e.to_string()),
     };
     let config_file = config.file.clone();
     let handle = match handle::open(config, Operator::from_env()).await {
         Ok(h) => h,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
+        Err(e) => return Ended::Failed(e.to_string()),
     };
     let mut app = App::new(options.readonly, crate::sys::now_ms());
     app.stop_on_quit = options.stop_on_quit;
@@ -73,8 +84,7 @@ pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
             Ok(t) => t,
             Err(e) => {
                 run::restore();
-                out.error(format!("cannot open the terminal: {e}"));
-                return exit::ENGINE;
+                return Ended::Failed(format!("cannot open the terminal: {e}"));
             }
         };
         let _guard = TerminalGuard;
@@ -96,40 +106,40 @@ pub async fn console(config: Config, options: Options, out: &mut Out) -> u8 {
     };
     let engine = handle.close().await;
     match ended {
-        Ok(Exit::Quit) => finish_quit(engine, &config_file, options.stop_on_quit, out).await,
+        Ok(Exit::Quit) => {
+            finish_quit(engine, &config_file, options.stop_on_quit, note).await;
+            Ended::Quit
+        }
         Ok(Exit::Hangup) => {
             // No terminal any more: keep working headless until every deployment finishes or
             // waits for an operator (then it is durable, and the next console picks it up).
             if let Some(e) = engine {
                 e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
             }
-            exit::OK
+            Ended::HungUp
         }
         Ok(Exit::Terminated) => {
             // Asked to stop: the engine's usual drain, then deployments stop at a step boundary
             // and resume at the next start.
-            let Some(e) = engine else { return exit::OK };
+            let Some(e) = engine else {
+                return Ended::Terminated { interrupted: false };
+            };
             let live = e.active();
             if !live.is_empty() {
-                out.note(format!("manent: stopping; draining {}…", live.join(", ")));
+                note(format!("manent: stopping; draining {}…", live.join(", ")));
             }
-            if e.shutdown().await > 0 {
-                out.note("manent: stopped before the end; the next start resumes from the last checkpoint");
-                exit::INTERRUPTED
-            } else {
-                exit::OK
+            let interrupted = e.shutdown().await > 0;
+            if interrupted {
+                note("manent: stopped before the end; the next start resumes from the last checkpoint".into());
             }
+            Ended::Terminated { interrupted }
         }
-        Ok(Exit::EngineGone) => {
-            out.error("the engine stopped");
-            exit::ENGINE
-        }
+        Ok(Exit::EngineGone) => Ended::Failed("the engine stopped".into()),
         Err(e) => {
-            out.error(format!("the terminal failed: {e}"));
             if let Some(e) = engine {
                 e.shutdown().await;
             }
-            exit::ENGINE
+            Ended::Failed(format!("the terminal failed: {e}"))
         }
     }
 }
@@ -154,20 +164,25 @@ async fn signals() -> Exit {
     }
 }
 
-async fn finish_quit(engine: Option<Engine>, config_file: &Path, stop: bool, out: &mut Out) -> u8 {
+async fn finish_quit(
+    engine: Option<Engine>,
+    config_file: &Path,
+    stop: bool,
+    note: &mut dyn FnMut(String),
+) {
     let Some(engine) = engine else {
-        return exit::OK;
+        return;
     };
     let live = engine.active();
     if live.is_empty() || stop {
         engine
             .shutdown_within(Duration::ZERO, Duration::from_secs(60))
             .await;
-        return exit::OK;
+        return;
     }
     // Hand the deployments over: stop at a step boundary (in-flight targets finish and are
     // recorded), then a detached worker resumes them from their checkpoints.
-    out.note(format!(
+    note(format!(
         "manent: handing {} to a background worker…",
         live.join(", ")
     ));
@@ -175,15 +190,14 @@ async fn finish_quit(engine: Option<Engine>, config_file: &Path, stop: bool, out
         .shutdown_within(Duration::ZERO, Duration::from_secs(300))
         .await;
     match spawn_worker(config_file) {
-        Ok(pid) => out.note(format!(
+        Ok(pid) => note(format!(
             "manent: {} continue in a background `manent worker` (pid {pid}); `manent console` shows them",
             live.join(", ")
         )),
-        Err(e) => out.error(format!(
-            "could not start a background worker ({e}); `manent resume ID` continues the deployments"
+        Err(e) => note(format!(
+            "manent: could not start a background worker ({e}); `manent resume ID` continues the deployments"
         )),
     }
-    exit::OK
 }
 
 fn spawn_worker(config_file: &Path) -> std::io::Result<u32> {

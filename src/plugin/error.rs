@@ -1,8 +1,6 @@
 //! How a plugin call fails: retryable by default, `Permanent` when a retry would fail the same
 //! way (gRPC `ABORTED` on the wire), `Unimplemented` for an optional call a plugin lacks.
 
-use crate::workflow::StepError;
-
 /// A failed plugin call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginError {
@@ -46,14 +44,4 @@ impl PluginError {
 #[allow(non_snake_case, reason = "the contract's name for it, as in the seed")]
 pub fn Permanent(err: impl std::fmt::Display) -> PluginError {
     PluginError::Permanent(err.to_string())
-}
-
-impl From<PluginError> for StepError {
-    fn from(e: PluginError) -> Self {
-        if e.is_permanent() {
-            StepError::Permanent(e.to_string())
-        } else {
-            StepError::Retryable(e.to_string())
-        }
-    }
 }

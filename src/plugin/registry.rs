@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 
 use super::builtin;
 use super::contract::{Capabilities, Deployer};
@@ -58,7 +58,9 @@ pub struct Registry {
     secrets: Arc<ConfigSecrets>,
     sink: Arc<dyn LogSink>,
     plugin_dir: Option<PathBuf>,
-    ready: Mutex<HashMap<String, Arc<PluginHandle>>>,
+    /// One cell per plugin: the map's lock is held only to find the cell, never across a start
+    /// (an external plugin may take up to its `start_timeout`), so other plugins stay usable.
+    ready: Mutex<HashMap<String, Arc<OnceCell<Arc<PluginHandle>>>>>,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
 }
 
@@ -133,22 +135,31 @@ impl Registry {
         }))
     }
 
-    /// The plugin `name`, instantiated or started on first use.
+    /// The plugin `name`, instantiated or started on first use. Callers asking for the same
+    /// plugin while it starts wait for that one start; a failed start is tried again by the
+    /// next caller.
     pub async fn get(&self, name: &str) -> Result<Arc<PluginHandle>, PluginError> {
-        let mut ready = self.ready.lock().await;
-        if let Some(h) = ready.get(name) {
-            return Ok(h.clone());
-        }
-        let handle = match self.resolve(name) {
-            None => {
-                return Err(PluginError::Permanent(format!(
-                    "no plugin `{name}`: declare it under `plugins:` in manent.yml, or install \
-                     `manent-plugin-{name}` on PATH"
-                )));
-            }
+        let cell = self
+            .ready
+            .lock()
+            .await
+            .entry(name.to_owned())
+            .or_default()
+            .clone();
+        cell.get_or_try_init(|| async { self.load(name).await.map(Arc::new) })
+            .await
+            .cloned()
+    }
+
+    async fn load(&self, name: &str) -> Result<PluginHandle, PluginError> {
+        match self.resolve(name) {
+            None => Err(PluginError::Permanent(format!(
+                "no plugin `{name}`: declare it under `plugins:` in manent.yml, or install \
+                 `manent-plugin-{name}` on PATH"
+            ))),
             Some(Resolved::Builtin(b)) => {
                 let options = self.decls.get(name).map(|d| &d.options);
-                self.instantiate(name, &b, options.unwrap_or(&serde_json::Value::Null))?
+                self.instantiate(name, &b, options.unwrap_or(&serde_json::Value::Null))
             }
             Some(Resolved::Discovered(spec)) => {
                 Logger::new(self.sink.clone(), name).warn(&format!(
@@ -156,13 +167,10 @@ impl Registry {
                          search path; no sha256 pins it",
                     spec.command.display()
                 ));
-                self.start_external(spec).await?
+                self.start_external(spec).await
             }
-            Some(Resolved::External(spec)) => self.start_external(spec).await?,
-        };
-        let handle = Arc::new(handle);
-        ready.insert(name.to_owned(), handle.clone());
-        Ok(handle)
+            Some(Resolved::External(spec)) => self.start_external(spec).await,
+        }
     }
 
     async fn start_external(&self, spec: ExternalSpec) -> Result<PluginHandle, PluginError> {

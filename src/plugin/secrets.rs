@@ -19,30 +19,7 @@ pub trait SecretSource: Send + Sync {
     async fn secret(&self, name: &str) -> Result<String, PluginError>;
 }
 
-/// A secret's source as configured in `manent.yml`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SecretRef {
-    /// `env:NAME`: the engine's own environment.
-    Env(String),
-    /// `file:/path`: the file's content, trailing newline removed.
-    File(String),
-    /// `value:…`: a literal, for tests only.
-    Literal(String),
-}
-
-impl SecretRef {
-    /// Parses `env:NAME`, `file:/path` or `value:…`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s.split_once(':') {
-            Some(("env", name)) if !name.is_empty() => Ok(SecretRef::Env(name.to_owned())),
-            Some(("file", path)) if !path.is_empty() => Ok(SecretRef::File(path.to_owned())),
-            Some(("value", v)) => Ok(SecretRef::Literal(v.to_owned())),
-            _ => Err(format!(
-                "`{s}` is not a secret source: use env:NAME, file:/path (or value:… in tests)"
-            )),
-        }
-    }
-}
+pub use crate::config::SecretRef;
 
 /// Secrets declared in `manent.yml`, read when a plugin asks, never before.
 #[derive(Debug, Clone, Default)]

@@ -9,25 +9,7 @@ use super::error::PluginError;
 use super::secrets::Secrets;
 use crate::moniker::Moniker;
 
-/// What is deployed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Artifact {
-    /// Kind of artifact (`tarball`, `container`, `directory`, …); plugins select on it.
-    #[serde(rename = "type", default)]
-    pub kind: String,
-    /// Artifact name.
-    #[serde(default)]
-    pub name: String,
-    /// Version; becomes the release's version.
-    #[serde(default)]
-    pub version: String,
-    /// Where to fetch it (`file://…`, `https://…`, an image reference).
-    #[serde(default)]
-    pub uri: String,
-    /// Expected digest of the artifact, hex.
-    #[serde(default)]
-    pub sha256: String,
-}
+pub use crate::config::Artifact;
 
 /// One target of a deployment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

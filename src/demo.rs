@@ -104,7 +104,7 @@ pub async fn prepare(dir: Option<&Path>, manent: &Path) -> Result<Demo, String> 
 
 /// Deploys shop 2.3.0 everywhere, as fast as the simulator goes.
 async fn seed(config: &Path) -> Result<(), String> {
-    let config = Config::load(config).map_err(|e| e.to_string())?;
+    let config = Config::load(config, &crate::plugin::catalog()).map_err(|e| e.to_string())?;
     let engine = Engine::start(&config).await.map_err(|e| e.to_string())?;
     let op = Operator {
         name: "demo".into(),
