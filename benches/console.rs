@@ -262,7 +262,9 @@ fn frames() {
 
 /// The demo's files, served by the `manent` binary this benchmark was built with.
 async fn demo_config(dir: &Path) -> Config {
-    let d = demo::prepare(Some(dir), Path::new(MANENT)).await.unwrap();
+    let d = demo::prepare(Some(dir), Path::new(MANENT), true)
+        .await
+        .unwrap();
     Config::load(&d.config, &manent::plugin::catalog()).unwrap()
 }
 
@@ -277,7 +279,6 @@ async fn demo_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let config = demo_config(dir.path()).await;
     let h = handle::open(config, bench_operator()).await.unwrap();
-    h.commands.send(demo::first_deploy()).await.unwrap();
     let (backend, diffed, full, frames) = Metered::new(120, 40);
     let mut term = Terminal::with_options(backend, fixed(120, 40)).unwrap();
     let theme = Theme::load("default").unwrap();
@@ -296,7 +297,7 @@ async fn demo_bytes() {
             let Some(d) = snap
                 .deployments
                 .iter()
-                .find(|d| d.kind == "deploy" && d.version == "2.4.0")
+                .find(|d| d.kind == manent::deploy::state::Kind::Deploy && d.version == "2.4.0")
             else {
                 continue;
             };

@@ -1,6 +1,8 @@
 //! The headless commands (DESIGN §8): what the console does, for scripts and CI. Human output
 //! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
 
+mod control;
+mod follow;
 mod inspect;
 pub mod output;
 mod run;
@@ -71,6 +73,14 @@ pub enum Command {
     Pause(ControlArgs),
     /// Continue a paused, cancelled or interrupted deployment from its last checkpoint.
     Resume(ControlArgs),
+    /// Run a deployment's failed targets again (all of them, or the ones named), with new
+    /// attempts, and follow it.
+    Retry(RetryArgs),
+    /// Leave a target out of a deployment: it keeps its release; the deployment ends
+    /// "deployed with N skipped".
+    Skip(SkipArgs),
+    /// Stop a deploy and roll back the targets it changed, and follow it.
+    Abort(ControlArgs),
     /// Print a deployment's log lines.
     Logs(LogsArgs),
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
@@ -245,6 +255,37 @@ pub struct ControlArgs {
     pub json: JsonArg,
 }
 
+/// `retry`
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Only these failed targets (default: every failed one).
+    pub targets: Vec<String>,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Also print info-level log lines on stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `skip`
+#[derive(Debug, Args)]
+pub struct SkipArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// The target to leave out.
+    pub target: String,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
 /// `logs`
 #[derive(Debug, Args)]
 pub struct LogsArgs {
@@ -265,7 +306,7 @@ async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
             return exit::ENGINE;
         }
     };
-    let demo = match crate::demo::prepare(a.dir.as_deref(), &manent).await {
+    let demo = match crate::demo::prepare(a.dir.as_deref(), &manent, !a.console.readonly).await {
         Ok(d) => d,
         Err(e) => {
             out.error(format!("the demo could not start: {e}"));
@@ -278,7 +319,7 @@ async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
     let options = crate::console::session::Options {
         readonly: a.console.readonly,
         theme: a.console.theme,
-        start: (!a.console.readonly).then(crate::demo::first_deploy),
+        open_first: (!a.console.readonly).then(|| crate::demo::STARTED.to_owned()),
         stop_on_quit: true,
     };
     let code = console(config, options, out).await;
@@ -321,9 +362,12 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Rollback(a) => run::rollback(&cli.config, &a, out).await,
         Command::Status(a) => inspect::status(&cli.config, &a, out).await,
         Command::History(a) => inspect::history(&cli.config, &a, out).await,
-        Command::Cancel(a) => run::cancel(&cli.config, &a, out).await,
-        Command::Pause(a) => run::pause(&cli.config, &a, out).await,
-        Command::Resume(a) => run::resume(&cli.config, &a, out).await,
+        Command::Cancel(a) => control::cancel(&cli.config, &a, out).await,
+        Command::Pause(a) => control::pause(&cli.config, &a, out).await,
+        Command::Resume(a) => control::resume(&cli.config, &a, out).await,
+        Command::Retry(a) => control::retry(&cli.config, &a, out).await,
+        Command::Skip(a) => control::skip(&cli.config, &a, out).await,
+        Command::Abort(a) => control::abort(&cli.config, &a, out).await,
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,

@@ -150,8 +150,44 @@ impl EnvSpec {
 }
 
 fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))
+    let bytes =
+        std::fs::read(path).map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let col = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
+        ConfigError {
+            file: path.to_owned(),
+            position: Some((line, col)),
+            message: format!("not valid UTF-8 (byte 0x{:02x})", e.as_bytes()[good.len()]),
+            hint: Some("save the file as UTF-8".into()),
+        }
+    })
+}
+
+/// The schemes `database:` may use: the embedded SQLite store is the only one served.
+const DATABASE_SCHEMES: &[&str] = &["sqlite"];
+
+/// `database:` as a file path; a URL of a store this manent does not serve is refused.
+fn database_path(text: &str, file: &Path, db: PathBuf) -> Result<PathBuf, ConfigError> {
+    let s = db.to_string_lossy();
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return Ok(db);
+    };
+    if scheme == "sqlite" {
+        return Ok(PathBuf::from(rest));
+    }
+    Err(ConfigError {
+        file: file.to_owned(),
+        position: locate(text, "database:", 0),
+        message: format!(
+            "database: `{scheme}://…` is not a store this manent serves (it serves {}: a file \
+             path, or sqlite:///path)",
+            DATABASE_SCHEMES.join(", ")
+        ),
+        hint: Some("give a file path such as .manent/manent.db".into()),
+    })
 }
 
 /// Line and column (1-based) of the `nth` occurrence of `needle` in `text`.
@@ -201,9 +237,14 @@ impl Config {
             },
             max_recovery_attempts: e.max_recovery_attempts.unwrap_or(5),
         };
+        let database = database_path(
+            &text,
+            path,
+            file.database.unwrap_or_else(|| ".manent/manent.db".into()),
+        )?;
         let mut config = Config {
             file: path.to_owned(),
-            database: dir.join(file.database.unwrap_or_else(|| ".manent/manent.db".into())),
+            database: dir.join(database),
             apps_dir: dir.join(file.apps.unwrap_or_else(|| "apps".into())),
             plugin_dir: file.plugin_dir.map(|p| dir.join(p)),
             dir,

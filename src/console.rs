@@ -4,6 +4,7 @@
 pub mod action;
 pub mod app;
 pub mod keymap;
+pub mod layout;
 pub mod logpane;
 pub mod run;
 pub mod session;

@@ -1,14 +1,15 @@
 //! `manent demo`: a self-contained demo in a temporary directory — a simulated fleet of three
 //! dozen targets in batches, deployed through a real external plugin process (this very binary
 //! serving the `simulate` plugin over go-plugin's protocol, pinned by its sha256). An earlier
-//! release is deployed first, quickly, so rolling back has somewhere to go.
+//! release is deployed first, quickly, so rolling back has somewhere to go; then the demo
+//! itself (journaled as `demo`, not as the person watching) starts the deploy the console
+//! opens on.
 
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
 use crate::deploy::submit::{self, Submission};
 use crate::engine::Engine;
-use crate::engine::handle::Command;
 use crate::operator::Operator;
 
 /// The demo's directory (deleted at the end unless it was given).
@@ -70,10 +71,10 @@ fn app_yml() -> String {
     s
 }
 
-/// Writes the demo into `dir` (or a temporary directory) and deploys its earlier release.
-/// `manent` is the binary that serves the plugin (`manent plugin-serve simulate`): the running
-/// one, for `manent demo`.
-pub async fn prepare(dir: Option<&Path>, manent: &Path) -> Result<Demo, String> {
+/// Writes the demo into `dir` (or a temporary directory), deploys its earlier release and,
+/// with `start`, submits the deploy the console opens on. `manent` is the binary that serves
+/// the plugin (`manent plugin-serve simulate`): the running one, for `manent demo`.
+pub async fn prepare(dir: Option<&Path>, manent: &Path, start: bool) -> Result<Demo, String> {
     let (dir, temp) = match dir {
         Some(d) => {
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -95,6 +96,9 @@ pub async fn prepare(dir: Option<&Path>, manent: &Path) -> Result<Demo, String> 
     let config = dir.join("manent.yml");
     std::fs::write(&config, manent_yml(exe, &sha, false)).map_err(|e| e.to_string())?;
     seed(&dir.join("seed.yml")).await?;
+    if start {
+        start_deploy(&config).await?;
+    }
     Ok(Demo {
         dir,
         config,
@@ -102,14 +106,23 @@ pub async fn prepare(dir: Option<&Path>, manent: &Path) -> Result<Demo, String> 
     })
 }
 
+/// Who the demo's own actions are journaled as.
+fn demo_operator() -> Operator {
+    Operator {
+        name: "demo".into(),
+        client: None,
+    }
+}
+
+/// What the console says when it opens on the demo's deploy.
+pub const STARTED: &str = "the demo started this deploy of shop 2.4.0 to prod (journaled as \
+`demo`): watch it, pause it with Space, cancel it with c";
+
 /// Deploys shop 2.3.0 everywhere, as fast as the simulator goes.
 async fn seed(config: &Path) -> Result<(), String> {
     let config = Config::load(config, &crate::plugin::catalog()).map_err(|e| e.to_string())?;
     let engine = Engine::start(&config).await.map_err(|e| e.to_string())?;
-    let op = Operator {
-        name: "demo".into(),
-        client: None,
-    };
+    let op = demo_operator();
     let sub = Submission {
         operator: &op,
         reason: Some("demo: the release before"),
@@ -128,13 +141,22 @@ async fn seed(config: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The deploy the demo starts with.
-pub fn first_deploy() -> Command {
-    Command::Deploy {
-        application: "shop".into(),
-        environment: "prod".into(),
-        version: None,
-        dry_run: false,
-        reason: Some("demo".into()),
-    }
+/// Submits the deploy of 2.4.0 to prod the console opens on; the console's engine runs it.
+async fn start_deploy(config: &Path) -> Result<(), String> {
+    let config = Config::load(config, &crate::plugin::catalog()).map_err(|e| e.to_string())?;
+    let db = crate::deploy::records::open(&config.database, config.engine.synchronous, false)
+        .map_err(|e| e.to_string())?;
+    let spec = config
+        .environment("shop", "prod")
+        .map_err(|e| e.to_string())?;
+    let op = demo_operator();
+    let sub = Submission {
+        operator: &op,
+        reason: Some("started by `manent demo` to show a deploy"),
+        max_recovery_attempts: 5,
+    };
+    submit::deploy(&db, &spec, false, &sub)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }

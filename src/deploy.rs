@@ -1,30 +1,39 @@
-//! The deploy workflows (DESIGN §6): deploy (plan → validate → batches → releases, rolling back
-//! on failure when `atomic`), rollback to the previous release, and dry-run. They are durable
-//! workflows: every plugin call is a step, every target its own step with its own retries.
+//! The deploy workflows (DESIGN §6): deploy (plan → validate → batches → releases, guided
+//! failure or an atomic undo on failure), rollback to the previous release, and dry-run. They
+//! are durable workflows on one spine ([`spine`]): every plugin call is a step, every target its
+//! own step with its own retries, and the operator's commands ([`command`]) are typed.
 
+pub mod command;
 mod glue;
 pub mod plan;
+pub mod records;
+pub mod releases;
 pub mod rollback;
+pub mod rollout;
+pub mod spine;
+pub mod state;
 pub mod steps;
 pub mod submit;
 pub mod view;
-pub mod workflow;
 
 use std::sync::Arc;
 
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 
+use self::records::Db;
+use self::releases::Transitions;
+use self::state::{Ending, Kind, TargetState};
 use crate::config::EnvSpec;
 use crate::plugin::{Logger, Registry};
-use crate::workflow::{RunOutcome, Store, WorkflowDef};
+use crate::workflow::{Interrupt, RunOutcome, WorkflowDef};
 
 /// What the deploy workflows need while they run.
 pub struct DeployEnv {
     /// Plugins by name.
     pub registry: Arc<Registry>,
     /// The system database (release history).
-    pub store: Arc<dyn Store>,
+    pub db: Arc<dyn Db>,
     /// The engine's own log.
     pub log: Logger,
 }
@@ -33,7 +42,7 @@ impl DeployEnv {
     /// The environment's plugin (started on first use).
     pub async fn plugin(
         &self,
-        spec: &crate::config::EnvSpec,
+        spec: &EnvSpec,
     ) -> Result<Arc<crate::plugin::PluginHandle>, crate::workflow::StepError> {
         Ok(self.registry.get(&spec.plugin).await?)
     }
@@ -50,7 +59,8 @@ pub const DEPLOY: &str = "deploy";
 /// Workflow kind of a rollback.
 pub const ROLLBACK: &str = "rollback";
 /// Definition version of both (B.8): bump it when durable steps change order or names.
-pub const VERSION: u32 = 1;
+/// 2: phases with the commands they take, guided failure, operator aborts.
+pub const VERSION: u32 = 2;
 
 /// A deploy's inputs, stored with the workflow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,8 +90,8 @@ pub struct TargetReport {
     pub moniker: String,
     /// Batch, from 1.
     pub batch: u32,
-    /// `deployed`, `failed`, `skipped`, `unchanged`, `rolled_back`.
-    pub status: String,
+    /// Where it ended.
+    pub status: TargetState,
     /// Attempts made.
     pub attempts: u32,
     /// Last message.
@@ -93,42 +103,63 @@ pub struct TargetReport {
 /// A finished deployment's outcome (the workflow's output or error document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
-    /// `deploy`, `dry_run` or `rollback`.
-    pub kind: String,
-    /// `deployed`, `failed`, `rolled_back`, `validated`, `planned`.
-    pub result: String,
-    /// Version deployed (or rolled back from).
+    /// Deploy, dry-run or rollback.
+    pub kind: Kind,
+    /// How it ended.
+    #[serde(rename = "result")]
+    pub ending: Ending,
+    /// Version deployed (a rollback: the version it went back to).
     pub version: String,
+    /// Versions moved, for a rollback or an undo (`36 targets: 2.4.0 → 2.3.0`).
+    #[serde(default, skip_serializing_if = "Transitions::is_empty")]
+    pub transitions: Transitions,
     /// One line for the operator.
     pub message: String,
     /// Per target.
     pub targets: Vec<TargetReport>,
-    /// Targets rolled back after a failure (`atomic`).
+    /// Targets rolled back after a failure (`atomic`) or an abort.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rolled_back: Vec<TargetReport>,
+    /// Targets an operator left out.
+    #[serde(default)]
+    pub skipped: u32,
 }
 
 impl Report {
     /// A `kind` deployment's report before anything happened: failed until it is not.
-    fn new(kind: &str, version: &str) -> Report {
+    pub fn new(kind: Kind, version: &str) -> Report {
         Report {
-            kind: kind.to_owned(),
-            result: "failed".into(),
+            kind,
+            ending: Ending::Failed,
             version: version.to_owned(),
+            transitions: Transitions::default(),
             message: String::new(),
             targets: Vec::new(),
             rolled_back: Vec::new(),
+            skipped: 0,
+        }
+    }
+
+    /// True when it ended as it meant to.
+    pub fn ok(&self) -> bool {
+        match self.kind {
+            Kind::Rollback => self.ending == Ending::RolledBack,
+            _ => matches!(
+                self.ending,
+                Ending::Deployed | Ending::Planned | Ending::Validated
+            ),
         }
     }
 
     /// The outcome of a deployment whose stored inputs cannot be read.
-    fn bad_inputs(kind: &str, e: &serde_json::Error) -> RunOutcome {
+    fn bad_inputs(kind: Kind, e: &serde_json::Error) -> RunOutcome {
         let mut r = Report::new(kind, "");
         r.message = format!("the deployment's stored inputs do not decode: {e}");
-        r.outcome(false)
+        r.outcome()
     }
 
-    fn outcome(self, ok: bool) -> RunOutcome {
+    fn outcome(self) -> RunOutcome {
+        let ok = self.ok();
         let v = serde_json::to_value(&self).unwrap_or(serde_json::Value::Null);
         if ok {
             RunOutcome::Success(v)
@@ -138,6 +169,11 @@ impl Report {
     }
 }
 
+/// A workflow's end from its body: the report, or the interrupt that stops it unrecorded.
+fn outcome(r: Result<Report, Interrupt>) -> Result<RunOutcome, Interrupt> {
+    r.map(Report::outcome)
+}
+
 /// The workflow definitions to register with the runtime.
 pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
     let deploy_env = env.clone();
@@ -145,9 +181,7 @@ pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
         WorkflowDef {
             name: DEPLOY.into(),
             version: VERSION,
-            run: Arc::new(move |ctx, inputs| {
-                workflow::run(deploy_env.clone(), ctx, inputs).boxed()
-            }),
+            run: Arc::new(move |ctx, inputs| rollout::run(deploy_env.clone(), ctx, inputs).boxed()),
         },
         WorkflowDef {
             name: ROLLBACK.into(),

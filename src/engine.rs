@@ -11,12 +11,13 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::config::Config;
+use crate::deploy::records::{self, Db, LogRecord};
 use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, LogSink, Logger, Registry};
 use crate::redact::redact;
 use crate::workflow::retry::until_committed;
-use crate::workflow::store::{LogRecord, Store};
-use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, SqliteStore, StoreError};
+use crate::workflow::store::Store;
+use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, StoreError};
 
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,14 +62,11 @@ impl LogSink for LogHub {
 
 impl LogHub {
     /// A hub whose lines are written to `store` in batches; the task ends when the hub drops.
-    pub fn new(store: Arc<dyn Store>) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+    pub fn new(store: Arc<dyn Db>) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
         LogHub::with_queue(store, STORE_QUEUE)
     }
 
-    fn with_queue(
-        store: Arc<dyn Store>,
-        queue: usize,
-    ) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+    fn with_queue(store: Arc<dyn Db>, queue: usize) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
         let (lines, _) = broadcast::channel(16_384);
         let (to_store, mut rx) = mpsc::channel::<LogLine>(queue);
         let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -156,7 +154,7 @@ fn record(l: LogLine) -> LogRecord {
 /// A running engine.
 pub struct Engine {
     config: Config,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Db>,
     runtime: Arc<Runtime>,
     registry: Arc<Registry>,
     logs: Arc<LogHub>,
@@ -179,7 +177,7 @@ impl Engine {
     /// left behind.
     pub async fn start(config: &Config) -> Result<Engine, EngineError> {
         let lease = Lease::acquire(&config.database)?;
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(
+        let store: Arc<dyn Db> = Arc::new(records::open(
             &config.database,
             config.engine.synchronous,
             true,
@@ -197,11 +195,12 @@ impl Engine {
         let registry = Arc::new(Registry::new(config, logs.clone()));
         let env = Arc::new(DeployEnv {
             registry: registry.clone(),
-            store: store.clone(),
+            db: store.clone(),
             log: Logger::new(logs.clone(), "engine"),
         });
+        let kernel: Arc<dyn Store> = store.clone();
         let runtime = Runtime::new(
-            store.clone(),
+            kernel,
             config.engine.executor_id.clone(),
             deploy::definitions(env),
         );
@@ -226,7 +225,7 @@ impl Engine {
     }
 
     /// The system database.
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn Db> {
         &self.store
     }
 
@@ -266,7 +265,16 @@ impl Engine {
         self.runtime.wait(id).await
     }
 
-    /// Deployments doing work now (not parked waiting for an operator or a timer).
+    /// Waits until `id` finishes or waits for an operator (a failed target's decision, a
+    /// pause), or stops running here because the engine is draining.
+    pub async fn settle(
+        &self,
+        id: &str,
+    ) -> Result<crate::workflow::store::WorkflowRow, StoreError> {
+        self.runtime.settle(id).await
+    }
+
+    /// Deployments that go on by themselves (not waiting for an operator).
     pub fn busy(&self) -> usize {
         self.runtime.busy()
     }
@@ -329,9 +337,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn secrets_are_cut_before_anyone_sees_a_line() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap(),
-        );
+        let store: Arc<dyn Db> =
+            Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
         crate::redact::register_redaction("hub-s3cr3t-9f2");
         let (hub, writer) = LogHub::new(store.clone());
         let mut live = hub.subscribe();
@@ -364,9 +371,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_database_that_falls_behind_costs_stored_lines_not_memory_and_says_so() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(
-            SqliteStore::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap(),
-        );
+        let store: Arc<dyn Db> =
+            Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
         let (hub, writer) = LogHub::with_queue(store.clone(), 4);
         let mut live = hub.subscribe();
         // The writer task cannot run until this test awaits: the queue fills at 4.

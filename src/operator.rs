@@ -1,7 +1,7 @@
 //! Who is acting: the operator behind `sudo` or the login user, and the ssh client they came
 //! from. Every operator action is journaled with it.
 
-use crate::workflow::store::JournalEntry;
+use crate::deploy::records::JournalEntry;
 
 /// The person at the keyboard.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -103,12 +103,14 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
         .map(|d| d["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["rollback", "deploy", "deploy"]);
+    // Newest first, like the deployments.
     let journal = h["journal"].as_array().unwrap();
     assert_eq!(journal.len(), 3);
     assert_eq!(journal[1]["reason"], "JIRA-1");
-    assert_eq!(journal[2]["action"], "rollback");
-    assert_eq!(journal[2]["operator"], "tester");
-    assert_eq!(journal[2]["reason"], "errors up");
+    assert_eq!(journal[0]["action"], "rollback");
+    assert_eq!(journal[0]["operator"], "tester");
+    assert_eq!(journal[0]["reason"], "errors up");
+    assert_eq!(journal[0]["detail"], "6 targets: 2.0.0 → 1.0.0");
     let live: Vec<&serde_json::Value> = h["releases"]
         .as_array()
         .unwrap()
@@ -119,14 +121,16 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
         live.iter()
             .all(|r| r["version"] == "1.0.0" || r["deployment_id"] != live[0]["deployment_id"])
     );
-    // A second rollback has nothing earlier than 1.0.0 to go to.
+    // A second rollback has nothing earlier than 1.0.0 to go to: refused before it starts.
+    let before = fx.deployments().len();
     let out = fx.run(&["rollback", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stdout).contains("no earlier release"),
+        text(&out.stderr).contains("nothing to roll back on web/prod"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
+    assert_eq!(fx.deployments().len(), before, "no deployment was recorded");
 }
 
 #[test]
@@ -293,7 +297,7 @@ fn cancel_stops_at_a_step_boundary_and_resume_finishes_the_deploy() {
         .iter()
         .map(|j| j["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["deploy", "cancel", "resume"]);
+    assert_eq!(actions, ["resume", "cancel", "deploy"], "newest first");
 }
 
 #[test]
@@ -306,7 +310,7 @@ fn pause_holds_the_next_batch_until_resume() {
     let id = fx.deployments().pop().unwrap();
     assert_eq!(fx.run(&["pause", &id]).status.code(), Some(0));
     wait_until(Duration::from_secs(20), "the pause", || {
-        fx.status(&id)["phase"] == "paused"
+        fx.status(&id)["phase"]["phase"] == "paused"
     });
     let started = fx.ledger().iter().filter(|e| e.event == "start").count();
     assert_eq!(started, 2);
@@ -372,4 +376,372 @@ fn dry_run_changes_nothing() {
     );
     assert!(fx.ledger().is_empty());
     assert!(!fx.path().join("fleet").exists());
+}
+
+fn version_of(fx: &Fixture, target: &str) -> String {
+    std::fs::read_to_string(fx.path().join(format!("fleet/{target}/VERSION")))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn live_versions(fx: &Fixture) -> std::collections::BTreeMap<String, String> {
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut live = std::collections::BTreeMap::new();
+    for r in h["releases"].as_array().unwrap() {
+        if r["rolled_back_by"].is_null() {
+            live.insert(
+                r["moniker"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit("::")
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+                r["version"].as_str().unwrap().to_owned(),
+            );
+        }
+    }
+    live
+}
+
+fn touch(fx: &Fixture, name: &str) {
+    std::fs::write(fx.path().join(name), "").unwrap();
+}
+
+fn remove(fx: &Fixture, name: &str) {
+    std::fs::remove_file(fx.path().join(name)).unwrap();
+}
+
+#[test]
+fn a_rollback_goes_to_the_last_other_version_even_after_a_redeploy() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    for v in ["2.3.0", "2.4.0", "2.4.0"] {
+        let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let out = fx.run(&["rollback", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("6 targets: 2.4.0 → 2.3.0"),
+        "the summary names the versions:\n{stdout}"
+    );
+    for i in 1..=6 {
+        assert_eq!(version_of(&fx, &format!("web-{i}")), "2.3.0");
+    }
+    assert!(live_versions(&fx).values().all(|v| v == "2.3.0"));
+    let out = fx.run(&["status", "--json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["kind"], "rollback");
+    assert_eq!(list[0]["version"], "2.4.0 → 2.3.0");
+}
+
+#[test]
+fn a_failed_target_waits_for_a_decision_and_retry_runs_it_again_with_a_new_key() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    touch(&fx, "broken-web-3");
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("failed: decide"), "{stdout}");
+    let id = fx.deployments().pop().unwrap();
+    assert!(
+        stdout.contains(&format!("`manent retry {id}`")),
+        "the verbs that continue it:\n{stdout}"
+    );
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "failed_awaiting");
+    assert_eq!(v["accepts"], serde_json::json!(["retry", "skip", "abort"]));
+    assert_eq!(v["targets"][2]["state"], "failed");
+    assert!(
+        v["targets"][2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken on purpose: web-3"),
+        "the command's stderr is the reason: {}",
+        v["targets"][2]["message"]
+    );
+    assert_eq!(v["targets"][4]["state"], "pending", "batch 3 waits");
+    // What it does not take now is refused with the reason, and not journaled.
+    let out = fx.run(&["pause", &id]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("waits for a decision"),
+        "{}",
+        text(&out.stderr)
+    );
+    remove(&fx, "broken-web-3");
+    let out = fx.run(&["retry", &id, "--reason", "fixed the disk"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": deployed ("),
+        "{}",
+        text(&out.stdout)
+    );
+    // web-3: three attempts under one key, then the retry under a new one; the rest once.
+    let starts: Vec<_> = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.event == "start")
+        .collect();
+    let web3: Vec<&str> = starts
+        .iter()
+        .filter(|e| e.target == "web-3")
+        .map(|e| e.key.as_str())
+        .collect();
+    assert_eq!(web3.len(), 4, "{starts:?}");
+    assert!(web3[..3].iter().all(|k| *k == web3[0]));
+    assert_ne!(web3[3], web3[0], "a retry is a new attempt with a new key");
+    for t in ["web-1", "web-2", "web-4", "web-5", "web-6"] {
+        assert_eq!(starts.iter().filter(|e| e.target == t).count(), 1, "{t}");
+    }
+    for i in 1..=6 {
+        assert_eq!(version_of(&fx, &format!("web-{i}")), "1.0.0");
+    }
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "deployed");
+    let keys: std::collections::BTreeSet<&str> = v["targets"][2]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys.len(), 2, "the target's attempts show both keys");
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let journal = &h["journal"][0];
+    assert_eq!(journal["action"], "retry");
+    assert_eq!(journal["reason"], "fixed the disk");
+    assert_eq!(
+        h["journal"].as_array().unwrap().len(),
+        2,
+        "the refused pause was not journaled"
+    );
+}
+
+#[test]
+fn skip_leaves_a_failed_target_on_its_release_and_the_deploy_ends_with_skips() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
+    touch(&fx, "broken-web-3");
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["skip", &id, "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("has no target `nope`"));
+    let out = fx.run(&["skip", &id, "web-3", "--reason", "host being retired"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("deployed, skips"),
+        "never plain deployed: {}",
+        text(&out.stdout)
+    );
+    assert_eq!(version_of(&fx, "web-3"), "1.0.0");
+    for t in ["web-1", "web-2", "web-4", "web-5", "web-6"] {
+        assert_eq!(version_of(&fx, t), "2.0.0", "{t}");
+    }
+    let live = live_versions(&fx);
+    assert_eq!(
+        live["web-3"], "1.0.0",
+        "the skipped target keeps its release"
+    );
+    assert_eq!(live["web-5"], "2.0.0");
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "deployed_with_skips");
+    assert_eq!(v["report"]["skipped"], 1);
+    assert_eq!(v["targets"][2]["state"], "skipped");
+    assert!(
+        v["targets"][2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("skipped by tester: host being retired"),
+        "{}",
+        v["targets"][2]["message"]
+    );
+}
+
+#[test]
+fn abort_rolls_back_what_the_deploy_changed() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
+    touch(&fx, "broken-web-3");
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(version_of(&fx, "web-1"), "2.0.0");
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["abort", &id, "--reason", "bad build"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains(": aborted ("), "{stdout}");
+    assert!(stdout.contains("2.0.0 → 1.0.0"), "{stdout}");
+    for i in 1..=6 {
+        assert_eq!(version_of(&fx, &format!("web-{i}")), "1.0.0", "web-{i}");
+    }
+    assert!(live_versions(&fx).values().all(|v| v == "1.0.0"));
+    assert_eq!(fx.status(&id)["state"], "aborted");
+    // An aborted deploy is over: it takes nothing more.
+    let out = fx.run(&["retry", &id]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("has finished (aborted)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_same_deploy_again_retries_it_and_another_one_replaces_it() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    touch(&fx, "broken-web-3");
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(1)
+    );
+    let first = fx.deployments().pop().unwrap();
+    remove(&fx, "broken-web-3");
+    // CI runs the same deploy again: the failed targets are retried in the same deployment.
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{:#}\n{:?}\n{:?}",
+        text(&out.stderr),
+        fx.status(&first),
+        fx.steps(&first),
+        fx.ledger()
+    );
+    assert!(text(&out.stderr).contains(&format!("retrying them in {first}")));
+    assert_eq!(fx.deployments().len(), 1);
+    // A different deploy replaces one that failed and waits.
+    touch(&fx, "broken-web-5");
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes", "--version", "3.0.0"])
+            .status
+            .code(),
+        Some(1)
+    );
+    let waiting = fx.deployments().pop().unwrap();
+    remove(&fx, "broken-web-5");
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "3.0.1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(fx.status(&waiting)["state"], "cancelled");
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        h["journal"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["action"] == "cancel"
+                && j["workflow_id"] == waiting.as_str()
+                && j["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("replaced by a deploy of 3.0.1")),
+        "{}",
+        h["journal"]
+    );
+    // A rollback does not replace it: abort is what undoes a failed deploy.
+    touch(&fx, "broken-web-5");
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes", "--version", "4.0.0"])
+            .status
+            .code(),
+        Some(1)
+    );
+    let out = fx.run(&["rollback", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("manent abort"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn pause_is_refused_where_there_is_no_next_batch() {
+    let app = ledger_app("").replace("rolling: {batch_size: 2}", "all");
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    touch(&fx, "gate");
+    let mut deploy = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[]);
+    wait_until(Duration::from_secs(20), "the targets to start", || {
+        !fx.ledger().is_empty()
+    });
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["pause", &id, "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("is in its last batch (1/1)"), "{err}");
+    remove(&fx, "gate");
+    assert!(deploy.wait().unwrap().success());
+    let out = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        h["journal"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["action"] != "pause"),
+        "a refused command is not journaled"
+    );
+}
+
+#[test]
+fn an_abort_mid_batch_starts_no_new_target_and_rolls_back_the_ones_that_ran() {
+    let app = ledger_app("").replace("rolling: {batch_size: 2}", "all");
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
+    let before = fx.ledger().len();
+    touch(&fx, "gate");
+    let mut deploy = fx.spawn_with(
+        &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
+        &[],
+    );
+    wait_until(Duration::from_secs(20), "two targets to start", || {
+        fx.ledger().len() >= before + 2
+    });
+    let id = fx.deployments().pop().unwrap();
+    let abort = fx.spawn_with(&["abort", &id, "--reason", "wrong artifact"], &[]);
+    wait_until(Duration::from_secs(20), "the abort to be delivered", || {
+        fx.status(&id)["pending_commands"] == serde_json::json!(["abort"])
+    });
+    remove(&fx, "gate");
+    let out = abort.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        deploy.wait().unwrap().code(),
+        Some(3),
+        "the deploy was stopped by an operator"
+    );
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "aborted");
+    // Only the two targets in flight ran 2.0.0, and they went back.
+    let deployed: Vec<String> = fx.ledger()[before..]
+        .iter()
+        .filter(|e| e.event == "start")
+        .map(|e| e.target.clone())
+        .collect();
+    assert_eq!(deployed.len(), 2, "{deployed:?}");
+    for i in 1..=6 {
+        assert_eq!(version_of(&fx, &format!("web-{i}")), "1.0.0", "web-{i}");
+    }
+    assert!(live_versions(&fx).values().all(|v| v == "1.0.0"));
+    let rolled: Vec<&serde_json::Value> = v["report"]["rolled_back"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
+    assert_eq!(rolled.len(), 2, "{rolled:?}");
 }

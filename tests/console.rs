@@ -13,10 +13,40 @@ mod fixture;
 use manent::console::action::Action;
 use manent::console::app::{App, CONFIRM_GUARD_MS, Choice, Focus, Modal, Screen};
 use manent::console::keymap::{self, Mode};
+use manent::deploy::command::OperatorCommand;
+use manent::deploy::state::{DeploymentState, Phase, Topic};
 use manent::engine::handle::{Command, EngineMode};
 use manent::plugin::Level;
 
 use fixture::{NOW, app_on_deployment, app_on_home, snapshot};
+
+const RUNNING: &str = "dep-20261129-100000-aaaa";
+const FAILED: &str = "dep-20261129-090000-bbbb";
+const ROLLED_BACK: &str = "dep-20261129-080000-cccc";
+
+fn op(id: &str, command: OperatorCommand, reason: Option<&str>) -> Option<Command> {
+    Some(Command::Operator {
+        id: id.into(),
+        command,
+        reason: reason.map(Into::into),
+    })
+}
+
+fn confirm_of(app: &App) -> &manent::console::app::Confirm {
+    match app.modals.last() {
+        Some(Modal::Confirm(c)) => c,
+        other => panic!("no confirmation: {other:?}"),
+    }
+}
+
+fn ctrl(app: &mut App, c: char) -> Option<Command> {
+    let ev = crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Char(c),
+        crossterm::event::KeyModifiers::CONTROL,
+    );
+    let action = keymap::action(app.mode(), ev)?;
+    app.update(action)
+}
 
 fn key(app: &mut App, code: crossterm::event::KeyCode) -> Option<Command> {
     let ev = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
@@ -33,7 +63,7 @@ fn later(app: &mut App) {
     app.update(Action::Tick(t));
 }
 
-use crossterm::event::KeyCode::{Down, Enter, Esc, Right, Tab, Up};
+use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Right, Tab, Up};
 
 #[test]
 fn help_opens_and_closes() {
@@ -43,6 +73,14 @@ fn help_opens_and_closes() {
     assert_eq!(ch(&mut app, 'D'), None, "dialogs take their keys first");
     key(&mut app, Esc);
     assert!(app.modals.is_empty());
+    // Help scrolls: at 60x15 every key is reachable.
+    app.update(Action::Resize(60, 15));
+    ch(&mut app, '?');
+    key(&mut app, Down);
+    key(&mut app, Down);
+    assert_eq!(app.modals, vec![Modal::Help { scroll: 2 }]);
+    ch(&mut app, 'G');
+    key(&mut app, Esc);
     ch(&mut app, 'E');
     assert_eq!(app.modals, vec![Modal::EngineLog]);
     ch(&mut app, 'E');
@@ -86,14 +124,16 @@ fn moving_focus_and_opening() {
 fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     let mut app = app_on_home();
     key(&mut app, Down);
+    // D asks which version first: the descriptor's is on top.
     assert_eq!(ch(&mut app, 'D'), None);
-    let Some(Modal::Confirm(c)) = app.modals.last() else {
-        panic!("no confirmation")
-    };
+    assert_eq!(app.mode(), Mode::List);
+    assert_eq!(key(&mut app, Enter), None);
+    let c = confirm_of(&app);
     assert_eq!(
         c.title,
         "Deploy shop 2.4.0 to prod: 36 targets in 6 batches?"
     );
+    assert_eq!((c.no.as_str(), c.yes.as_str()), ("Cancel", "Deploy"));
     assert_eq!(c.choice, Choice::Cancel);
     assert!(
         c.lines
@@ -113,6 +153,7 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     );
     // Choosing Confirm, typing a reason, then Enter deploys.
     ch(&mut app, 'D');
+    key(&mut app, Enter);
     key(&mut app, Right);
     for c in "hotfix 123".chars() {
         ch(&mut app, c);
@@ -124,15 +165,80 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
         Some(Command::Deploy {
             application: "shop".into(),
             environment: "prod".into(),
-            version: None,
+            version: Some("2.4.0".into()),
             dry_run: false,
             reason: Some("hotfix 123".into()),
         })
     );
     // Esc cancels too.
     ch(&mut app, 'D');
+    key(&mut app, Enter);
     key(&mut app, Esc);
     assert!(app.modals.is_empty());
+}
+
+#[test]
+fn the_version_picker_offers_earlier_releases_a_typed_one_and_warns_when_it_is_live() {
+    let mut app = app_on_home();
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    let Some(Modal::Versions(v)) = app.modals.last() else {
+        panic!("no picker")
+    };
+    let offered: Vec<(&str, &str)> = v
+        .choices
+        .iter()
+        .map(|c| (c.version.as_str(), c.note.as_str()))
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            ("2.4.0", "the descriptor's"),
+            ("2.3.0", "deployed before, live on every target"),
+            ("2.2.0", "deployed before"),
+        ]
+    );
+    // An earlier release, already live everywhere: the confirmation says it redeploys it.
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.title.starts_with("Deploy shop 2.3.0 to prod"),
+        "{}",
+        c.title
+    );
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l == "2.3.0 is already live on every target: this redeploys it"),
+        "{:?}",
+        c.lines
+    );
+    key(&mut app, Esc);
+    // Another version, typed; Ctrl-U clears what was typed.
+    ch(&mut app, 'D');
+    ch(&mut app, 'G');
+    key(&mut app, Enter);
+    assert_eq!(app.mode(), Mode::Prompt);
+    for c in "9.9".chars() {
+        ch(&mut app, c);
+    }
+    ctrl(&mut app, 'u');
+    for c in "2.5.0-rc1".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert!(
+        confirm_of(&app)
+            .title
+            .starts_with("Deploy shop 2.5.0-rc1 to prod")
+    );
+    key(&mut app, Right);
+    later(&mut app);
+    assert!(matches!(
+        key(&mut app, Enter),
+        Some(Command::Deploy { version: Some(v), .. }) if v == "2.5.0-rc1"
+    ));
 }
 
 #[test]
@@ -141,6 +247,13 @@ fn a_production_rollback_wants_the_environment_name_typed() {
     key(&mut app, Down);
     ch(&mut app, 'R');
     assert_eq!(app.mode(), Mode::TypedConfirm);
+    assert_eq!(
+        confirm_of(&app).title,
+        "Roll back shop in prod: 36 targets: 2.3.0 → 2.2.0?",
+        "where each target goes, before confirming"
+    );
+    ch(&mut app, 'x');
+    ctrl(&mut app, 'u');
     for c in "pro".chars() {
         ch(&mut app, c);
     }
@@ -167,51 +280,236 @@ fn a_production_rollback_wants_the_environment_name_typed() {
             reason: None
         })
     );
-    // Staging is not production: an ordinary confirmation.
+    // Staging has a failed deploy waiting for a decision: abort is what undoes it.
     key(&mut app, Up);
+    assert_eq!(ch(&mut app, 'R'), None);
+    assert!(
+        app.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("waits for a decision: A on it aborts"),
+        "{:?}",
+        app.flash
+    );
+    // Once that is settled, staging (not production) gets an ordinary confirmation.
+    let mut s = (*app.snap).clone();
+    s.deployments[1].state = DeploymentState::Failed;
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
     ch(&mut app, 'R');
     assert_eq!(app.mode(), Mode::Confirm);
+    key(&mut app, Esc);
+    // Nothing to go back to: said at once, no dialog.
+    key(&mut app, Down);
+    key(&mut app, Down);
+    assert_eq!(ch(&mut app, 'R'), None);
+    assert!(app.modals.is_empty());
+    assert!(
+        app.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .starts_with("nothing to roll back on api/eu1"),
+        "{:?}",
+        app.flash
+    );
 }
 
 #[test]
 fn cancel_pause_and_resume_act_on_the_selected_deployment() {
-    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    let mut app = app_on_deployment(RUNNING);
     ch(&mut app, 'c');
-    let Some(Modal::Confirm(c)) = app.modals.last() else {
-        panic!("no confirmation")
-    };
+    let c = confirm_of(&app);
     assert_eq!(c.title, "Cancel deploy of shop to prod (36 targets)?");
+    assert_eq!(
+        (c.no.as_str(), c.yes.as_str()),
+        ("Keep running", "Cancel deploy"),
+        "buttons say what they do"
+    );
     key(&mut app, Tab);
     later(&mut app);
     assert_eq!(
         key(&mut app, Enter),
-        Some(Command::Cancel {
-            id: "dep-20261129-100000-aaaa".into(),
-            reason: None
-        })
+        op(RUNNING, OperatorCommand::Cancel, None)
     );
-    assert_eq!(
-        ch(&mut app, ' '),
-        Some(Command::Pause {
-            id: "dep-20261129-100000-aaaa".into()
-        })
+    assert_eq!(ch(&mut app, ' '), op(RUNNING, OperatorCommand::Pause, None));
+    // In its last batch there is nothing to pause before: refused with the reason.
+    let mut last = app_on_deployment(RUNNING);
+    fixture::set_phase(
+        &mut last,
+        Phase::Batch { batch: 6, of: 6 },
+        DeploymentState::Running,
+        &[Topic::Skip, Topic::Abort],
     );
-    // A paused deployment resumes; a finished one says so.
-    let mut paused = app_on_deployment("dep-20261129-100000-aaaa");
-    fixture::set_phase(&mut paused, "paused");
+    assert_eq!(ch(&mut last, ' '), None);
+    assert!(
+        last.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("last batch (6/6)"),
+        "{:?}",
+        last.flash
+    );
+    // A paused deployment resumes at once.
+    let mut paused = app_on_deployment(RUNNING);
+    fixture::set_phase(
+        &mut paused,
+        Phase::Paused { before: 3, of: 6 },
+        DeploymentState::Paused,
+        &[Topic::Resume, Topic::Skip, Topic::Abort],
+    );
     assert_eq!(
         ch(&mut paused, ' '),
-        Some(Command::Resume {
-            id: "dep-20261129-100000-aaaa".into()
-        })
+        op(RUNNING, OperatorCommand::Resume, None)
     );
-    let mut done = app_on_deployment("dep-20261129-090000-bbbb");
+    // A cancelled one asks first, like a deploy.
+    let mut cancelled = app_on_deployment(RUNNING);
+    let mut s = (*cancelled.snap).clone();
+    s.deployments[0].status = manent::workflow::store::WorkflowStatus::Cancelled;
+    s.deployments[0].state = DeploymentState::Cancelled;
+    s.deployments[0].accepts.clear();
+    cancelled.update(Action::Snapshot(std::sync::Arc::new(s)));
+    assert_eq!(ch(&mut cancelled, ' '), None);
+    let c = confirm_of(&cancelled);
+    assert_eq!(c.title, "Resume deploy of shop 2.4.0 to prod (cancelled)?");
+    key(&mut cancelled, Right);
+    later(&mut cancelled);
+    assert_eq!(
+        key(&mut cancelled, Enter),
+        op(RUNNING, OperatorCommand::Resume, None)
+    );
+    // A finished one says so.
+    let mut done = app_on_deployment(ROLLED_BACK);
     assert_eq!(ch(&mut done, ' '), None);
     assert!(done.flash.as_ref().unwrap().text.contains("has finished"));
     assert_eq!(ch(&mut done, 'c'), None);
     assert!(
         done.modals.is_empty(),
         "no confirmation for a deployment that is not running"
+    );
+    assert!(
+        done.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("not running (rolled back)")
+    );
+}
+
+#[test]
+fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
+    let mut app = app_on_deployment(FAILED);
+    app.target_row = 6;
+    // Enter: the target in full, every attempt with its idempotency key.
+    key(&mut app, Enter);
+    assert_eq!(
+        app.modals,
+        vec![Modal::Target {
+            deployment: FAILED.into(),
+            name: "web-07".into(),
+            scroll: 0
+        }]
+    );
+    assert_eq!(app.mode(), Mode::List);
+    // r from there: retry this target, confirmed.
+    ch(&mut app, 'r');
+    let c = confirm_of(&app);
+    assert_eq!(c.title, "Retry web-07 in shop/staging?");
+    key(&mut app, Right);
+    for c in "flaky lb".chars() {
+        ch(&mut app, c);
+    }
+    later(&mut app);
+    assert_eq!(
+        key(&mut app, Enter),
+        op(
+            FAILED,
+            OperatorCommand::Retry {
+                targets: vec!["web-07".into()]
+            },
+            Some("flaky lb")
+        )
+    );
+    // s: leave it out.
+    ch(&mut app, 's');
+    let c = confirm_of(&app);
+    assert_eq!(c.title, "Skip web-07 in deploy of shop 2.4.0 to staging?");
+    assert!(c.lines[0].starts_with("it keeps 2.3.0"), "{:?}", c.lines);
+    key(&mut app, Right);
+    later(&mut app);
+    assert_eq!(
+        key(&mut app, Enter),
+        op(
+            FAILED,
+            OperatorCommand::Skip {
+                target: "web-07".into()
+            },
+            None
+        )
+    );
+    // A: abort and roll back what it changed (staging: no typing).
+    ch(&mut app, 'A');
+    let c = confirm_of(&app);
+    assert_eq!(
+        c.title,
+        "Abort the deploy of shop 2.4.0 to staging and roll back the 6 targets it changed?"
+    );
+    assert_eq!(c.yes, "Abort");
+    key(&mut app, Right);
+    later(&mut app);
+    assert_eq!(
+        key(&mut app, Enter),
+        op(FAILED, OperatorCommand::Abort, None)
+    );
+    // Where they do not apply, the keys say why.
+    let mut running = app_on_deployment(RUNNING);
+    ch(&mut running, 'r');
+    assert!(running.modals.is_empty());
+    assert!(
+        running
+            .flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("no failed target waiting for a decision"),
+        "{:?}",
+        running.flash
+    );
+    // Aborting production wants its name typed.
+    ch(&mut running, 'A');
+    assert_eq!(running.mode(), Mode::TypedConfirm);
+}
+
+#[test]
+fn messages_last_until_the_next_key_and_tab_stops_only_where_panels_show() {
+    let mut app = app_on_home();
+    app.readonly = true;
+    ch(&mut app, 'D');
+    assert!(app.flash.is_some());
+    key(&mut app, Down);
+    assert!(app.flash.is_none(), "the next key clears an old message");
+    // Home: Tab and Shift-Tab between the two lists.
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Deployments);
+    key(&mut app, BackTab);
+    assert_eq!(app.focus, Focus::Apps);
+    key(&mut app, BackTab);
+    assert_eq!(app.focus, Focus::Deployments);
+    // 80 columns show targets and logs only: no invisible stops.
+    let mut d = app_on_deployment(RUNNING);
+    key(&mut d, Tab);
+    assert_eq!(d.focus, Focus::Logs);
+    key(&mut d, Tab);
+    assert_eq!(d.focus, Focus::Targets);
+    d.update(Action::Resize(120, 40));
+    key(&mut d, BackTab);
+    assert_eq!(d.focus, Focus::Canary, "wide: hooks and canary show");
+    d.update(Action::Resize(80, 24));
+    assert_eq!(
+        d.focus,
+        Focus::Targets,
+        "narrowed: back on a panel that shows"
     );
 }
 
@@ -248,15 +546,17 @@ fn readonly_changes_nothing_and_says_why() {
     }
     let mut d = app_on_deployment("dep-20261129-100000-aaaa");
     d.readonly = true;
-    assert_eq!(ch(&mut d, ' '), None);
-    assert_eq!(ch(&mut d, 'c'), None);
-    assert!(d.modals.is_empty());
-    assert!(d.flash.as_ref().unwrap().text.contains("--readonly"));
+    for c in [' ', 'c', 'A', 's'] {
+        assert_eq!(ch(&mut d, c), None);
+        assert!(d.modals.is_empty());
+        assert!(d.flash.as_ref().unwrap().text.contains("--readonly"), "{c}");
+    }
 }
 
 #[test]
 fn canary_and_hook_keys_explain_why_they_do_nothing_here() {
     let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    app.update(Action::Resize(120, 40));
     for c in ['p', 'x', 't'] {
         assert_eq!(ch(&mut app, c), None);
         assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn);
@@ -301,7 +601,7 @@ fn log_filters_search_level_target_and_scroll() {
     key(&mut app, Down);
     ch(&mut app, 'f');
     assert_eq!(app.logs.filter.target.as_deref(), Some("web-02"));
-    key(&mut app, Enter);
+    ch(&mut app, 'f');
     assert_eq!(app.logs.filter.target, None, "again: all targets");
     key(&mut app, Tab);
     assert_eq!(app.focus, Focus::Logs);
@@ -311,6 +611,14 @@ fn log_filters_search_level_target_and_scroll() {
     assert!(!app.logs.following());
     ch(&mut app, 'G');
     assert!(app.logs.following());
+    // `g` reaches the very first line at 80x24, whatever the pane's height.
+    ch(&mut app, 'g');
+    let rows = app.log_rows();
+    assert_eq!(
+        app.logs.visible(rows)[0].at,
+        NOW - 60_000,
+        "the oldest line shows"
+    );
 }
 
 #[test]
@@ -372,6 +680,9 @@ mod snapshots {
 
     fn draw(app: &App, theme: &str, w: u16, h: u16) -> Terminal<TestBackend> {
         let theme = Theme::load(theme).unwrap();
+        let mut app = app.clone();
+        app.update(Action::Resize(w, h));
+        let app = &app;
         let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
         t.draw(|f| manent::console::view::render(f, app, &theme))
             .unwrap();
@@ -382,11 +693,21 @@ mod snapshots {
         let home = app_on_home();
         let running = app_on_deployment("dep-20261129-100000-aaaa");
         let failed = app_on_deployment("dep-20261129-090000-bbbb");
+        let rolled_back = app_on_deployment(ROLLED_BACK);
+        let mut detail = app_on_deployment(FAILED);
+        detail.target_row = 6;
+        key(&mut detail, Enter);
+        let mut versions = app_on_home();
+        key(&mut versions, Down);
+        ch(&mut versions, 'D');
+        let mut cancel = app_on_deployment(RUNNING);
+        ch(&mut cancel, 'c');
         let mut help = app_on_deployment("dep-20261129-100000-aaaa");
         ch(&mut help, '?');
         let mut confirm = app_on_home();
         key(&mut confirm, Down);
         ch(&mut confirm, 'D');
+        key(&mut confirm, Enter);
         key(&mut confirm, Right);
         for c in "weekly release".chars() {
             ch(&mut confirm, c);
@@ -413,6 +734,10 @@ mod snapshots {
             ("home", home),
             ("deployment_running", running),
             ("deployment_failed", failed),
+            ("deployment_rolled_back", rolled_back),
+            ("target_detail", detail),
+            ("versions", versions),
+            ("confirm_cancel", cancel),
             ("help", help),
             ("confirm_deploy", confirm),
             ("confirm_typed_rollback", typed),
@@ -466,6 +791,45 @@ mod snapshots {
         app.target_row = 35;
         let text = draw(&app, "default", 80, 24).backend().to_string();
         assert!(text.contains("› web-36"), "the last target:\n{text}");
+    }
+
+    #[test]
+    fn a_rolled_back_deploy_is_not_drawn_in_the_pending_style() {
+        for theme in ["default", "light", "high-contrast", "mono"] {
+            let t = Theme::load(theme).unwrap();
+            let state = manent::deploy::state::DeploymentState::RolledBack;
+            let kind = manent::deploy::state::Kind::Deploy;
+            assert_ne!(
+                t.deployment(state, kind),
+                t.get("status.pending"),
+                "{theme}"
+            );
+            assert_ne!(t.deployment(state, kind), t.get("status.ok"), "{theme}");
+        }
+    }
+
+    #[test]
+    fn the_footer_keeps_help_and_quit_at_80_columns() {
+        for id in [RUNNING, FAILED] {
+            let text = draw(&app_on_deployment(id), "default", 80, 24)
+                .backend()
+                .to_string();
+            let footer = text.lines().last().unwrap();
+            assert!(
+                footer.contains("? help") && footer.contains("q quit"),
+                "{footer}"
+            );
+        }
+        let text = draw(&app_on_deployment(FAILED), "default", 80, 24)
+            .backend()
+            .to_string();
+        assert!(
+            text.lines()
+                .nth(1)
+                .unwrap()
+                .contains("✗ web-07 failed: fleet on web-07"),
+            "the failure reads first:\n{text}"
+        );
     }
 
     #[test]

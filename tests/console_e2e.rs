@@ -353,8 +353,10 @@ fn quitting_hands_running_deployments_to_a_background_worker() {
     )
     .unwrap();
     t.wait_for("rolling 6", LONG);
-    // shop/prod is the first row: deploy it.
+    // shop/prod is the first row: deploy it, at the descriptor's version.
     t.keys(&["D"]);
+    t.wait_for("Which version of shop to prod?", SHORT);
+    t.keys(&["Enter"]);
     t.wait_for("Deploy shop 2.4.0 to prod", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Right", "Enter"]);

@@ -410,7 +410,7 @@ fn a_durable_pause_between_batches_is_not_restarted_by_a_crash() {
     wait_until(Duration::from_secs(30), "the wait between batches", || {
         fx.deployments()
             .last()
-            .is_some_and(|id| fx.status(id)["phase"] == "waiting between batches")
+            .is_some_and(|id| fx.status(id)["phase"]["phase"] == "waiting")
     });
     child.kill().unwrap();
     child.wait().unwrap();
@@ -446,4 +446,73 @@ fn a_durable_pause_between_batches_is_not_restarted_by_a_crash() {
         batch2_started >= due,
         "batch 2 started before the recorded deadline"
     );
+}
+
+/// A retried target is a step like any other, under its own new key: killed before its side
+/// effect it runs once more (as attempt 2); killed after the side effect and before the
+/// checkpoint it runs again with the same key; killed after the checkpoint it is not run again.
+#[test]
+fn a_crash_during_a_retried_target_completes_it_once() {
+    for (failpoint, runs) in [
+        ("step.started~deploy:b2~2:web-3=kill", 1),
+        ("step.before_checkpoint~deploy:b2~2:web-3=kill", 2),
+        ("step.after_checkpoint~deploy:b2~2:web-3=kill", 1),
+    ] {
+        let fx = fixture();
+        std::fs::write(fx.path().join("broken-web-3"), "").unwrap();
+        let out = fx.run(DEPLOY);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        let id = fx.deployments().pop().unwrap();
+        let first_key = fx
+            .ledger()
+            .into_iter()
+            .find(|e| e.target == "web-3")
+            .unwrap()
+            .key;
+        std::fs::remove_file(fx.path().join("broken-web-3")).unwrap();
+        run_killed(&fx, &["retry", &id], failpoint);
+        let out = fx.run(&["resume", &id]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{failpoint}: {}",
+            text(&out.stderr)
+        );
+        let web3: Vec<_> = fx
+            .ledger()
+            .into_iter()
+            .filter(|e| e.target == "web-3" && e.key != first_key)
+            .collect();
+        let keys: BTreeSet<&str> = web3.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys.len(),
+            1,
+            "{failpoint}: one new key for the retry: {web3:?}"
+        );
+        let starts = web3.iter().filter(|e| e.event == "start").count();
+        let dones = web3.iter().filter(|e| e.event == "done").count();
+        assert_eq!((starts, dones), (runs, runs), "{failpoint}: {web3:?}");
+        let steps: Vec<String> = fx
+            .steps(&id)
+            .into_iter()
+            .map(|(_, n)| n)
+            .filter(|n| n == "deploy:b2~2:web-3")
+            .collect();
+        assert_eq!(
+            steps.len(),
+            1,
+            "{failpoint}: the retried step is checkpointed once"
+        );
+        let v = fx.status(&id);
+        assert_eq!(v["state"], "deployed", "{failpoint}: {v:#}");
+        for t in ["web-1", "web-2", "web-4", "web-5", "web-6"] {
+            let n = fx
+                .ledger()
+                .iter()
+                .filter(|e| e.target == t && e.event == "start")
+                .count();
+            assert_eq!(n, 1, "{failpoint}: {t} ran once");
+        }
+        fx.integrity_ok();
+    }
 }

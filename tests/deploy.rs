@@ -7,6 +7,8 @@
 //! one-engine-per-database lease.
 
 use manent::config::Config;
+use manent::deploy::command::{self, OperatorCommand};
+use manent::deploy::state::{DeploymentState, Ending, TargetState, Topic};
 use manent::deploy::submit::{self, Submission};
 use manent::deploy::view::{self, DeploymentView, TargetView};
 use manent::engine::{Engine, EngineError};
@@ -56,11 +58,40 @@ async fn deploy(engine: &Engine, config: &Config, version: &str, dry_run: bool) 
         .id()
         .to_owned();
     engine.run(&id).await.unwrap();
-    engine.wait(&id).await.unwrap();
-    view::load(engine.store().as_ref(), &id)
+    settle(engine, &id).await
+}
+
+/// Waits until `id` finishes or waits for an operator, and reads it.
+async fn settle(engine: &Engine, id: &str) -> DeploymentView {
+    engine.settle(id).await.unwrap();
+    view::load(engine.store().as_ref(), id)
         .await
         .unwrap()
         .unwrap()
+}
+
+fn tester() -> Operator {
+    Operator {
+        name: "tester".into(),
+        client: None,
+    }
+}
+
+/// Sends an operator command the way the console and the CLI do.
+async fn send(engine: &Engine, id: &str, cmd: OperatorCommand) -> command::Acted {
+    let acted =
+        match command::send(engine.store().as_ref(), &tester(), id, &cmd, Some("test")).await {
+            Ok(a) => a,
+            Err(e) => {
+                let v = view::load(engine.store().as_ref(), id).await;
+                panic!("{cmd:?}: {e}\n{v:#?}")
+            }
+        };
+    if acted.requeued {
+        engine.run(id).await.unwrap();
+    }
+    engine.wake(id);
+    acted
 }
 
 fn target<'a>(v: &'a DeploymentView, name: &str) -> &'a TargetView {
@@ -73,7 +104,7 @@ async fn a_transient_failure_is_retried_with_backoff_and_succeeds() {
     let engine = Engine::start(&config).await.unwrap();
     let v = deploy(&engine, &config, "1", false).await;
     assert_eq!(v.status, WorkflowStatus::Success);
-    assert_eq!(target(&v, "s2").state, "deployed");
+    assert_eq!(target(&v, "s2").state, TargetState::Deployed);
     assert_eq!(target(&v, "s2").attempt, 3);
     assert_eq!(target(&v, "s1").attempt, 1);
     let history = engine.store().history(&v.id).await.unwrap();
@@ -96,19 +127,26 @@ async fn a_permanent_failure_is_tried_once_and_stops_new_targets() {
     let (_dir, config) = config(&app("{fail_targets: [s3]}", ""));
     let engine = Engine::start(&config).await.unwrap();
     let v = deploy(&engine, &config, "1", false).await;
-    assert_eq!(v.status, WorkflowStatus::Error);
+    // Guided failure: the deploy waits for an operator instead of ending.
+    assert_eq!(v.state, DeploymentState::FailedAwaiting);
+    assert_eq!(v.accepts, [Topic::Retry, Topic::Skip, Topic::Abort]);
     let s3 = target(&v, "s3");
-    assert_eq!((s3.state.as_str(), s3.attempt), ("failed", 1));
+    assert_eq!((s3.state, s3.attempt), (TargetState::Failed, 1));
     assert!(
         s3.message.contains("permanent, not retried"),
         "{}",
         s3.message
     );
     // Parallelism 2: at most one target after s3 could have started; the last never does.
-    assert_eq!(target(&v, "s6").state, "skipped");
+    assert_eq!(target(&v, "s6").state, TargetState::Pending);
     for t in &v.targets {
         assert!(
-            ["deployed", "failed", "skipped"].contains(&t.state.as_str()),
+            [
+                TargetState::Deployed,
+                TargetState::Failed,
+                TargetState::Pending
+            ]
+            .contains(&t.state),
             "{t:?}"
         );
     }
@@ -129,7 +167,7 @@ async fn an_exhausted_budget_fails_with_every_attempt_recorded() {
     let (_dir, config) = config(&app("{flaky_targets: [s1], flaky_attempts: 99}", ""));
     let engine = Engine::start(&config).await.unwrap();
     let v = deploy(&engine, &config, "1", false).await;
-    assert_eq!(v.status, WorkflowStatus::Error);
+    assert_eq!(v.state, DeploymentState::FailedAwaiting);
     assert_eq!(target(&v, "s1").attempt, 3);
     let history = engine.store().history(&v.id).await.unwrap();
     let rec = history
@@ -149,7 +187,7 @@ async fn dry_run_records_no_release_and_rollback_restores_the_previous_one() {
     let (_dir, config) = config(&app("{}", "strategy: {rolling: {batch_size: 4}}"));
     let engine = Engine::start(&config).await.unwrap();
     let v = deploy(&engine, &config, "1", true).await;
-    assert_eq!(v.report.as_ref().unwrap().result, "planned");
+    assert_eq!(v.report.as_ref().unwrap().ending, Ending::Planned);
     assert!(
         engine
             .store()
@@ -162,10 +200,7 @@ async fn dry_run_records_no_release_and_rollback_restores_the_previous_one() {
     deploy(&engine, &config, "1", false).await;
     deploy(&engine, &config, "2", false).await;
     let spec = config.environment("shop", "prod").unwrap();
-    let op = Operator {
-        name: "tester".into(),
-        client: None,
-    };
+    let op = tester();
     let sub = Submission {
         operator: &op,
         reason: Some("bad build"),
@@ -183,10 +218,7 @@ async fn dry_run_records_no_release_and_rollback_restores_the_previous_one() {
         .unwrap()
         .unwrap();
     assert_eq!(v.status, WorkflowStatus::Success, "{:?}", v.report);
-    assert_eq!(
-        v.version, "2",
-        "a rollback shows the version it rolled back from"
-    );
+    assert_eq!(v.version, "2 → 1", "a rollback shows where it went");
     let live: Vec<_> = engine
         .store()
         .releases("shop/prod")
@@ -213,4 +245,137 @@ async fn a_second_engine_on_one_database_is_refused() {
     );
     engine.shutdown().await;
     Engine::start(&config).await.unwrap().shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_to_roll_back_is_refused_before_a_workflow_starts() {
+    let (_dir, config) = config(&app("{}", ""));
+    let engine = Engine::start(&config).await.unwrap();
+    let spec = config.environment("shop", "prod").unwrap();
+    let op = tester();
+    let sub = Submission {
+        operator: &op,
+        reason: None,
+        max_recovery_attempts: 5,
+    };
+    let err = submit::rollback(engine.store().as_ref(), &spec, &sub)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, submit::SubmitError::NothingToRollBack(_)));
+    assert!(
+        err.to_string()
+            .contains("nothing to roll back on shop/prod: manent has recorded no release"),
+        "{err}"
+    );
+    // Redeploying the only version ever live leaves nothing to go back to either.
+    deploy(&engine, &config, "1", false).await;
+    deploy(&engine, &config, "1", false).await;
+    let err = submit::rollback(engine.store().as_ref(), &spec, &sub)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("every target is on the only version"),
+        "{err}"
+    );
+    let rows = engine
+        .store()
+        .workflows(manent::workflow::store::WorkflowQuery::default())
+        .await
+        .unwrap();
+    assert!(
+        rows.iter().all(|r| r.name == "deploy"),
+        "no rollback was recorded"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_deploy_takes_a_skip_and_an_abort_undoes_what_it_changed() {
+    let (_dir, config) = config(&app(
+        "{latency: {min: 20ms, max: 20ms}}",
+        "strategy: {rolling: {batch_size: 2}}",
+    ));
+    let engine = Engine::start(&config).await.unwrap();
+    deploy(&engine, &config, "1", false).await;
+    let mut spec = config.environment("shop", "prod").unwrap();
+    spec.artifact.version = "2".into();
+    let op = tester();
+    let sub = Submission {
+        operator: &op,
+        reason: None,
+        max_recovery_attempts: 5,
+    };
+    let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
+        .await
+        .unwrap()
+        .id()
+        .to_owned();
+    engine.run(&id).await.unwrap();
+    // Pause while batch 1 runs: it takes effect before batch 2.
+    loop {
+        let v = view::load(engine.store().as_ref(), &id)
+            .await
+            .unwrap()
+            .unwrap();
+        if v.takes(Topic::Pause) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let acted = send(&engine, &id, OperatorCommand::Pause).await;
+    assert!(acted.message.contains("pauses before its next batch"));
+    let v = settle(&engine, &id).await;
+    assert_eq!(v.state, DeploymentState::Paused);
+    assert_eq!(v.accepts, [Topic::Resume, Topic::Skip, Topic::Abort]);
+    send(
+        &engine,
+        &id,
+        OperatorCommand::Skip {
+            target: "s6".into(),
+        },
+    )
+    .await;
+    let v = settle(&engine, &id).await;
+    assert_eq!(
+        v.state,
+        DeploymentState::Paused,
+        "still paused after a skip"
+    );
+    assert_eq!(target(&v, "s6").state, TargetState::Skipped);
+    // A retry is not what a paused deployment takes: refused, with the reason.
+    let err = command::send(
+        engine.store().as_ref(),
+        &tester(),
+        &id,
+        &OperatorCommand::Retry {
+            targets: Vec::new(),
+        },
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("no failed target waiting"),
+        "{err}"
+    );
+    let changed: Vec<String> = v
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Deployed)
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(!changed.is_empty());
+    send(&engine, &id, OperatorCommand::Abort).await;
+    let v = settle(&engine, &id).await;
+    assert_eq!(v.state, DeploymentState::Aborted, "{:?}", v.report);
+    for name in &changed {
+        assert_eq!(target(&v, name).state, TargetState::RolledBack, "{name}");
+    }
+    assert_eq!(target(&v, "s6").state, TargetState::Skipped);
+    let live = manent::deploy::releases::live_versions(
+        engine.store().releases("shop/prod").await.unwrap(),
+    );
+    assert!(live.values().all(|v| v == "1"), "{live:?}");
+    engine.shutdown().await;
 }

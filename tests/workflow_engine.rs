@@ -12,16 +12,74 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
-use manent::workflow::store::{
-    JournalEntry, Message, NewWorkflow, SendRequest, Sent, WorkflowStatus,
-};
+use manent::workflow::sqlite::Extension;
+use manent::workflow::store::{Message, NewWorkflow, Record, SendRequest, Sent, WorkflowStatus};
 use manent::workflow::{
-    Interrupt, RetryPolicy, RunOutcome, Runtime, SqliteStore, StepError, Store, Synchronous,
-    WorkflowDef,
+    Interrupt, RetryPolicy, RunOutcome, Runtime, SqliteStore, StepError, Store, StoreError,
+    Synchronous, WorkflowDef,
 };
 
+/// The layer above, as the kernel sees it: a table of its own and records it writes in the
+/// kernel's transactions.
+struct Notes;
+
+impl Extension for Notes {
+    fn name(&self) -> &'static str {
+        "notes"
+    }
+
+    fn migrations(&self) -> &'static [&'static str] {
+        &["CREATE TABLE notes (workflow_id TEXT, text TEXT NOT NULL);"]
+    }
+
+    fn apply(
+        &self,
+        conn: &rusqlite::Connection,
+        workflow_id: Option<&str>,
+        r: &Record,
+    ) -> Result<(), StoreError> {
+        conn.execute(
+            "INSERT INTO notes (workflow_id, text) VALUES (?1, ?2)",
+            rusqlite::params![workflow_id, r.body.as_str().unwrap_or_default()],
+        )?;
+        Ok(())
+    }
+}
+
+fn note(text: &str) -> Record {
+    Record {
+        kind: "note".into(),
+        body: serde_json::json!(text),
+    }
+}
+
+fn sqlite(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
+    Arc::new(
+        SqliteStore::open(
+            &dir.path().join("m.db"),
+            Synchronous::Full,
+            true,
+            Arc::new(Notes),
+        )
+        .unwrap(),
+    )
+}
+
 fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    Arc::new(SqliteStore::open(&dir.path().join("m.db"), Synchronous::Full, true).unwrap())
+    sqlite(dir)
+}
+
+async fn notes(store: &SqliteStore) -> Vec<String> {
+    store
+        .read(|c| {
+            let mut stmt = c.prepare("SELECT text FROM notes ORDER BY rowid")?;
+            let rows = stmt
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(rows)
+        })
+        .await
+        .unwrap()
 }
 
 fn new_wf(id: &str, name: &str) -> NewWorkflow {
@@ -33,7 +91,7 @@ fn new_wf(id: &str, name: &str) -> NewWorkflow {
         subject: Some("app/env".into()),
         dedup_key: None,
         max_recovery_attempts: 5,
-        journal: None,
+        records: Vec::new(),
     }
 }
 
@@ -43,19 +101,6 @@ fn fast(max_retries: u32) -> RetryPolicy {
         base: Duration::from_millis(5),
         max_interval: Duration::from_millis(20),
         ..RetryPolicy::default()
-    }
-}
-
-fn journal(action: &str) -> JournalEntry {
-    JournalEntry {
-        at: 0,
-        operator: "tester".into(),
-        client: None,
-        action: action.into(),
-        workflow_id: None,
-        subject: None,
-        detail: None,
-        reason: None,
     }
 }
 
@@ -159,13 +204,18 @@ async fn exhausted_budget_records_every_attempt_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
     let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir);
+    let db = sqlite(&dir);
+    let store: Arc<dyn Store> = db.clone();
     let def = WorkflowDef {
         name: "t".into(),
         version: 1,
         run: Arc::new(|ctx, _| {
             async move {
-                ctx.set_event("phase", &"awaiting_promotion").await?;
+                ctx.set_events(&[
+                    ("phase", serde_json::json!("awaiting_promotion")),
+                    ("accepts", serde_json::json!(["promote"])),
+                ])
+                .await?;
                 let m = ctx
                     .recv(&["promote"], Some(Duration::from_secs(20)))
                     .await?;
@@ -187,18 +237,26 @@ async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let msg = |id: &str| SendRequest {
+    let send = |id: &str, topic: &str| SendRequest {
         message: Message {
             id: id.into(),
             destination: "w3".into(),
-            topic: "promote".into(),
+            topic: topic.into(),
             payload: "{}".into(),
             sender: Some("tester".into()),
             created_at: 1,
+            interrupts: false,
         },
-        require_event: Some(("phase".into(), vec!["awaiting_promotion".into()])),
-        journal: Some(journal("promote")),
+        guarded: true,
+        records: vec![note(topic)],
     };
+    let msg = |id: &str| send(id, "promote");
+    // A command the workflow does not take where it is is refused, and nothing is recorded.
+    let refused = store.send(send("cmd-0", "revert")).await.unwrap();
+    assert!(
+        matches!(&refused, Sent::Rejected(why) if why.contains("does not take `revert`") && why.contains("promote")),
+        "{refused:?}"
+    );
     assert_eq!(store.send(msg("cmd-1")).await.unwrap(), Sent::Delivered);
     assert_eq!(store.send(msg("cmd-1")).await.unwrap(), Sent::Duplicate);
     rt.wake("w3");
@@ -208,12 +266,9 @@ async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
     assert_eq!(out["got"], "cmd-1");
     assert_eq!(out["second"], serde_json::Value::Null);
     assert_eq!(
-        store
-            .journal_entries(None, None, u32::MAX)
-            .await
-            .unwrap()
-            .len(),
-        1
+        notes(&db).await,
+        ["promote"],
+        "the command's record committed once, with its delivery"
     );
     // A finished workflow rejects further commands.
     assert!(matches!(
@@ -313,7 +368,7 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
     let _poller = rt.spawn_poller(Duration::from_millis(50));
     rt.submit(new_wf("w5", "t")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let row = store.cancel("w5", journal("cancel")).await.unwrap();
+    let row = store.cancel("w5", vec![note("cancel")]).await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
     gate.notify_one();
     let row = rt.wait("w5").await.unwrap();
@@ -321,7 +376,7 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
     // The in-flight step finished and is kept; the next one never started.
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     assert_eq!(store.history("w5").await.unwrap().steps.len(), 1);
-    store.resume("w5", journal("resume")).await.unwrap();
+    store.resume("w5", vec![note("resume")]).await.unwrap();
     rt.claim_and_spawn("w5").await.unwrap();
     let row = rt.wait("w5").await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Success);

@@ -12,11 +12,13 @@ use super::output::{self, Out, existing_store, load_config, print_errors};
 use super::{HistoryArgs, LogsArgs, PlanArgs, StatusArgs, exit};
 use crate::config::{ConfigError, EnvSpec};
 use crate::deploy::plan;
+use crate::deploy::records::{JournalEntry, Records, ReleaseRecord};
+use crate::deploy::releases;
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::logger::Discard;
 use crate::plugin::{Registry, Request, Secrets};
-use crate::workflow::Lease;
-use crate::workflow::store::{ReleaseRecord, Store, WorkflowQuery, WorkflowStatus};
+use crate::workflow::store::{Store, WorkflowQuery};
+use crate::workflow::{Lease, SqliteStore, StoreError};
 
 #[derive(Serialize)]
 struct Validation {
@@ -169,8 +171,12 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         return exit::BAD_INPUT;
     };
     let live = match existing_store(&config) {
-        Some(store) => live_versions(&store, &spec.subject()).await,
-        None => BTreeMap::new(),
+        Ok(Some(store)) => match store.releases(&spec.subject()).await {
+            Ok(rows) => releases::live_versions(rows),
+            Err(e) => return output::db_error(&config, &e, out),
+        },
+        Ok(None) => BTreeMap::new(),
+        Err(e) => return output::db_error(&config, &e, out),
     };
     let batches = p
         .batches
@@ -244,12 +250,16 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
     exit::OK
 }
 
-async fn live_versions(store: &dyn Store, subject: &str) -> BTreeMap<String, String> {
-    let rows: Vec<ReleaseRecord> = store.releases(subject).await.unwrap_or_default();
-    rows.into_iter()
-        .filter(|r| r.rolled_back_by.is_none())
-        .map(|r| (r.moniker, r.version))
-        .collect()
+/// Deployments of `rows`, each read in full; a read error is an error, not a gap.
+async fn views(
+    store: &SqliteStore,
+    rows: Vec<crate::workflow::store::WorkflowRow>,
+) -> Result<Vec<DeploymentView>, StoreError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(view::of_row(store, r).await?);
+    }
+    Ok(out)
 }
 
 /// `manent status [ID]`
@@ -258,81 +268,79 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
+    let engine_running = Lease::is_held(&config.database);
     if let Some(id) = &a.deployment {
-        let Some(v) = output::view(&store, id, out).await else {
-            return exit::BAD_INPUT;
+        let v = match view::load(&store, id).await {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                if let Err(e) = output::verify(&store).await {
+                    return output::db_error(&config, &e, out);
+                }
+                out.error(format!("no deployment with id {id} (see `manent status`)"));
+                return exit::BAD_INPUT;
+            }
+            Err(e) => return output::db_error(&config, &e, out),
         };
         if a.json.json {
             out.json(&v);
         } else {
-            print_view(&v, Lease::is_held(&config.database), out);
+            print_view(&v, engine_running, out);
         }
         return exit::OK;
     }
-    let rows = store
-        .workflows(WorkflowQuery {
-            subject: None,
-            live_only: false,
-            limit: 20,
-        })
-        .await;
-    let rows = match rows {
-        Ok(r) => r,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
+    let query = WorkflowQuery {
+        subject: None,
+        live_only: false,
+        limit: 20,
     };
-    let mut views = Vec::new();
-    for r in rows {
-        if let Ok(v) = view::of_row(&store, r).await {
-            views.push(v);
-        }
+    let views = match store.workflows(query).await {
+        Ok(rows) => views(&store, rows).await,
+        Err(e) => Err(e),
+    };
+    let views = match views {
+        Ok(v) => v,
+        Err(e) => return output::db_error(&config, &e, out),
+    };
+    if views.is_empty()
+        && let Err(e) = output::verify(&store).await
+    {
+        return output::db_error(&config, &e, out);
     }
     if a.json.json {
         out.json(&views);
         return exit::OK;
     }
-    let engine_running = Lease::is_held(&config.database);
     if views.is_empty() {
         out.line("no deployments yet");
         return exit::OK;
     }
     out.line(format!(
-        "{:<26} {:<9} {:<22} {:<10} {:<10} {:<22} {}",
-        "ID", "KIND", "APP/ENV", "VERSION", "STATUS", "PHASE", "STARTED"
+        "{:<26} {:<9} {:<22} {:<16} {:<16} {:<24} {}",
+        "ID", "KIND", "APP/ENV", "VERSION", "STATE", "PHASE", "STARTED"
     ));
     for v in &views {
         out.line(format!(
-            "{:<26} {:<9} {:<22} {:<10} {:<10} {:<22} {}",
+            "{:<26} {:<9} {:<22} {:<16} {:<16} {:<24} {}",
             v.id,
-            if v.dry_run { "dry-run" } else { &v.kind },
+            v.kind,
             v.subject(),
             v.version,
-            short_status(v, engine_running),
-            v.phase.as_deref().unwrap_or("-"),
+            v.state_with(engine_running),
+            v.phase
+                .as_ref()
+                .map_or_else(|| "-".into(), ToString::to_string),
             output::time(v.created_at)
         ));
     }
     exit::OK
 }
 
-fn short_status(v: &DeploymentView, engine_running: bool) -> String {
-    match (&v.report, v.status) {
-        (Some(r), s) if !s.is_live() => r.result.clone(),
-        (_, WorkflowStatus::Pending | WorkflowStatus::Enqueued) if !engine_running => {
-            "interrupted".into()
-        }
-        (_, WorkflowStatus::Pending) => "running".into(),
-        (_, s) => s.as_str().to_lowercase(),
-    }
-}
-
 fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
+    let state = v.state_with(engine_running);
     out.line(format!(
         "{}  {} of {} {} to {}{}  by {}",
         v.id,
-        if v.dry_run { "dry-run" } else { &v.kind },
+        v.kind,
         v.application,
         v.version,
         v.environment,
@@ -340,9 +348,10 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
         v.operator
     ));
     out.line(format!(
-        "status {}  phase {}  started {}{}{}",
-        short_status(v, engine_running),
-        v.phase.as_deref().unwrap_or("-"),
+        "state {state}  phase {}  started {}{}{}",
+        v.phase
+            .as_ref()
+            .map_or_else(|| "-".into(), ToString::to_string),
         output::time(v.created_at),
         v.completed_at
             .map(|t| format!("  ended {}", output::time(t)))
@@ -357,12 +366,18 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
         && !r.message.is_empty()
     {
         out.line(r.message.clone());
+    } else if let Some(f) = v.failure() {
+        out.line(f);
     }
-    if short_status(v, engine_running) == "interrupted" {
+    if state == crate::deploy::state::DeploymentState::Interrupted {
         out.line(format!(
             "no engine is running it: `manent resume {}` continues it",
             v.id
         ));
+    }
+    if !v.accepts.is_empty() {
+        let takes: Vec<&str> = v.accepts.iter().map(|t| t.as_str()).collect();
+        out.line(format!("takes now: {}", takes.join(", ")));
     }
     if !v.pending_commands.is_empty() {
         out.line(format!(
@@ -371,12 +386,12 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
         ));
     }
     out.line(format!(
-        "{:<6} {:<40} {:<12} {:<8} {:<9} {}",
+        "{:<6} {:<40} {:<16} {:<8} {:<9} {}",
         "BATCH", "MONIKER", "STATE", "ATTEMPT", "TIME", "MESSAGE"
     ));
     for t in &v.targets {
         out.line(format!(
-            "{:<6} {:<40} {:<12} {:<8} {:<9} {}",
+            "{:<6} {:<40} {:<16} {:<8} {:<9} {}",
             t.batch,
             t.moniker,
             t.state,
@@ -394,7 +409,7 @@ struct HistoryOut {
     subject: String,
     deployments: Vec<DeploymentView>,
     releases: Vec<ReleaseRecord>,
-    journal: Vec<crate::workflow::store::JournalEntry>,
+    journal: Vec<JournalEntry>,
 }
 
 /// `manent history APP ENV`
@@ -402,30 +417,41 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, None, out) else {
         return exit::BAD_INPUT;
     };
-    let subject = format!("{}/{}", a.app, a.env);
-    let Some(store) = existing_store(&config) else {
-        out.line(format!("no deployments of {subject} yet"));
-        return exit::OK;
-    };
-    let rows = store
-        .workflows(WorkflowQuery {
-            subject: Some(subject.clone()),
-            live_only: false,
-            limit: a.limit,
-        })
-        .await
-        .unwrap_or_default();
-    let mut deployments = Vec::new();
-    for r in rows {
-        if let Ok(v) = view::of_row(&store, r).await {
-            deployments.push(v);
-        }
+    if let Err(e) = config.environment(&a.app, &a.env) {
+        print_errors(&e, out);
+        return exit::BAD_INPUT;
     }
-    let releases = store.releases(&subject).await.unwrap_or_default();
-    let journal = store
-        .journal_entries(Some(&subject), None, u32::MAX)
-        .await
-        .unwrap_or_default();
+    let subject = format!("{}/{}", a.app, a.env);
+    let store = match existing_store(&config) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            out.line(format!("no deployments of {subject} yet"));
+            return exit::OK;
+        }
+        Err(e) => return output::db_error(&config, &e, out),
+    };
+    let read = async {
+        let rows = store
+            .workflows(WorkflowQuery {
+                subject: Some(subject.clone()),
+                live_only: false,
+                limit: a.limit,
+            })
+            .await?;
+        let deployments = views(&store, rows).await?;
+        let releases = store.releases(&subject).await?;
+        let journal = store
+            .journal_entries(Some(&subject), None, u32::MAX)
+            .await?;
+        if deployments.is_empty() {
+            output::verify(&store).await?;
+        }
+        Ok::<_, StoreError>((deployments, releases, journal))
+    };
+    let (deployments, releases, journal) = match read.await {
+        Ok(t) => t,
+        Err(e) => return output::db_error(&config, &e, out),
+    };
     if a.json.json {
         out.json(&HistoryOut {
             subject,
@@ -436,24 +462,25 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         return exit::OK;
     }
     let engine_running = Lease::is_held(&config.database);
+    if deployments.is_empty() {
+        out.line(format!("no deployments of {subject} yet"));
+        return exit::OK;
+    }
     out.line(format!("deployments of {subject}, newest first:"));
     for v in &deployments {
         out.line(format!(
-            "  {}  {:<8} {:<10} {:<12} by {:<16} {}",
+            "  {}  {:<8} {:<16} {:<16} by {:<16} {}",
             output::time(v.created_at),
-            if v.dry_run { "dry-run" } else { &v.kind },
+            v.kind,
             v.version,
-            short_status(v, engine_running),
+            v.state_with(engine_running),
             v.operator,
             v.id
         ));
     }
     out.line("live releases:");
-    let mut live: BTreeMap<&str, &ReleaseRecord> = BTreeMap::new();
-    for r in releases.iter().filter(|r| r.rolled_back_by.is_none()) {
-        live.insert(&r.moniker, r);
-    }
-    for (m, r) in &live {
+    for (m, l) in releases::live(releases) {
+        let Some(r) = l.current else { continue };
         out.line(format!(
             "  {m:<40} {:<10} since {} ({})",
             r.version,
@@ -461,10 +488,10 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
             r.deployment_id
         ));
     }
-    out.line("operator actions:");
+    out.line("operator actions, newest first:");
     for j in &journal {
         out.line(format!(
-            "  {}  {:<9} {:<24} {}{}{}",
+            "  {}  {:<9} {:<24} {}{}{}{}",
             output::time(j.at),
             j.action,
             j.workflow_id.as_deref().unwrap_or("-"),
@@ -472,6 +499,10 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
             j.client
                 .as_deref()
                 .map(|c| format!(" from {c}"))
+                .unwrap_or_default(),
+            j.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
                 .unwrap_or_default(),
             j.reason
                 .as_deref()
@@ -493,10 +524,13 @@ pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
     }
     let mut after = 0;
     loop {
-        let lines = store
-            .logs(&a.deployment, after, None, 5000)
-            .await
-            .unwrap_or_default();
+        let lines = match store.logs(&a.deployment, after, None, 5000).await {
+            Ok(l) => l,
+            Err(e) => {
+                out.error(e);
+                return exit::ENGINE;
+            }
+        };
         let n = lines.len();
         for l in lines {
             after = l.id;

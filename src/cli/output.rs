@@ -84,7 +84,7 @@ pub fn print_errors(e: &ConfigErrors, out: &mut Out) {
 
 /// Opens the database for commands that do not run the engine (no lease).
 pub fn open_store(config: &Config) -> Result<SqliteStore, StoreError> {
-    SqliteStore::open(&config.database, Synchronous::Full, false)
+    crate::deploy::records::open(&config.database, Synchronous::Full, false)
 }
 
 /// The configuration at `path` and its database, saying what is wrong; `Err` is the exit code.
@@ -110,13 +110,28 @@ pub async fn open_deployment(
     Ok((config, store, v))
 }
 
-/// The database, if it exists already (reads must not create one).
-pub fn existing_store(config: &Config) -> Option<SqliteStore> {
-    if config.database.exists() {
-        open_store(config).ok()
-    } else {
-        None
+/// The database, if it exists already (reads must not create one); a database that exists
+/// but cannot be opened is an error, never "nothing here".
+pub fn existing_store(config: &Config) -> Result<Option<SqliteStore>, StoreError> {
+    match std::fs::symlink_metadata(&config.database) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => open_store(config).map(Some),
     }
+}
+
+/// Before a read verb says "nothing here": the database must pass SQLite's quick check (a
+/// damaged page can make a listing come back empty).
+pub async fn verify(store: &SqliteStore) -> Result<(), StoreError> {
+    store.read(crate::workflow::schema::quick_check).await
+}
+
+/// A database that cannot be read: said with its file, exit code 6.
+pub fn db_error(config: &Config, e: &StoreError, out: &mut Out) -> u8 {
+    out.error(format!(
+        "cannot read the database {}: {e}",
+        config.database.display()
+    ));
+    exit::ENGINE
 }
 
 /// `2026-11-29T11:05:02Z` from epoch ms.

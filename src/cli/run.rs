@@ -1,112 +1,32 @@
-//! Verbs that run or steer deployments: deploy, rollback, resume, cancel, pause, worker. They
-//! run the engine in this process, or, when another process holds the database, hand the work
-//! to it and follow along.
+//! Verbs that start deployments — deploy, rollback — and the engine alone (worker). They run
+//! the engine in this process, or, when another process holds the database, hand the work to
+//! it and follow along.
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::output::{self, Out, load_config, open_store, resolve};
-use super::{ControlArgs, DeployArgs, RollbackArgs, exit};
-use crate::config::{Config, EnvSpec};
+use super::follow::{self, Expect, Runner};
+use super::output::{Out, load_config, open_store, resolve};
+use super::{DeployArgs, RollbackArgs, exit};
+use crate::config::EnvSpec;
 use crate::deploy::plan::Plan;
+use crate::deploy::releases::Transitions;
 use crate::deploy::submit::{self, Submission, Submitted};
-use crate::deploy::view::DeploymentView;
-use crate::engine::{Engine, EngineError};
+use crate::engine::Engine;
 use crate::operator::Operator;
-use crate::workflow::store::{Message, SendRequest, Sent, Store, WorkflowStatus};
-use crate::workflow::{Lease, LeaseError};
-
-/// Where deployments run: here, or in the engine that holds the database.
-enum Runner {
-    Local(Box<Engine>),
-    Remote {
-        store: Arc<dyn Store>,
-        db: std::path::PathBuf,
-    },
-}
-
-impl Runner {
-    async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {
-        match Engine::start(config).await {
-            Ok(engine) => {
-                for id in engine.recovered() {
-                    out.note(format!(
-                        "manent: resuming {id}, which an earlier run left unfinished"
-                    ));
-                }
-                Ok(Runner::Local(Box::new(engine)))
-            }
-            Err(EngineError::Lease(e @ LeaseError::Held { .. })) => {
-                out.note(format!("manent: {e}"));
-                out.note("manent: handing the work to that engine and following it here");
-                match open_store(config) {
-                    Ok(s) => Ok(Runner::Remote {
-                        store: Arc::new(s),
-                        db: config.database.clone(),
-                    }),
-                    Err(e) => {
-                        out.error(e);
-                        Err(exit::ENGINE)
-                    }
-                }
-            }
-            Err(e) => {
-                out.error(e);
-                Err(exit::ENGINE)
-            }
-        }
-    }
-
-    fn store(&self) -> &dyn Store {
-        match self {
-            Runner::Local(e) => e.store().as_ref(),
-            Runner::Remote { store, .. } => store.as_ref(),
-        }
-    }
-
-    async fn run(&self, id: &str) {
-        if let Runner::Local(e) = self
-            && let Err(err) = e.run(id).await
-        {
-            tracing::warn!(deployment = id, error = %err, "could not start");
-        }
-    }
-
-    /// Stops the engine run here; `stopping` when the operator interrupted: then in-flight
-    /// targets finish and nothing new starts, rather than waiting for whole deployments.
-    async fn finish(self, stopping: bool) -> usize {
-        match self {
-            Runner::Local(e) if stopping => {
-                let hard = e.config().engine.hard_timeout;
-                e.shutdown_within(Duration::ZERO, hard).await
-            }
-            Runner::Local(e) => e.shutdown().await,
-            Runner::Remote { .. } => 0,
-        }
-    }
-}
+use crate::workflow::store::WorkflowStatus;
 
 /// Asks before acting; a production environment's name must be typed.
-async fn confirm(action: &str, spec: &EnvSpec, plan: &Plan, out: &mut Out) -> Result<(), u8> {
+async fn confirm(what: &str, spec: &EnvSpec, out: &mut Out) -> Result<(), u8> {
     if !std::io::stdin().is_terminal() {
         out.error(format!(
-            "refusing to {action} without confirmation: stdin is not a terminal; pass --yes"
+            "refusing to {what} without confirmation: stdin is not a terminal; pass --yes"
         ));
         return Err(exit::BAD_INPUT);
     }
-    let what = format!(
-        "{action} {} {} to {} ({} targets in {} batches)",
-        spec.application,
-        spec.artifact.version,
-        spec.environment,
-        plan.len(),
-        plan.batches.len()
-    );
     let (prompt, expected) = if spec.production {
         (
             format!(
@@ -157,11 +77,31 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         ));
         return exit::BAD_INPUT;
     }
-    if !a.yes
-        && !a.dry_run
-        && let Err(code) = confirm("deploy", &spec, &plan, out).await
-    {
-        return code;
+    if !a.yes && !a.dry_run {
+        let mut what = format!(
+            "deploy {} {} to {} ({} targets in {} batches)",
+            spec.application,
+            spec.artifact.version,
+            spec.environment,
+            plan.len(),
+            plan.batches.len()
+        );
+        if let Ok(store) = open_store(&config) {
+            let live = crate::deploy::releases::live_versions(
+                crate::deploy::records::Records::releases(&store, &spec.subject())
+                    .await
+                    .unwrap_or_default(),
+            );
+            if !live.is_empty() && live.values().all(|v| *v == spec.artifact.version) {
+                what.push_str(&format!(
+                    "\n{} is already live on every target: this redeploys it",
+                    spec.artifact.version
+                ));
+            }
+        }
+        if let Err(code) = confirm(&what, &spec, out).await {
+            return code;
+        }
     }
     let runner = match Runner::start(&config, out).await {
         Ok(r) => r,
@@ -186,8 +126,7 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         &what,
         &spec,
         &plan,
-        a.verbose,
-        a.json.json,
+        (a.verbose, a.json.json),
         out,
     )
     .await
@@ -201,10 +140,34 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
     let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, None, out) else {
         return exit::BAD_INPUT;
     };
-    if !a.yes
-        && let Err(code) = confirm("roll back", &spec, &plan, out).await
-    {
-        return code;
+    // Where each target goes, from the records: nothing to go back to is refused here.
+    let moves = match open_store(&config) {
+        Ok(store) => submit::rollback_moves(&store, &spec).await,
+        Err(e) => {
+            out.error(e);
+            return exit::ENGINE;
+        }
+    };
+    let moves = match moves {
+        Ok(m) => m,
+        Err(e @ submit::SubmitError::NothingToRollBack(_)) => {
+            out.error(e);
+            return exit::BAD_INPUT;
+        }
+        Err(e) => {
+            out.error(e);
+            return exit::ENGINE;
+        }
+    };
+    let transitions = Transitions::of(&moves);
+    if !a.yes {
+        let what = format!(
+            "roll back {} in {}: {transitions}",
+            spec.application, spec.environment
+        );
+        if let Err(code) = confirm(&what, &spec, out).await {
+            return code;
+        }
     }
     let runner = match Runner::start(&config, out).await {
         Ok(r) => r,
@@ -217,31 +180,30 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         max_recovery_attempts: config.engine.max_recovery_attempts,
     };
     let submitted = submit::rollback(runner.store(), &spec, &sub).await;
-    let what = format!("rolling back {} in", spec.application);
+    let what = format!("rolling back {} ({transitions}) in", spec.application);
     start_and_follow(
         runner,
         submitted,
         &what,
         &spec,
         &plan,
-        a.verbose,
-        a.json.json,
+        (a.verbose, a.json.json),
         out,
     )
     .await
 }
 
-#[allow(clippy::too_many_arguments, reason = "the verbs' shared tail")]
+/// Says what was submitted, runs it, and follows it to its end.
 async fn start_and_follow(
     runner: Runner,
     submitted: Result<Submitted, submit::SubmitError>,
     what: &str,
     spec: &EnvSpec,
     plan: &Plan,
-    verbose: bool,
-    json: bool,
+    a: (bool, bool),
     out: &mut Out,
 ) -> u8 {
+    let (verbose, json) = a;
     let submitted = match submitted {
         Ok(s) => s,
         Err(e) => {
@@ -261,416 +223,12 @@ async fn start_and_follow(
         Submitted::Resuming(_) => out.note(format!(
             "manent: the same deploy was interrupted earlier; resuming {id} from its last checkpoint"
         )),
+        Submitted::Retrying(_) => out.note(format!(
+            "manent: the same deploy failed on targets and waited for a decision; retrying them in {id}"
+        )),
     }
     runner.run(&id).await;
-    follow_to_end(runner, &id, verbose, json, out).await
-}
-
-enum Ending {
-    Finished(Box<DeploymentView>),
-    Stopped,
-    Detached,
-    EngineGone,
-}
-
-async fn follow_to_end(runner: Runner, id: &str, verbose: bool, json: bool, out: &mut Out) -> u8 {
-    let ending = follow(&runner, id, verbose, out).await;
-    let code = match &ending {
-        Ending::Finished(v) => {
-            summary(v, json, out);
-            code_of(v)
-        }
-        Ending::Stopped => {
-            out.note("manent: stopping: in-flight targets finish and are recorded (Ctrl-C again to quit at once)");
-            exit::INTERRUPTED
-        }
-        Ending::Detached => {
-            out.note(format!(
-                "manent: {id} goes on in the other engine; `manent status {id}` shows it"
-            ));
-            exit::INTERRUPTED
-        }
-        Ending::EngineGone => {
-            out.note(format!(
-                "manent: the engine running {id} stopped before the end; `manent resume {id}` continues it"
-            ));
-            exit::INTERRUPTED
-        }
-    };
-    if matches!(ending, Ending::Stopped) {
-        tokio::spawn(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(exit::INTERRUPTED));
-            }
-        });
-    }
-    let left = runner.finish(matches!(ending, Ending::Stopped)).await;
-    if left > 0 {
-        out.note(format!(
-            "manent: {left} deployment(s) were still running; they resume at the next start"
-        ));
-    }
-    if matches!(ending, Ending::Stopped) {
-        out.note(format!(
-            "manent: {id} stopped; `manent resume {id}` continues it"
-        ));
-    }
-    code
-}
-
-fn code_of(v: &DeploymentView) -> u8 {
-    match v.status {
-        WorkflowStatus::Success => exit::OK,
-        WorkflowStatus::Error if v.report.as_ref().is_some_and(|r| r.result == "rolled_back") => {
-            exit::ROLLED_BACK
-        }
-        WorkflowStatus::Error => exit::FAILED,
-        WorkflowStatus::Cancelled => exit::CANCELLED,
-        WorkflowStatus::MaxRecoveryAttemptsExceeded => exit::ENGINE,
-        WorkflowStatus::Pending | WorkflowStatus::Enqueued => exit::INTERRUPTED,
-    }
-}
-
-/// Prints progress on stderr until the deployment ends, the user stops it, or its engine goes.
-async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Ending {
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return Ending::Detached;
-    };
-    let mut shown: HashMap<String, (String, u32)> = HashMap::new();
-    let mut phase: Option<String> = None;
-    let mut log_after = 0i64;
-    // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
-    let engine_lines_after = runner.store().last_log_id().await.unwrap_or(0);
-    loop {
-        let store = runner.store();
-        let view = crate::deploy::view::load(store, id).await.ok().flatten();
-        if let Some(v) = &view {
-            for t in &v.targets {
-                let key = (t.state.clone(), t.attempt);
-                if shown.get(&t.name) != Some(&key) && t.state != "pending" {
-                    out.note(progress_line(v, t));
-                    shown.insert(t.name.clone(), key);
-                }
-            }
-            // Batches show in the target lines; the phases worth a line of their own are waits.
-            if v.phase != phase {
-                if let Some(p) = v.phase.as_deref().filter(|p| {
-                    matches!(
-                        *p,
-                        "validating" | "paused" | "waiting between batches" | "rolling back"
-                    )
-                }) {
-                    out.note(format!("  {p}"));
-                }
-                phase.clone_from(&v.phase);
-            }
-        }
-        if let Ok(lines) = store
-            .logs(id, log_after, Some(engine_lines_after), 1000)
-            .await
-        {
-            for l in lines {
-                log_after = l.id;
-                if verbose || l.level == "warn" || l.level == "error" {
-                    let who = l.target.map(|t| format!("{t}: ")).unwrap_or_default();
-                    out.note(format!("    {} [{}] {who}{}", l.level, l.source, l.message));
-                }
-            }
-        }
-        if let Some(v) = view
-            && !v.status.is_live()
-        {
-            return Ending::Finished(Box::new(v));
-        }
-        // The engine we handed the work to has gone if its lease is free.
-        if let Runner::Remote { db, .. } = runner
-            && !Lease::is_held(db)
-        {
-            return Ending::EngineGone;
-        }
-        if let Runner::Local(e) = runner
-            && e.active().iter().all(|a| a != id)
-            && view_status(store, id).await == Some(WorkflowStatus::Pending)
-        {
-            return Ending::EngineGone;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = int.recv() => return stop_or_detach(runner),
-            _ = term.recv() => return stop_or_detach(runner),
-            // A dropped ssh session must not stop a deploy: keep going, quietly.
-            _ = hup.recv() => {}
-        }
-    }
-}
-
-async fn view_status(store: &dyn Store, id: &str) -> Option<WorkflowStatus> {
-    store.workflow(id).await.ok().flatten().map(|r| r.status)
-}
-
-fn stop_or_detach(runner: &Runner) -> Ending {
-    match runner {
-        Runner::Local(_) => Ending::Stopped,
-        Runner::Remote { .. } => Ending::Detached,
-    }
-}
-
-fn progress_line(v: &DeploymentView, t: &crate::deploy::view::TargetView) -> String {
-    let batch = if v.batches > 0 {
-        format!("[{}/{}] ", t.batch, v.batches)
-    } else {
-        String::new()
-    };
-    let detail = match t.state.as_str() {
-        "running" => format!("running (attempt {})", t.attempt),
-        "retrying" => format!("attempt {} failed, retrying: {}", t.attempt, t.message),
-        "interrupted" => format!(
-            "attempt {} interrupted by an engine stop; it runs again",
-            t.attempt
-        ),
-        "failed" | "rollback_failed" => {
-            format!("{} after {} attempt(s): {}", t.state, t.attempt, t.message)
-        }
-        "skipped" => format!("skipped: {}", t.message),
-        state => {
-            let took = t
-                .duration_ms
-                .map(|d| format!(" in {}", output::duration(d)))
-                .unwrap_or_default();
-            let msg = if t.message.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", t.message)
-            };
-            format!("{state}{took}{msg}")
-        }
-    };
-    format!("  {batch}{}: {detail}", t.name)
-}
-
-fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
-    if json {
-        out.json(v);
-        return;
-    }
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for t in &v.targets {
-        match counts.iter_mut().find(|(s, _)| *s == t.state) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((t.state.clone(), 1)),
-        }
-    }
-    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    let (result, message) = v
-        .report
-        .as_ref()
-        .map(|r| (r.result.clone(), r.message.clone()))
-        .unwrap_or_else(|| (v.status.as_str().to_lowercase(), String::new()));
-    let what = match v.kind.as_str() {
-        "rollback" => format!("rollback of {} in {}", v.application, v.environment),
-        _ if v.dry_run => format!(
-            "dry-run of {} {} in {}",
-            v.application, v.version, v.environment
-        ),
-        _ => format!(
-            "deploy of {} {} to {}",
-            v.application, v.version, v.environment
-        ),
-    };
-    out.line(format!(
-        "{}: {what}: {result} ({})",
-        v.id,
-        counts.join(", ")
-    ));
-    if !message.is_empty() {
-        out.line(format!("  {message}"));
-    }
-    if v.dry_run {
-        for t in &v.targets {
-            out.line(format!("  {}: {}", t.moniker, t.message));
-        }
-    }
-    for t in v.targets.iter().filter(|t| t.state.contains("failed")) {
-        out.line(format!(
-            "  {:<8} {}  ({} attempts) {}",
-            t.state, t.moniker, t.attempt, t.message
-        ));
-    }
-    if let Some(r) = &v.report {
-        for t in r
-            .targets
-            .iter()
-            .filter(|t| t.status == "unchanged" && v.kind == "rollback")
-        {
-            out.line(format!("  unchanged {}: {}", t.moniker, t.message));
-        }
-        for t in &r.rolled_back {
-            out.line(format!(
-                "  rolled back {}: {} {}",
-                t.moniker, t.status, t.message
-            ));
-        }
-    }
-}
-
-fn command_id() -> String {
-    format!("cmd-{:016x}", fastrand::u64(..))
-}
-
-async fn send(
-    store: &dyn Store,
-    id: &str,
-    topic: &str,
-    allowed: Option<Vec<String>>,
-    reason: Option<&str>,
-    subject: &str,
-) -> Result<Sent, String> {
-    let op = Operator::from_env();
-    let req = SendRequest {
-        message: Message {
-            id: command_id(),
-            destination: id.to_owned(),
-            topic: topic.to_owned(),
-            payload: "{}".into(),
-            sender: Some(op.display()),
-            created_at: crate::sys::now_ms(),
-        },
-        require_event: allowed.map(|a| ("phase".to_owned(), a)),
-        journal: Some(op.journal(topic, Some(id), Some(subject), None, reason)),
-    };
-    store.send(req).await.map_err(|e| e.to_string())
-}
-
-/// `manent cancel`
-pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let (_, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    if !v.status.is_live() {
-        out.error(format!(
-            "{} is not running (it is {}); nothing to cancel",
-            v.id,
-            v.status.as_str()
-        ));
-        return exit::BAD_INPUT;
-    }
-    let subject = v.subject();
-    let op = Operator::from_env();
-    let entry = op.journal(
-        "cancel",
-        Some(&v.id),
-        Some(&subject),
-        None,
-        a.reason.as_deref(),
-    );
-    match store.cancel(&v.id, entry).await {
-        Ok(_) => {
-            out.line(format!(
-                "{}: cancelled; it stops before its next step (targets being deployed now finish first). \
-                 `manent resume {}` continues it",
-                v.id, v.id
-            ));
-            exit::OK
-        }
-        Err(e) => {
-            out.error(e);
-            exit::ENGINE
-        }
-    }
-}
-
-/// `manent pause`
-pub async fn pause(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let (_, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let subject = v.subject();
-    match send(&store, &v.id, "pause", None, a.reason.as_deref(), &subject).await {
-        Ok(Sent::Delivered | Sent::Duplicate) => {
-            out.line(format!(
-                "{}: pauses before its next batch; `manent resume {}` continues it",
-                v.id, v.id
-            ));
-            exit::OK
-        }
-        Ok(Sent::Rejected(why)) => {
-            out.error(why);
-            exit::BAD_INPUT
-        }
-        Err(e) => {
-            out.error(e);
-            exit::ENGINE
-        }
-    }
-}
-
-/// `manent resume`: continues a paused, cancelled, dead-lettered or interrupted deployment.
-pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let (config, store, v) = match output::open_deployment(config_path, &a.deployment, out).await {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let subject = v.subject();
-    let entry = Operator::from_env().journal(
-        "resume",
-        Some(&v.id),
-        Some(&subject),
-        None,
-        a.reason.as_deref(),
-    );
-    match v.status {
-        WorkflowStatus::Success | WorkflowStatus::Error => {
-            out.error(format!(
-                "{} already finished ({}); start a new deploy instead",
-                v.id,
-                v.status.as_str()
-            ));
-            return exit::BAD_INPUT;
-        }
-        WorkflowStatus::Pending if v.phase.as_deref() == Some("paused") => {
-            match send(
-                &store,
-                &v.id,
-                "resume",
-                Some(vec!["paused".into()]),
-                a.reason.as_deref(),
-                &subject,
-            )
-            .await
-            {
-                Ok(Sent::Delivered | Sent::Duplicate) => {
-                    out.note(format!("manent: {} resumes", v.id))
-                }
-                Ok(Sent::Rejected(why)) => out.note(format!("manent: {why}")),
-                Err(e) => {
-                    out.error(e);
-                    return exit::ENGINE;
-                }
-            }
-        }
-        WorkflowStatus::Pending | WorkflowStatus::Enqueued => {
-            let _ = store.journal(entry).await;
-        }
-        WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {
-            if let Err(e) = store.resume(&v.id, entry).await {
-                out.error(e);
-                return exit::BAD_INPUT;
-            }
-        }
-    }
-    drop(store);
-    let runner = match Runner::start(&config, out).await {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    runner.run(&v.id).await;
-    follow_to_end(runner, &v.id, a.verbose, a.json.json, out).await
+    follow::to_end(runner, &id, verbose, json, Expect::End, out).await
 }
 
 /// `manent worker`

@@ -23,6 +23,8 @@ pub enum Action {
     Bottom,
     /// Focus the next panel.
     NextPanel,
+    /// Focus the previous panel (`Shift-Tab`).
+    PrevPanel,
     /// `←`: the canary slider when the canary panel has focus, else the previous panel.
     Left,
     /// `→`: the canary slider when the canary panel has focus, else the next panel.
@@ -47,6 +49,12 @@ pub enum Action {
     Cancel,
     /// Pause or resume the selected deployment.
     PauseResume,
+    /// Run the failed targets again.
+    Retry,
+    /// Leave the selected target out.
+    Skip,
+    /// Stop and roll back what the deployment changed.
+    Abort,
     /// Promote the canary.
     Promote,
     /// Revert the canary.
@@ -63,6 +71,8 @@ pub enum Action {
     Input(char),
     /// Delete the last typed character.
     Backspace,
+    /// Clear what was typed (`Ctrl-U`).
+    ClearInput,
     /// Move between [Cancel] and [Confirm].
     ChoiceToggle,
     /// Enter in a dialog.
@@ -71,6 +81,8 @@ pub enum Action {
     Dismiss,
     /// Time passes (epoch ms).
     Tick(i64),
+    /// The terminal's size (columns, rows), at start and on every resize.
+    Resize(u16, u16),
     /// A new snapshot from the engine.
     Snapshot(Arc<Snapshot>),
     /// A log line.

@@ -1,21 +1,31 @@
 //! The console's state and its one transition function. `App::update` is synchronous: it
 //! changes only UI state and returns at most one `Command` for the engine; the loop sends it.
-//! Destructive actions go through a confirmation that names the environment, application and
-//! target count, starts on [Cancel], ignores an Enter that arrives right after it opened (a held
-//! key), and for a production rollback wants the environment's name typed.
+//! Destructive actions go through a confirmation ([`dialogs`]) that names the environment,
+//! application and targets, starts on the button that changes nothing, ignores an Enter that
+//! arrives right after it opened (a held key), and in production wants the environment's name
+//! typed.
+
+mod dialogs;
 
 use std::sync::Arc;
 
+use ratatui::layout::Rect;
+
 use super::action::Action;
 use super::keymap::Mode;
+use super::layout;
 use super::logpane::LogPane;
-use crate::deploy::view::DeploymentView;
+use crate::deploy::command::{OperatorCommand, why_not};
+use crate::deploy::state::{DeploymentState, TargetState, Topic};
+use crate::deploy::view::{DeploymentView, TargetView};
 use crate::engine::handle::{AppEnv, Command, EngineMode, Snapshot};
 use crate::plugin::Level;
 
+pub use dialogs::{Choice, Confirm, VersionChoice, Versions};
+
 /// An Enter this soon after a confirmation opened is a held key, not a decision.
 pub const CONFIRM_GUARD_MS: i64 = 400;
-/// How long a flash message stays.
+/// How long a status-line message stays (the next key clears it sooner).
 pub const FLASH_MS: i64 = 6_000;
 const PAGE: usize = 10;
 
@@ -45,23 +55,14 @@ pub enum Focus {
     Canary,
 }
 
-/// [Cancel] or [Confirm].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
-    /// The default.
-    Cancel,
-    /// Go ahead.
-    Confirm,
-}
-
 /// A dialog on top of the screen.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Modal {
-    /// Keys.
-    Help,
+    /// Keys, scrolled by `scroll` lines.
+    Help { scroll: usize },
     /// The engine's own log.
     EngineLog,
-    /// A destructive action awaiting a decision.
+    /// An action awaiting a decision.
     Confirm(Confirm),
     /// Leave while this console's engine still runs deployments.
     Quit {
@@ -77,49 +78,14 @@ pub enum Modal {
     },
     /// The log filter being typed.
     Search { text: String },
-}
-
-/// A confirmation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Confirm {
-    /// One line: what, where, how many.
-    pub title: String,
-    /// More lines.
-    pub lines: Vec<String>,
-    /// The command it sends.
-    pub command: Command,
-    /// The focused button.
-    pub choice: Choice,
-    /// The environment name to type, for production rollbacks.
-    pub typed: Option<(String, String)>,
-    /// An optional reason, for the journal.
-    pub reason: String,
-    /// When it opened (epoch ms).
-    pub opened_at: i64,
-    /// The environment is production.
-    pub production: bool,
-}
-
-impl Confirm {
-    /// A confirmation opened at `now`, on [Cancel], with nothing typed yet.
-    fn new(
-        title: String,
-        lines: Vec<String>,
-        command: Command,
-        production: bool,
-        now: i64,
-    ) -> Self {
-        Confirm {
-            title,
-            lines,
-            command,
-            choice: Choice::Cancel,
-            typed: None,
-            reason: String::new(),
-            opened_at: now,
-            production,
-        }
-    }
+    /// Which version to deploy.
+    Versions(Versions),
+    /// One target of a deployment in full: message, attempts, its log lines.
+    Target {
+        deployment: String,
+        name: String,
+        scroll: usize,
+    },
 }
 
 /// A message at the bottom of the screen.
@@ -158,6 +124,8 @@ pub struct App {
     pub readonly: bool,
     /// Epoch ms, set by the loop (tests inject it).
     pub now: i64,
+    /// The terminal's size (columns, rows).
+    pub size: (u16, u16),
     /// The loop should end.
     pub should_quit: bool,
     /// Something changed since the last frame.
@@ -186,6 +154,7 @@ impl App {
             flash: None,
             readonly,
             now,
+            size: (80, 24),
             should_quit: false,
             dirty: true,
             follow_next: false,
@@ -199,11 +168,13 @@ impl App {
     pub fn mode(&self) -> Mode {
         match self.modals.last() {
             None => Mode::Normal,
-            Some(Modal::Help | Modal::EngineLog) => Mode::Help,
+            Some(Modal::Help { .. } | Modal::EngineLog) => Mode::Help,
             Some(Modal::Confirm(c)) if c.typed.is_some() => Mode::TypedConfirm,
             Some(Modal::Confirm(_) | Modal::Quit { .. }) => Mode::Confirm,
             Some(Modal::Plan { .. }) => Mode::Plan,
             Some(Modal::Search { .. }) => Mode::Prompt,
+            Some(Modal::Versions(v)) if v.typing.is_some() => Mode::Prompt,
+            Some(Modal::Versions(_) | Modal::Target { .. }) => Mode::List,
         }
     }
 
@@ -218,13 +189,16 @@ impl App {
     /// The selected application/environment (Home), or the deployment's.
     pub fn selected_app(&self) -> Option<&AppEnv> {
         match self.deployment() {
-            Some(d) => self
-                .snap
-                .apps
-                .iter()
-                .find(|a| a.application == d.application && a.environment == d.environment),
+            Some(d) => self.app_of(&d.application, &d.environment),
             None => self.snap.apps.get(self.app_row),
         }
+    }
+
+    fn app_of(&self, application: &str, environment: &str) -> Option<&AppEnv> {
+        self.snap
+            .apps
+            .iter()
+            .find(|a| a.application == application && a.environment == environment)
     }
 
     /// The selected deployment (Home list or the deployment screen).
@@ -233,6 +207,31 @@ impl App {
             Focus::Deployments => self.snap.deployments.get(self.deployment_row),
             _ => None,
         })
+    }
+
+    /// The selected target of the deployment screen.
+    pub fn selected_target(&self) -> Option<&TargetView> {
+        self.deployment()?.targets.get(self.target_row)
+    }
+
+    /// Where the deployment screen's panels are at the current size.
+    pub fn deployment_layout(&self) -> Option<layout::Deployment> {
+        let d = self.deployment()?;
+        let [_, body, _, _] = layout::screen(
+            Rect::new(0, 0, self.size.0, self.size.1),
+            self.flash.is_some(),
+        );
+        Some(layout::deployment(
+            body,
+            d.targets.len(),
+            d.headline_failure().is_some(),
+        ))
+    }
+
+    /// Log lines the log pane shows now.
+    pub fn log_rows(&self) -> usize {
+        self.deployment_layout()
+            .map_or(PAGE, |l| layout::log_rows(l.logs))
     }
 
     fn say(&mut self, level: Level, text: impl Into<String>) {
@@ -275,6 +274,11 @@ impl App {
                 self.dirty = was_dirty || (second && clock) || expired;
                 None
             }
+            Action::Resize(w, h) => {
+                self.size = (w, h);
+                self.next_panel(0);
+                None
+            }
             Action::Snapshot(s) => {
                 self.on_snapshot(s);
                 None
@@ -287,8 +291,15 @@ impl App {
                 self.logs.dropped += n;
                 None
             }
-            other if !self.modals.is_empty() => self.on_modal(other),
-            other => self.on_screen(other),
+            other => {
+                // A key: the last message had its moment.
+                self.flash = None;
+                if self.modals.is_empty() {
+                    self.on_screen(other)
+                } else {
+                    self.on_modal(other)
+                }
+            }
         }
     }
 
@@ -322,10 +333,7 @@ impl App {
         if self.follow_targets
             && let Some(row) = self.deployment().and_then(|d| {
                 d.targets.iter().position(|t| {
-                    matches!(
-                        t.state.as_str(),
-                        "running" | "retrying" | "pending" | "interrupted"
-                    )
+                    t.state.is_active() || t.state.is_failed() || t.state == TargetState::Pending
                 })
             })
         {
@@ -335,7 +343,7 @@ impl App {
 
     fn on_screen(&mut self, action: Action) -> Option<Command> {
         match action {
-            Action::Help => self.modals.push(Modal::Help),
+            Action::Help => self.modals.push(Modal::Help { scroll: 0 }),
             Action::EngineLog => self.modals.push(Modal::EngineLog),
             Action::Quit => self.quit(),
             Action::Up => self.move_by(-1),
@@ -345,16 +353,20 @@ impl App {
             Action::Top => self.top(),
             Action::Bottom => self.bottom(),
             Action::NextPanel | Action::Right if self.focus != Focus::Canary => self.next_panel(1),
-            Action::Left if self.focus != Focus::Canary => self.next_panel(-1),
+            Action::PrevPanel | Action::Left if self.focus != Focus::Canary => self.next_panel(-1),
             Action::Left | Action::Right => self.no_canary("moving the traffic slider"),
             Action::NextPanel => self.next_panel(1),
-            Action::Open => return self.open(),
+            Action::PrevPanel => self.next_panel(-1),
+            Action::Open => self.open(),
             Action::Back => self.back(),
-            Action::Deploy => self.ask_deploy(),
+            Action::Deploy => self.pick_version(),
             Action::DryRun => return self.dry_run(),
             Action::Rollback => self.ask_rollback(),
             Action::Cancel => self.ask_cancel(),
             Action::PauseResume => return self.pause_resume(),
+            Action::Retry => self.ask_retry(),
+            Action::Skip => self.ask_skip(),
+            Action::Abort => self.ask_abort(),
             Action::Promote => self.no_canary("promote"),
             Action::Revert => self.no_canary("revert"),
             Action::TestHooks => {
@@ -389,7 +401,7 @@ impl App {
             self.snap
                 .deployments
                 .iter()
-                .filter(|d| d.status.is_live())
+                .filter(|d| d.status.is_live() && !d.state.is_waiting())
                 .map(|d| d.id.clone())
                 .collect()
         } else {
@@ -414,6 +426,7 @@ impl App {
                 row.saturating_add_signed(delta).min(len - 1)
             }
         };
+        let rows = self.log_rows();
         match self.focus {
             Focus::Apps => self.app_row = step(self.app_row, self.snap.apps.len()),
             Focus::Deployments => {
@@ -424,8 +437,8 @@ impl App {
                 self.target_row = step(self.target_row, len);
                 self.follow_targets = false;
             }
-            Focus::Logs if delta < 0 => self.logs.scroll_up(1, PAGE),
-            Focus::Logs => self.logs.scroll_down(1),
+            Focus::Logs if delta < 0 => self.logs.scroll_up(delta.unsigned_abs(), rows),
+            Focus::Logs => self.logs.scroll_down(delta.unsigned_abs(), rows),
             Focus::Hooks | Focus::Canary => {}
         }
     }
@@ -434,10 +447,11 @@ impl App {
         if self.focus == Focus::Logs
             || matches!(self.screen, Screen::Deployment(_)) && self.focus != Focus::Targets
         {
+            let rows = self.log_rows();
             if dir < 0 {
-                self.logs.scroll_up(PAGE, PAGE);
+                self.logs.scroll_up(rows, rows);
             } else {
-                self.logs.scroll_down(PAGE);
+                self.logs.scroll_down(rows, rows);
             }
         } else {
             self.move_by(dir * PAGE as isize);
@@ -446,7 +460,10 @@ impl App {
 
     fn top(&mut self) {
         match self.focus {
-            Focus::Logs => self.logs.top(PAGE),
+            Focus::Logs => {
+                let rows = self.log_rows();
+                self.logs.top(rows);
+            }
             _ => self.move_by(-(isize::MAX / 2)),
         }
     }
@@ -459,17 +476,26 @@ impl App {
         }
     }
 
-    fn next_panel(&mut self, dir: i32) {
-        let order: &[Focus] = match self.screen {
+    /// The panels one can move between: only those on screen.
+    fn panels(&self) -> &'static [Focus] {
+        match self.screen {
             Screen::Home => &[Focus::Apps, Focus::Deployments],
-            Screen::Deployment(_) => &[Focus::Targets, Focus::Logs, Focus::Hooks, Focus::Canary],
-        };
+            Screen::Deployment(_) if self.size.0 >= layout::WIDE => {
+                &[Focus::Targets, Focus::Logs, Focus::Hooks, Focus::Canary]
+            }
+            Screen::Deployment(_) => &[Focus::Targets, Focus::Logs],
+        }
+    }
+
+    /// Moves the focus by `dir` panels (0: back onto a panel that is on screen).
+    fn next_panel(&mut self, dir: i32) {
+        let order = self.panels();
         let i = order.iter().position(|f| *f == self.focus).unwrap_or(0) as i32;
         let n = order.len() as i32;
         self.focus = order[usize::try_from((i + dir).rem_euclid(n)).unwrap_or(0)];
     }
 
-    fn open(&mut self) -> Option<Command> {
+    fn open(&mut self) {
         match (&self.screen, self.focus) {
             (Screen::Home, Focus::Apps) => {
                 if let Some(a) = self.snap.apps.get(self.app_row) {
@@ -485,9 +511,17 @@ impl App {
                     self.show(d.id.clone());
                 }
             }
+            (Screen::Deployment(id), Focus::Targets) => {
+                if let Some(t) = self.selected_target() {
+                    self.modals.push(Modal::Target {
+                        deployment: id.clone(),
+                        name: t.name.clone(),
+                        scroll: 0,
+                    });
+                }
+            }
             (Screen::Deployment(_), _) => self.filter_target(),
         }
-        None
     }
 
     /// Opens deployment `id`'s screen, with its log lines.
@@ -513,10 +547,7 @@ impl App {
     }
 
     fn filter_target(&mut self) {
-        let name = self
-            .deployment()
-            .and_then(|d| d.targets.get(self.target_row))
-            .map(|t| t.name.clone());
+        let name = self.selected_target().map(|t| t.name.clone());
         match (name, &self.logs.filter.target) {
             (Some(n), Some(cur)) if *cur == n => self.logs.filter.target = None,
             (Some(n), _) => self.logs.filter.target = Some(n),
@@ -526,44 +557,9 @@ impl App {
     }
 
     fn confirm(&mut self, confirm: Confirm) {
-        self.modals.retain(|m| !matches!(m, Modal::Plan { .. }));
+        self.modals
+            .retain(|m| !matches!(m, Modal::Plan { .. } | Modal::Versions(_)));
         self.modals.push(Modal::Confirm(confirm));
-    }
-
-    fn ask_deploy(&mut self) {
-        if self.refuse_readonly("deploying") {
-            return;
-        }
-        let Some(a) = self.plan_or_selected_app().cloned() else {
-            self.say(Level::Warn, "select an application and environment first");
-            return;
-        };
-        let title = format!(
-            "Deploy {} {} to {}: {} targets in {} batches?",
-            a.application,
-            a.version,
-            a.environment,
-            a.targets,
-            a.batches.len()
-        );
-        let mut lines = vec![format!("strategy {}, plugin {}", a.strategy, a.plugin)];
-        if !a.live.is_empty() {
-            lines.push(format!("live now: {}", a.live.join(", ")));
-        }
-        if a.production {
-            lines.push(format!(
-                "{} IS A PRODUCTION ENVIRONMENT",
-                a.environment.to_uppercase()
-            ));
-        }
-        let command = Command::Deploy {
-            application: a.application.clone(),
-            environment: a.environment.clone(),
-            version: None,
-            dry_run: false,
-            reason: None,
-        };
-        self.confirm(Confirm::new(title, lines, command, a.production, self.now));
     }
 
     fn plan_or_selected_app(&self) -> Option<&AppEnv> {
@@ -573,13 +569,27 @@ impl App {
             ..
         }) = self.modals.last()
         {
-            return self
-                .snap
-                .apps
-                .iter()
-                .find(|a| &a.application == application && &a.environment == environment);
+            return self.app_of(application, environment);
         }
         self.selected_app()
+    }
+
+    /// `D`: which version to deploy.
+    fn pick_version(&mut self) {
+        if self.refuse_readonly("deploying") {
+            return;
+        }
+        let Some(a) = self.plan_or_selected_app().cloned() else {
+            self.say(Level::Warn, "select an application and environment first");
+            return;
+        };
+        self.modals.retain(|m| !matches!(m, Modal::Plan { .. }));
+        self.modals.push(Modal::Versions(Versions::of(&a)));
+    }
+
+    fn ask_deploy(&mut self, a: &AppEnv, version: String) {
+        let c = dialogs::deploy(a, version, self.now);
+        self.confirm(c);
     }
 
     fn dry_run(&mut self) -> Option<Command> {
@@ -612,32 +622,36 @@ impl App {
             self.say(Level::Warn, "select an application and environment first");
             return;
         };
-        let title = format!(
-            "Roll back {} in {}: {} targets to their previous release?",
-            a.application, a.environment, a.targets
-        );
-        let mut lines = vec![format!(
-            "live now: {}",
-            if a.live.is_empty() {
-                "nothing recorded".into()
-            } else {
-                a.live.join(", ")
-            }
-        )];
-        if a.production {
-            lines.push(format!(
-                "{} is production: type its name to confirm",
-                a.environment
-            ));
+        if a.rollback.is_empty() {
+            self.say(
+                Level::Warn,
+                format!(
+                    "nothing to roll back on {}/{}: no target has an earlier release with \
+                     another version",
+                    a.application, a.environment
+                ),
+            );
+            return;
         }
-        let command = Command::Rollback {
-            application: a.application.clone(),
-            environment: a.environment.clone(),
-            reason: None,
-        };
-        let mut confirm = Confirm::new(title, lines, command, a.production, self.now);
-        confirm.typed = a.production.then(|| (a.environment.clone(), String::new()));
-        self.confirm(confirm);
+        let awaiting = self.snap.deployments.iter().find(|d| {
+            d.application == a.application
+                && d.environment == a.environment
+                && d.state == DeploymentState::FailedAwaiting
+        });
+        if let Some(d) = awaiting {
+            let hint = if d.takes(Topic::Abort) {
+                "A on it aborts and rolls back what it changed"
+            } else {
+                "decide on it first (r retry, s skip)"
+            };
+            self.say(
+                Level::Warn,
+                format!("{} failed and waits for a decision: {hint}", d.id),
+            );
+            return;
+        }
+        let c = dialogs::rollback(&a, self.now);
+        self.confirm(c);
     }
 
     fn ask_cancel(&mut self) {
@@ -649,32 +663,14 @@ impl App {
             return;
         };
         if !d.status.is_live() {
-            self.say(Level::Warn, format!("{} is not running", d.id));
+            self.say(
+                Level::Warn,
+                format!("{} is not running ({})", d.id, d.state),
+            );
             return;
         }
-        let done = d.done();
-        self.confirm(Confirm::new(
-            format!(
-                "Cancel {} of {} to {} ({} targets)?",
-                d.kind,
-                d.application,
-                d.environment,
-                d.targets.len()
-            ),
-            vec![
-                format!(
-                    "{done} of {} targets are done; targets being deployed now finish first",
-                    d.targets.len()
-                ),
-                format!("{} stops before its next step; resume continues it", d.id),
-            ],
-            Command::Cancel {
-                id: d.id.clone(),
-                reason: None,
-            },
-            d.production,
-            self.now,
-        ));
+        let c = dialogs::cancel(&d, self.now);
+        self.confirm(c);
     }
 
     fn pause_resume(&mut self) -> Option<Command> {
@@ -682,24 +678,116 @@ impl App {
         if self.refuse_readonly("pausing and resuming") {
             return None;
         }
-        use crate::workflow::store::WorkflowStatus as S;
-        match d.status {
-            S::Pending if d.phase.as_deref() == Some("paused") => {
-                Some(Command::Resume { id: d.id })
-            }
-            S::Pending | S::Enqueued => Some(Command::Pause { id: d.id }),
-            S::Cancelled | S::MaxRecoveryAttemptsExceeded => Some(Command::Resume { id: d.id }),
-            S::Success | S::Error => {
-                self.say(Level::Warn, format!("{} has finished", d.id));
-                None
-            }
+        let act = |command| Command::Operator {
+            id: d.id.clone(),
+            command,
+            reason: None,
+        };
+        if d.takes(Topic::Resume) {
+            return Some(act(OperatorCommand::Resume));
         }
+        if d.takes(Topic::Pause) {
+            return Some(act(OperatorCommand::Pause));
+        }
+        if matches!(
+            d.state,
+            DeploymentState::Cancelled | DeploymentState::Interrupted
+        ) {
+            // Starting a stopped deployment again is a decision: it asks, like a deploy.
+            let c = dialogs::resume(&d, self.now);
+            self.confirm(c);
+            return None;
+        }
+        self.say(Level::Warn, why_not(&d, "pause"));
+        None
+    }
+
+    fn ask_retry(&mut self) {
+        if self.refuse_readonly("retrying") {
+            return;
+        }
+        let Some(d) = self.selected_deployment().cloned() else {
+            self.say(Level::Warn, "select a deployment first");
+            return;
+        };
+        if !d.takes(Topic::Retry) {
+            self.say(Level::Warn, why_not(&d, "retry"));
+            return;
+        }
+        let only = self
+            .selected_target()
+            .filter(|t| t.state.is_failed())
+            .map(|t| t.name.clone());
+        let c = dialogs::retry(&d, only, self.now);
+        self.confirm(c);
+    }
+
+    fn ask_skip(&mut self) {
+        if self.refuse_readonly("skipping a target") {
+            return;
+        }
+        let (Some(d), Some(t)) = (self.deployment().cloned(), self.selected_target().cloned())
+        else {
+            self.say(Level::Warn, "open a deployment and select a target first");
+            return;
+        };
+        if !d.takes(Topic::Skip) {
+            self.say(Level::Warn, why_not(&d, "skip"));
+            return;
+        }
+        if t.state.is_done() || t.state.is_active() {
+            self.say(
+                Level::Warn,
+                format!(
+                    "{} is {}: only targets that have not deployed can be left out",
+                    t.name, t.state
+                ),
+            );
+            return;
+        }
+        let live = self
+            .selected_app()
+            .and_then(|a| a.live_by_target.get(&t.name).cloned());
+        let c = dialogs::skip(&d, &t, live, self.now);
+        self.confirm(c);
+    }
+
+    fn ask_abort(&mut self) {
+        if self.refuse_readonly("aborting") {
+            return;
+        }
+        let Some(d) = self.selected_deployment().cloned() else {
+            self.say(Level::Warn, "select a deployment first");
+            return;
+        };
+        if !d.takes(Topic::Abort) {
+            self.say(Level::Warn, why_not(&d, "abort"));
+            return;
+        }
+        let c = dialogs::abort(&d, self.now);
+        self.confirm(c);
     }
 
     fn on_modal(&mut self, action: Action) -> Option<Command> {
+        let log_rows = self.log_rows();
         let top = self.modals.last_mut()?;
         match top {
-            Modal::Help | Modal::EngineLog => {
+            Modal::Help { scroll } => {
+                match action {
+                    Action::Dismiss => {
+                        self.modals.pop();
+                    }
+                    Action::Up => *scroll = scroll.saturating_sub(1),
+                    Action::Down => *scroll += 1,
+                    Action::PageUp => *scroll = scroll.saturating_sub(PAGE),
+                    Action::PageDown => *scroll += PAGE,
+                    Action::Top => *scroll = 0,
+                    Action::Bottom => *scroll = usize::MAX / 2,
+                    _ => {}
+                }
+                None
+            }
+            Modal::EngineLog => {
                 if matches!(action, Action::Dismiss) {
                     self.modals.pop();
                 }
@@ -712,6 +800,10 @@ impl App {
                 }
                 Action::Backspace => {
                     text.pop();
+                    None
+                }
+                Action::ClearInput => {
+                    text.clear();
                     None
                 }
                 Action::Submit => {
@@ -741,7 +833,7 @@ impl App {
                     None
                 }
                 Action::Deploy => {
-                    self.ask_deploy();
+                    self.pick_version();
                     None
                 }
                 Action::DryRun => self.dry_run(),
@@ -751,11 +843,54 @@ impl App {
                 }
                 _ => None,
             },
+            Modal::Versions(v) => {
+                let chosen = v.update(action);
+                match chosen {
+                    dialogs::Picked::Version(version) => {
+                        let (app, env) = (v.application.clone(), v.environment.clone());
+                        if let Some(a) = self.app_of(&app, &env).cloned() {
+                            self.ask_deploy(&a, version);
+                        }
+                    }
+                    dialogs::Picked::Closed => {
+                        self.modals.pop();
+                    }
+                    dialogs::Picked::Nothing => {}
+                }
+                None
+            }
+            Modal::Target { scroll, .. } => {
+                match action {
+                    Action::Dismiss => {
+                        self.modals.pop();
+                    }
+                    Action::Up => *scroll = scroll.saturating_sub(1),
+                    Action::Down => *scroll += 1,
+                    Action::PageUp => *scroll = scroll.saturating_sub(log_rows),
+                    Action::PageDown => *scroll += log_rows,
+                    Action::Top => *scroll = 0,
+                    Action::Bottom => *scroll = usize::MAX / 2,
+                    Action::Retry => {
+                        self.modals.pop();
+                        self.ask_retry();
+                    }
+                    Action::Skip => {
+                        self.modals.pop();
+                        self.ask_skip();
+                    }
+                    Action::FilterTarget => {
+                        self.modals.pop();
+                        self.filter_target();
+                    }
+                    _ => {}
+                }
+                None
+            }
             Modal::Quit {
                 opened_at, choice, ..
             } => match action {
                 Action::ChoiceToggle => {
-                    *choice = flip(*choice);
+                    *choice = choice.flip();
                     None
                 }
                 Action::Submit if self.now - *opened_at < CONFIRM_GUARD_MS => None,
@@ -775,7 +910,7 @@ impl App {
                 let now = self.now;
                 match action {
                     Action::ChoiceToggle if c.typed.is_none() => {
-                        c.choice = flip(c.choice);
+                        c.choice = c.choice.flip();
                         None
                     }
                     Action::Input(ch) => {
@@ -790,6 +925,13 @@ impl App {
                             Some((_, typed)) => typed.pop(),
                             None => c.reason.pop(),
                         };
+                        None
+                    }
+                    Action::ClearInput => {
+                        match &mut c.typed {
+                            Some((_, typed)) => typed.clear(),
+                            None => c.reason.clear(),
+                        }
                         None
                     }
                     Action::Submit if now - c.opened_at < CONFIRM_GUARD_MS => None,
@@ -825,39 +967,6 @@ impl App {
             self.say(Level::Info, "cancelled: nothing was done");
             return None;
         }
-        let reason = Some(c.reason.trim().to_owned()).filter(|r| !r.is_empty());
-        Some(match c.command {
-            Command::Deploy {
-                application,
-                environment,
-                version,
-                dry_run,
-                ..
-            } => Command::Deploy {
-                application,
-                environment,
-                version,
-                dry_run,
-                reason,
-            },
-            Command::Rollback {
-                application,
-                environment,
-                ..
-            } => Command::Rollback {
-                application,
-                environment,
-                reason,
-            },
-            Command::Cancel { id, .. } => Command::Cancel { id, reason },
-            other => other,
-        })
-    }
-}
-
-fn flip(c: Choice) -> Choice {
-    match c {
-        Choice::Cancel => Choice::Confirm,
-        Choice::Confirm => Choice::Cancel,
+        Some(c.command_with_reason())
     }
 }

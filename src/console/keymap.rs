@@ -20,6 +20,8 @@ pub enum Mode {
     Prompt,
     /// The plan of an application's environment.
     Plan,
+    /// A list to pick from (the version picker), or a scrollable page (a target's detail).
+    List,
 }
 
 /// The action for `key` in `mode`, if any.
@@ -27,16 +29,40 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
     if key.kind != KeyEventKind::Press {
         return None;
     }
-    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
-        return Some(if mode == Mode::Normal {
-            Action::Quit
-        } else {
-            Action::Dismiss
-        });
+    if key.modifiers.contains(KeyModifiers::CONTROL) {
+        // Control keys never type a letter: Ctrl-U clears a prompt, as in a shell.
+        return match key.code {
+            KeyCode::Char('c') if mode == Mode::Normal => Some(Action::Quit),
+            KeyCode::Char('c') => Some(Action::Dismiss),
+            KeyCode::Char('u') if typing(mode) => Some(Action::ClearInput),
+            KeyCode::Char('d') => Some(Action::PageDown),
+            KeyCode::Char('b') => Some(Action::PageUp),
+            _ => None,
+        };
     }
     match mode {
         Mode::Help => match key.code {
             KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?' | 'q' | 'E') => Some(Action::Dismiss),
+            KeyCode::Up | KeyCode::Char('k') => Some(Action::Up),
+            KeyCode::Down | KeyCode::Char('j') => Some(Action::Down),
+            KeyCode::PageUp => Some(Action::PageUp),
+            KeyCode::PageDown | KeyCode::Char(' ') => Some(Action::PageDown),
+            KeyCode::Home | KeyCode::Char('g') => Some(Action::Top),
+            KeyCode::End | KeyCode::Char('G') => Some(Action::Bottom),
+            _ => None,
+        },
+        Mode::List => match key.code {
+            KeyCode::Esc | KeyCode::Char('q') => Some(Action::Dismiss),
+            KeyCode::Enter => Some(Action::Submit),
+            KeyCode::Up | KeyCode::Char('k') => Some(Action::Up),
+            KeyCode::Down | KeyCode::Char('j') => Some(Action::Down),
+            KeyCode::PageUp => Some(Action::PageUp),
+            KeyCode::PageDown => Some(Action::PageDown),
+            KeyCode::Home | KeyCode::Char('g') => Some(Action::Top),
+            KeyCode::End | KeyCode::Char('G') => Some(Action::Bottom),
+            KeyCode::Char('r') => Some(Action::Retry),
+            KeyCode::Char('s') => Some(Action::Skip),
+            KeyCode::Char('f') => Some(Action::FilterTarget),
             _ => None,
         },
         Mode::Confirm => match key.code {
@@ -69,6 +95,10 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
     }
 }
 
+fn typing(mode: Mode) -> bool {
+    matches!(mode, Mode::Confirm | Mode::TypedConfirm | Mode::Prompt)
+}
+
 fn normal(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Char('?') => Action::Help,
@@ -83,6 +113,7 @@ fn normal(code: KeyCode) -> Option<Action> {
         KeyCode::Home | KeyCode::Char('g') => Action::Top,
         KeyCode::End | KeyCode::Char('G') => Action::Bottom,
         KeyCode::Tab => Action::NextPanel,
+        KeyCode::BackTab => Action::PrevPanel,
         KeyCode::Enter => Action::Open,
         KeyCode::Esc => Action::Back,
         KeyCode::Char('D') => Action::Deploy,
@@ -90,6 +121,9 @@ fn normal(code: KeyCode) -> Option<Action> {
         KeyCode::Char('R') => Action::Rollback,
         KeyCode::Char('c') => Action::Cancel,
         KeyCode::Char(' ') => Action::PauseResume,
+        KeyCode::Char('r') => Action::Retry,
+        KeyCode::Char('s') => Action::Skip,
+        KeyCode::Char('A') => Action::Abort,
         KeyCode::Char('p') => Action::Promote,
         KeyCode::Char('x') => Action::Revert,
         KeyCode::Char('t') => Action::TestHooks,
@@ -142,6 +176,25 @@ mod tests {
                 KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)
             ),
             Some(Action::Quit)
+        );
+    }
+
+    #[test]
+    fn control_keys_never_type_letters() {
+        let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        assert_eq!(action(Mode::Prompt, ctrl('u')), Some(Action::ClearInput));
+        assert_eq!(
+            action(Mode::TypedConfirm, ctrl('u')),
+            Some(Action::ClearInput)
+        );
+        assert_eq!(action(Mode::Confirm, ctrl('w')), None);
+        assert_eq!(action(Mode::Normal, ctrl('u')), None);
+        assert_eq!(
+            action(
+                Mode::Normal,
+                KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)
+            ),
+            Some(Action::PrevPanel)
         );
     }
 }

@@ -122,15 +122,20 @@ impl LogPane {
         }
     }
 
-    /// Adds a line; a scrolled-back view stays where it is.
+    /// Adds a line; a scrolled-back view stays where it is (until the lines it shows age out).
     pub fn push(&mut self, line: LogLine) {
         if self.lines.len() == self.capacity {
             self.lines.pop_front();
         }
         if self.offset > 0 && self.filter.matches(&line) {
-            self.offset += 1;
+            self.offset = (self.offset + 1).min(self.lines.len());
         }
         self.lines.push_back(line);
+    }
+
+    /// Every line held, oldest first (a target's detail reads its own).
+    pub fn lines(&self) -> impl Iterator<Item = &LogLine> {
+        self.lines.iter()
     }
 
     /// Lines held.
@@ -148,16 +153,17 @@ impl LogPane {
         self.offset == 0
     }
 
-    /// The `height` matching lines to show, oldest first.
+    /// The `height` matching lines to show, oldest first. Scrolled back past the oldest line
+    /// (lines aged out during a flood), the oldest lines show.
     pub fn visible(&self, height: usize) -> Vec<&LogLine> {
-        let mut out: Vec<&LogLine> = self
+        let matching: Vec<&LogLine> = self
             .lines
             .iter()
             .rev()
             .filter(|l| self.filter.matches(l))
-            .skip(self.offset)
-            .take(height)
             .collect();
+        let skip = self.offset.min(matching.len().saturating_sub(height));
+        let mut out: Vec<&LogLine> = matching.into_iter().skip(skip).take(height).collect();
         out.reverse();
         out
     }
@@ -173,8 +179,9 @@ impl LogPane {
     }
 
     /// Scrolls forward `n` lines (back to following at the newest).
-    pub fn scroll_down(&mut self, n: usize) {
-        self.offset = self.offset.saturating_sub(n);
+    pub fn scroll_down(&mut self, n: usize, height: usize) {
+        let max = self.matching().saturating_sub(height);
+        self.offset = self.offset.min(max).saturating_sub(n);
     }
 
     /// Jumps to the oldest line.
@@ -253,5 +260,30 @@ mod tests {
         assert_eq!(p.visible(1)[0].at, 150);
         p.top(3);
         assert_eq!(p.visible(3)[0].at, 51);
+    }
+
+    #[test]
+    fn a_flood_past_the_top_still_shows_the_oldest_lines() {
+        let mut p = LogPane::with_capacity(50);
+        for i in 0..50 {
+            p.push(line(i, Level::Info, "a", None));
+        }
+        p.top(10);
+        assert_eq!(p.visible(10)[0].at, 0);
+        // The flood goes on while the operator reads the top: old lines age out.
+        for i in 50..500 {
+            p.push(line(i, Level::Info, "a", None));
+        }
+        let shown = p.visible(10);
+        assert_eq!(
+            shown.len(),
+            10,
+            "never \"no log lines match\" with no filter"
+        );
+        assert_eq!(shown[0].at, 450, "the oldest line still held");
+        p.scroll_down(1, 10);
+        assert_eq!(p.visible(10)[0].at, 451, "one key moves one line at once");
+        p.top(10);
+        assert_eq!(p.visible(10)[0].at, 450);
     }
 }

@@ -56,6 +56,9 @@ where
     tokio::pin!(signals);
     let mut last_draw: Option<Instant> = None;
     let mut keyed = true;
+    if let Ok(size) = terminal.size() {
+        app.update(Action::Resize(size.width, size.height));
+    }
     loop {
         if app.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
             terminal
@@ -82,7 +85,7 @@ where
                         let _ = handle.commands.try_send(cmd);
                     }
                 }
-                Some(Ok(Event::Resize(..))) => { app.dirty = true; keyed = true; }
+                Some(Ok(Event::Resize(w, h))) => { app.update(Action::Resize(w, h)); keyed = true; }
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => return Ok(Exit::Hangup),
             },

@@ -11,7 +11,7 @@ use super::run::{self, Exit, TerminalGuard};
 use super::theme::Theme;
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::engine::handle::{self, Command};
+use crate::engine::handle;
 use crate::operator::Operator;
 
 /// How the console starts.
@@ -21,8 +21,8 @@ pub struct Options {
     pub readonly: bool,
     /// `--theme`.
     pub theme: Option<String>,
-    /// A command to send once the engine is up (the demo's deploy).
-    pub start: Option<Command>,
+    /// Open the first live deployment and say this about it (the demo's deploy).
+    pub open_first: Option<String>,
     /// On quit, stop everything instead of handing deployments to a background worker.
     pub stop_on_quit: bool,
 }
@@ -75,9 +75,13 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     for w in &theme.warnings {
         tracing::warn!("{w}");
     }
-    if let Some(cmd) = options.start.clone() {
+    if let Some(text) = options.open_first.clone() {
         app.follow_next = true;
-        let _ = handle.commands.send(cmd).await;
+        app.flash = Some(super::app::Flash {
+            text,
+            level: crate::plugin::Level::Info,
+            at: app.now,
+        });
     }
     let ended = {
         let mut terminal = match run::init() {

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use ratatui::style::{Color, Modifier, Style};
 use serde::Deserialize;
 
+use crate::deploy::state::{DeploymentState, Kind, TargetState};
 use crate::plugin::Level;
 
 /// Every slot a theme must define (after inheritance).
@@ -35,6 +36,8 @@ pub const SLOTS: &[&str] = &[
     "status.skipped",
     "status.cancelled",
     "status.interrupted",
+    "status.rolled_back",
+    "status.partial",
     "log.error",
     "log.warn",
     "log.info",
@@ -225,21 +228,34 @@ impl Theme {
             .unwrap_or_default()
     }
 
-    /// The style of a target or deployment state.
-    pub fn status(&self, state: &str) -> Style {
-        let slot = match state {
-            "deployed" | "unchanged" | "rolled_back" | "success" | "done" | "planned" => {
-                "status.ok"
-            }
-            "running" | "pending_running" => "status.running",
-            "retrying" => "status.retrying",
-            "failed" | "rollback_failed" | "error" => "status.failed",
-            "skipped" => "status.skipped",
-            "cancelled" => "status.cancelled",
-            "interrupted" | "paused" => "status.interrupted",
-            _ => "status.pending",
-        };
-        self.get(slot)
+    /// The style of a target's state.
+    pub fn target(&self, state: TargetState) -> Style {
+        use TargetState as T;
+        self.get(match state {
+            T::Deployed | T::Unchanged | T::RolledBack | T::Planned => "status.ok",
+            T::Running => "status.running",
+            T::Retrying => "status.retrying",
+            T::Failed | T::RollbackFailed => "status.failed",
+            T::Skipped => "status.skipped",
+            T::Interrupted => "status.interrupted",
+            T::Pending => "status.pending",
+        })
+    }
+
+    /// The style of a deployment's state: a rolled-back or aborted deploy is neither pending
+    /// nor a success.
+    pub fn deployment(&self, state: DeploymentState, kind: Kind) -> Style {
+        use DeploymentState as D;
+        self.get(match state {
+            D::Deployed | D::Planned => "status.ok",
+            D::RolledBack if kind == Kind::Rollback => "status.ok",
+            D::RolledBack | D::Aborted => "status.rolled_back",
+            D::DeployedWithSkips => "status.partial",
+            D::Running | D::Queued => "status.running",
+            D::Failed | D::FailedAwaiting => "status.failed",
+            D::Cancelled | D::Cancelling => "status.cancelled",
+            D::Paused | D::Interrupted => "status.interrupted",
+        })
     }
 
     /// The style of a log level.

@@ -7,12 +7,14 @@ mod modal;
 mod widgets;
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::app::{App, Screen};
+use super::layout;
 use super::theme::Theme;
+use crate::deploy::state::{DeploymentState, Topic};
 use crate::engine::handle::EngineMode;
 
 /// Everything a view reads.
@@ -32,14 +34,7 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
         ratatui::widgets::Block::default().style(theme.get("base")),
         area,
     );
-    let has_flash = app.flash.is_some();
-    let [header, body, flash, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(4),
-        Constraint::Length(u16::from(has_flash)),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [header, body, flash, footer] = layout::screen(area, app.flash.is_some());
     render_header(frame, header, &ctx);
     match &app.screen {
         Screen::Home => home::render(frame, body, &ctx),
@@ -85,17 +80,14 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             ));
             spans.push(Span::styled(format!(" {} {}", d.application, d.version), h));
             spans.push(sep.clone());
-            spans.push(Span::styled(widgets::kind_of(d), h));
+            spans.push(Span::styled(d.kind.to_string(), h));
             spans.push(sep.clone());
-            let state = widgets::state_of(d);
             spans.push(Span::styled(
-                state.to_uppercase(),
-                h.patch(theme.status(&state)),
+                d.state.as_str().to_uppercase(),
+                h.patch(theme.deployment(d.state, d.kind)),
             ));
-            if let Some(p) = d
-                .phase
-                .as_deref()
-                .filter(|p| !matches!(*p, "done" | "failed") && *p != state)
+            if d.state == DeploymentState::Running
+                && let Some(p) = &d.phase
             {
                 spans.push(Span::styled(format!(" {p}"), h));
             }
@@ -130,34 +122,65 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 }
 
 fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-    let keys: &[(&str, &str)] = match ctx.app.screen {
-        Screen::Home => &[
+    let app = ctx.app;
+    let mut keys: Vec<(&str, &str)> = match app.screen {
+        Screen::Home => vec![
             ("Enter", "plan/open"),
             ("D", "deploy"),
+            ("R", "rollback"),
             ("d", "dry-run"),
-            ("R", "rollback"),
             ("c", "cancel"),
             ("Tab", "panel"),
-            ("?", "help"),
-            ("q", "quit"),
         ],
-        Screen::Deployment(_) => &[
-            ("Space", "pause/resume"),
-            ("c", "cancel"),
-            ("R", "rollback"),
-            ("/", "filter"),
-            ("L", "level"),
-            ("f", "target"),
-            ("Tab", "panel"),
-            ("Esc", "back"),
-            ("?", "help"),
-            ("q", "quit"),
-        ],
+        Screen::Deployment(_) => deployment_keys(app),
     };
+    // `? help` and `q quit` always show; others go from the right when the line is full.
+    let always = [("?", "help"), ("q", "quit")];
+    let width = |k: &[(&str, &str)]| -> usize {
+        k.iter()
+            .map(|(k, w)| k.chars().count() + w.chars().count() + 3)
+            .sum()
+    };
+    while !keys.is_empty() && width(&keys) + width(&always) > usize::from(area.width) {
+        keys.pop();
+    }
+    keys.extend(always);
     let mut spans = Vec::new();
     for (k, what) in keys {
         spans.push(Span::styled(format!(" {k}"), ctx.theme.get("key")));
         spans.push(Span::styled(format!(" {what} "), ctx.theme.get("muted")));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The deployment screen's keys: what the deployment takes now first.
+fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+    let mut keys = Vec::new();
+    if let Some(d) = app.deployment() {
+        if d.takes(Topic::Retry) {
+            keys.push(("r", "retry"));
+        }
+        if d.takes(Topic::Skip) && d.state == DeploymentState::FailedAwaiting {
+            keys.push(("s", "skip"));
+        }
+        if d.takes(Topic::Abort) {
+            keys.push(("A", "abort"));
+        }
+        if d.takes(Topic::Resume) {
+            keys.push(("Space", "resume"));
+        } else if d.takes(Topic::Pause) {
+            keys.push(("Space", "pause"));
+        }
+        if d.status.is_live() {
+            keys.push(("c", "cancel"));
+        }
+    }
+    keys.extend([
+        ("Enter", "target"),
+        ("Esc", "back"),
+        ("/", "filter"),
+        ("Tab", "panel"),
+        ("L", "level"),
+    ]);
+    keys
 }

@@ -1,21 +1,22 @@
-//! Steps the deploy workflows share: plan, plugin configuration, validation, the live releases
-//! before anything changes, and one target's deploy or rollback, fanned out over a batch.
+//! The bodies of the deploy workflows' steps: the request a plugin gets, the secrets open for
+//! one call, and one target's deploy or rollback with the release record that commits with it.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::DeployEnv;
-use super::plan::{self, Batch, Plan, PlannedTarget};
+use super::plan::PlannedTarget;
+use super::records::{ReleaseRecord, RolledBack};
+use super::releases::{Live, Move};
+use super::state::TargetState;
 use crate::config::EnvSpec;
 use crate::plugin::{
-    Capabilities, Capability, OnError, PluginHandle, Release, Request, Secrets, Target,
-    TargetStatus, fan_out,
+    Capabilities, Capability, PluginHandle, Request, Secrets, Target, TargetStatus,
 };
-use crate::workflow::store::{Effect, ReleaseRecord};
-use crate::workflow::{Interrupt, RetryPolicy, StepError, StepInfo, StepResult, WfCtx};
+use crate::workflow::store::Effect;
+use crate::workflow::{RetryPolicy, StepError, StepInfo};
 
 /// What Configure told us about the plugin, recorded before any target is touched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,21 +27,12 @@ pub struct PluginInfo {
     pub capabilities: Capabilities,
 }
 
-/// A moniker's live release and the one before it, from manent's records.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Live {
-    /// Live now.
-    pub current: Option<Release>,
-    /// Live before it (what a rollback restores).
-    pub previous: Option<Release>,
-}
-
 /// One target step's recorded result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetDone {
-    /// What the plugin reported.
-    pub status: TargetStatus,
-    /// Its message.
+    /// Where the target is now.
+    pub status: TargetState,
+    /// What the plugin (or the operator) said.
     pub message: String,
     /// Time the call took.
     pub duration_ms: u64,
@@ -63,54 +55,12 @@ pub fn target_policy(spec: &EnvSpec) -> RetryPolicy {
 
 /// Policy of the engine's own steps (no plugin involved): a crash during one spends an attempt
 /// of the persisted budget, so they have room for a few.
-fn internal() -> RetryPolicy {
+pub fn internal() -> RetryPolicy {
     RetryPolicy {
         max_retries: 5,
         base: std::time::Duration::from_millis(100),
         ..RetryPolicy::default()
     }
-}
-
-/// Step `plan` of a deploy: the version must be known.
-pub async fn plan(ctx: &WfCtx, spec: &EnvSpec) -> Result<StepResult<Plan>, Interrupt> {
-    ctx.step("plan", &internal(), |_| async {
-        if spec.artifact.version.is_empty() {
-            return Err(StepError::Permanent(format!(
-                "{}: artifact.version is empty; set it or pass --version",
-                spec.descriptor.display()
-            )));
-        }
-        plan::compute(spec).map_err(StepError::Permanent)
-    })
-    .await
-}
-
-/// Step `plan` of a rollback: targets and batches only.
-pub async fn plan_targets(ctx: &WfCtx, spec: &EnvSpec) -> Result<StepResult<Plan>, Interrupt> {
-    ctx.step("plan", &internal(), |_| async {
-        plan::compute(spec).map_err(StepError::Permanent)
-    })
-    .await
-}
-
-/// Step `plugin.configure`: starts the plugin if needed and records its capabilities.
-pub async fn configure(
-    env: &DeployEnv,
-    ctx: &WfCtx,
-    spec: &EnvSpec,
-) -> Result<StepResult<PluginInfo>, Interrupt> {
-    let policy = RetryPolicy {
-        timeout: None,
-        ..target_policy(spec)
-    };
-    ctx.step("plugin.configure", &policy, |_| async {
-        let h = env.plugin(spec).await?;
-        Ok(PluginInfo {
-            origin: h.origin.clone(),
-            capabilities: h.capabilities.clone(),
-        })
-    })
-    .await
 }
 
 /// Parallelism to use with a plugin: what the descriptor asks, if the plugin can take it.
@@ -162,134 +112,20 @@ pub fn secrets(
     (s, Some(g))
 }
 
-/// Step `validate`: the plugin checks the whole request, without secrets, within the
-/// validation time limit.
-pub async fn validate(
-    env: &DeployEnv,
-    ctx: &WfCtx,
-    spec: &EnvSpec,
-    plan: &Plan,
-    par: u32,
-) -> Result<StepResult<()>, Interrupt> {
-    let policy = RetryPolicy {
-        timeout: Some(spec.validate_timeout),
-        ..target_policy(spec)
-    };
-    let targets = plan.request_targets();
-    ctx.step("validate", &policy, |info| {
-        let targets = targets.clone();
-        async move {
-            let h = env.plugin(spec).await?;
-            let req = request(spec, ctx.id(), targets, par, Secrets::none(), Some(&info));
-            h.deployer.validate(&req).await.map_err(|e| {
-                StepError::from(e.context(format!("{} rejected the deploy", spec.plugin)))
-            })
-        }
-    })
-    .await
-}
-
-/// Step `releases.before`: what manent recorded as live on each moniker, before any change.
-pub async fn live(
-    env: &DeployEnv,
-    ctx: &WfCtx,
-    spec: &EnvSpec,
-) -> Result<StepResult<BTreeMap<String, Live>>, Interrupt> {
-    ctx.step("releases.before", &internal(), |_| async {
-        let rows = env
-            .store
-            .releases(&spec.subject())
-            .await
-            .map_err(|e| StepError::Retryable(e.to_string()))?;
-        let mut live: BTreeMap<String, Live> = BTreeMap::new();
-        for r in rows.into_iter().filter(|r| r.rolled_back_by.is_none()) {
-            let release = Release {
-                version: r.version,
-                artifact: serde_json::from_str(&r.artifact).unwrap_or_default(),
-                deployment_id: r.deployment_id,
-            };
-            let entry = live.entry(r.moniker).or_default();
-            entry.previous = entry.current.replace(release);
-        }
-        Ok(live)
-    })
-    .await
-}
-
-/// Results of a batch: per target, its step result (None: never started).
-pub type BatchResults = Vec<(PlannedTarget, Option<StepResult<TargetDone>>)>;
-
-/// Runs `body` as step `{action}:b{batch}:{target}` for each target of `batch`, `parallelism`
-/// at a time. With `OnError::Stop`, nothing new starts after a failure; targets a crash
-/// interrupted are always finished, and a replay starts exactly the targets the first run did.
-pub async fn run_batch<'a, F, Fut>(
-    ctx: &WfCtx,
-    action: &str,
-    batch: &'a Batch,
-    parallelism: u32,
-    on_error: OnError,
-    policy: &RetryPolicy,
-    body: F,
-) -> Result<BatchResults, Interrupt>
-where
-    F: Fn(&'a PlannedTarget, StepInfo) -> Fut,
-    Fut: Future<Output = Result<(TargetDone, Vec<Effect>), StepError>>,
-{
-    let ids = ctx.reserve(u32::try_from(batch.targets.len()).unwrap_or(u32::MAX));
-    let failed_before = on_error == OnError::Stop && ids.iter().any(|id| ctx.recorded_failure(*id));
-    let items: Vec<(u32, &PlannedTarget)> = ids
-        .into_iter()
-        .zip(&batch.targets)
-        .filter(|(id, _)| !failed_before || ctx.was_started(*id))
-        .collect();
-    let body = &body;
-    let results = fan_out(
-        items.iter().copied(),
-        usize::try_from(parallelism).unwrap_or(1),
-        on_error,
-        |(id, _)| ctx.was_started(*id),
-        |(id, t)| {
-            let name = format!("{action}:b{}:{}", batch.index, t.name);
-            async move { (t, ctx.step_at(id, name, policy, |info| body(t, info)).await) }
-        },
-        |(_, r)| !matches!(r, Ok(Ok(_))),
-    )
-    .await;
-    let mut by_name: BTreeMap<&str, StepResult<TargetDone>> = BTreeMap::new();
-    for (t, r) in results.into_iter().flatten() {
-        by_name.insert(&t.name, r?);
-    }
-    Ok(batch
-        .targets
-        .iter()
-        .map(|t| (t.clone(), by_name.remove(t.name.as_str())))
-        .collect())
-}
-
-fn release_record(spec: &EnvSpec, wf: &str, t: &PlannedTarget) -> ReleaseRecord {
-    ReleaseRecord {
-        moniker: t.moniker.to_string(),
-        subject: spec.subject(),
-        version: spec.artifact.version.clone(),
-        artifact: serde_json::to_string(&spec.artifact).unwrap_or_default(),
-        deployment_id: wf.to_owned(),
-        recorded_at: crate::sys::now_ms(),
-        rolled_back_by: None,
-    }
-}
-
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// One target's deploy: the plugin's Deploy on that target, secrets open for the call; the
-/// release is recorded in the same transaction as the step.
+/// One target's deploy: the plugin's Deploy on that target, secrets open for the call. The
+/// release is recorded in the same transaction as the step — unless the target already ran
+/// this version, so a redeploy never becomes the "previous" release a rollback goes to.
 pub async fn deploy_target(
     env: &DeployEnv,
     spec: &EnvSpec,
     wf: &str,
     plugin: &PluginHandle,
     t: &PlannedTarget,
+    before: Option<&Live>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let (secrets, _open) = secrets(env, spec);
@@ -309,14 +145,23 @@ pub async fn deploy_target(
         })?;
     match r.status {
         TargetStatus::Deployed | TargetStatus::Unchanged => {
+            let version = &spec.artifact.version;
+            let already = before
+                .and_then(|l| l.current.as_ref())
+                .is_some_and(|c| &c.version == version);
             let done = TargetDone {
-                status: r.status,
+                status: r.status.into(),
                 message: r.message,
                 duration_ms: elapsed_ms(started),
                 attempt: info.attempt,
-                version: spec.artifact.version.clone(),
+                version: version.clone(),
             };
-            Ok((done, vec![Effect::Release(release_record(spec, wf, t))]))
+            let effects = if already {
+                Vec::new()
+            } else {
+                vec![release_record(spec, wf, t).effect()]
+            };
+            Ok((done, effects))
         }
         other => Err(StepError::Retryable(format!(
             "{} reported {} for {}: {}",
@@ -328,23 +173,30 @@ pub async fn deploy_target(
     }
 }
 
-/// One target's rollback to `to`: the moniker's release from `from` is marked rolled back in
-/// the same transaction as the step.
+fn release_record(spec: &EnvSpec, wf: &str, t: &PlannedTarget) -> ReleaseRecord {
+    ReleaseRecord {
+        id: 0,
+        moniker: t.moniker.to_string(),
+        subject: spec.subject(),
+        version: spec.artifact.version.clone(),
+        artifact: serde_json::to_string(&spec.artifact).unwrap_or_default(),
+        deployment_id: wf.to_owned(),
+        recorded_at: crate::sys::now_ms(),
+        rolled_back_by: None,
+    }
+}
+
+/// One target's rollback along `mv`: the releases after `mv.to` are marked rolled back in the
+/// same transaction as the step, so `mv.to` is live again.
 pub async fn rollback_target(
     env: &DeployEnv,
     spec: &EnvSpec,
     wf: &str,
     plugin: &PluginHandle,
     t: &PlannedTarget,
-    live: &Live,
+    mv: &Move,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
-    let (Some(from), Some(to)) = (&live.current, &live.previous) else {
-        return Err(StepError::Permanent(format!(
-            "{} has no earlier release recorded to roll back to",
-            t.name
-        )));
-    };
     let rb = plugin
         .deployer
         .rollbacker()
@@ -353,7 +205,7 @@ pub async fn rollback_target(
     let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
     let started = Instant::now();
     let result = rb
-        .rollback(&req, to)
+        .rollback(&req, &mv.to.release())
         .await
         .map_err(|e| StepError::from(e.context(format!("{} on {}", plugin.name, t.name))))?;
     let r = result.targets.into_iter().find(|r| r.host == t.host);
@@ -366,19 +218,43 @@ pub async fn rollback_target(
         )));
     }
     let done = TargetDone {
-        status: TargetStatus::RolledBack,
+        status: TargetState::RolledBack,
         message: r
             .map(|r| r.message)
             .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| format!("rolled back from {} to {}", from.version, to.version)),
+            .unwrap_or_else(|| {
+                format!("rolled back from {} to {}", mv.from.version, mv.to.version)
+            }),
         duration_ms: elapsed_ms(started),
         attempt: info.attempt,
-        version: to.version.clone(),
+        version: mv.to.version.clone(),
     };
-    let effect = Effect::RolledBack {
+    let effect = RolledBack {
         moniker: t.moniker.to_string(),
-        deployment_id: from.deployment_id.clone(),
+        to: Some(mv.to.id),
         by: wf.to_owned(),
-    };
+    }
+    .effect();
     Ok((done, vec![effect]))
+}
+
+/// The moves an undo makes: every target this deploy changed goes back to what was live before
+/// it. Targets new to manent (nothing was live) have nowhere to go.
+pub fn undo_moves(
+    changed: &[&PlannedTarget],
+    before: &BTreeMap<String, Live>,
+    spec: &EnvSpec,
+    wf: &str,
+) -> Vec<Move> {
+    changed
+        .iter()
+        .filter_map(|t| {
+            let previous = before.get(&t.moniker.to_string())?.current.clone()?;
+            Some(Move {
+                target: t.name.clone(),
+                from: release_record(spec, wf, t),
+                to: previous,
+            })
+        })
+        .collect()
 }

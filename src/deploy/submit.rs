@@ -1,11 +1,18 @@
 //! Starting deploys and rollbacks, in-process or for an engine running elsewhere: one live
-//! deployment per application and environment; re-running an interrupted deploy resumes it.
+//! deployment per application and environment. Re-running an interrupted deploy resumes it; re-
+//! running a deploy whose targets failed retries them; a new deploy replaces one that failed
+//! and waits for a decision. A rollback with nothing to go back to is refused before it starts.
 
+use super::command::{self, OperatorCommand};
+use super::plan;
+use super::records::Db;
+use super::releases::{self, Move, Transitions};
+use super::state::Phase;
 use super::{DEPLOY, DeployInput, ROLLBACK, RollbackInput, VERSION};
 use crate::config::EnvSpec;
 use crate::operator::Operator;
 use crate::workflow::StoreError;
-use crate::workflow::store::{NewWorkflow, Started, Store, WorkflowRow};
+use crate::workflow::store::{NewWorkflow, Started, WorkflowRow};
 
 /// What a submission did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -14,13 +21,15 @@ pub enum Submitted {
     Started(String),
     /// The same deploy was interrupted; it continues from its last checkpoint.
     Resuming(String),
+    /// The same deploy failed on targets and waited for a decision: they run again.
+    Retrying(String),
 }
 
 impl Submitted {
     /// The deployment id.
     pub fn id(&self) -> &str {
         match self {
-            Submitted::Started(id) | Submitted::Resuming(id) => id,
+            Submitted::Started(id) | Submitted::Resuming(id) | Submitted::Retrying(id) => id,
         }
     }
 }
@@ -38,6 +47,9 @@ pub enum SubmitError {
         what: String,
         subject: String,
     },
+    /// A rollback with nowhere to go.
+    #[error("{0}")]
+    NothingToRollBack(String),
     /// The database refused.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -62,20 +74,33 @@ pub fn new_id() -> String {
     format!("dep-{date}-{time}-{:04x}", fastrand::u16(..))
 }
 
-fn describe(row: &WorkflowRow) -> String {
+fn describe(row: &WorkflowRow, phase: Option<&Phase>) -> String {
     let input: Option<DeployInput> = serde_json::from_str(&row.inputs).ok();
-    match input {
+    let what = match input {
         Some(i) if row.name == DEPLOY => {
             format!("deploy of {} by {}", i.spec.artifact.version, i.operator)
         }
         _ => row.name.clone(),
+    };
+    match phase {
+        Some(p @ Phase::AwaitingDecision { .. }) => format!("{what}: {p}"),
+        _ => what,
     }
 }
 
-/// Submits a deploy. An identical deploy that is still live (interrupted by a crash, say) is
-/// resumed instead of refused.
+async fn phase_of(db: &dyn Db, id: &str) -> Option<Phase> {
+    db.events(id)
+        .await
+        .ok()?
+        .get("phase")
+        .and_then(|p| serde_json::from_str(p).ok())
+}
+
+/// Submits a deploy. An identical deploy that is still live is resumed (interrupted by a crash,
+/// say) or retried (its targets failed); a different one that failed and waits for a decision
+/// is replaced, and the journal says so.
 pub async fn deploy(
-    store: &dyn Store,
+    db: &dyn Db,
     spec: &EnvSpec,
     dry_run: bool,
     sub: &Submission<'_>,
@@ -91,39 +116,120 @@ pub async fn deploy(
         spec.artifact.version,
         spec.targets.len()
     );
-    let same = |row: &WorkflowRow| {
-        row.name == DEPLOY
-            && serde_json::from_str::<DeployInput>(&row.inputs)
-                .is_ok_and(|i| i.spec == input.spec && i.dry_run == input.dry_run)
-    };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
-    submit(store, DEPLOY, inputs, spec, detail, sub, same).await
+    let mut replaced = false;
+    loop {
+        let live = match submit(db, DEPLOY, inputs.clone(), spec, detail.clone(), sub).await? {
+            Ok(id) => return Ok(Submitted::Started(id)),
+            Err(live) => live,
+        };
+        let same = live.name == DEPLOY
+            && serde_json::from_str::<DeployInput>(&live.inputs)
+                .is_ok_and(|i| i.spec == input.spec && i.dry_run == input.dry_run);
+        let phase = phase_of(db, &live.id).await;
+        let awaiting = matches!(phase, Some(Phase::AwaitingDecision { .. }));
+        if same && awaiting {
+            let retry = OperatorCommand::Retry {
+                targets: Vec::new(),
+            };
+            command::send(db, sub.operator, &live.id, &retry, sub.reason)
+                .await
+                .map_err(|e| match e {
+                    command::CommandError::Store(s) => SubmitError::Store(s),
+                    other => SubmitError::Store(StoreError::Conflict(other.to_string())),
+                })?;
+            return Ok(Submitted::Retrying(live.id));
+        }
+        if same {
+            return Ok(Submitted::Resuming(live.id));
+        }
+        if awaiting && live.name == DEPLOY && !replaced {
+            let note = format!(
+                "replaced by a deploy of {} (it failed and waited for a decision)",
+                spec.artifact.version
+            );
+            let entry = sub.operator.journal(
+                "cancel",
+                Some(&live.id),
+                Some(&spec.subject()),
+                Some(note),
+                sub.reason,
+            );
+            db.cancel(&live.id, vec![entry.record()]).await?;
+            replaced = true;
+            continue;
+        }
+        return Err(SubmitError::Busy {
+            what: describe(&live, phase.as_ref()),
+            id: live.id,
+            subject: spec.subject(),
+        });
+    }
 }
 
-/// Submits a rollback of `spec`'s application and environment.
+/// Where a rollback of `spec` would take each target, from manent's records; an error when no
+/// target has anywhere to go.
+pub async fn rollback_moves(db: &dyn Db, spec: &EnvSpec) -> Result<Vec<Move>, SubmitError> {
+    let plan = plan::compute(spec).map_err(SubmitError::NothingToRollBack)?;
+    let live = releases::live(db.releases(&spec.subject()).await?);
+    let moves = releases::moves(&plan, &live);
+    if moves.is_empty() {
+        let why = if live.is_empty() {
+            "manent has recorded no release of it yet".to_owned()
+        } else {
+            "every target is on the only version manent recorded for it".to_owned()
+        };
+        return Err(SubmitError::NothingToRollBack(format!(
+            "nothing to roll back on {}: {why}",
+            spec.subject()
+        )));
+    }
+    Ok(moves)
+}
+
+/// Submits a rollback of `spec`'s application and environment, refused when nothing has
+/// anywhere to go back to.
 pub async fn rollback(
-    store: &dyn Store,
+    db: &dyn Db,
     spec: &EnvSpec,
     sub: &Submission<'_>,
 ) -> Result<Submitted, SubmitError> {
+    let moves = rollback_moves(db, spec).await?;
     let input = RollbackInput {
         spec: spec.clone(),
         operator: sub.operator.display(),
     };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
-    let detail = format!("{} targets to their previous release", spec.targets.len());
-    submit(store, ROLLBACK, inputs, spec, detail, sub, |_| false).await
+    let detail = Transitions::of(&moves).to_string();
+    match submit(db, ROLLBACK, inputs, spec, detail, sub).await? {
+        Ok(id) => Ok(Submitted::Started(id)),
+        Err(live) => {
+            let phase = phase_of(db, &live.id).await;
+            let mut what = describe(&live, phase.as_ref());
+            if matches!(phase, Some(Phase::AwaitingDecision { .. })) {
+                what.push_str(&format!(
+                    "; `manent abort {}` rolls back what it changed",
+                    live.id
+                ));
+            }
+            Err(SubmitError::Busy {
+                what,
+                id: live.id,
+                subject: spec.subject(),
+            })
+        }
+    }
 }
 
+/// Inserts the workflow; `Err(live)` when another deployment of the subject is live.
 async fn submit(
-    store: &dyn Store,
+    db: &dyn Db,
     kind: &str,
     inputs: String,
     spec: &EnvSpec,
     detail: String,
     sub: &Submission<'_>,
-    same: impl Fn(&WorkflowRow) -> bool,
-) -> Result<Submitted, SubmitError> {
+) -> Result<Result<String, WorkflowRow>, SubmitError> {
     let id = new_id();
     let subject = spec.subject();
     let journal = sub
@@ -135,25 +241,20 @@ async fn submit(
         definition_version: VERSION,
         inputs,
         subject: Some(subject.clone()),
-        dedup_key: Some(subject.clone()),
+        dedup_key: Some(subject),
         max_recovery_attempts: sub.max_recovery_attempts,
-        journal: Some(journal),
+        records: vec![journal.record()],
     };
     // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
     let started = crate::workflow::retry::until_committed(
-        || store.start(wf.clone()),
+        || db.start(wf.clone()),
         |e| {
             tracing::warn!(error = %e, "the database refused the new deployment; retrying");
         },
     )
     .await?;
-    match started {
-        Started::Created | Started::Existing(_) => Ok(Submitted::Started(id)),
-        Started::Duplicate(live) if same(&live) => Ok(Submitted::Resuming(live.id)),
-        Started::Duplicate(live) => Err(SubmitError::Busy {
-            what: describe(&live),
-            id: live.id,
-            subject,
-        }),
-    }
+    Ok(match started {
+        Started::Created | Started::Existing(_) => Ok(id),
+        Started::Duplicate(live) => Err(live),
+    })
 }

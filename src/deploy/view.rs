@@ -1,6 +1,6 @@
-//! A deployment as an operator sees it, read back from the database alone: status, phase, and
-//! each target's state, attempt and last message. The headless commands print it; a console
-//! attached to another process's engine renders it.
+//! A deployment as an operator sees it, read back from the database alone: its state, phase and
+//! the commands it takes, and each target's state, attempts and last message. The headless
+//! commands print it; the console renders it.
 
 use std::collections::BTreeMap;
 
@@ -8,10 +8,33 @@ use serde::{Deserialize, Serialize};
 
 use super::Report;
 use super::plan::Plan;
+use super::releases::Transitions;
+use super::state::{Action, DeploymentState, Ending, Kind, Phase, StepName, TargetState, Topic};
 use super::steps::TargetDone;
 use crate::config::EnvSpec;
-use crate::workflow::store::{AttemptOutcome, Store, WorkflowRow, WorkflowStatus};
+use crate::workflow::store::{AttemptOutcome, History, Store, WorkflowRow, WorkflowStatus};
 use crate::workflow::{StepFailure, StoreError};
+
+/// One attempt at a target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptView {
+    /// 1-based, within its round.
+    pub attempt: u32,
+    /// 1 for the first run of the target, 2 after an operator's first retry, …
+    pub round: u32,
+    /// What it did.
+    pub action: Action,
+    /// Epoch ms.
+    pub started_at: i64,
+    /// Epoch ms; None while it runs.
+    pub ended_at: Option<i64>,
+    /// How it ended.
+    pub outcome: Option<AttemptOutcome>,
+    /// Its error.
+    pub error: Option<String>,
+    /// The idempotency key the plugin saw.
+    pub key: String,
+}
 
 /// One target's state.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,15 +45,16 @@ pub struct TargetView {
     pub name: String,
     /// Batch, from 1.
     pub batch: u32,
-    /// `pending`, `running`, `retrying`, `interrupted`, `deployed`, `unchanged`, `failed`,
-    /// `skipped`, `rolled_back`.
-    pub state: String,
+    /// Where it is.
+    pub state: TargetState,
     /// Current or last attempt.
     pub attempt: u32,
     /// Time on the target, once done.
     pub duration_ms: Option<u64>,
     /// Last message or error.
     pub message: String,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<AttemptView>,
 }
 
 /// A deployment.
@@ -38,18 +62,22 @@ pub struct TargetView {
 pub struct DeploymentView {
     /// `dep-…`
     pub id: String,
-    /// `deploy` or `rollback`.
-    pub kind: String,
-    /// Lifecycle state.
+    /// Deploy, dry-run or rollback.
+    pub kind: Kind,
+    /// The engine's lifecycle state.
     pub status: WorkflowStatus,
+    /// The state an operator reads.
+    pub state: DeploymentState,
     /// Application.
     pub application: String,
     /// Environment.
     pub environment: String,
     /// Production environment.
     pub production: bool,
-    /// Version deployed.
+    /// Version deployed; for a rollback, where it goes (`2.4.0 → 2.3.0`).
     pub version: String,
+    /// A rollback's (or an abort's) version changes.
+    pub transitions: Transitions,
     /// Plugin.
     pub plugin: String,
     /// Dry-run.
@@ -57,14 +85,16 @@ pub struct DeploymentView {
     /// Who started it.
     pub operator: String,
     /// What it is doing now.
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
+    /// The operator commands it takes now.
+    pub accepts: Vec<Topic>,
     /// Number of batches.
     pub batches: u32,
     /// Targets in plan order.
     pub targets: Vec<TargetView>,
     /// The outcome, once finished.
     pub report: Option<Report>,
-    /// Operator commands not yet taken (`pause`, `resume`, …).
+    /// Operator commands not yet taken (`pause`, `skip`, …).
     pub pending_commands: Vec<String>,
     /// Runs so far (more than 1: it was resumed after a crash or a stop).
     pub runs: u32,
@@ -75,12 +105,9 @@ pub struct DeploymentView {
 }
 
 impl TargetView {
-    /// Finished without error: deployed, already there, rolled back, or planned (a dry run).
+    /// Finished without error.
     pub fn is_done(&self) -> bool {
-        matches!(
-            self.state.as_str(),
-            "deployed" | "unchanged" | "rolled_back" | "planned"
-        )
+        self.state.is_done()
     }
 }
 
@@ -94,6 +121,57 @@ impl DeploymentView {
     pub fn done(&self) -> usize {
         self.targets.iter().filter(|t| t.is_done()).count()
     }
+
+    /// The first target that failed, for a failed deployment's headline.
+    pub fn first_failure(&self) -> Option<&TargetView> {
+        self.targets.iter().find(|t| t.state.is_failed())
+    }
+
+    /// Why it failed, in one line: the report's message, else the first failed target's.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(r) = self.report.as_ref().filter(|r| !r.ok()) {
+            return Some(r.message.clone());
+        }
+        self.first_failure()
+            .map(|t| format!("{} failed: {}", t.name, t.message))
+    }
+
+    /// The failure an operator should read first, for a deployment that failed (and waits for
+    /// a decision, or rolled back).
+    pub fn headline_failure(&self) -> Option<String> {
+        let failed = match self.state {
+            DeploymentState::Failed | DeploymentState::FailedAwaiting => true,
+            DeploymentState::RolledBack => self.kind != Kind::Rollback,
+            _ => false,
+        };
+        if !failed {
+            return None;
+        }
+        self.first_failure()
+            .map(|t| format!("{} failed: {}", t.name, t.message))
+            .or_else(|| self.failure())
+    }
+
+    /// True when it takes `topic` now.
+    pub fn takes(&self, topic: Topic) -> bool {
+        self.accepts.contains(&topic)
+    }
+
+    /// The state when no engine runs it (a live deployment is then interrupted).
+    pub fn state_with(&self, engine_running: bool) -> DeploymentState {
+        match self.state {
+            DeploymentState::Running | DeploymentState::Queued | DeploymentState::Cancelling
+                if !engine_running =>
+            {
+                if self.status == WorkflowStatus::Cancelled {
+                    DeploymentState::Cancelled
+                } else {
+                    DeploymentState::Interrupted
+                }
+            }
+            s => s,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -105,78 +183,79 @@ struct Inputs {
     operator: String,
 }
 
-/// Splits `deploy:b2:web-1` into (`deploy`, 2, `web-1`).
-pub fn parse_step(name: &str) -> Option<(&str, u32, &str)> {
-    let mut parts = name.splitn(3, ':');
-    let action = parts.next()?;
-    let batch = parts.next()?.strip_prefix('b')?.parse().ok()?;
-    Some((action, batch, parts.next()?))
-}
-
-/// Loads deployment `id`; None if there is none.
+/// Loads deployment `id`, read at one moment; None if there is none.
 pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>, StoreError> {
-    match store.workflow(id).await? {
-        Some(row) => Ok(Some(of_row(store, row).await?)),
-        None => Ok(None),
-    }
+    Ok(store.state(id).await?.map(|s| {
+        build(
+            &s.row,
+            &s.events,
+            &s.history,
+            s.pending.into_iter().map(|m| m.topic).collect(),
+        )
+    }))
 }
 
-/// The deployment of a row already read (a listing has it).
+/// The deployment of a row a listing found, read again as a whole at one moment.
 pub async fn of_row(store: &dyn Store, row: WorkflowRow) -> Result<DeploymentView, StoreError> {
-    let events = store.events(&row.id).await?;
-    let history = store.history(&row.id).await?;
-    let pending = store.pending_messages(&row.id).await?;
-    Ok(build(
-        &row,
-        &events,
-        &history,
-        pending.into_iter().map(|m| m.topic).collect(),
-    ))
+    load(store, &row.id)
+        .await?
+        .ok_or(StoreError::NotFound(row.id))
+}
+
+fn event<T: serde::de::DeserializeOwned>(
+    events: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<T> {
+    events.get(key).and_then(|v| serde_json::from_str(v).ok())
+}
+
+/// What one target step left behind, by step id.
+struct Latest<'a> {
+    id: u32,
+    action: Action,
+    record: Option<&'a crate::workflow::store::StepRecord>,
 }
 
 fn build(
     row: &WorkflowRow,
     events: &BTreeMap<String, String>,
-    history: &crate::workflow::store::History,
+    history: &History,
     pending_commands: Vec<String>,
 ) -> DeploymentView {
     let inputs: Option<Inputs> = serde_json::from_str(&row.inputs).ok();
-    let plan: Option<Plan> = events
-        .get("plan")
-        .and_then(|p| serde_json::from_str(p).ok());
-    let phase: Option<String> = events
-        .get("phase")
-        .and_then(|p| serde_json::from_str(p).ok());
+    let plan: Option<Plan> = event(events, "plan");
+    let phase: Option<Phase> = event(events, "phase");
+    let live = row.status.is_live();
+    let accepts: Vec<Topic> = if live {
+        event(events, crate::workflow::store::ACCEPTS).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let report: Option<Report> = row
         .output
         .as_deref()
         .or(row.error.as_deref())
         .and_then(|o| serde_json::from_str(o).ok());
-    let mut targets: Vec<TargetView> = match (&plan, &inputs) {
+    let kind = match (
+        row.name.as_str(),
+        inputs.as_ref().is_some_and(|i| i.dry_run),
+    ) {
+        (super::ROLLBACK, _) => Kind::Rollback,
+        (_, true) => Kind::DryRun,
+        _ => Kind::Deploy,
+    };
+    let spec = inputs.as_ref().map(|i| &i.spec);
+    let mut targets: Vec<TargetView> = match (&plan, spec) {
         (Some(plan), _) => plan
             .targets()
-            .map(|(b, t)| TargetView {
-                moniker: t.moniker.to_string(),
-                name: t.name.clone(),
-                batch: b.index,
-                state: "pending".into(),
-                attempt: 0,
-                duration_ms: None,
-                message: String::new(),
-            })
+            .map(|(b, t)| pending(t.moniker.to_string(), &t.name, b.index))
             .collect(),
-        (None, Some(i)) => i
-            .spec
+        (None, Some(s)) => s
             .targets
             .iter()
-            .map(|t| TargetView {
-                moniker: i.spec.moniker(t).map(|m| m.to_string()).unwrap_or_default(),
-                name: t.name.clone(),
-                batch: 0,
-                state: "pending".into(),
-                attempt: 0,
-                duration_ms: None,
-                message: String::new(),
+            .map(|t| {
+                let m = s.moniker(t).map(|m| m.to_string()).unwrap_or_default();
+                pending(m, &t.name, 0)
             })
             .collect(),
         (None, None) => Vec::new(),
@@ -186,87 +265,164 @@ fn build(
         .enumerate()
         .map(|(i, t)| (t.name.clone(), i))
         .collect();
-    let live = row.status == WorkflowStatus::Pending;
-    // Attempts first (running, retrying), then recorded results override, in step order.
+    // Each target's latest step (the highest id: a retry's round, an undo's rollback).
+    let mut latest: BTreeMap<usize, Latest<'_>> = BTreeMap::new();
+    let names: BTreeMap<u32, StepName> = history
+        .steps
+        .iter()
+        .map(|s| (s.function_id, &s.function_name))
+        .chain(
+            history
+                .attempts
+                .iter()
+                .map(|a| (a.function_id, &a.function_name)),
+        )
+        .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
+        .collect();
     for a in &history.attempts {
-        let Some((_, _, name)) = parse_step(&a.function_name) else {
+        let Some(StepName::Target {
+            action,
+            round,
+            target,
+            ..
+        }) = names.get(&a.function_id)
+        else {
             continue;
         };
-        let Some(&i) = index.get(name) else { continue };
-        let t = &mut targets[i];
-        t.attempt = a.attempt;
-        match (a.ended_at, a.outcome) {
-            (None, _) if live => t.state = "running".into(),
-            (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
-                t.state = "interrupted".into();
-                t.message = a.error.clone().unwrap_or_default();
-            }
-            (_, Some(AttemptOutcome::Retryable)) => {
-                t.state = "retrying".into();
-                t.message = a.error.clone().unwrap_or_default();
-            }
-            _ => {}
+        let Some(&i) = index.get(target) else {
+            continue;
+        };
+        targets[i].attempts.push(AttemptView {
+            attempt: a.attempt,
+            round: *round,
+            action: *action,
+            started_at: a.started_at,
+            ended_at: a.ended_at,
+            outcome: a.outcome,
+            error: a.error.clone(),
+            key: format!("{}/{}", row.id, a.function_id),
+        });
+        let l = latest.entry(i).or_insert(Latest {
+            id: a.function_id,
+            action: *action,
+            record: None,
+        });
+        if a.function_id >= l.id {
+            *l = Latest {
+                id: a.function_id,
+                action: *action,
+                record: None,
+            };
         }
     }
     for s in &history.steps {
-        let Some((action, _, name)) = parse_step(&s.function_name) else {
+        let Some(StepName::Target { action, target, .. }) = names.get(&s.function_id) else {
             continue;
         };
-        let Some(&i) = index.get(name) else { continue };
+        let Some(&i) = index.get(target) else {
+            continue;
+        };
+        let newer = latest.get(&i).is_none_or(|l| s.function_id >= l.id);
+        if newer {
+            latest.insert(
+                i,
+                Latest {
+                    id: s.function_id,
+                    action: *action,
+                    record: Some(s),
+                },
+            );
+        }
+    }
+    for (i, l) in latest {
         let t = &mut targets[i];
-        if let Some(out) = s
-            .output
-            .as_deref()
-            .and_then(|o| serde_json::from_str::<TargetDone>(o).ok())
-        {
-            t.state = out.status.as_str().into();
-            t.attempt = out.attempt;
-            t.duration_ms = Some(out.duration_ms);
-            t.message = out.message;
-        } else if let Some(f) = s
-            .error
-            .as_deref()
-            .and_then(|e| serde_json::from_str::<StepFailure>(e).ok())
-        {
-            t.state = if action == "rollback" {
-                "rollback_failed".into()
-            } else {
-                "failed".into()
-            };
-            t.attempt = f.attempts;
-            t.message = f.to_string();
+        let last_attempt = t
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.key.ends_with(&format!("/{}", l.id)))
+            .cloned();
+        match l.record {
+            Some(rec) => {
+                if let Some(out) = rec
+                    .output
+                    .as_deref()
+                    .and_then(|o| serde_json::from_str::<TargetDone>(o).ok())
+                {
+                    t.state = out.status;
+                    t.attempt = out.attempt;
+                    t.duration_ms = Some(out.duration_ms);
+                    t.message = out.message;
+                } else if let Some(f) = rec
+                    .error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<StepFailure>(e).ok())
+                {
+                    t.state = if l.action == Action::Rollback {
+                        TargetState::RollbackFailed
+                    } else {
+                        TargetState::Failed
+                    };
+                    t.attempt = last_attempt.as_ref().map_or(f.attempts, |a| a.attempt);
+                    t.message = f.to_string();
+                }
+            }
+            None => {
+                let Some(a) = last_attempt else { continue };
+                t.attempt = a.attempt;
+                match (a.ended_at, a.outcome) {
+                    (None, _) if live => t.state = TargetState::Running,
+                    (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
+                        t.state = TargetState::Interrupted;
+                        t.message = a.error.unwrap_or_default();
+                    }
+                    (_, Some(AttemptOutcome::Retryable)) => {
+                        t.state = TargetState::Retrying;
+                        t.message = a.error.unwrap_or_default();
+                    }
+                    _ => {}
+                }
+            }
         }
     }
     if let Some(r) = &report {
-        // Targets no step touched take the report's word: skipped ones, and a dry-run's answers.
+        // Targets no step touched take the report's word: never started, a dry-run's answers.
         for line in &r.targets {
             if let Some(t) = targets
                 .iter_mut()
-                .find(|t| t.moniker == line.moniker && t.state == "pending")
+                .find(|t| t.moniker == line.moniker && t.state == TargetState::Pending)
             {
-                t.state.clone_from(&line.status);
+                t.state = line.status;
                 t.message.clone_from(&line.message);
             }
         }
     }
-    let spec = inputs.as_ref().map(|i| &i.spec);
-    // A rollback's version is the one it rolled back from.
-    let version = match (&report, row.name.as_str()) {
-        (Some(r), "rollback") if !r.version.is_empty() => r.version.clone(),
+    let transitions: Transitions = report
+        .as_ref()
+        .filter(|r| !r.transitions.is_empty())
+        .map(|r| r.transitions.clone())
+        .or_else(|| event(events, "transitions"))
+        .unwrap_or_default();
+    let version = match kind {
+        Kind::Rollback => transitions.short(),
         _ => spec.map(|s| s.artifact.version.clone()).unwrap_or_default(),
     };
+    let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
     DeploymentView {
         id: row.id.clone(),
-        kind: row.name.clone(),
+        kind,
         status: row.status,
+        state,
         application: spec.map(|s| s.application.clone()).unwrap_or_default(),
         environment: spec.map(|s| s.environment.clone()).unwrap_or_default(),
         production: spec.is_some_and(|s| s.production),
         version,
+        transitions,
         plugin: spec.map(|s| s.plugin.clone()).unwrap_or_default(),
-        dry_run: inputs.as_ref().is_some_and(|i| i.dry_run),
+        dry_run: kind == Kind::DryRun,
         operator: inputs.map(|i| i.operator).unwrap_or_default(),
         phase,
+        accepts,
         batches: plan.map_or(0, |p| u32::try_from(p.batches.len()).unwrap_or(u32::MAX)),
         targets,
         report,
@@ -277,18 +433,46 @@ fn build(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn pending(moniker: String, name: &str, batch: u32) -> TargetView {
+    TargetView {
+        moniker,
+        name: name.to_owned(),
+        batch,
+        state: TargetState::Pending,
+        attempt: 0,
+        duration_ms: None,
+        message: String::new(),
+        attempts: Vec::new(),
+    }
+}
 
-    #[test]
-    fn parses_target_step_names() {
-        assert_eq!(parse_step("deploy:b2:web-1"), Some(("deploy", 2, "web-1")));
-        assert_eq!(
-            parse_step("rollback:b10:a:b"),
-            Some(("rollback", 10, "a:b"))
-        );
-        assert_eq!(parse_step("validate"), None);
-        assert_eq!(parse_step("engine.sleep"), None);
+/// The state an operator reads, from the engine's status, the phase and the report.
+pub fn state_of(
+    status: WorkflowStatus,
+    phase: Option<&Phase>,
+    report: Option<&Report>,
+    targets: &[TargetView],
+) -> DeploymentState {
+    use DeploymentState as D;
+    match status {
+        WorkflowStatus::Enqueued => D::Queued,
+        WorkflowStatus::Pending => match phase {
+            Some(Phase::Paused { .. }) => D::Paused,
+            Some(Phase::AwaitingDecision { .. }) => D::FailedAwaiting,
+            _ => D::Running,
+        },
+        WorkflowStatus::Cancelled if targets.iter().any(|t| t.state == TargetState::Running) => {
+            D::Cancelling
+        }
+        WorkflowStatus::Cancelled => D::Cancelled,
+        WorkflowStatus::MaxRecoveryAttemptsExceeded => D::Interrupted,
+        WorkflowStatus::Success | WorkflowStatus::Error => match report.map(|r| (r.ending, r)) {
+            Some((Ending::Deployed, r)) if r.skipped > 0 => D::DeployedWithSkips,
+            Some((Ending::Deployed, _)) => D::Deployed,
+            Some((Ending::RolledBack, _)) => D::RolledBack,
+            Some((Ending::Aborted, _)) => D::Aborted,
+            Some((Ending::Planned | Ending::Validated, _)) => D::Planned,
+            Some((Ending::Failed, _)) | None => D::Failed,
+        },
     }
 }

@@ -14,13 +14,14 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::Engine;
 use crate::config::{Config, Strategy};
+use crate::deploy::command::{self, OperatorCommand};
+use crate::deploy::records::{self, Db, JournalEntry, LogRecord};
+use crate::deploy::releases::{self, Transitions};
 use crate::deploy::submit::{self, Submission, Submitted};
 use crate::deploy::view::{self, DeploymentView};
 use crate::operator::Operator;
 use crate::plugin::{Level, LogLine};
-use crate::workflow::store::{
-    JournalEntry, LogRecord, Message, SendRequest, Sent, Store, WorkflowQuery,
-};
+use crate::workflow::store::WorkflowQuery;
 
 /// What an operator asks the engine to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,12 +40,12 @@ pub enum Command {
         environment: String,
         reason: Option<String>,
     },
-    /// Stop a deployment at its next step boundary.
-    Cancel { id: String, reason: Option<String> },
-    /// Pause a deployment before its next batch.
-    Pause { id: String },
-    /// Resume a paused, cancelled or interrupted deployment.
-    Resume { id: String },
+    /// An operator command on a deployment (pause, resume, cancel, retry, skip, abort).
+    Operator {
+        id: String,
+        command: OperatorCommand,
+        reason: Option<String>,
+    },
     /// Read the database again now.
     Refresh,
 }
@@ -81,6 +82,10 @@ pub struct AppEnv {
     pub batches: Vec<Vec<String>>,
     /// The version live on each target, by target name.
     pub live_by_target: std::collections::BTreeMap<String, String>,
+    /// Where a rollback would take its targets (empty: nothing to roll back to).
+    pub rollback: Transitions,
+    /// Versions recorded in its history, newest first (the version picker offers them).
+    pub versions: Vec<String>,
 }
 
 /// A line for the operator about something they did (or that went wrong doing it).
@@ -111,7 +116,7 @@ pub struct Snapshot {
     pub apps: Vec<AppEnv>,
     /// Live deployments first, then the most recent.
     pub deployments: Vec<DeploymentView>,
-    /// Recent operator actions, newest last.
+    /// Recent operator actions, newest first.
     pub journal: Vec<JournalEntry>,
     /// Recent notices, newest last.
     pub notices: Vec<Notice>,
@@ -143,14 +148,14 @@ impl EngineHandle {
 /// Opens the engine for a console: in this process if the database is free, else attached to
 /// the process that holds it.
 pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, super::EngineError> {
-    let (engine, store, mode): (Option<Engine>, Arc<dyn Store>, EngineMode) =
+    let (engine, store, mode): (Option<Engine>, Arc<dyn Db>, EngineMode) =
         match Engine::start(&config).await {
             Ok(e) => {
                 let store = e.store().clone();
                 (Some(e), store, EngineMode::InProcess)
             }
             Err(super::EngineError::Lease(l @ crate::workflow::LeaseError::Held { .. })) => {
-                let store: Arc<dyn Store> = Arc::new(crate::workflow::SqliteStore::open(
+                let store: Arc<dyn Db> = Arc::new(records::open(
                     &config.database,
                     config.engine.synchronous,
                     false,
@@ -212,7 +217,7 @@ fn holder_of(e: &crate::workflow::LeaseError) -> String {
 struct Actor {
     config: Config,
     operator: Operator,
-    store: Arc<dyn Store>,
+    store: Arc<dyn Db>,
     engine: Option<Engine>,
     mode: EngineMode,
     notices: Vec<Notice>,
@@ -302,32 +307,11 @@ impl Actor {
                 self.submit(&application, &environment, None, None, reason)
                     .await
             }
-            Command::Cancel { id, reason } => {
-                let subject = self.subject_of(&id).await;
-                let entry = self.operator.journal(
-                    "cancel",
-                    Some(&id),
-                    subject.as_deref(),
-                    None,
-                    reason.as_deref(),
-                );
-                match self.store.cancel(&id, entry).await {
-                    Ok(row) if row.status == crate::workflow::store::WorkflowStatus::Cancelled => {
-                        self.wake(&id);
-                        Ok(format!("{id} cancelled: it stops before its next step"))
-                    }
-                    Ok(row) => Err(format!(
-                        "{id} is not running (it is {})",
-                        row.status.as_str()
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-            Command::Pause { id } => self
-                .send(&id, "pause", None)
-                .await
-                .map(|()| format!("{id} pauses before its next batch")),
-            Command::Resume { id } => self.resume(&id).await,
+            Command::Operator {
+                id,
+                command,
+                reason,
+            } => self.operate(&id, &command, reason.as_deref()).await,
             Command::Refresh => Ok(String::new()),
         };
         match outcome {
@@ -337,13 +321,22 @@ impl Actor {
         }
     }
 
-    async fn subject_of(&self, id: &str) -> Option<String> {
-        self.store
-            .workflow(id)
+    async fn operate(
+        &mut self,
+        id: &str,
+        cmd: &OperatorCommand,
+        reason: Option<&str>,
+    ) -> Result<String, String> {
+        let acted = command::send(self.store.as_ref(), &self.operator, id, cmd, reason)
             .await
-            .ok()
-            .flatten()
-            .and_then(|r| r.subject)
+            .map_err(|e| e.to_string())?;
+        self.wake(id);
+        if acted.requeued
+            && let Some(e) = &self.engine
+        {
+            e.run(id).await.map_err(|e| e.to_string())?;
+        }
+        Ok(acted.message)
     }
 
     fn wake(&self, id: &str) {
@@ -392,76 +385,10 @@ impl Actor {
             Submitted::Resuming(id) => {
                 format!("{id}: the same {what} was interrupted; resuming it")
             }
+            Submitted::Retrying(id) => {
+                format!("{id}: the same {what} failed on targets; retrying them")
+            }
         })
-    }
-
-    async fn send(
-        &mut self,
-        id: &str,
-        topic: &str,
-        allowed: Option<Vec<String>>,
-    ) -> Result<(), String> {
-        let subject = self.subject_of(id).await;
-        let req = SendRequest {
-            message: Message {
-                id: format!("cmd-{:016x}", fastrand::u64(..)),
-                destination: id.to_owned(),
-                topic: topic.to_owned(),
-                payload: "{}".into(),
-                sender: Some(self.operator.display()),
-                created_at: crate::sys::now_ms(),
-            },
-            require_event: allowed.map(|a| ("phase".to_owned(), a)),
-            journal: Some(
-                self.operator
-                    .journal(topic, Some(id), subject.as_deref(), None, None),
-            ),
-        };
-        match self.store.send(req).await.map_err(|e| e.to_string())? {
-            Sent::Delivered | Sent::Duplicate => {
-                self.wake(id);
-                Ok(())
-            }
-            Sent::Rejected(why) => Err(why),
-        }
-    }
-
-    async fn resume(&mut self, id: &str) -> Result<String, String> {
-        let row = self
-            .store
-            .workflow(id)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("no deployment {id}"))?;
-        let phase = self
-            .store
-            .events(id)
-            .await
-            .ok()
-            .and_then(|e| e.get("phase").cloned())
-            .unwrap_or_default();
-        use crate::workflow::store::WorkflowStatus as S;
-        match row.status {
-            S::Pending if phase.contains("paused") => self
-                .send(id, "resume", Some(vec!["paused".into()]))
-                .await
-                .map(|()| format!("{id} resumes")),
-            S::Cancelled | S::MaxRecoveryAttemptsExceeded => {
-                let entry =
-                    self.operator
-                        .journal("resume", Some(id), row.subject.as_deref(), None, None);
-                self.store
-                    .resume(id, entry)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if let Some(e) = &self.engine {
-                    e.run(id).await.map_err(|e| e.to_string())?;
-                }
-                Ok(format!("{id} resumes from its last checkpoint"))
-            }
-            S::Pending | S::Enqueued => Err(format!("{id} is running; nothing to resume")),
-            S::Success | S::Error => Err(format!("{id} already finished; start a new deploy")),
-        }
     }
 
     /// Attached: the other engine's log lines arrive through the database.
@@ -511,23 +438,32 @@ impl Actor {
         let mut apps = self.apps.clone();
         for a in &mut apps {
             let subject = format!("{}/{}", a.application, a.environment);
-            let releases = self.store.releases(&subject).await.unwrap_or_default();
-            a.live_by_target = releases
-                .into_iter()
-                .filter(|r| r.rolled_back_by.is_none())
-                .map(|r| {
-                    let name = r
-                        .moniker
-                        .rsplit("::")
-                        .next()
-                        .unwrap_or(&r.moniker)
-                        .to_owned();
-                    (name, r.version)
+            let rows = self.store.releases(&subject).await.unwrap_or_default();
+            let mut versions: Vec<String> = Vec::new();
+            for r in rows.iter().rev() {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version.clone());
+                }
+            }
+            a.versions = versions;
+            let live = releases::live(rows);
+            a.live_by_target = live
+                .iter()
+                .filter_map(|(m, l)| {
+                    let name = m.rsplit("::").next().unwrap_or(m).to_owned();
+                    l.current.as_ref().map(|c| (name, c.version.clone()))
                 })
                 .collect();
             a.live = a.live_by_target.values().cloned().collect();
             a.live.sort();
             a.live.dedup();
+            a.rollback = self
+                .config
+                .environment(&a.application, &a.environment)
+                .ok()
+                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
+                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
+                .unwrap_or_default();
         }
         let mut snap = Snapshot {
             seq: self.seq,
@@ -580,6 +516,8 @@ fn apps_of(config: &Config) -> Vec<AppEnv> {
                 live: Vec::new(),
                 batches,
                 live_by_target: std::collections::BTreeMap::new(),
+                rollback: Transitions::default(),
+                versions: Vec::new(),
             });
         }
     }

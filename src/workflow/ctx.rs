@@ -91,6 +91,10 @@ pub(crate) struct RunControl {
     pub shutdown: watch::Receiver<Shutdown>,
     pub wake: Notify,
     pub parked: AtomicUsize,
+    /// Of the parked waits, those only an operator ends (no timer).
+    pub awaiting_operator: AtomicUsize,
+    /// The topics such a wait takes (a command on one of them wakes it).
+    pub awaiting_topics: Mutex<Vec<String>>,
     pub changed: Arc<Notify>,
 }
 
@@ -188,6 +192,22 @@ impl WfCtx {
         self.recorded(id).is_some_and(|r| r.error.is_some())
     }
 
+    /// True when any step after `id` was recorded or attempted: on replay, whatever came
+    /// before it had ended (a fan-out that stopped starting steps must not start them now).
+    pub fn started_beyond(&self, id: u32) -> bool {
+        let steps = self
+            .run
+            .steps
+            .lock()
+            .is_ok_and(|s| s.keys().any(|k| *k > id));
+        steps
+            || self
+                .run
+                .attempts
+                .lock()
+                .is_ok_and(|a| a.iter().any(|(k, v)| *k > id && !v.is_empty()))
+    }
+
     fn observe(&self, event: StepEvent) {
         self.run.observer.step(&self.run.id, event);
     }
@@ -232,6 +252,40 @@ impl WfCtx {
         id: u32,
         name: String,
         policy: &RetryPolicy,
+        body: F,
+    ) -> Result<StepResult<T>, Interrupt>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(StepInfo) -> Fut,
+        Fut: Future<Output = Result<(T, Vec<Effect>), StepError>>,
+    {
+        self.run_step(id, name, policy, false, body).await
+    }
+
+    /// [`WfCtx::step_at`] for one step of a fan-out: while an operator's interrupting command
+    /// waits, a step that has not started yet does not start (`Err(Interrupt::Interrupted)`);
+    /// steps already under way go on. The fan-out reports such a step as never started.
+    pub async fn fan_out_step_at<T, F, Fut>(
+        &self,
+        id: u32,
+        name: String,
+        policy: &RetryPolicy,
+        body: F,
+    ) -> Result<StepResult<T>, Interrupt>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(StepInfo) -> Fut,
+        Fut: Future<Output = Result<(T, Vec<Effect>), StepError>>,
+    {
+        self.run_step(id, name, policy, true, body).await
+    }
+
+    async fn run_step<T, F, Fut>(
+        &self,
+        id: u32,
+        name: String,
+        policy: &RetryPolicy,
+        interruptible: bool,
         mut body: F,
     ) -> Result<StepResult<T>, Interrupt>
     where
@@ -293,6 +347,7 @@ impl WfCtx {
                 function_name: name.clone(),
                 attempt,
                 started_at,
+                interruptible,
             };
             self.store_retry(|| self.run.store.begin_attempt(start.clone()))
                 .await?;
@@ -518,7 +573,7 @@ impl WfCtx {
     pub async fn sleep(&self, d: Duration) -> Result<(), Interrupt> {
         let id = self.next_id();
         let deadline = self.deadline(id, d).await?;
-        let _park = Park::new(self);
+        let _park = Park::new(self, None);
         loop {
             let wait = deadline - now_ms();
             if wait <= 0 {
@@ -564,7 +619,7 @@ impl WfCtx {
             None => None,
         };
         let topics: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
-        let _park = Park::new(self);
+        let _park = Park::new(self, deadline.is_none().then_some(topics.as_slice()));
         loop {
             let notified = self.run.control.wake.notified();
             tokio::pin!(notified);
@@ -635,6 +690,13 @@ impl WfCtx {
 
     /// Publishes `value` under `key` for consoles (phase, progress), as a durable step.
     pub async fn set_event<V: Serialize>(&self, key: &str, value: &V) -> Result<(), Interrupt> {
+        let value = serde_json::to_value(value)
+            .map_err(|e| Interrupt::Store(format!("event does not encode: {e}")))?;
+        self.set_events(&[(key, value)]).await
+    }
+
+    /// Publishes several events at once, as one durable step.
+    pub async fn set_events(&self, events: &[(&str, serde_json::Value)]) -> Result<(), Interrupt> {
         let id = self.next_id();
         if let Some(rec) = self.recorded(id) {
             return self
@@ -643,13 +705,18 @@ impl WfCtx {
                 .map_err(|f| Interrupt::Store(f.message));
         }
         self.boundary()?;
-        let value = serde_json::to_string(value)
-            .map_err(|e| Interrupt::Store(format!("event does not encode: {e}")))?;
-        let effects = vec![Effect::Event {
-            key: key.to_owned(),
-            value: value.clone(),
-        }];
-        self.record(id, SET_EVENT, Ok(value), None, now_ms(), effects)
+        let effects: Vec<Effect> = events
+            .iter()
+            .map(|(key, value)| Effect::Event {
+                key: (*key).to_owned(),
+                value: value.to_string(),
+            })
+            .collect();
+        // The step's output is the last value: what an earlier manent recorded for one event.
+        let output = events
+            .last()
+            .map_or_else(|| "null".to_owned(), |(_, v)| v.to_string());
+        self.record(id, SET_EVENT, Ok(output), None, now_ms(), effects)
             .await
     }
 
@@ -680,20 +747,38 @@ impl WfCtx {
     }
 }
 
-/// Marks the run as parked in a durable wait while it lives (drain counts parked runs as done).
-struct Park<'a>(&'a WfCtx);
+/// Marks the run as parked in a durable wait while it lives (drain counts parked runs as done);
+/// with the topics, when only an operator's command on one of them ends the wait.
+struct Park<'a>(&'a WfCtx, bool);
 
 impl<'a> Park<'a> {
-    fn new(ctx: &'a WfCtx) -> Self {
+    fn new(ctx: &'a WfCtx, operator: Option<&[String]>) -> Self {
         ctx.run.control.parked.fetch_add(1, Ordering::SeqCst);
+        if let Some(topics) = operator {
+            if let Ok(mut t) = ctx.run.control.awaiting_topics.lock() {
+                *t = topics.to_vec();
+            }
+            ctx.run
+                .control
+                .awaiting_operator
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        let operator = operator.is_some();
         ctx.run.control.changed.notify_waiters();
         ctx.observe(StepEvent::Parked { waiting: true });
-        Park(ctx)
+        Park(ctx, operator)
     }
 }
 
 impl Drop for Park<'_> {
     fn drop(&mut self) {
+        if self.1 {
+            self.0
+                .run
+                .control
+                .awaiting_operator
+                .fetch_sub(1, Ordering::SeqCst);
+        }
         self.0.run.control.parked.fetch_sub(1, Ordering::SeqCst);
         self.0.run.control.changed.notify_waiters();
         self.0.observe(StepEvent::Parked { waiting: false });

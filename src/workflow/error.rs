@@ -24,6 +24,9 @@ pub enum StoreError {
     /// The workflow was cancelled by an operator.
     #[error("workflow {0} was cancelled")]
     Cancelled(String),
+    /// An operator's interrupting command waits: a fan-out starts no new step.
+    #[error("workflow {0} has an interrupting command waiting")]
+    Interrupted(String),
     /// A replayed step has another name than the recorded one.
     #[error(
         "workflow {workflow_id} step {function_id}: recorded as `{recorded}` but the code now \
@@ -148,6 +151,10 @@ pub enum Interrupt {
     /// Another run owns the workflow.
     #[error("fenced out by another run")]
     Fenced,
+    /// An interrupting operator command waits; the step (a fan-out's first attempt) did not
+    /// start. Only fan-outs see it: they report the step as never started.
+    #[error("an operator command interrupts the workflow")]
+    Interrupted,
     /// Replay diverged from the recorded steps.
     #[error("{0}")]
     NonDeterministic(String),
@@ -161,6 +168,7 @@ impl From<StoreError> for Interrupt {
         match err {
             StoreError::Cancelled(_) => Interrupt::Cancelled,
             StoreError::Fenced(_) => Interrupt::Fenced,
+            StoreError::Interrupted(_) => Interrupt::Interrupted,
             e @ StoreError::NonDeterministic { .. } => Interrupt::NonDeterministic(e.to_string()),
             e => Interrupt::Store(e.to_string()),
         }

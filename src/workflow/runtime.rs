@@ -130,16 +130,27 @@ impl Runtime {
         self.events.subscribe()
     }
 
-    /// Runs doing work now: active and not parked in a durable wait.
+    /// Runs that will go on by themselves: active and not waiting for an operator (a run in a
+    /// durable sleep is busy: its timer ends the wait).
     pub fn busy(&self) -> usize {
         self.active
             .lock()
             .map(|a| {
                 a.values()
-                    .filter(|c| c.parked.load(Ordering::SeqCst) == 0)
+                    .filter(|c| c.awaiting_operator.load(Ordering::SeqCst) == 0)
                     .count()
             })
             .unwrap_or(0)
+    }
+
+    /// The topics `id`'s run waits on, when only an operator's command will move it on.
+    fn awaited_topics(&self, id: &str) -> Option<Vec<String>> {
+        let active = self.active.lock().ok()?;
+        let c = active.get(id)?;
+        if c.awaiting_operator.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        c.awaiting_topics.lock().ok().map(|t| t.clone())
     }
 
     /// Ids of workflows running in this process.
@@ -188,11 +199,21 @@ impl Runtime {
             tracing::warn!(workflow = id, kind = %row.name, "this manent does not know the workflow kind; left for another version");
             return Ok(false);
         };
-        if row.definition_version > def.version {
+        if row.definition_version != def.version {
+            // Its recorded steps follow another version's code: replaying them here would
+            // diverge. Leave it for the manent that started it (or an operator's cancel).
+            let which = if row.definition_version > def.version {
+                "a newer"
+            } else {
+                "an older"
+            };
             tracing::warn!(
                 workflow = id,
                 version = row.definition_version,
-                "started by a newer manent (definition version); left ENQUEUED for it"
+                "started by {which} manent (definition version {} here {}): left ENQUEUED; \
+                 finish it with that manent, or `manent cancel {id}`",
+                row.definition_version,
+                def.version
             );
             return Ok(false);
         }
@@ -205,6 +226,8 @@ impl Runtime {
                     shutdown: self.shutdown.subscribe(),
                     wake: Notify::new(),
                     parked: AtomicUsize::new(0),
+                    awaiting_operator: AtomicUsize::new(0),
+                    awaiting_topics: Mutex::new(Vec::new()),
                     changed: self.changed.clone(),
                 });
                 if let Ok(mut active) = self.active.lock() {
@@ -313,6 +336,13 @@ impl Runtime {
                 );
             }
             Ok(Err(Interrupt::Fenced)) => return (None, "another run owns it".into()),
+            Ok(Err(Interrupt::Interrupted)) => {
+                tracing::error!(
+                    workflow = id,
+                    "an interrupting command escaped its fan-out (a manent bug); the deployment stays PENDING"
+                );
+                return (None, "an interrupting command escaped its fan-out".into());
+            }
             Ok(Err(Interrupt::Store(msg))) => {
                 tracing::error!(workflow = id, error = %msg, "the database failed; the deployment stays PENDING");
                 return (None, msg);
@@ -399,6 +429,15 @@ impl Runtime {
     /// Waits until workflow `id` is no longer live and its run here (if any) has ended, or until
     /// the engine is draining and nobody here runs it any more. Returns its row then.
     pub async fn wait(&self, id: &str) -> Result<WorkflowRow, StoreError> {
+        self.wait_until(id, false).await
+    }
+
+    /// [`Runtime::wait`], or until its run here waits for an operator.
+    pub async fn settle(&self, id: &str) -> Result<WorkflowRow, StoreError> {
+        self.wait_until(id, true).await
+    }
+
+    async fn wait_until(&self, id: &str, or_awaiting: bool) -> Result<WorkflowRow, StoreError> {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -413,6 +452,22 @@ impl Runtime {
             let running_here = self.is_active(id);
             if (!row.status.is_live() || stopping) && !running_here {
                 return Ok(row);
+            }
+            // Waiting for an operator: no command in the mailbox would wake it, and it says what
+            // it takes (consuming a command empties that until the workflow is ready again).
+            if or_awaiting
+                && row.status.is_live()
+                && let Some(topics) = self.awaited_topics(id)
+                && let Some(state) = self.store.state(id).await?
+            {
+                let woken = state.pending.iter().any(|m| topics.contains(&m.topic));
+                let acting = state
+                    .events
+                    .get(super::store::ACCEPTS)
+                    .is_some_and(|a| a == "[]");
+                if !woken && !acting {
+                    return Ok(state.row);
+                }
             }
             tokio::select! {
                 () = &mut notified => {}

@@ -1,7 +1,7 @@
 //! The system database's schema (DBOS-like names, `PRAGMA user_version` = version) and the
 //! connection settings every process applies: WAL, `synchronous`, foreign keys, busy timeout.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::error::StoreError;
 
@@ -16,7 +16,8 @@ pub enum Synchronous {
 }
 
 /// One migration per schema version, applied in order inside one IMMEDIATE transaction.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE workflow_status (
   workflow_id           TEXT PRIMARY KEY,
   name                  TEXT NOT NULL,
@@ -114,50 +115,18 @@ CREATE TABLE engine_lease (
   acquired_at  INTEGER,
   heartbeat_at INTEGER
 );
-
--- What is live on each moniker, and what was: appended by deploys, marked by rollbacks.
-CREATE TABLE releases (
-  id             INTEGER PRIMARY KEY AUTOINCREMENT,
-  moniker        TEXT NOT NULL,
-  subject        TEXT NOT NULL,
-  version        TEXT NOT NULL,
-  artifact       TEXT NOT NULL,
-  deployment_id  TEXT NOT NULL,
-  recorded_at    INTEGER NOT NULL,
-  rolled_back_by TEXT,
-  UNIQUE (moniker, deployment_id)
+",
+    r"
+-- Extensions (the layer above the engine) keep their own schema versions here.
+CREATE TABLE schema_components (
+  name    TEXT PRIMARY KEY,
+  version INTEGER NOT NULL
 );
-CREATE INDEX releases_moniker ON releases(moniker, id);
-CREATE INDEX releases_subject ON releases(subject, id);
-
--- Who did what: every operator action, with the reason they gave.
-CREATE TABLE journal (
-  id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  at          INTEGER NOT NULL,
-  operator    TEXT NOT NULL,
-  client      TEXT,
-  action      TEXT NOT NULL,
-  workflow_id TEXT,
-  subject     TEXT,
-  detail      TEXT,
-  reason      TEXT
-);
-CREATE INDEX journal_subject ON journal(subject, id);
-CREATE INDEX journal_workflow ON journal(workflow_id, id);
-
--- Engine and plugin log lines, per deployment, for `manent logs` and attached consoles.
-CREATE TABLE logs (
-  id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  workflow_id TEXT,
-  at          INTEGER NOT NULL,
-  level       TEXT NOT NULL,
-  source      TEXT NOT NULL,
-  target      TEXT,
-  message     TEXT NOT NULL,
-  attrs       TEXT
-);
-CREATE INDEX logs_workflow ON logs(workflow_id, id);
-"];
+-- An undelivered interrupting command (abort) stops fan-outs from starting new steps.
+ALTER TABLE workflow_status ADD COLUMN interrupt_requested INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE notifications ADD COLUMN interrupts INTEGER NOT NULL DEFAULT 0;
+",
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -185,8 +154,12 @@ pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StoreError>
     Ok(())
 }
 
-/// Brings the schema to `SCHEMA_VERSION`; refuses a database written by a newer manent.
-pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+/// Brings the engine's schema to `SCHEMA_VERSION`, then `component`'s to the number of its
+/// migrations; refuses a database written by a newer manent.
+pub fn migrate(
+    conn: &mut Connection,
+    component: Option<(&str, &[&str])>,
+) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
@@ -205,6 +178,34 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
+    }
+    if let Some((name, migrations)) = component {
+        let have: i64 = tx
+            .query_row(
+                "SELECT version FROM schema_components WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0);
+        let want = i64::try_from(migrations.len()).unwrap_or(i64::MAX);
+        if have > want {
+            return Err(StoreError::Open {
+                path: tx.path().unwrap_or("?").to_owned(),
+                reason: format!(
+                    "its {name} records have schema version {have}, newer than this manent's \
+                     {want}: upgrade manent"
+                ),
+            });
+        }
+        for sql in migrations.iter().skip(usize::try_from(have).unwrap_or(0)) {
+            tx.execute_batch(sql)?;
+        }
+        tx.execute(
+            "INSERT INTO schema_components (name, version) VALUES (?1, ?2) \
+             ON CONFLICT (name) DO UPDATE SET version = excluded.version",
+            rusqlite::params![name, want],
+        )?;
     }
     tx.commit()?;
     Ok(())
@@ -229,8 +230,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = Connection::open(dir.path().join("t.db")).unwrap();
         configure(&conn, Synchronous::Full).unwrap();
-        migrate(&mut conn).unwrap();
-        migrate(&mut conn).unwrap();
+        migrate(&mut conn, None).unwrap();
+        migrate(&mut conn, None).unwrap();
         let v: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
@@ -243,7 +244,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut conn = Connection::open(dir.path().join("t.db")).unwrap();
         conn.pragma_update(None, "user_version", 99).unwrap();
-        let err = migrate(&mut conn).unwrap_err().to_string();
+        let err = migrate(&mut conn, None).unwrap_err().to_string();
         assert!(err.contains("schema version 99"), "{err}");
     }
 }

@@ -2,13 +2,13 @@
 //! share one `BEGIN IMMEDIATE` transaction (group commit), each inside its own savepoint, so a
 //! hundred parallel checkpoints cost one fsync while each keeps its own all-or-nothing effect.
 
-mod records;
+mod events;
 mod steps;
 mod workflows;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -17,9 +17,8 @@ use tokio::sync::oneshot;
 use super::error::StoreError;
 use super::schema::{self, Synchronous};
 use super::store::{
-    AttemptEnd, AttemptStart, Checkpoint, Claim, Finished, History, JournalEntry, LogRecord,
-    Message, NewWorkflow, Outcome, ReleaseRecord, SendRequest, Sent, Started, Store, WorkflowQuery,
-    WorkflowRow,
+    AttemptEnd, AttemptStart, Checkpoint, Claim, Finished, History, Message, NewWorkflow, Outcome,
+    Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow, WorkflowState,
 };
 use crate::failpoint::{self, Fault};
 
@@ -77,10 +76,48 @@ where
     }
 }
 
+/// What the layer above the engine keeps in the same database: its tables, and how its
+/// [`Record`]s are written inside the engine's transactions.
+pub trait Extension: Send + Sync + 'static {
+    /// Its name, under which its schema version is kept.
+    fn name(&self) -> &'static str;
+    /// Its migrations, each applied once, in order.
+    fn migrations(&self) -> &'static [&'static str];
+    /// Writes `record` (of workflow `workflow_id`, if any) in the current transaction.
+    fn apply(
+        &self,
+        conn: &Connection,
+        workflow_id: Option<&str>,
+        record: &Record,
+    ) -> Result<(), StoreError>;
+}
+
+/// No layer above: records are refused (the engine's own tests).
+#[derive(Debug)]
+pub struct NoExtension;
+
+impl Extension for NoExtension {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn migrations(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn apply(&self, _: &Connection, _: Option<&str>, record: &Record) -> Result<(), StoreError> {
+        Err(StoreError::Sql(format!(
+            "no extension writes `{}` records",
+            record.kind
+        )))
+    }
+}
+
 /// The embedded system database.
 pub struct SqliteStore {
     jobs: mpsc::Sender<Box<dyn Job>>,
     path: PathBuf,
+    ext: Arc<dyn Extension>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -92,9 +129,14 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating it and its directory if needed) and migrates the database at `path`.
-    /// `check` runs `PRAGMA quick_check` first, as an engine does at start.
-    pub fn open(path: &Path, sync: Synchronous, check: bool) -> Result<Self, StoreError> {
+    /// Opens (creating it and its directory if needed) and migrates the database at `path`,
+    /// with `ext`'s tables. `check` runs `PRAGMA quick_check` first, as an engine does at start.
+    pub fn open(
+        path: &Path,
+        sync: Synchronous,
+        check: bool,
+        ext: Arc<dyn Extension>,
+    ) -> Result<Self, StoreError> {
         let open_err = |reason: String| StoreError::Open {
             path: path.display().to_string(),
             reason,
@@ -107,7 +149,7 @@ impl SqliteStore {
         if check {
             schema::quick_check(&conn)?;
         }
-        schema::migrate(&mut conn)?;
+        schema::migrate(&mut conn, Some((ext.name(), ext.migrations())))?;
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         std::thread::Builder::new()
             .name("manent-store".into())
@@ -116,7 +158,13 @@ impl SqliteStore {
         Ok(SqliteStore {
             jobs: tx,
             path: path.to_owned(),
+            ext,
         })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     async fn call<R, F>(&self, writes: bool, f: F) -> Result<R, StoreError>
@@ -137,8 +185,9 @@ impl SqliteStore {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Runs `f` in the next group transaction.
-    async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    /// Runs `f` in the next group transaction (inside its own savepoint): how the layer above
+    /// writes its records.
+    pub async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
@@ -146,8 +195,9 @@ impl SqliteStore {
         self.call(true, f).await
     }
 
-    /// Runs `f` on the writer's connection outside any write transaction.
-    async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
+    /// Runs `f` on the writer's connection outside any write transaction: how the layer above
+    /// reads its records.
+    pub async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
         R: Send + 'static,
@@ -215,7 +265,9 @@ fn run_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreEr
 #[async_trait]
 impl Store for SqliteStore {
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError> {
-        self.write(move |c| workflows::start(c, wf)).await
+        let ext = self.ext.clone();
+        self.write(move |c| workflows::start(c, wf, ext.as_ref()))
+            .await
     }
 
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError> {
@@ -246,7 +298,9 @@ impl Store for SqliteStore {
     }
 
     async fn checkpoint(&self, cp: Checkpoint) -> Result<(), StoreError> {
-        self.write(move |c| steps::checkpoint(c, &cp)).await
+        let ext = self.ext.clone();
+        self.write(move |c| steps::checkpoint(c, &cp, ext.as_ref()))
+            .await
     }
 
     async fn consume(
@@ -276,34 +330,27 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn cancel(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError> {
-        let id = id.to_owned();
-        self.write(move |c| workflows::cancel(c, &id, &journal))
+    async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
+        let (id, ext) = (id.to_owned(), self.ext.clone());
+        self.write(move |c| workflows::cancel(c, &id, &records, ext.as_ref()))
             .await
     }
 
-    async fn resume(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError> {
-        let id = id.to_owned();
-        self.write(move |c| workflows::resume(c, &id, &journal))
+    async fn resume(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
+        let (id, ext) = (id.to_owned(), self.ext.clone());
+        self.write(move |c| workflows::resume(c, &id, &records, ext.as_ref()))
             .await
     }
 
     async fn send(&self, req: SendRequest) -> Result<Sent, StoreError> {
-        self.write(move |c| steps::send(c, &req)).await
-    }
-
-    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError> {
-        self.write(move |c| records::insert_journal(c, &entry))
+        let ext = self.ext.clone();
+        self.write(move |c| steps::send(c, &req, ext.as_ref()))
             .await
-    }
-
-    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError> {
-        self.write(move |c| records::append_logs(c, &lines)).await
     }
 
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError> {
         let (executor, host) = (executor.to_owned(), host.to_owned());
-        self.write(move |c| records::record_lease(c, &executor, pid, &host))
+        self.write(move |c| events::record_lease(c, &executor, pid, &host))
             .await
     }
 
@@ -321,52 +368,37 @@ impl Store for SqliteStore {
         self.read(move |c| workflows::list(c, &q)).await
     }
 
+    async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            // One read transaction: another process's commit cannot land between the queries.
+            c.execute_batch("BEGIN DEFERRED")?;
+            let read = || -> Result<Option<WorkflowState>, StoreError> {
+                let Some(row) = workflows::get(c, &id)? else {
+                    return Ok(None);
+                };
+                Ok(Some(WorkflowState {
+                    row,
+                    events: events::events(c, &id)?,
+                    history: steps::history(c, &id)?,
+                    pending: steps::pending_messages(c, &id)?,
+                }))
+            };
+            let out = read();
+            let _ = c.execute_batch("COMMIT");
+            out
+        })
+        .await
+    }
+
     async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
         let id = id.to_owned();
-        self.read(move |c| records::events(c, &id)).await
+        self.read(move |c| events::events(c, &id)).await
     }
 
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError> {
         let id = id.to_owned();
         self.read(move |c| steps::pending_messages(c, &id)).await
-    }
-
-    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError> {
-        let subject = subject.to_owned();
-        self.read(move |c| records::releases(c, &subject)).await
-    }
-
-    async fn journal_entries(
-        &self,
-        subject: Option<&str>,
-        workflow_id: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<JournalEntry>, StoreError> {
-        let (s, w) = (subject.map(str::to_owned), workflow_id.map(str::to_owned));
-        self.read(move |c| records::journal_entries(c, s.as_deref(), w.as_deref(), limit))
-            .await
-    }
-
-    async fn logs(
-        &self,
-        id: &str,
-        after: i64,
-        unassigned_after: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<LogRecord>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |c| records::logs(c, &id, after, unassigned_after, limit))
-            .await
-    }
-
-    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError> {
-        self.read(move |c| records::recent_logs(c, after, limit))
-            .await
-    }
-
-    async fn last_log_id(&self) -> Result<i64, StoreError> {
-        self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
-            .await
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -1,6 +1,8 @@
-//! The system database behind a small trait: workflow rows, the checkpoint log, the mailbox, and
-//! the records deploys keep (releases, journal, logs). SQLite is the embedded implementation; a
-//! PostgreSQL one with the same schema is how several engines will share a database later.
+//! The system database behind a small trait: workflow rows, the checkpoint log, the mailbox and
+//! events. The layer above keeps its own records in the same database (a deploy's releases, the
+//! operator journal); the kernel only carries them, as [`Record`]s, into the transactions they
+//! must commit with. SQLite is the embedded implementation; a PostgreSQL one with the same
+//! semantics is how several engines will share a database later.
 
 use std::collections::BTreeMap;
 
@@ -81,8 +83,8 @@ pub struct NewWorkflow {
     pub dedup_key: Option<String>,
     /// Crash-looping runs allowed before dead-lettering.
     pub max_recovery_attempts: u32,
-    /// The operator action that started it, journaled in the same transaction.
-    pub journal: Option<JournalEntry>,
+    /// Records of the layer above written in the same transaction (the operator's action).
+    pub records: Vec<Record>,
 }
 
 /// A stored workflow row.
@@ -243,6 +245,9 @@ pub struct AttemptStart {
     pub attempt: u32,
     /// Epoch ms.
     pub started_at: i64,
+    /// A first attempt that an operator's interrupting command (see [`Message::interrupts`])
+    /// refuses: the step is one of a fan-out that stops starting new work.
+    pub interruptible: bool,
 }
 
 /// An attempt that failed and will be retried (no checkpoint yet).
@@ -289,19 +294,24 @@ pub struct Checkpoint {
     pub effects: Vec<Effect>,
 }
 
-/// A domain write committed in the same transaction as a checkpoint.
+/// A write committed in the same transaction as a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// A release became live on a moniker.
-    Release(ReleaseRecord),
-    /// The moniker's live release (from `deployment_id`) was rolled back by `by`.
-    RolledBack {
-        moniker: String,
-        deployment_id: String,
-        by: String,
-    },
     /// Publish a workflow event (phase, progress) for consoles.
     Event { key: String, value: String },
+    /// A record of the layer above (a release became live), exactly once with the step.
+    Record(Record),
+}
+
+/// A write of the layer above the engine: the engine never reads it, it only commits it in the
+/// same transaction as its own write (a checkpoint, a start, a delivered command). The store's
+/// extension knows how to apply each `kind`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// What it is (`release`, `journal`, …), for the extension.
+    pub kind: String,
+    /// Its content.
+    pub body: serde_json::Value,
 }
 
 /// A workflow's end, written once by the owning run (E3).
@@ -337,17 +347,27 @@ pub struct Message {
     pub sender: Option<String>,
     /// Epoch ms.
     pub created_at: i64,
+    /// Until it is consumed, the workflow's fan-outs start no new step (an abort stops
+    /// starting targets at once; the workflow reads the message at its next boundary).
+    #[serde(default)]
+    pub interrupts: bool,
 }
+
+/// The event in which a workflow lists the mailbox topics it takes where it is now (a JSON list).
+/// `send` refuses other topics when asked to ([`SendRequest::guarded`]); consuming a command
+/// empties it in the same transaction, until the workflow publishes what it takes next — so
+/// nobody reads a stale list while the workflow acts on the command.
+pub const ACCEPTS: &str = "accepts";
 
 /// A command to deliver, with its validator.
 #[derive(Debug, Clone)]
 pub struct SendRequest {
     /// The message.
     pub message: Message,
-    /// Reject unless the destination's event `key` currently has this value.
-    pub require_event: Option<(String, Vec<String>)>,
-    /// The operator action, journaled in the same transaction.
-    pub journal: Option<JournalEntry>,
+    /// Reject unless the destination's [`ACCEPTS`] event includes the message's topic.
+    pub guarded: bool,
+    /// Records of the layer above, written in the same transaction if the command is delivered.
+    pub records: Vec<Record>,
 }
 
 /// What `send` did.
@@ -361,65 +381,18 @@ pub enum Sent {
     Rejected(String),
 }
 
-/// A release on a moniker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ReleaseRecord {
-    /// The moniker.
-    pub moniker: String,
-    /// `application/environment`.
-    pub subject: String,
-    /// Version string.
-    pub version: String,
-    /// JSON artifact.
-    pub artifact: String,
-    /// The deployment that made it live.
-    pub deployment_id: String,
-    /// Epoch ms.
-    pub recorded_at: i64,
-    /// The rollback that took it down, if any.
-    pub rolled_back_by: Option<String>,
-}
-
-/// One operator action in the audit journal.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct JournalEntry {
-    /// Epoch ms.
-    pub at: i64,
-    /// `SUDO_USER` or `USER`.
-    pub operator: String,
-    /// `SSH_CONNECTION`'s client address, if any.
-    pub client: Option<String>,
-    /// `deploy`, `cancel`, `resume`, `rollback`, `pause`, …
-    pub action: String,
-    /// The deployment acted on.
-    pub workflow_id: Option<String>,
-    /// `application/environment`.
-    pub subject: Option<String>,
-    /// What exactly (version, target count).
-    pub detail: Option<String>,
-    /// The operator's reason.
-    pub reason: Option<String>,
-}
-
-/// A log line kept for `manent logs` and attached consoles.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogRecord {
-    /// Row id (0 before insert).
-    pub id: i64,
-    /// Deployment it belongs to.
-    pub workflow_id: Option<String>,
-    /// Epoch ms.
-    pub at: i64,
-    /// `error`, `warn`, `info`, `debug`, `trace`.
-    pub level: String,
-    /// `engine` or the plugin's name.
-    pub source: String,
-    /// Target name, when the line is about one.
-    pub target: Option<String>,
-    /// The message.
-    pub message: String,
-    /// JSON attributes.
-    pub attrs: Option<String>,
+/// Everything about one workflow, read at one moment (one read transaction): its row, events,
+/// history and unconsumed commands agree with each other.
+#[derive(Debug, Clone)]
+pub struct WorkflowState {
+    /// The row.
+    pub row: WorkflowRow,
+    /// Latest events.
+    pub events: BTreeMap<String, String>,
+    /// Steps and attempts.
+    pub history: History,
+    /// Commands not yet consumed.
+    pub pending: Vec<Message>,
 }
 
 /// A filter over workflows.
@@ -465,16 +438,13 @@ pub trait Store: Send + Sync {
     /// Writes the outcome if this run still owns the PENDING row (E3).
     async fn finish(&self, id: &str, run_token: &str, out: Outcome)
     -> Result<Finished, StoreError>;
-    /// Operator cancel: live → CANCELLED. Returns the row after.
-    async fn cancel(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError>;
-    /// Operator resume: CANCELLED or dead-lettered → ENQUEUED. Returns the row after.
-    async fn resume(&self, id: &str, journal: JournalEntry) -> Result<WorkflowRow, StoreError>;
+    /// Operator cancel: live → CANCELLED, with `records` if it changed. Returns the row after.
+    async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError>;
+    /// Operator resume: CANCELLED or dead-lettered → ENQUEUED, with `records`. Returns the row
+    /// after.
+    async fn resume(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError>;
     /// Delivers an operator command to a workflow's mailbox.
     async fn send(&self, req: SendRequest) -> Result<Sent, StoreError>;
-    /// Appends an audit journal entry.
-    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError>;
-    /// Appends log lines.
-    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError>;
     /// Records which engine holds the lease, for display.
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError>;
     /// Changes whenever another connection commits (B.7 polling).
@@ -485,31 +455,10 @@ pub trait Store: Send + Sync {
     async fn workflows(&self, q: WorkflowQuery) -> Result<Vec<WorkflowRow>, StoreError>;
     /// A workflow's latest events.
     async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError>;
+    /// A workflow's row, events, history and pending commands, read at one moment.
+    async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError>;
     /// Unconsumed messages of a workflow.
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError>;
-    /// Release history of a subject, oldest first.
-    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError>;
-    /// The newest `limit` journal entries of a subject or workflow (or all), oldest first.
-    async fn journal_entries(
-        &self,
-        subject: Option<&str>,
-        workflow_id: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<JournalEntry>, StoreError>;
-    /// Log lines of workflow `id` after row id `after`, at most `limit`; with
-    /// `unassigned_after`, also the engine's and plugins' lines that belong to no deployment
-    /// (a plugin that restarts, an unpinned binary) after that row id.
-    async fn logs(
-        &self,
-        id: &str,
-        after: i64,
-        unassigned_after: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<LogRecord>, StoreError>;
-    /// Every log line after row id `after`, at most `limit` (an attached console's feed).
-    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
-    /// The newest log row id (0 when there is none).
-    async fn last_log_id(&self) -> Result<i64, StoreError>;
     /// Clean shutdown: truncates the WAL.
     async fn close(&self) -> Result<(), StoreError>;
 }

@@ -8,24 +8,56 @@ use std::sync::Arc;
 
 use manent::console::action::Action;
 use manent::console::app::App;
-use manent::deploy::view::{DeploymentView, TargetView};
+use manent::deploy::records::JournalEntry;
+use manent::deploy::releases::{Transition, Transitions};
+use manent::deploy::state::{DeploymentState, Ending, Kind, Phase, TargetState, Topic};
+use manent::deploy::view::{AttemptView, DeploymentView, TargetView};
 use manent::deploy::{Report, TargetReport};
 use manent::engine::handle::{AppEnv, EngineMode, Snapshot};
 use manent::plugin::{Level, LogLine};
-use manent::workflow::store::{JournalEntry, WorkflowStatus};
+use manent::workflow::store::{AttemptOutcome, WorkflowStatus};
 
 /// 2026-11-29T10:01:12Z
 pub const NOW: i64 = 1_795_946_472_000;
 
-fn target(i: usize, state: &str, attempt: u32, ms: Option<u64>, message: &str) -> TargetView {
+fn target(
+    i: usize,
+    state: TargetState,
+    attempt: u32,
+    ms: Option<u64>,
+    message: &str,
+) -> TargetView {
+    let attempts = (1..=attempt)
+        .map(|a| AttemptView {
+            attempt: a,
+            round: 1,
+            action: manent::deploy::state::Action::Deploy,
+            started_at: NOW - 30_000 + i64::from(a) * 3_000,
+            ended_at: (a < attempt || state != TargetState::Running)
+                .then_some(NOW - 28_000 + i64::from(a) * 3_000),
+            outcome: if a < attempt {
+                Some(AttemptOutcome::Retryable)
+            } else if state == TargetState::Running {
+                None
+            } else if state == TargetState::Failed {
+                Some(AttemptOutcome::Permanent)
+            } else {
+                Some(AttemptOutcome::Ok)
+            },
+            error: (a < attempt || state == TargetState::Failed)
+                .then(|| format!("simulated failure on web-{i:02} (attempt {a})")),
+            key: format!("dep-20261129-100000-aaaa/{}", 10 + i),
+        })
+        .collect();
     TargetView {
         moniker: format!("prod::shop::fleet::web-{i:02}"),
         name: format!("web-{i:02}"),
         batch: u32::try_from((i - 1) / 6 + 1).unwrap(),
-        state: state.into(),
+        state,
         attempt,
         duration_ms: ms,
         message: message.into(),
+        attempts,
     }
 }
 
@@ -35,42 +67,45 @@ pub fn running() -> DeploymentView {
         targets.push(match i {
             1..=5 => target(
                 i,
-                "deployed",
+                TargetState::Deployed,
                 1,
                 Some(1200 + i as u64 * 37),
                 "simulated deploy of 2.4.0",
             ),
             6 => target(
                 i,
-                "deployed",
+                TargetState::Deployed,
                 2,
                 Some(2950),
                 "simulated deploy of 2.4.0 after a retry",
             ),
-            7 => target(i, "running", 1, None, ""),
+            7 => target(i, TargetState::Running, 1, None, ""),
             8 => target(
                 i,
-                "retrying",
+                TargetState::Retrying,
                 1,
                 None,
                 "simulated transient failure on web-08",
             ),
-            9 => target(i, "running", 2, None, ""),
-            _ => target(i, "pending", 0, None, ""),
+            9 => target(i, TargetState::Running, 2, None, ""),
+            _ => target(i, TargetState::Pending, 0, None, ""),
         });
     }
     DeploymentView {
         id: "dep-20261129-100000-aaaa".into(),
-        kind: "deploy".into(),
+        kind: Kind::Deploy,
         status: WorkflowStatus::Pending,
+        state: DeploymentState::Running,
         application: "shop".into(),
         environment: "prod".into(),
         production: true,
         version: "2.4.0".into(),
+        transitions: Transitions::default(),
         plugin: "fleet".into(),
         dry_run: false,
         operator: "alice from 10.1.2.3".into(),
-        phase: Some("batch 2/6".into()),
+        phase: Some(Phase::Batch { batch: 2, of: 6 }),
+        accepts: vec![Topic::Pause, Topic::Skip, Topic::Abort],
         batches: 6,
         targets,
         report: None,
@@ -81,42 +116,86 @@ pub fn running() -> DeploymentView {
     }
 }
 
+/// A staging deploy whose web-07 failed: it waits for a decision (retry, skip, abort).
 pub fn failed() -> DeploymentView {
     let mut d = running();
     d.id = "dep-20261129-090000-bbbb".into();
     d.environment = "staging".into();
     d.production = false;
-    d.status = WorkflowStatus::Error;
-    d.phase = Some("failed".into());
+    d.state = DeploymentState::FailedAwaiting;
+    d.phase = Some(Phase::AwaitingDecision {
+        batch: 2,
+        failed: vec!["web-07".into()],
+    });
+    d.accepts = vec![Topic::Retry, Topic::Skip, Topic::Abort];
     d.created_at = NOW - 3_600_000;
-    d.completed_at = Some(NOW - 3_540_000);
     d.targets.truncate(12);
     d.batches = 2;
     for t in &mut d.targets {
         t.moniker = t.moniker.replace("prod::", "staging::");
-        if t.state != "deployed" {
-            t.state = "skipped".into();
+        if t.state != TargetState::Deployed {
+            t.state = TargetState::Pending;
             t.attempt = 0;
-            t.message = "not started: an earlier target failed".into();
+            t.attempts.clear();
+            t.message = String::new();
         }
     }
-    d.targets[6].state = "failed".into();
-    d.targets[6].attempt = 4;
-    d.targets[6].message = "simulated permanent failure on web-07 (permanent, not retried)".into();
+    d.targets[6] = target(
+        7,
+        TargetState::Failed,
+        4,
+        None,
+        "fleet on web-07: deploy command failed on web-07 (exit status 1): health check \
+         /healthz answered 503 after 30s; see the target's log lines (failed 4 attempts)",
+    );
+    d.targets[6].moniker = "staging::shop::fleet::web-07".into();
+    d
+}
+
+/// A deploy that failed with `atomic: true` and rolled back what it changed.
+pub fn rolled_back() -> DeploymentView {
+    let mut d = failed();
+    d.id = "dep-20261129-080000-cccc".into();
+    d.status = WorkflowStatus::Error;
+    d.state = DeploymentState::RolledBack;
+    d.phase = Some(Phase::Failed);
+    d.accepts = Vec::new();
+    d.completed_at = Some(NOW - 3_540_000);
+    for t in &mut d.targets {
+        match t.state {
+            TargetState::Deployed => {
+                t.state = TargetState::RolledBack;
+                t.message = "web back on 2.3.0".into();
+            }
+            TargetState::Pending => {
+                t.state = TargetState::Skipped;
+                t.message = "not started: the deploy stopped before it".into();
+            }
+            _ => {}
+        }
+    }
     d.report = Some(Report {
-        kind: "deploy".into(),
-        result: "failed".into(),
+        kind: Kind::Deploy,
+        ending: Ending::RolledBack,
         version: "2.4.0".into(),
-        message: "web-07 failed: simulated permanent failure on web-07".into(),
+        transitions: Transitions(vec![Transition {
+            from: "2.4.0".into(),
+            to: "2.3.0".into(),
+            targets: 6,
+        }]),
+        message: "web-07 failed: simulated permanent failure on web-07; the targets it changed \
+                  were rolled back (6 targets: 2.4.0 → 2.3.0)"
+            .into(),
         targets: vec![TargetReport {
             moniker: "staging::shop::fleet::web-08".into(),
             batch: 2,
-            status: "skipped".into(),
+            status: TargetState::Skipped,
             attempts: 0,
-            message: "not started: an earlier target failed".into(),
+            message: "not started: the deploy stopped before it".into(),
             duration_ms: 0,
         }],
         rolled_back: Vec::new(),
+        skipped: 0,
     });
     d
 }
@@ -141,6 +220,12 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
         live: vec!["2.3.0".into()],
         batches,
         live_by_target,
+        rollback: Transitions(vec![Transition {
+            from: "2.3.0".into(),
+            to: "2.2.0".into(),
+            targets: n,
+        }]),
+        versions: vec!["2.3.0".into(), "2.2.0".into()],
     }
 }
 
@@ -155,9 +240,12 @@ pub fn snapshot() -> Snapshot {
             a.application = "api".into();
             a.plugin = "exec".into();
             a.live = Vec::new();
+            a.live_by_target.clear();
+            a.rollback = Transitions::default();
+            a.versions.clear();
             a
         }],
-        deployments: vec![running(), failed()],
+        deployments: vec![running(), failed(), rolled_back()],
         journal: vec![JournalEntry {
             at: NOW - 72_000,
             operator: "alice".into(),
@@ -221,8 +309,10 @@ pub fn app_on_deployment(id: &str) -> App {
     app
 }
 
-pub fn set_phase(app: &mut App, phase: &str) {
+pub fn set_phase(app: &mut App, phase: Phase, state: DeploymentState, accepts: &[Topic]) {
     let mut s = (*app.snap).clone();
-    s.deployments[0].phase = Some(phase.into());
+    s.deployments[0].phase = Some(phase);
+    s.deployments[0].state = state;
+    s.deployments[0].accepts = accepts.to_vec();
     app.update(Action::Snapshot(Arc::new(s)));
 }

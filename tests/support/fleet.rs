@@ -90,15 +90,21 @@ impl Fixture {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// Ids of every deployment, oldest first.
+    /// Ids of every deployment, oldest first. A database another process is still creating
+    /// (the file exists, its schema not yet) has none.
     pub fn deployments(&self) -> Vec<String> {
         if !self.db_path().exists() {
             return Vec::new();
         }
         let db = self.db();
-        let mut stmt = db
-            .prepare("SELECT workflow_id FROM workflow_status ORDER BY created_at, workflow_id")
-            .unwrap();
+        db.busy_timeout(Duration::from_secs(10)).unwrap();
+        let stmt =
+            db.prepare("SELECT workflow_id FROM workflow_status ORDER BY created_at, workflow_id");
+        let mut stmt = match stmt {
+            Ok(s) => s,
+            Err(e) if e.to_string().contains("no such table") => return Vec::new(),
+            Err(e) => panic!("reading deployments: {e}"),
+        };
         stmt.query_map([], |r| r.get(0))
             .unwrap()
             .map(Result::unwrap)
@@ -157,8 +163,11 @@ pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// An `exec` deploy command that appends `start` and `done` lines to `$FIXTURE/ledger`, with
-/// an optional pause in between (`DELAY` seconds from the environment).
+/// an optional pause in between (`DELAY` seconds from the environment). A target fails while
+/// `$FIXTURE/broken-TARGET` exists, and every target waits while `$FIXTURE/gate` exists.
 pub const LEDGER_DEPLOY: &str = r#"echo "start $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger"
+      if [ -e "$FIXTURE/broken-$MANENT_TARGET" ]; then echo "broken on purpose: $MANENT_TARGET" >&2; exit 1; fi
+      while [ -e "$FIXTURE/gate" ]; do sleep 0.05; done
       sleep "${DELAY:-0}"
       mkdir -p "$FIXTURE/fleet/$MANENT_TARGET"
       echo "$MANENT_VERSION" > "$FIXTURE/fleet/$MANENT_TARGET/VERSION"

@@ -1,5 +1,5 @@
-//! One deployment: its targets (moniker, batch, status, attempt, time, last message), the hooks
-//! and canary panels, and its log lines.
+//! One deployment: the failure to read first (when it failed), its targets (moniker, batch,
+//! status, attempt, time, last message), the hooks and canary panels, and its log lines.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -9,6 +9,8 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, 
 use super::ViewCtx;
 use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
 use crate::console::app::Focus;
+use crate::console::layout;
+use crate::deploy::state::TargetState;
 use crate::deploy::view::DeploymentView;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -19,22 +21,24 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         );
         return;
     };
-    let wide = area.width >= 110;
-    let (main, side) = if wide {
-        let [m, s] = Layout::horizontal([Constraint::Min(60), Constraint::Length(38)]).areas(area);
-        (m, Some(s))
-    } else {
-        (area, None)
-    };
-    let rows = u16::try_from(d.targets.len())
-        .unwrap_or(u16::MAX)
-        .saturating_add(3);
-    let [targets, strip, logs] = Layout::vertical([
-        Constraint::Max(rows.max(5).min(main.height / 2 + 2)),
-        Constraint::Length(u16::from(side.is_none())),
-        Constraint::Min(4),
-    ])
-    .areas(main);
+    let failure = d.headline_failure();
+    let l = layout::deployment(area, d.targets.len(), failure.is_some());
+    if let Some(f) = failure {
+        let hint = "  Enter: details";
+        let width = usize::from(l.failure.width);
+        let text = fit(
+            &format!(" ✗ {f}"),
+            width.saturating_sub(hint.chars().count()).max(20),
+        );
+        frame.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(text, ctx.theme.get("status.failed")),
+                Span::styled(hint, ctx.theme.get("muted")),
+            ])),
+            l.failure,
+        );
+    }
+    let (targets, strip, logs, side) = (l.targets, l.strip, l.logs, l.side);
     render_targets(frame, targets, d, ctx);
     if side.is_none() {
         let t = ctx.theme;
@@ -61,9 +65,9 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
     let selected = app.target_row.min(d.targets.len().saturating_sub(1));
     let offset = (selected + 1).saturating_sub(visible);
     let rows = d.targets.iter().skip(offset).take(visible).map(|x| {
-        let took = match (x.duration_ms, x.state.as_str()) {
+        let took = match (x.duration_ms, x.state) {
             (Some(ms), _) => elapsed(i64::try_from(ms).unwrap_or(0)),
-            (None, "running") => "…".into(),
+            (None, TargetState::Running) => "…".into(),
             _ => String::new(),
         };
         let name = if wide {
@@ -74,7 +78,7 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         Row::new(vec![
             Cell::from(name),
             Cell::from(x.batch.to_string()),
-            Cell::from(Span::styled(x.state.replace('_', " "), t.status(&x.state))),
+            Cell::from(Span::styled(x.state.as_str(), t.target(x.state))),
             Cell::from(if x.attempt == 0 {
                 String::new()
             } else {
@@ -87,7 +91,7 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
     let widths = [
         Constraint::Length(if wide { 34 } else { 14 }),
         Constraint::Length(5),
-        Constraint::Length(11),
+        Constraint::Length(15),
         Constraint::Length(3),
         Constraint::Length(6),
         Constraint::Min(10),
@@ -188,7 +192,7 @@ fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &View
     if let Some(r) = &d.report {
         lines.push(Line::from(Span::styled(
             r.message.clone(),
-            t.status(&r.result),
+            t.deployment(d.state, d.kind),
         )));
     }
     frame.render_widget(

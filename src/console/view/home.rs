@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, kind_of, panel, progress, row_highlight, state_of};
+use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
 use crate::console::app::Focus;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -42,7 +42,6 @@ fn render_journal(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     };
     let lines: Vec<Line<'_>> = journal
         .iter()
-        .rev()
         .take(usize::from(area.height.saturating_sub(2)))
         .map(|j| {
             let who = match &j.client {
@@ -133,21 +132,30 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);
     let wide = area.width >= 100;
     let rows = app.snap.deployments.iter().map(|d| {
-        let state = state_of(d);
         let mut cells = vec![
+            // Narrow: the time and the suffix (HHMMSS-xxxx) tell deployments apart.
             Cell::from(if wide {
                 d.id.clone()
             } else {
-                d.id.trim_start_matches("dep-").to_owned()
+                let tail = d.id.len().saturating_sub(11);
+                d.id.get(tail..).unwrap_or(&d.id).to_owned()
             }),
-            Cell::from(kind_of(d)),
+            Cell::from(d.kind.to_string()),
             Cell::from(fit(&d.subject(), 18)),
             Cell::from(d.version.clone()),
-            Cell::from(Span::styled(state.clone(), t.status(&state))),
+            Cell::from(Span::styled(
+                d.state.as_str(),
+                t.deployment(d.state, d.kind),
+            )),
             Cell::from(progress(d)),
         ];
         if wide {
-            cells.push(Cell::from(d.phase.clone().unwrap_or_default()));
+            cells.push(Cell::from(
+                d.phase
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+            ));
             cells.push(Cell::from(format!(
                 "{} ago",
                 elapsed(app.now - d.created_at)
@@ -157,11 +165,11 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     });
     let mut header = vec!["ID", "KIND", "APP/ENV", "VERSION", "STATE", "DONE"];
     let mut widths = vec![
-        Constraint::Length(if wide { 25 } else { 21 }),
+        Constraint::Length(if wide { 25 } else { 11 }),
         Constraint::Length(8),
         Constraint::Min(10),
-        Constraint::Length(8),
-        Constraint::Length(11),
+        Constraint::Length(13),
+        Constraint::Length(15),
         Constraint::Length(7),
     ];
     if wide {

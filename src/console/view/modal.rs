@@ -8,15 +8,16 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::ViewCtx;
-use super::widgets::fit;
-use crate::console::app::{Choice, Modal};
+use super::widgets::{clock, elapsed, fit};
+use crate::console::app::{Choice, Modal, Versions};
+use crate::deploy::view::TargetView;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let Some(top) = ctx.app.modals.last() else {
         return;
     };
     match top {
-        Modal::Help => help(frame, area, ctx),
+        Modal::Help { scroll } => help(frame, area, *scroll, ctx),
         Modal::EngineLog => engine_log(frame, area, ctx),
         Modal::Confirm(c) => {
             let t = ctx.theme;
@@ -45,9 +46,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                         Span::styled("reason (optional): ", t.get("muted")),
                         Span::raw(format!("{}_", c.reason)),
                     ]));
-                    lines.push(buttons(c.choice, "Confirm", ctx));
+                    lines.push(buttons(c.choice, &c.no, &c.yes, ctx));
                     lines.push(Line::from(Span::styled(
-                        "←/→ choose · Enter · Esc cancels",
+                        "←/→ choose · Enter · Esc changes nothing",
                         t.get("muted"),
                     )));
                 }
@@ -78,7 +79,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 Line::from(Span::styled("Quit the console?", ctx.theme.get("title"))),
                 Line::from(what),
                 Line::from(""),
-                buttons(*choice, "Quit", ctx),
+                buttons(*choice, "Stay", "Quit", ctx),
             ];
             dialog(frame, area, " Quit ", lines, 70, "border_focus", ctx);
         }
@@ -87,6 +88,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             environment,
             scroll,
         } => plan(frame, area, application, environment, *scroll, ctx),
+        Modal::Versions(v) => versions(frame, area, v, ctx),
+        Modal::Target {
+            deployment,
+            name,
+            scroll,
+        } => target(frame, area, deployment, name, *scroll, ctx),
         Modal::Search { text } => {
             let lines = vec![
                 Line::from(vec![
@@ -103,7 +110,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     }
 }
 
-fn buttons(choice: Choice, yes: &str, ctx: &ViewCtx<'_>) -> Line<'static> {
+fn buttons(choice: Choice, no: &str, yes: &str, ctx: &ViewCtx<'_>) -> Line<'static> {
     let t = ctx.theme;
     let button = |label: &str, on: bool| {
         if on {
@@ -113,7 +120,7 @@ fn buttons(choice: Choice, yes: &str, ctx: &ViewCtx<'_>) -> Line<'static> {
         }
     };
     Line::from(vec![
-        button("Cancel", choice == Choice::Cancel),
+        button(no, choice == Choice::Cancel),
         Span::raw("   "),
         button(yes, choice == Choice::Confirm),
     ])
@@ -155,26 +162,36 @@ fn dialog(
     );
 }
 
-fn help(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize, ctx: &ViewCtx<'_>) {
     let t = ctx.theme;
     let rows: &[(&str, &str)] = &[
         (
             "↑↓ jk PgUp PgDn g G",
             "move; in the logs, scroll (G/End follows)",
         ),
-        ("Tab ←→ hl", "next / previous panel"),
-        ("Enter", "open: plan, deployment; in targets, their logs"),
+        ("Tab Shift-Tab ←→ hl", "next / previous panel"),
+        ("Enter", "open: plan, deployment; on a target, its details"),
         ("Esc", "back to the list"),
-        ("D", "deploy the selected application/environment"),
+        (
+            "D",
+            "deploy: pick the version (descriptor's, earlier, typed)",
+        ),
         ("d", "dry-run: what would a deploy do"),
-        ("R", "roll back (production: type its name)"),
+        ("R", "roll back: shows where each target goes first"),
         ("c", "cancel the deployment at its next step"),
         ("Space", "pause before the next batch / resume"),
+        (
+            "r",
+            "retry the failed targets (the selected one if it failed)",
+        ),
+        ("s", "skip the selected target: it keeps its release"),
+        ("A", "abort: stop and roll back what the deploy changed"),
         ("p x ←→", "canary: promote, revert, traffic weight"),
         ("t", "run test hooks"),
         ("/", "filter logs: words plugin:X target:X level:warn"),
         ("L  f", "log level filter; the selected target only"),
         ("E", "the engine's own log (warnings, errors)"),
+        ("Ctrl-U", "clear what is typed in a prompt"),
         ("?  q", "this help; quit"),
     ];
     let mut lines: Vec<Line<'_>> = rows
@@ -192,7 +209,241 @@ fn help(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             t.get("readonly"),
         )));
     }
-    dialog(frame, area, " Keys ", lines, 88, "border_focus", ctx);
+    scrolled(
+        frame,
+        area,
+        " Keys ",
+        lines,
+        scroll,
+        88,
+        "↑↓ scroll · Esc closes",
+        ctx,
+    );
+}
+
+/// A dialog whose body scrolls: as much as fits from `scroll`, with a hint on the last line
+/// and the position when it does not all fit.
+#[allow(clippy::too_many_arguments, reason = "a dialog's parts")]
+fn scrolled(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    title: &str,
+    body: Vec<Line<'_>>,
+    scroll: usize,
+    width: u16,
+    hint: &str,
+    ctx: &ViewCtx<'_>,
+) {
+    // Rows each line takes once wrapped in the dialog, so the hint always shows.
+    let inner = usize::from(width.min(area.width.saturating_sub(2)).saturating_sub(2)).max(1);
+    let rows = |l: &Line<'_>| l.width().div_ceil(inner).max(1);
+    let room = usize::from(area.height.saturating_sub(5)).max(1);
+    let total = body.len();
+    // The last scroll position that still fills the dialog.
+    let mut last = total;
+    let mut used = 0;
+    while last > 0 && used + rows(&body[last - 1]) <= room {
+        used += rows(&body[last - 1]);
+        last -= 1;
+    }
+    let scroll = scroll.min(last);
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let mut used = 0;
+    for l in body.into_iter().skip(scroll) {
+        if used + rows(&l) > room {
+            break;
+        }
+        used += rows(&l);
+        lines.push(l);
+    }
+    let shown = lines.len();
+    let more = if shown < total {
+        format!("  ({}–{} of {total})", scroll + 1, scroll + shown)
+    } else {
+        String::new()
+    };
+    lines.push(Line::from(Span::styled(
+        format!("{hint}{more}"),
+        ctx.theme.get("muted"),
+    )));
+    dialog(frame, area, title, lines, width, "border_focus", ctx);
+}
+
+fn versions(frame: &mut Frame<'_>, area: Rect, v: &Versions, ctx: &ViewCtx<'_>) {
+    let t = ctx.theme;
+    let mut lines = vec![Line::from(Span::styled(
+        format!("Which version of {} to {}?", v.application, v.environment),
+        t.get("title"),
+    ))];
+    for (i, c) in v.choices.iter().enumerate() {
+        let on = i == v.selected && v.typing.is_none();
+        let style = if on {
+            t.get("selection")
+        } else {
+            Style::default()
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{} {:<16}", if on { "›" } else { " " }, c.version),
+                style,
+            ),
+            Span::styled(format!(" {}", c.note), t.get("muted")),
+        ]));
+    }
+    let other = v.selected == v.choices.len();
+    match &v.typing {
+        Some(text) => lines.push(Line::from(vec![
+            Span::raw("  version: "),
+            Span::styled(format!("{text}_"), t.get("selection")),
+        ])),
+        None => lines.push(Line::from(Span::styled(
+            format!("{} another version…", if other { "›" } else { " " }),
+            if other {
+                t.get("selection")
+            } else {
+                t.get("muted")
+            },
+        ))),
+    }
+    lines.push(Line::from(Span::styled(
+        "↑↓ choose · Enter · Esc",
+        t.get("muted"),
+    )));
+    dialog(frame, area, " Deploy ", lines, 64, "border_focus", ctx);
+}
+
+/// One target in full: state, the whole message, every attempt, its own log lines.
+fn target(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    deployment: &str,
+    name: &str,
+    scroll: usize,
+    ctx: &ViewCtx<'_>,
+) {
+    let t = ctx.theme;
+    let Some(d) = ctx.app.snap.deployments.iter().find(|d| d.id == deployment) else {
+        return;
+    };
+    let Some(x) = d.targets.iter().find(|x| x.name == name) else {
+        return;
+    };
+    let width = area.width.saturating_sub(4).min(110);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut body: Vec<Line<'_>> = vec![Line::from(vec![
+        Span::styled(
+            format!(" {} ", x.state.as_str().to_uppercase()),
+            t.target(x.state),
+        ),
+        Span::raw(format!(
+            "  batch {} · {} attempt(s){}",
+            x.batch,
+            x.attempts.len(),
+            x.duration_ms
+                .map(|ms| format!(" · took {}", elapsed(i64::try_from(ms).unwrap_or(0))))
+                .unwrap_or_default()
+        )),
+    ])];
+    for l in wrap(&x.message, inner) {
+        body.push(Line::from(l));
+    }
+    body.push(Line::from(""));
+    body.push(Line::from(Span::styled(
+        " #  ROUND  STARTED   TOOK    OUTCOME      IDEMPOTENCY KEY",
+        t.get("muted"),
+    )));
+    body.extend(attempts(x, inner, ctx));
+    body.push(Line::from(""));
+    body.push(Line::from(Span::styled(
+        format!("LOG LINES of {name}"),
+        t.get("muted"),
+    )));
+    let mut logged = 0;
+    for l in ctx.app.logs.lines().filter(|l| {
+        l.deployment_id.as_deref() == Some(deployment) && l.target.as_deref() == Some(name)
+    }) {
+        logged += 1;
+        body.push(Line::from(vec![
+            Span::styled(clock(l.at), t.get("muted")),
+            Span::styled(format!(" {:<5} ", l.level.as_str()), t.level(l.level)),
+            Span::raw(fit(&l.message, inner.saturating_sub(15))),
+        ]));
+    }
+    if logged == 0 {
+        body.push(Line::from(Span::styled(
+            "none held by this console (`manent logs` has them all)",
+            t.get("muted"),
+        )));
+    }
+    let title = format!(
+        " {} · {} ",
+        x.name,
+        fit(&x.moniker, inner.saturating_sub(8))
+    );
+    let hint = "r retry · s skip · f its logs in the pane · ↑↓ PgUp PgDn scroll · Esc";
+    scrolled(frame, area, &title, body, scroll, width, hint, ctx);
+}
+
+fn attempts<'a>(x: &TargetView, inner: usize, ctx: &ViewCtx<'_>) -> Vec<Line<'a>> {
+    let t = ctx.theme;
+    let mut out = Vec::new();
+    for a in &x.attempts {
+        let took = a
+            .ended_at
+            .map(|e| elapsed(e - a.started_at))
+            .unwrap_or_else(|| "…".into());
+        let outcome = a.outcome.map_or("running", |o| o.as_str());
+        out.push(Line::from(format!(
+            " {:<2} {:<6} {}  {:<7} {:<12} {}",
+            a.attempt,
+            a.round,
+            clock(a.started_at),
+            took,
+            outcome,
+            a.key
+        )));
+        if let Some(e) = &a.error {
+            for l in wrap(e, inner.saturating_sub(4)) {
+                out.push(Line::from(Span::styled(
+                    format!("    {l}"),
+                    t.get("notice.warn"),
+                )));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Line::from(Span::styled(" none yet", t.get("muted"))));
+    }
+    out
+}
+
+/// `text` cut into lines of at most `width` characters, at spaces where it can.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(10);
+    let mut out = Vec::new();
+    for para in text.lines() {
+        let mut line = String::new();
+        for word in para.split(' ') {
+            let mut word = word.to_owned();
+            while word.chars().count() > width {
+                if !line.is_empty() {
+                    out.push(std::mem::take(&mut line));
+                }
+                let head: String = word.chars().take(width).collect();
+                word = word.chars().skip(width).collect();
+                out.push(head);
+            }
+            if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+                out.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(&word);
+        }
+        out.push(line);
+    }
+    out
 }
 
 fn plan(

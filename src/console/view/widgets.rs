@@ -8,7 +8,6 @@ use ratatui::widgets::{Block, Borders};
 
 use crate::console::theme::Theme;
 use crate::deploy::view::DeploymentView;
-use crate::workflow::store::WorkflowStatus;
 
 /// A bordered panel whose border shows whether it has the focus.
 pub fn panel<'a>(title: impl Into<Cow<'a, str>>, focused: bool, theme: &Theme) -> Block<'a> {
@@ -41,28 +40,6 @@ pub fn elapsed(ms: i64) -> String {
 pub fn clock(ms: i64) -> String {
     let s = ms.max(0) / 1000 % 86_400;
     format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
-}
-
-/// The one-word state an operator reads: running, paused, deployed, failed, rolled back, …
-pub fn state_of(d: &DeploymentView) -> String {
-    match (d.status, d.phase.as_deref(), &d.report) {
-        (WorkflowStatus::Pending, Some("paused"), _) => "paused".into(),
-        (WorkflowStatus::Pending | WorkflowStatus::Enqueued, _, _) => "running".into(),
-        (WorkflowStatus::Cancelled, _, _) => "cancelled".into(),
-        (WorkflowStatus::MaxRecoveryAttemptsExceeded, _, _) => "interrupted".into(),
-        (_, _, Some(r)) => r.result.replace('_', " "),
-        (WorkflowStatus::Success, _, None) => "done".into(),
-        (WorkflowStatus::Error, _, None) => "failed".into(),
-    }
-}
-
-/// `rolling deploy`, `rollback`, `dry-run`.
-pub fn kind_of(d: &DeploymentView) -> String {
-    if d.dry_run {
-        "dry-run".into()
-    } else {
-        d.kind.clone()
-    }
 }
 
 /// `12/36`: targets done of all.

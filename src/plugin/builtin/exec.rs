@@ -286,14 +286,21 @@ impl Exec {
     }
 }
 
+/// Logs each line of a command's `stream` (stderr at warn: it is where commands say what went
+/// wrong) and returns the last non-empty one.
 async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger, name: &str) -> String {
     let Some(stream) = stream else {
         return String::new();
     };
+    let level = if name == "stderr" {
+        Level::Warn
+    } else {
+        Level::Info
+    };
     let mut reader = BufReader::new(stream).lines();
     let mut last = String::new();
     while let Ok(Some(line)) = reader.next_line().await {
-        log.log(Level::Info, &line, &[("stream", name.into())]);
+        log.log(level, &line, &[("stream", name.into())]);
         if !line.trim().is_empty() {
             last = line.trim().to_owned();
         }

@@ -2,12 +2,12 @@
 
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
-use super::records::{apply_effect, insert_journal};
+use super::{Extension, events};
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
-    AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, History, Message,
-    SendRequest, Sent, StepRecord,
+    ACCEPTS, AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, Effect, History,
+    Message, SendRequest, Sent, StepRecord,
 };
 
 pub fn history(conn: &Connection, id: &str) -> Result<History, StoreError> {
@@ -78,6 +78,17 @@ fn check_owner(
 
 pub fn begin_attempt(conn: &Connection, a: &AttemptStart) -> Result<(), StoreError> {
     check_owner(conn, &a.workflow_id, &a.run_token, true)?;
+    if a.interruptible && a.attempt == 1 {
+        let interrupted: bool = super::query_row(
+            conn,
+            "SELECT interrupt_requested FROM workflow_status WHERE workflow_id = ?1",
+            [&a.workflow_id],
+            |r| r.get(0),
+        )?;
+        if interrupted {
+            return Err(StoreError::Interrupted(a.workflow_id.clone()));
+        }
+    }
     super::exec(
         conn,
         "INSERT INTO step_attempts (workflow_id, function_id, attempt, function_name, run_token, \
@@ -111,7 +122,11 @@ pub fn end_attempt(conn: &Connection, a: &AttemptEnd) -> Result<(), StoreError> 
     Ok(())
 }
 
-pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
+pub fn checkpoint(
+    conn: &Connection,
+    c: &Checkpoint,
+    ext: &dyn Extension,
+) -> Result<(), StoreError> {
     check_owner(conn, &c.workflow_id, &c.run_token, false)?;
     let inserted = super::exec(
         conn,
@@ -169,7 +184,12 @@ pub fn checkpoint(conn: &Connection, c: &Checkpoint) -> Result<(), StoreError> {
         )?;
     }
     for effect in &c.effects {
-        apply_effect(conn, &c.workflow_id, c.function_id, effect)?;
+        match effect {
+            Effect::Event { key, value } => {
+                events::set(conn, &c.workflow_id, c.function_id, key, value)?;
+            }
+            Effect::Record(r) => ext.apply(conn, Some(&c.workflow_id), r)?,
+        }
     }
     Ok(())
 }
@@ -190,7 +210,20 @@ fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         payload: r.get(3)?,
         sender: r.get(4)?,
         created_at: r.get(5)?,
+        interrupts: r.get(6)?,
     })
+}
+
+/// The interrupt flag follows the mailbox: set while an interrupting command waits.
+fn sync_interrupt(conn: &Connection, id: &str) -> Result<(), StoreError> {
+    super::exec(
+        conn,
+        "UPDATE workflow_status SET interrupt_requested = EXISTS (SELECT 1 FROM notifications \
+         WHERE destination_id = ?1 AND consumed_by_function_id IS NULL AND interrupts = 1) \
+         WHERE workflow_id = ?1",
+        [id],
+    )?;
+    Ok(())
 }
 
 pub fn consume(
@@ -218,9 +251,9 @@ pub fn consume(
     check_owner(conn, id, run_token, true)?;
     let marks = vec!["?"; topics.len()].join(",");
     let sql = format!(
-        "SELECT message_id, destination_id, topic, message, sender, created_at FROM notifications \
-         WHERE destination_id = ? AND consumed_by_function_id IS NULL AND topic IN ({marks}) \
-         ORDER BY created_at, rowid LIMIT 1"
+        "SELECT message_id, destination_id, topic, message, sender, created_at, interrupts \
+         FROM notifications WHERE destination_id = ? AND consumed_by_function_id IS NULL \
+         AND topic IN ({marks}) ORDER BY created_at, rowid LIMIT 1"
     );
     let args = std::iter::once(id.to_owned()).chain(topics.iter().cloned());
     let found = conn
@@ -240,10 +273,20 @@ pub fn consume(
          started_at, completed_at) VALUES (?1, ?2, 'engine.recv', ?3, 1, ?4, ?4)",
         params![id, function_id, output, now],
     )?;
+    if msg.interrupts {
+        sync_interrupt(conn, id)?;
+    }
+    // Acting on a command: the workflow takes nothing else until it says what it takes next.
+    super::exec(
+        conn,
+        "UPDATE workflow_events SET value = '[]', updated_at = ?3 \
+         WHERE workflow_id = ?1 AND key = ?2",
+        params![id, ACCEPTS, now],
+    )?;
     Ok(Some(msg))
 }
 
-pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
+pub fn send(conn: &Connection, req: &SendRequest, ext: &dyn Extension) -> Result<Sent, StoreError> {
     let m = &req.message;
     let status: Option<String> = super::query_row(
         conn,
@@ -270,57 +313,59 @@ pub fn send(conn: &Connection, req: &SendRequest) -> Result<Sent, StoreError> {
             m.destination
         )));
     }
-    if let Some((key, allowed)) = &req.require_event {
+    if req.guarded {
         let value: Option<String> = super::query_row(
             conn,
             "SELECT value FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
-            params![m.destination, key],
+            params![m.destination, ACCEPTS],
             |r| r.get(0),
         )
         .optional()?;
-        let current = value.as_deref().map(unquote).unwrap_or_default();
-        if !allowed.contains(&current) {
-            let shown = if current.is_empty() {
-                "unknown"
-            } else {
-                current.as_str()
-            };
+        let accepted: Vec<String> = value
+            .as_deref()
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        if !accepted.contains(&m.topic) {
             return Ok(Sent::Rejected(format!(
-                "{} is {shown}; `{}` applies only when it is {}",
+                "{} does not take `{}` where it is now{}",
                 m.destination,
                 m.topic,
-                allowed.join(" or ")
+                if accepted.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it takes {})", accepted.join(", "))
+                }
             )));
         }
     }
     super::exec(
         conn,
-        "INSERT INTO notifications (message_id, destination_id, topic, message, sender, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO notifications (message_id, destination_id, topic, message, sender, \
+         created_at, interrupts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             m.id,
             m.destination,
             m.topic,
             m.payload,
             m.sender,
-            m.created_at
+            m.created_at,
+            m.interrupts
         ],
     )?;
-    if let Some(entry) = &req.journal {
-        insert_journal(conn, entry)?;
+    if m.interrupts {
+        sync_interrupt(conn, &m.destination)?;
+    }
+    for r in &req.records {
+        ext.apply(conn, Some(&m.destination), r)?;
     }
     Ok(Sent::Delivered)
 }
 
-/// Event values are JSON; a JSON string compares by its content.
-fn unquote(v: &str) -> String {
-    serde_json::from_str::<String>(v).unwrap_or_else(|_| v.to_owned())
-}
-
 pub fn pending_messages(conn: &Connection, id: &str) -> Result<Vec<Message>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT message_id, destination_id, topic, message, sender, created_at FROM notifications \
-         WHERE destination_id = ?1 AND consumed_by_function_id IS NULL ORDER BY created_at, rowid",
+        "SELECT message_id, destination_id, topic, message, sender, created_at, interrupts \
+         FROM notifications WHERE destination_id = ?1 AND consumed_by_function_id IS NULL \
+         ORDER BY created_at, rowid",
     )?;
     let rows = stmt
         .query_map([id], message_row)?

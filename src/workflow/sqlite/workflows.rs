@@ -3,11 +3,11 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use sha2::{Digest, Sha256};
 
-use super::records::insert_journal;
+use super::Extension;
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
-    Claim, Finished, JournalEntry, NewWorkflow, Outcome, Started, WorkflowQuery, WorkflowRow,
+    Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
     WorkflowStatus,
 };
 
@@ -69,7 +69,11 @@ fn digest(inputs: &str) -> String {
         .collect()
 }
 
-pub fn start(conn: &Connection, wf: NewWorkflow) -> Result<Started, StoreError> {
+pub fn start(
+    conn: &Connection,
+    wf: NewWorkflow,
+    ext: &dyn Extension,
+) -> Result<Started, StoreError> {
     let sha = digest(&wf.inputs);
     if let Some(existing) = get(conn, &wf.id)? {
         let stored_sha: String = super::query_row(
@@ -109,8 +113,8 @@ pub fn start(conn: &Connection, wf: NewWorkflow) -> Result<Started, StoreError> 
             now
         ],
     )?;
-    if let Some(entry) = &wf.journal {
-        insert_journal(conn, entry)?;
+    for r in &wf.records {
+        ext.apply(conn, Some(&wf.id), r)?;
     }
     Ok(Started::Created)
 }
@@ -207,7 +211,8 @@ pub fn finish(
 pub fn cancel(
     conn: &Connection,
     id: &str,
-    journal: &JournalEntry,
+    records: &[Record],
+    ext: &dyn Extension,
 ) -> Result<WorkflowRow, StoreError> {
     let now = now_ms();
     let changed = super::exec(
@@ -218,7 +223,9 @@ pub fn cancel(
     )?;
     let after = must_get(conn, id)?;
     if changed == 1 {
-        insert_journal(conn, journal)?;
+        for r in records {
+            ext.apply(conn, Some(id), r)?;
+        }
     }
     Ok(after)
 }
@@ -226,7 +233,8 @@ pub fn cancel(
 pub fn resume(
     conn: &Connection,
     id: &str,
-    journal: &JournalEntry,
+    records: &[Record],
+    ext: &dyn Extension,
 ) -> Result<WorkflowRow, StoreError> {
     let before = must_get(conn, id)?;
     match before.status {
@@ -260,7 +268,9 @@ pub fn resume(
          completed_at = NULL, updated_at = ?1 WHERE workflow_id = ?2",
         params![now_ms(), id],
     )?;
-    insert_journal(conn, journal)?;
+    for r in records {
+        ext.apply(conn, Some(id), r)?;
+    }
     must_get(conn, id)
 }
 

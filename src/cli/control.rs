@@ -1,0 +1,261 @@
+//! Verbs that steer a deployment: cancel, pause, resume, retry, skip, abort. Each goes through
+//! the one operator-command sender (the console's too): a command the deployment does not take
+//! where it is now is refused with the reason and exit code 2, and nothing is journaled. Resume,
+//! retry and abort then run the deployment (here, or in the engine that holds the database) and
+//! follow it to its end.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::follow::{self, Expect, Runner};
+use super::output::{self, Out};
+use super::{ControlArgs, RetryArgs, SkipArgs, exit};
+use crate::deploy::command::{self, CommandError, OperatorCommand};
+use crate::deploy::state::DeploymentState;
+use crate::operator::Operator;
+use crate::workflow::Lease;
+
+#[derive(Serialize)]
+struct Sent<'a> {
+    deployment: &'a str,
+    command: &'a str,
+    message: &'a str,
+}
+
+/// How a taken command is acknowledged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// A line on stdout.
+    Line,
+    /// JSON on stdout.
+    Json,
+    /// A note on stderr (stdout carries the summary of what follows).
+    Note,
+}
+
+/// Sends `cmd`; `Ok(config)` once taken, `Err(code)` when refused (said on stderr).
+async fn send(
+    config_path: &Path,
+    id: &str,
+    cmd: &OperatorCommand,
+    reason: Option<&str>,
+    ack: Ack,
+    out: &mut Out,
+) -> Result<crate::config::Config, u8> {
+    let (config, store) = output::open(config_path, out)?;
+    match command::send(&store, &Operator::from_env(), id, cmd, reason).await {
+        Ok(acted) => {
+            match ack {
+                Ack::Json => out.json(&Sent {
+                    deployment: id,
+                    command: cmd.action(),
+                    message: &acted.message,
+                }),
+                Ack::Line => out.line(&acted.message),
+                Ack::Note => out.note(format!("manent: {}", acted.message)),
+            }
+            Ok(config)
+        }
+        Err(e @ (CommandError::NotFound(_) | CommandError::Refused(_))) => {
+            out.error(e);
+            Err(exit::BAD_INPUT)
+        }
+        Err(e) => {
+            out.error(e);
+            Err(exit::ENGINE)
+        }
+    }
+}
+
+fn ack(json: bool) -> Ack {
+    if json { Ack::Json } else { Ack::Line }
+}
+
+/// `manent cancel`
+pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
+    let cmd = OperatorCommand::Cancel;
+    match send(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        ack(a.json.json),
+        out,
+    )
+    .await
+    {
+        Ok(_) => exit::OK,
+        Err(code) => code,
+    }
+}
+
+/// `manent pause`
+pub async fn pause(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
+    let cmd = OperatorCommand::Pause;
+    match send(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        ack(a.json.json),
+        out,
+    )
+    .await
+    {
+        Ok(_) => exit::OK,
+        Err(code) => code,
+    }
+}
+
+/// `manent skip DEP TARGET`: on a deployment that waits for a decision, the skip moves it on,
+/// so it is followed to its end; otherwise the target is left out when its batch comes.
+pub async fn skip(config_path: &Path, a: &SkipArgs, out: &mut Out) -> u8 {
+    let cmd = OperatorCommand::Skip {
+        target: a.target.clone(),
+    };
+    let awaiting = match output::open(config_path, out) {
+        Ok((_, store)) => output::view(&store, &a.deployment, out)
+            .await
+            .is_some_and(|v| v.state == DeploymentState::FailedAwaiting),
+        Err(code) => return code,
+    };
+    if awaiting {
+        return steer_and_follow(
+            config_path,
+            &a.deployment,
+            &cmd,
+            a.reason.as_deref(),
+            false,
+            a.json.json,
+            Expect::End,
+            out,
+        )
+        .await;
+    }
+    match send(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        ack(a.json.json),
+        out,
+    )
+    .await
+    {
+        Ok(_) => exit::OK,
+        Err(code) => code,
+    }
+}
+
+/// `manent retry DEP [TARGET…]`: runs the failed targets again and follows the deployment.
+pub async fn retry(config_path: &Path, a: &RetryArgs, out: &mut Out) -> u8 {
+    let cmd = OperatorCommand::Retry {
+        targets: a.targets.clone(),
+    };
+    steer_and_follow(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        a.verbose,
+        a.json.json,
+        Expect::End,
+        out,
+    )
+    .await
+}
+
+/// `manent abort DEP`: stops a deploy and rolls back what it changed, and follows it.
+pub async fn abort(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
+    let cmd = OperatorCommand::Abort;
+    steer_and_follow(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        a.verbose,
+        a.json.json,
+        Expect::Abort,
+        out,
+    )
+    .await
+}
+
+/// `manent resume`: continues a paused, cancelled, dead-lettered or interrupted deployment and
+/// follows it.
+pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
+    let (config, store) = match output::open(config_path, out) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let Some(v) = output::view(&store, &a.deployment, out).await else {
+        return exit::BAD_INPUT;
+    };
+    // A deployment no engine runs only needs one: starting it here resumes it.
+    if v.state_with(Lease::is_held(&config.database)) == DeploymentState::Interrupted
+        && v.status.is_live()
+    {
+        let entry = Operator::from_env().journal(
+            "resume",
+            Some(&v.id),
+            Some(&v.subject()),
+            None,
+            a.reason.as_deref(),
+        );
+        if let Err(e) = crate::deploy::records::Records::journal(&store, entry).await {
+            out.error(e);
+            return exit::ENGINE;
+        }
+        drop(store);
+        return run_and_follow(&config, &v.id, a.verbose, a.json.json, Expect::End, out).await;
+    }
+    drop(store);
+    let cmd = OperatorCommand::Resume;
+    steer_and_follow(
+        config_path,
+        &a.deployment,
+        &cmd,
+        a.reason.as_deref(),
+        a.verbose,
+        a.json.json,
+        Expect::End,
+        out,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments, reason = "the steering verbs' shared tail")]
+async fn steer_and_follow(
+    config_path: &Path,
+    id: &str,
+    cmd: &OperatorCommand,
+    reason: Option<&str>,
+    verbose: bool,
+    json: bool,
+    expect: Expect,
+    out: &mut Out,
+) -> u8 {
+    // The acknowledgement goes to stderr: stdout carries the deployment's summary.
+    let config = match send(config_path, id, cmd, reason, Ack::Note, out).await {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    run_and_follow(&config, id, verbose, json, expect, out).await
+}
+
+async fn run_and_follow(
+    config: &crate::config::Config,
+    id: &str,
+    verbose: bool,
+    json: bool,
+    expect: Expect,
+    out: &mut Out,
+) -> u8 {
+    let runner = match Runner::start(config, out).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    runner.run(id).await;
+    follow::to_end(runner, id, verbose, json, expect, out).await
+}

@@ -1,0 +1,404 @@
+//! Following a deployment from the command line: the engine runs here, or — when another
+//! process holds the database — the work is handed to it and followed. Progress goes to
+//! stderr, the summary to stdout, and the exit code says how the deployment ended.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::exit;
+use super::output::{self, Out, open_store};
+use crate::config::Config;
+use crate::deploy::records::Db;
+use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetState as T, Topic};
+use crate::deploy::view::{DeploymentView, TargetView};
+use crate::engine::{Engine, EngineError};
+use crate::workflow::store::WorkflowStatus;
+use crate::workflow::{Lease, LeaseError};
+
+/// Where deployments run: here, or in the engine that holds the database.
+pub enum Runner {
+    /// This process runs the engine.
+    Local(Box<Engine>),
+    /// Another process does; this one reads the database.
+    Remote {
+        store: Arc<dyn Db>,
+        db: std::path::PathBuf,
+    },
+}
+
+impl Runner {
+    /// Starts an engine here, or finds the one that holds the database.
+    pub async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {
+        match Engine::start(config).await {
+            Ok(engine) => {
+                for id in engine.recovered() {
+                    out.note(format!(
+                        "manent: resuming {id}, which an earlier run left unfinished"
+                    ));
+                }
+                Ok(Runner::Local(Box::new(engine)))
+            }
+            Err(EngineError::Lease(e @ LeaseError::Held { .. })) => {
+                out.note(format!("manent: {e}"));
+                out.note("manent: handing the work to that engine and following it here");
+                match open_store(config) {
+                    Ok(s) => Ok(Runner::Remote {
+                        store: Arc::new(s),
+                        db: config.database.clone(),
+                    }),
+                    Err(e) => {
+                        out.error(e);
+                        Err(exit::ENGINE)
+                    }
+                }
+            }
+            Err(e) => {
+                out.error(e);
+                Err(exit::ENGINE)
+            }
+        }
+    }
+
+    /// The database.
+    pub fn store(&self) -> &dyn Db {
+        match self {
+            Runner::Local(e) => e.store().as_ref(),
+            Runner::Remote { store, .. } => store.as_ref(),
+        }
+    }
+
+    /// Runs `id` here if it waits for an engine, and wakes it if it runs here.
+    pub async fn run(&self, id: &str) {
+        if let Runner::Local(e) = self {
+            if let Err(err) = e.run(id).await {
+                tracing::warn!(deployment = id, error = %err, "could not start");
+            }
+            e.wake(id);
+        }
+    }
+
+    /// Stops the engine run here; `stopping` when the operator interrupted: then in-flight
+    /// targets finish and nothing new starts, rather than waiting for whole deployments.
+    pub async fn finish(self, stopping: bool) -> usize {
+        match self {
+            Runner::Local(e) if stopping => {
+                let hard = e.config().engine.hard_timeout;
+                e.shutdown_within(Duration::ZERO, hard).await
+            }
+            Runner::Local(e) => e.shutdown().await,
+            Runner::Remote { .. } => 0,
+        }
+    }
+}
+
+/// How following ended.
+enum Ending {
+    /// The deployment ended, or waits for an operator's decision.
+    Settled(Box<DeploymentView>),
+    /// The operator interrupted this process (the engine here stops at a step boundary).
+    Stopped,
+    /// The operator interrupted following; the other engine goes on.
+    Detached,
+    /// The engine running it went away before the end.
+    EngineGone,
+}
+
+/// What the verb that follows expects, for its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// A deploy or rollback to its end.
+    End,
+    /// An abort: ending aborted is success.
+    Abort,
+}
+
+/// Follows `id` until it settles, prints the summary, stops the engine run here, and returns
+/// the exit code.
+pub async fn to_end(
+    runner: Runner,
+    id: &str,
+    verbose: bool,
+    json: bool,
+    expect: Expect,
+    out: &mut Out,
+) -> u8 {
+    let ending = follow(&runner, id, verbose, out).await;
+    let code = match &ending {
+        Ending::Settled(v) => {
+            summary(v, json, out);
+            code_of(v, expect)
+        }
+        Ending::Stopped => {
+            out.note("manent: stopping: in-flight targets finish and are recorded (Ctrl-C again to quit at once)");
+            exit::INTERRUPTED
+        }
+        Ending::Detached => {
+            out.note(format!(
+                "manent: {id} goes on in the other engine; `manent status {id}` shows it"
+            ));
+            exit::INTERRUPTED
+        }
+        Ending::EngineGone => {
+            out.note(format!(
+                "manent: the engine running {id} stopped before the end; `manent resume {id}` continues it"
+            ));
+            exit::INTERRUPTED
+        }
+    };
+    if matches!(ending, Ending::Stopped) {
+        tokio::spawn(async {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            }
+        });
+    }
+    let left = runner.finish(matches!(ending, Ending::Stopped)).await;
+    if left > 0 {
+        out.note(format!(
+            "manent: {left} deployment(s) were still running; they resume at the next start"
+        ));
+    }
+    if matches!(ending, Ending::Stopped) {
+        out.note(format!(
+            "manent: {id} stopped; `manent resume {id}` continues it"
+        ));
+    }
+    code
+}
+
+/// The exit code of a settled deployment.
+fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
+    use DeploymentState as D;
+    match v.state {
+        D::Deployed | D::DeployedWithSkips | D::Planned => exit::OK,
+        D::RolledBack if v.kind == Kind::Rollback => exit::OK,
+        D::RolledBack => exit::ROLLED_BACK,
+        D::Aborted if expect == Expect::Abort => exit::OK,
+        D::Aborted | D::Cancelled | D::Cancelling => exit::CANCELLED,
+        D::Failed | D::FailedAwaiting => exit::FAILED,
+        D::Interrupted if v.status == WorkflowStatus::MaxRecoveryAttemptsExceeded => exit::ENGINE,
+        D::Interrupted | D::Queued | D::Running | D::Paused => exit::INTERRUPTED,
+    }
+}
+
+/// Settled: finished, or waiting for a decision nobody in this process can make (a decision
+/// already in its mailbox, which it takes there, will move it on).
+fn settled(v: &DeploymentView) -> bool {
+    let decided = v
+        .pending_commands
+        .iter()
+        .any(|c| Topic::parse(c).is_some_and(|t| v.takes(t)));
+    // While it acts on a command it takes nothing (`accepts` is empty): not settled yet.
+    let waiting = v.state == DeploymentState::FailedAwaiting && !v.accepts.is_empty();
+    !v.status.is_live() || (waiting && !decided)
+}
+
+/// Prints progress on stderr until the deployment settles, the user stops it, or its engine
+/// goes.
+async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Ending {
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return Ending::Detached;
+    };
+    let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
+    let mut phase: Option<Phase> = None;
+    let mut log_after = 0i64;
+    // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
+    let engine_lines_after = runner.store().last_log_id().await.unwrap_or(0);
+    loop {
+        let store = runner.store();
+        let view = crate::deploy::view::load(store, id).await.ok().flatten();
+        if let Some(v) = &view {
+            for t in &v.targets {
+                let key = (t.state, t.attempt);
+                if shown.get(&t.name) != Some(&key) && t.state != T::Pending {
+                    out.note(progress_line(v, t));
+                    shown.insert(t.name.clone(), key);
+                }
+            }
+            // Batches show in the target lines; the phases worth a line of their own are waits.
+            if v.phase != phase {
+                if let Some(p) = v.phase.as_ref().filter(|p| {
+                    matches!(
+                        p,
+                        Phase::Validating
+                            | Phase::Paused { .. }
+                            | Phase::Waiting { .. }
+                            | Phase::Undoing
+                    )
+                }) {
+                    out.note(format!("  {p}"));
+                }
+                phase.clone_from(&v.phase);
+            }
+        }
+        if let Ok(lines) = store
+            .logs(id, log_after, Some(engine_lines_after), 1000)
+            .await
+        {
+            for l in lines {
+                log_after = l.id;
+                if verbose || l.level == "warn" || l.level == "error" {
+                    let who = l.target.map(|t| format!("{t}: ")).unwrap_or_default();
+                    out.note(format!("    {} [{}] {who}{}", l.level, l.source, l.message));
+                }
+            }
+        }
+        if let Some(v) = view
+            && settled(&v)
+        {
+            return Ending::Settled(Box::new(v));
+        }
+        // The engine we handed the work to has gone if its lease is free.
+        if let Runner::Remote { db, .. } = runner
+            && !Lease::is_held(db)
+        {
+            return Ending::EngineGone;
+        }
+        if let Runner::Local(e) = runner
+            && e.active().iter().all(|a| a != id)
+            && status(store, id).await == Some(WorkflowStatus::Pending)
+        {
+            return Ending::EngineGone;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = int.recv() => return stop_or_detach(runner),
+            _ = term.recv() => return stop_or_detach(runner),
+            // A dropped ssh session must not stop a deploy: keep going, quietly.
+            _ = hup.recv() => {}
+        }
+    }
+}
+
+async fn status(store: &dyn Db, id: &str) -> Option<WorkflowStatus> {
+    store.workflow(id).await.ok().flatten().map(|r| r.status)
+}
+
+fn stop_or_detach(runner: &Runner) -> Ending {
+    match runner {
+        Runner::Local(_) => Ending::Stopped,
+        Runner::Remote { .. } => Ending::Detached,
+    }
+}
+
+fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
+    let batch = if v.batches > 0 {
+        format!("[{}/{}] ", t.batch, v.batches)
+    } else {
+        String::new()
+    };
+    let detail = match t.state {
+        T::Running => format!("running (attempt {})", t.attempt),
+        T::Retrying => format!("attempt {} failed, retrying: {}", t.attempt, t.message),
+        T::Interrupted => format!(
+            "attempt {} interrupted by an engine stop; it runs again",
+            t.attempt
+        ),
+        T::Failed | T::RollbackFailed => {
+            format!("{} after {} attempt(s): {}", t.state, t.attempt, t.message)
+        }
+        T::Skipped => format!("skipped: {}", t.message),
+        state => {
+            let took = t
+                .duration_ms
+                .map(|d| format!(" in {}", output::duration(d)))
+                .unwrap_or_default();
+            let msg = if t.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", t.message)
+            };
+            format!("{state}{took}{msg}")
+        }
+    };
+    format!("  {batch}{}: {detail}", t.name)
+}
+
+/// The deployment's summary on stdout (or its JSON).
+pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
+    if json {
+        out.json(v);
+        return;
+    }
+    let mut counts: Vec<(TargetState, usize)> = Vec::new();
+    for t in &v.targets {
+        match counts.iter_mut().find(|(s, _)| *s == t.state) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t.state, 1)),
+        }
+    }
+    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let what = match v.kind {
+        Kind::Rollback => format!(
+            "rollback of {} in {} ({})",
+            v.application, v.environment, v.transitions
+        ),
+        Kind::DryRun => format!(
+            "dry-run of {} {} in {}",
+            v.application, v.version, v.environment
+        ),
+        Kind::Deploy => format!(
+            "deploy of {} {} to {}",
+            v.application, v.version, v.environment
+        ),
+    };
+    out.line(format!(
+        "{}: {what}: {} ({})",
+        v.id,
+        v.state,
+        counts.join(", ")
+    ));
+    if let Some(r) = &v.report
+        && !r.message.is_empty()
+    {
+        out.line(format!("  {}", r.message));
+    }
+    if v.dry_run {
+        for t in &v.targets {
+            out.line(format!("  {}: {}", t.moniker, t.message));
+        }
+    }
+    for t in v.targets.iter().filter(|t| t.state.is_failed()) {
+        out.line(format!(
+            "  {:<8} {}  ({} attempts) {}",
+            t.state, t.moniker, t.attempt, t.message
+        ));
+    }
+    if let Some(r) = &v.report {
+        for t in r
+            .targets
+            .iter()
+            .filter(|t| t.status == T::Unchanged && v.kind == Kind::Rollback)
+        {
+            out.line(format!("  unchanged {}: {}", t.moniker, t.message));
+        }
+        for t in &r.rolled_back {
+            out.line(format!(
+                "  rolled back {}: {} {}",
+                t.moniker, t.status, t.message
+            ));
+        }
+    }
+    if v.state == DeploymentState::FailedAwaiting {
+        let id = &v.id;
+        let failed = v.first_failure().map_or("TARGET", |t| t.name.as_str());
+        let mut verbs = Vec::new();
+        if v.takes(Topic::Retry) {
+            verbs.push(format!("`manent retry {id}` runs the failed targets again"));
+        }
+        if v.takes(Topic::Skip) {
+            verbs.push(format!("`manent skip {id} {failed}` leaves one out"));
+        }
+        if v.takes(Topic::Abort) {
+            verbs.push(format!("`manent abort {id}` rolls back what it changed"));
+        }
+        out.line(format!("  {id} waits for a decision: {}", verbs.join(", ")));
+    }
+}

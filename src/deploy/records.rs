@@ -1,0 +1,168 @@
+//! What deploys keep beside the engine's checkpoint log: the releases live on each moniker (and
+//! the ones before), the operator journal, and log lines. They live in the same database — the
+//! SQLite store's [`DeployRecords`] extension owns their tables — and the ones that must commit
+//! with an engine write (a release with its target's step, a journal entry with the command it
+//! records) travel as [`Record`]s.
+
+mod sqlite;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use self::sqlite::DeployRecords;
+use crate::workflow::store::{Effect, Record};
+use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
+
+/// A release on a moniker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRecord {
+    /// Row id: releases are ordered by it.
+    #[serde(default)]
+    pub id: i64,
+    /// The moniker.
+    pub moniker: String,
+    /// `application/environment`.
+    pub subject: String,
+    /// Version string.
+    pub version: String,
+    /// JSON artifact.
+    pub artifact: String,
+    /// The deployment that made it live.
+    pub deployment_id: String,
+    /// Epoch ms.
+    pub recorded_at: i64,
+    /// The rollback that took it down, if any.
+    pub rolled_back_by: Option<String>,
+}
+
+/// A rollback of one moniker: every release recorded after `to` (a release id; `None`: every
+/// release) is marked rolled back by deployment `by`, so `to` is live again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolledBack {
+    /// The moniker.
+    pub moniker: String,
+    /// The release live again.
+    pub to: Option<i64>,
+    /// The rollback.
+    pub by: String,
+}
+
+/// One operator action in the audit journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Epoch ms.
+    pub at: i64,
+    /// `SUDO_USER` or `USER`.
+    pub operator: String,
+    /// `SSH_CONNECTION`'s client address, if any.
+    pub client: Option<String>,
+    /// `deploy`, `cancel`, `resume`, `rollback`, `pause`, …
+    pub action: String,
+    /// The deployment acted on.
+    pub workflow_id: Option<String>,
+    /// `application/environment`.
+    pub subject: Option<String>,
+    /// What exactly (version, target count).
+    pub detail: Option<String>,
+    /// The operator's reason.
+    pub reason: Option<String>,
+}
+
+/// A log line kept for `manent logs` and attached consoles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRecord {
+    /// Row id (0 before insert).
+    pub id: i64,
+    /// Deployment it belongs to.
+    pub workflow_id: Option<String>,
+    /// Epoch ms.
+    pub at: i64,
+    /// `error`, `warn`, `info`, `debug`, `trace`.
+    pub level: String,
+    /// `engine` or the plugin's name.
+    pub source: String,
+    /// Target name, when the line is about one.
+    pub target: Option<String>,
+    /// The message.
+    pub message: String,
+    /// JSON attributes.
+    pub attrs: Option<String>,
+}
+
+const RELEASE: &str = "release";
+const ROLLED_BACK: &str = "rolled_back";
+const JOURNAL: &str = "journal";
+
+fn record(kind: &str, body: &impl Serialize) -> Record {
+    Record {
+        kind: kind.to_owned(),
+        body: serde_json::to_value(body).unwrap_or(serde_json::Value::Null),
+    }
+}
+
+impl ReleaseRecord {
+    /// Recorded with the step that made it live.
+    pub fn effect(&self) -> Effect {
+        Effect::Record(record(RELEASE, self))
+    }
+}
+
+impl RolledBack {
+    /// Recorded with the step that rolled the moniker back.
+    pub fn effect(&self) -> Effect {
+        Effect::Record(record(ROLLED_BACK, self))
+    }
+}
+
+impl JournalEntry {
+    /// Journaled in the same transaction as what it records.
+    pub fn record(&self) -> Record {
+        record(JOURNAL, self)
+    }
+}
+
+/// Deploys' records in the system database.
+#[async_trait]
+pub trait Records: Send + Sync {
+    /// Release history of a subject, oldest first.
+    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError>;
+    /// Appends an audit journal entry.
+    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError>;
+    /// The newest `limit` journal entries of a subject or workflow (or all), newest first.
+    async fn journal_entries(
+        &self,
+        subject: Option<&str>,
+        workflow_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>, StoreError>;
+    /// Appends log lines.
+    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError>;
+    /// Log lines of workflow `id` after row id `after`, at most `limit`; with
+    /// `unassigned_after`, also the engine's and plugins' lines that belong to no deployment
+    /// (a plugin that restarts, an unpinned binary) after that row id.
+    async fn logs(
+        &self,
+        id: &str,
+        after: i64,
+        unassigned_after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<LogRecord>, StoreError>;
+    /// Every log line after row id `after`, at most `limit` (an attached console's feed).
+    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
+    /// The newest log row id (0 when there is none).
+    async fn last_log_id(&self) -> Result<i64, StoreError>;
+}
+
+/// The system database as deploys use it: the engine's store and deploys' records.
+pub trait Db: Store + Records {}
+
+impl<T: Store + Records + ?Sized> Db for T {}
+
+/// Opens the system database at `path` with deploys' tables.
+pub fn open(
+    path: &std::path::Path,
+    sync: Synchronous,
+    check: bool,
+) -> Result<SqliteStore, StoreError> {
+    SqliteStore::open(path, sync, check, std::sync::Arc::new(DeployRecords))
+}

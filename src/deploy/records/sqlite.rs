@@ -1,0 +1,277 @@
+//! Deploys' records in the SQLite store: their tables (an extension of the engine's schema) and
+//! their queries, on the store's own connection.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, params};
+
+use super::{
+    JOURNAL, JournalEntry, LogRecord, RELEASE, ROLLED_BACK, Records, ReleaseRecord, RolledBack,
+};
+use crate::workflow::sqlite::Extension;
+use crate::workflow::store::Record;
+use crate::workflow::{SqliteStore, StoreError};
+
+/// The tables deploys keep, and how their records are written.
+#[derive(Debug, Clone, Copy)]
+pub struct DeployRecords;
+
+/// `IF NOT EXISTS`: databases made before deploys had their own schema version already have
+/// these tables.
+const MIGRATIONS: &[&str] = &[r"
+-- What is live on each moniker, and what was: appended by deploys, marked by rollbacks.
+CREATE TABLE IF NOT EXISTS releases (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  moniker        TEXT NOT NULL,
+  subject        TEXT NOT NULL,
+  version        TEXT NOT NULL,
+  artifact       TEXT NOT NULL,
+  deployment_id  TEXT NOT NULL,
+  recorded_at    INTEGER NOT NULL,
+  rolled_back_by TEXT,
+  UNIQUE (moniker, deployment_id)
+);
+CREATE INDEX IF NOT EXISTS releases_moniker ON releases(moniker, id);
+CREATE INDEX IF NOT EXISTS releases_subject ON releases(subject, id);
+
+-- Who did what: every operator action, with the reason they gave.
+CREATE TABLE IF NOT EXISTS journal (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  at          INTEGER NOT NULL,
+  operator    TEXT NOT NULL,
+  client      TEXT,
+  action      TEXT NOT NULL,
+  workflow_id TEXT,
+  subject     TEXT,
+  detail      TEXT,
+  reason      TEXT
+);
+CREATE INDEX IF NOT EXISTS journal_subject ON journal(subject, id);
+CREATE INDEX IF NOT EXISTS journal_workflow ON journal(workflow_id, id);
+
+-- Engine and plugin log lines, per deployment, for `manent logs` and attached consoles.
+CREATE TABLE IF NOT EXISTS logs (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  workflow_id TEXT,
+  at          INTEGER NOT NULL,
+  level       TEXT NOT NULL,
+  source      TEXT NOT NULL,
+  target      TEXT,
+  message     TEXT NOT NULL,
+  attrs       TEXT
+);
+CREATE INDEX IF NOT EXISTS logs_workflow ON logs(workflow_id, id);
+"];
+
+fn body<T: serde::de::DeserializeOwned>(r: &Record) -> Result<T, StoreError> {
+    serde_json::from_value(r.body.clone())
+        .map_err(|e| StoreError::Sql(format!("a `{}` record does not decode: {e}", r.kind)))
+}
+
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<(), StoreError> {
+    conn.prepare_cached(sql)?.execute(params)?;
+    Ok(())
+}
+
+impl Extension for DeployRecords {
+    fn name(&self) -> &'static str {
+        "deploy"
+    }
+
+    fn migrations(&self) -> &'static [&'static str] {
+        MIGRATIONS
+    }
+
+    fn apply(&self, conn: &Connection, _: Option<&str>, r: &Record) -> Result<(), StoreError> {
+        match r.kind.as_str() {
+            RELEASE => {
+                let r: ReleaseRecord = body(r)?;
+                exec(
+                    conn,
+                    "INSERT INTO releases (moniker, subject, version, artifact, deployment_id, \
+                     recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                    params![
+                        r.moniker,
+                        r.subject,
+                        r.version,
+                        r.artifact,
+                        r.deployment_id,
+                        r.recorded_at
+                    ],
+                )
+            }
+            ROLLED_BACK => {
+                let r: RolledBack = body(r)?;
+                exec(
+                    conn,
+                    "UPDATE releases SET rolled_back_by = ?1 WHERE moniker = ?2 \
+                     AND id > COALESCE(?3, 0) AND rolled_back_by IS NULL",
+                    params![r.by, r.moniker, r.to],
+                )
+            }
+            JOURNAL => insert_journal(conn, &body(r)?),
+            other => Err(StoreError::Sql(format!("unknown record kind `{other}`"))),
+        }
+    }
+}
+
+fn insert_journal(conn: &Connection, e: &JournalEntry) -> Result<(), StoreError> {
+    exec(
+        conn,
+        "INSERT INTO journal (at, operator, client, action, workflow_id, subject, detail, reason) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            e.at,
+            e.operator,
+            e.client,
+            e.action,
+            e.workflow_id,
+            e.subject,
+            e.detail,
+            e.reason
+        ],
+    )
+}
+
+fn log_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRecord> {
+    Ok(LogRecord {
+        id: r.get(0)?,
+        workflow_id: r.get(1)?,
+        at: r.get(2)?,
+        level: r.get(3)?,
+        source: r.get(4)?,
+        target: r.get(5)?,
+        message: r.get(6)?,
+        attrs: r.get(7)?,
+    })
+}
+
+#[async_trait]
+impl Records for SqliteStore {
+    async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError> {
+        let subject = subject.to_owned();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, moniker, subject, version, artifact, deployment_id, recorded_at, \
+                 rolled_back_by FROM releases WHERE subject = ?1 ORDER BY id",
+            )?;
+            let rows = stmt
+                .query_map([subject], |r| {
+                    Ok(ReleaseRecord {
+                        id: r.get(0)?,
+                        moniker: r.get(1)?,
+                        subject: r.get(2)?,
+                        version: r.get(3)?,
+                        artifact: r.get(4)?,
+                        deployment_id: r.get(5)?,
+                        recorded_at: r.get(6)?,
+                        rolled_back_by: r.get(7)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError> {
+        self.write(move |c| insert_journal(c, &entry)).await
+    }
+
+    async fn journal_entries(
+        &self,
+        subject: Option<&str>,
+        workflow_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let (s, w) = (subject.map(str::to_owned), workflow_id.map(str::to_owned));
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT at, operator, client, action, workflow_id, subject, detail, reason \
+                 FROM journal WHERE (?1 IS NULL OR subject = ?1) \
+                 AND (?2 IS NULL OR workflow_id = ?2) ORDER BY id DESC LIMIT ?3",
+            )?;
+            let rows = stmt
+                .query_map(params![s, w, limit], |r| {
+                    Ok(JournalEntry {
+                        at: r.get(0)?,
+                        operator: r.get(1)?,
+                        client: r.get(2)?,
+                        action: r.get(3)?,
+                        workflow_id: r.get(4)?,
+                        subject: r.get(5)?,
+                        detail: r.get(6)?,
+                        reason: r.get(7)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError> {
+        self.write(move |c| {
+            let mut stmt = c.prepare_cached(
+                "INSERT INTO logs (workflow_id, at, level, source, target, message, attrs) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for l in &lines {
+                stmt.execute(params![
+                    l.workflow_id,
+                    l.at,
+                    l.level,
+                    l.source,
+                    l.target,
+                    l.message,
+                    l.attrs
+                ])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn logs(
+        &self,
+        id: &str,
+        after: i64,
+        unassigned_after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<LogRecord>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, workflow_id, at, level, source, target, message, attrs FROM logs \
+                 WHERE id > ?2 AND (workflow_id = ?1 OR (workflow_id IS NULL AND id > ?3)) \
+                 ORDER BY id LIMIT ?4",
+            )?;
+            let rows = stmt
+                .query_map(
+                    params![id, after, unassigned_after.unwrap_or(i64::MAX), limit],
+                    log_row,
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, workflow_id, at, level, source, target, message, attrs FROM logs \
+                 WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt
+                .query_map(params![after, limit], log_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn last_log_id(&self) -> Result<i64, StoreError> {
+        self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
+            .await
+    }
+}

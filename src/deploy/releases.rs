@@ -1,0 +1,211 @@
+//! What is live on each moniker and what a rollback goes back to: per moniker, the newest
+//! earlier release whose version differs from the live one (a redeploy of the live version is
+//! no "previous"). The CLI's and the console's confirmations, the refusal of a rollback with
+//! nothing to go back to, and the rollback workflow itself all read it from here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Plan;
+use super::records::ReleaseRecord;
+use crate::plugin::Release;
+
+/// A moniker's live release and the one a rollback would restore.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Live {
+    /// Live now.
+    pub current: Option<ReleaseRecord>,
+    /// The newest earlier release with another version: what a rollback restores.
+    pub previous: Option<ReleaseRecord>,
+}
+
+/// Per moniker, from a subject's release history (oldest first).
+pub fn live(rows: Vec<ReleaseRecord>) -> BTreeMap<String, Live> {
+    let mut by_moniker: BTreeMap<String, Vec<ReleaseRecord>> = BTreeMap::new();
+    for r in rows.into_iter().filter(|r| r.rolled_back_by.is_none()) {
+        by_moniker.entry(r.moniker.clone()).or_default().push(r);
+    }
+    by_moniker
+        .into_iter()
+        .map(|(m, mut rows)| {
+            let current = rows.pop();
+            let previous = current
+                .as_ref()
+                .and_then(|c| rows.iter().rev().find(|r| r.version != c.version).cloned());
+            (m, Live { current, previous })
+        })
+        .collect()
+}
+
+/// The version live on each moniker.
+pub fn live_versions(rows: Vec<ReleaseRecord>) -> BTreeMap<String, String> {
+    live(rows)
+        .into_iter()
+        .filter_map(|(m, l)| l.current.map(|c| (m, c.version)))
+        .collect()
+}
+
+impl ReleaseRecord {
+    /// As a plugin's rollback destination.
+    pub fn release(&self) -> Release {
+        Release {
+            version: self.version.clone(),
+            artifact: serde_json::from_str(&self.artifact).unwrap_or_default(),
+            deployment_id: self.deployment_id.clone(),
+        }
+    }
+}
+
+/// One target's way back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    /// The target.
+    pub target: String,
+    /// Live now.
+    pub from: ReleaseRecord,
+    /// Live after the rollback.
+    pub to: ReleaseRecord,
+}
+
+/// Where a rollback takes each target of `plan`; targets with nothing earlier are left out.
+pub fn moves(plan: &Plan, live: &BTreeMap<String, Live>) -> Vec<Move> {
+    plan.targets()
+        .filter_map(|(_, t)| {
+            let l = live.get(&t.moniker.to_string())?;
+            Some(Move {
+                target: t.name.clone(),
+                from: l.current.clone()?,
+                to: l.previous.clone()?,
+            })
+        })
+        .collect()
+}
+
+/// Version changes counted: `36 targets: 2.4.0 → 2.3.0`, grouped when targets differ.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transitions(pub Vec<Transition>);
+
+/// `n` targets going from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// Version now.
+    pub from: String,
+    /// Version after.
+    pub to: String,
+    /// Targets.
+    pub targets: usize,
+}
+
+impl Transitions {
+    /// Counted from moves, most targets first.
+    pub fn of(moves: &[Move]) -> Self {
+        let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for m in moves {
+            *counts
+                .entry((m.from.version.clone(), m.to.version.clone()))
+                .or_default() += 1;
+        }
+        let mut out: Vec<Transition> = counts
+            .into_iter()
+            .map(|((from, to), targets)| Transition { from, to, targets })
+            .collect();
+        out.sort_by(|a, b| b.targets.cmp(&a.targets).then(a.from.cmp(&b.from)));
+        Transitions(out)
+    }
+
+    /// True when nothing moves.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Targets that move.
+    pub fn targets(&self) -> usize {
+        self.0.iter().map(|t| t.targets).sum()
+    }
+
+    /// `2.4.0 → 2.3.0`, or `2.4.0 → 2.3.0 (+2 more)` when targets differ.
+    pub fn short(&self) -> String {
+        match self.0.as_slice() {
+            [] => String::new(),
+            [one] => format!("{} → {}", one.from, one.to),
+            [first, rest @ ..] => format!("{} → {} (+{} more)", first.from, first.to, rest.len()),
+        }
+    }
+}
+
+impl fmt::Display for Transitions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, t) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            let what = if t.targets == 1 { "target" } else { "targets" };
+            write!(f, "{} {what}: {} → {}", t.targets, t.from, t.to)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(id: i64, moniker: &str, version: &str, by: Option<&str>) -> ReleaseRecord {
+        ReleaseRecord {
+            id,
+            moniker: moniker.into(),
+            subject: "shop/prod".into(),
+            version: version.into(),
+            artifact: "{}".into(),
+            deployment_id: format!("dep-{id}"),
+            recorded_at: id,
+            rolled_back_by: by.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn previous_is_the_newest_earlier_release_with_another_version() {
+        // Databases written before redeploys stopped recording a release hold 2.4.0 twice.
+        let l = live(vec![
+            rel(1, "m", "2.3.0", None),
+            rel(2, "m", "2.4.0", None),
+            rel(3, "m", "2.4.0", None),
+        ]);
+        assert_eq!(l["m"].current.as_ref().unwrap().id, 3);
+        assert_eq!(l["m"].previous.as_ref().unwrap().version, "2.3.0");
+        let l = live(vec![
+            rel(1, "m", "2.2.0", None),
+            rel(2, "m", "2.3.0", Some("dep-rb")),
+            rel(3, "m", "2.4.0", None),
+        ]);
+        assert_eq!(
+            l["m"].previous.as_ref().unwrap().version,
+            "2.2.0",
+            "a release a rollback took down is not gone back to"
+        );
+        let l = live(vec![rel(1, "m", "2.4.0", None), rel(2, "m", "2.4.0", None)]);
+        assert_eq!(l["m"].previous, None, "nothing else was ever live");
+    }
+
+    #[test]
+    fn transitions_group_and_read_as_a_sentence() {
+        let mv = |t: &str, from: &str, to: &str| Move {
+            target: t.into(),
+            from: rel(2, t, from, None),
+            to: rel(1, t, to, None),
+        };
+        let t = Transitions::of(&[
+            mv("a", "2.4.0", "2.3.0"),
+            mv("b", "2.4.0", "2.3.0"),
+            mv("c", "2.3.0", "2.2.0"),
+        ]);
+        assert_eq!(
+            t.to_string(),
+            "2 targets: 2.4.0 → 2.3.0, 1 target: 2.3.0 → 2.2.0"
+        );
+        assert_eq!(t.short(), "2.4.0 → 2.3.0 (+1 more)");
+        assert_eq!(t.targets(), 3);
+    }
+}

@@ -1,0 +1,242 @@
+//! The deploy workflow: plan → plugin capabilities → validate → releases live before → batches
+//! (each target its own step, up to `parallelism` at once). A failed target waits for an
+//! operator's retry, skip or abort (guided failure); with `atomic: true` the targets it changed
+//! go back at once instead. An abort rolls back what the deploy changed. A dry-run stops after
+//! asking the plugin what it would do.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::plan::PlannedTarget;
+use super::releases::{self, Live, Transitions};
+use super::spine::{self, FanOut, OrFail, Run, Stop};
+use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
+use super::steps;
+use super::{DeployEnv, DeployInput, Report, TargetReport, outcome};
+use crate::config::EnvSpec;
+use crate::plugin::{Capability, OnError};
+use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
+
+/// Why a target never ran, in a failed deploy's report.
+const NOT_STARTED: &str = "not started: the deploy stopped before it";
+
+/// Runs a deploy (or dry-run) from its stored inputs.
+pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunOutcome, Interrupt> {
+    let input: DeployInput = match serde_json::from_str(&inputs) {
+        Ok(i) => i,
+        Err(e) => return Ok(Report::bad_inputs(Kind::Deploy, &e)),
+    };
+    let kind = if input.dry_run {
+        Kind::DryRun
+    } else {
+        Kind::Deploy
+    };
+    outcome(deploy(&env, &ctx, &input.spec, kind).await)
+}
+
+async fn deploy(
+    env: &DeployEnv,
+    ctx: &WfCtx,
+    spec: &EnvSpec,
+    kind: Kind,
+) -> Result<Report, Interrupt> {
+    let mut run = match Run::begin(env, ctx, spec, kind).await {
+        Ok(r) => r,
+        Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => {
+            let mut r = Report::new(kind, &spec.artifact.version);
+            r.message = why;
+            return spine::end(ctx, r).await;
+        }
+    };
+    let report = match body(&mut run).await {
+        Ok(r) => r,
+        Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => run.report(Ending::Failed, why, NOT_STARTED),
+    };
+    run.end(report).await
+}
+
+async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
+    let (env, ctx, spec) = (run.env, run.ctx, run.spec);
+    run.validate().await?;
+    if run.kind == Kind::DryRun {
+        return dry_run(run).await;
+    }
+    if spec.atomic && !run.info.capabilities.can_roll_back() {
+        return Err(Stop::Failed(format!(
+            "atomic: true needs a plugin that can roll back, and {} announces only [{}] (needs \
+             current_release and rollback); nothing was touched",
+            spec.plugin, run.info.capabilities
+        )));
+    }
+    let before: BTreeMap<String, Live> = ctx
+        .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
+            let rows = env
+                .db
+                .releases(&spec.subject())
+                .await
+                .map_err(|e| StepError::Retryable(e.to_string()))?;
+            Ok(releases::live(rows))
+        })
+        .await?
+        .or_fail()?;
+    let how = FanOut {
+        action: Action::Deploy,
+        on_error: OnError::Stop,
+        guided: !spec.atomic,
+    };
+    let before_ref = &before;
+    let outcome = run
+        .batches(
+            how,
+            |_| true,
+            |t, info| {
+                let live = before_ref.get(&t.moniker.to_string());
+                async move {
+                    let h = env.plugin(spec).await?;
+                    steps::deploy_target(env, spec, ctx.id(), &h, &t, live, info).await
+                }
+            },
+        )
+        .await;
+    match outcome {
+        Ok(()) => Ok(deployed(run)),
+        Err(Stop::Failed(why)) if spec.atomic => {
+            let (lines, moved) = undo(run, &before).await?;
+            let mut r = run.report(Ending::RolledBack, why, NOT_STARTED);
+            r.message.push_str(&format!(
+                "; the targets it changed were rolled back ({moved})"
+            ));
+            r.rolled_back = lines;
+            Ok(r)
+        }
+        Err(Stop::Abort(by)) => {
+            let (lines, moved) = undo(run, &before).await?;
+            let what = if moved.is_empty() {
+                "no target had changed".to_owned()
+            } else {
+                format!("the targets it changed went back: {moved}")
+            };
+            let mut r = run.report(
+                Ending::Aborted,
+                format!("aborted by {by}; {what}"),
+                "not started: the deploy was aborted",
+            );
+            r.transitions = moved;
+            r.rolled_back = lines;
+            Ok(r)
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Rolls back every target this deploy changed (not the ones already on its version, nor the
+/// ones new to manent, which have nothing to go back to).
+async fn undo(
+    run: &mut Run<'_>,
+    before: &BTreeMap<String, Live>,
+) -> Result<(Vec<TargetReport>, Transitions), Stop> {
+    let version = &run.spec.artifact.version;
+    let changed: Vec<PlannedTarget> = run
+        .plan
+        .targets()
+        .filter(|(_, t)| {
+            let deployed = run
+                .results
+                .get(&t.name)
+                .is_some_and(|r| r.status == TargetState::Deployed);
+            let was = before
+                .get(&t.moniker.to_string())
+                .and_then(|l| l.current.as_ref())
+                .map(|c| &c.version);
+            deployed && was != Some(version)
+        })
+        .map(|(_, t)| t.clone())
+        .collect();
+    let refs: Vec<&PlannedTarget> = changed.iter().collect();
+    let moves = steps::undo_moves(&refs, before, run.spec, run.ctx.id());
+    let mut lines = run.undo(&moves).await?;
+    for (b, t) in run.plan.targets() {
+        if changed.iter().any(|c| c.name == t.name) && !moves.iter().any(|m| m.target == t.name) {
+            lines.push(TargetReport {
+                moniker: t.moniker.to_string(),
+                batch: b.index,
+                status: TargetState::Deployed,
+                attempts: 0,
+                message: "new on this target: no earlier release to go back to".into(),
+                duration_ms: 0,
+            });
+        }
+    }
+    Ok((lines, Transitions::of(&moves)))
+}
+
+fn deployed(run: &Run<'_>) -> Report {
+    let n = run.plan.len();
+    let skipped = run.skipped.len();
+    let (version, subject) = (&run.spec.artifact.version, run.spec.subject());
+    let message = if skipped == 0 {
+        format!("{version} deployed to {n} targets of {subject}")
+    } else {
+        format!(
+            "{version} deployed to {} of {n} targets of {subject}; {skipped} skipped by an \
+             operator keep their release",
+            n - skipped
+        )
+    };
+    run.report(Ending::Deployed, message, NOT_STARTED)
+}
+
+async fn dry_run(run: &mut Run<'_>) -> Result<Report, Stop> {
+    let spec = run.spec;
+    if !run.info.capabilities.has(Capability::DryRun) {
+        let mut r = run.report(
+            Ending::Validated,
+            format!(
+                "{} has no dry-run: the plan is valid and the plugin accepted it; nothing else \
+                 was asked",
+                spec.plugin
+            ),
+            "",
+        );
+        for t in &mut r.targets {
+            t.status = TargetState::Planned;
+        }
+        return Ok(r);
+    }
+    run.phase(Phase::Batch { batch: 1, of: 1 }).await?;
+    let plugin = spec.plugin.clone();
+    let answer = run
+        .plugin_step(
+            StepName::DryRun,
+            &steps::target_policy(spec),
+            true,
+            |h, req| {
+                let plugin = plugin.clone();
+                async move {
+                    let dr = h.deployer.dry_runner().ok_or_else(|| {
+                        StepError::Permanent(format!("plugin {plugin} has no dry-run"))
+                    })?;
+                    dr.dry_run(&req).await.map_err(StepError::from)
+                }
+            },
+        )
+        .await?;
+    let mut r = run.report(
+        Ending::Planned,
+        format!(
+            "dry-run of {} on {}: nothing was changed",
+            spec.artifact.version,
+            spec.subject()
+        ),
+        "",
+    );
+    for (line, tr) in r.targets.iter_mut().zip(answer.targets) {
+        line.status = TargetState::Planned;
+        line.attempts = 1;
+        line.message = tr.message;
+        line.duration_ms = tr.duration_ms;
+    }
+    Ok(r)
+}

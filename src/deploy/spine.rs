@@ -1,0 +1,697 @@
+//! The spine every deploy workflow runs on: begin (plan, record it, start the plugin and record
+//! its capabilities), whole-plan plugin calls, targets fanned out batch by batch with the
+//! operator's commands read at each boundary, guided failure (retry, skip, abort), and one way
+//! to end. A step that fails for good ends the workflow through `?` ([`Stop`]); each phase is
+//! published with the commands the workflow takes there, so nothing is accepted and ignored.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{self, Batch, Plan, PlannedTarget};
+use super::state::{Action, Ending, Kind, Phase, StepName, TargetState, Topic};
+use super::steps::{self, PluginInfo, TargetDone};
+use super::{DeployEnv, Report, TargetReport};
+use crate::config::{EnvSpec, Strategy};
+use crate::plugin::{OnError, PluginHandle, Request, Secrets, fan_out};
+use crate::workflow::store::{ACCEPTS, Effect, Message};
+use crate::workflow::{
+    Interrupt, RetryPolicy, StepError, StepFailure, StepInfo, StepResult, WfCtx,
+};
+
+/// Why a workflow stops early.
+#[derive(Debug)]
+pub enum Stop {
+    /// The engine stops it (cancel, shutdown, fencing): nothing is recorded as its end.
+    Interrupt(Interrupt),
+    /// It failed: the message says why.
+    Failed(String),
+    /// An operator aborted it: what it changed goes back.
+    Abort(String),
+}
+
+impl From<Interrupt> for Stop {
+    fn from(i: Interrupt) -> Self {
+        Stop::Interrupt(i)
+    }
+}
+
+/// A step's recorded failure ends the workflow, with `what` failed and why.
+pub trait OrFail<T> {
+    /// The value, or [`Stop::Failed`].
+    fn or_fail(self) -> Result<T, Stop>;
+}
+
+impl<T> OrFail<T> for StepResult<T> {
+    fn or_fail(self) -> Result<T, Stop> {
+        self.map_err(|f| Stop::Failed(f.to_string()))
+    }
+}
+
+/// What an operator's command carries, in the mailbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Payload {
+    /// Targets it is about (retry: empty means every failed one; skip: exactly one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// The operator's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Payload {
+    fn of(msg: &Message) -> Payload {
+        serde_json::from_str(&msg.payload).unwrap_or_default()
+    }
+}
+
+/// One deployment as it runs.
+pub struct Run<'a> {
+    /// Plugins and the database.
+    pub env: &'a DeployEnv,
+    /// The durable context.
+    pub ctx: &'a WfCtx,
+    /// What runs where.
+    pub spec: &'a EnvSpec,
+    /// Deploy, dry-run or rollback.
+    pub kind: Kind,
+    /// Targets in batches.
+    pub plan: Plan,
+    /// What the plugin announced.
+    pub info: PluginInfo,
+    /// Targets at once.
+    pub par: u32,
+    /// Each target's latest result, by name.
+    pub results: BTreeMap<String, TargetReport>,
+    /// Targets an operator left out.
+    pub skipped: BTreeSet<String>,
+}
+
+/// How a fan-out of targets is driven.
+#[derive(Debug, Clone, Copy)]
+pub struct FanOut {
+    /// What the target steps do.
+    pub action: Action,
+    /// Stop starting targets after a failure (a deploy), or go on (a rollback).
+    pub on_error: OnError,
+    /// On failure, wait for an operator's retry, skip or abort; otherwise fail.
+    pub guided: bool,
+}
+
+impl<'a> Run<'a> {
+    /// Plans (step `plan`), publishes the plan, starts the plugin and records what it can do
+    /// (step `plugin.configure`). Nothing is touched yet.
+    pub async fn begin(
+        env: &'a DeployEnv,
+        ctx: &'a WfCtx,
+        spec: &'a EnvSpec,
+        kind: Kind,
+    ) -> Result<Run<'a>, Stop> {
+        ctx.set_events(&[
+            ("phase", json(&Phase::Planning)),
+            (ACCEPTS, json(&[] as &[Topic])),
+        ])
+        .await?;
+        let plan = ctx
+            .step(StepName::Plan, &steps::internal(), |_| async {
+                if kind != Kind::Rollback && spec.artifact.version.is_empty() {
+                    return Err(StepError::Permanent(format!(
+                        "{}: artifact.version is empty; set it or pass --version",
+                        spec.descriptor.display()
+                    )));
+                }
+                plan::compute(spec).map_err(StepError::Permanent)
+            })
+            .await?
+            .or_fail()?;
+        ctx.set_event("plan", &plan).await?;
+        // Starting a plugin may take its whole start_timeout: no step timeout on top.
+        let policy = RetryPolicy {
+            timeout: None,
+            ..steps::target_policy(spec)
+        };
+        let info = ctx
+            .step(StepName::Configure, &policy, |_| async {
+                let h = env.plugin(spec).await?;
+                Ok(PluginInfo {
+                    origin: h.origin.clone(),
+                    capabilities: h.capabilities.clone(),
+                })
+            })
+            .await?
+            .or_fail()?;
+        let par = steps::parallelism(spec, &info);
+        Ok(Run {
+            env,
+            ctx,
+            spec,
+            kind,
+            plan,
+            info,
+            par,
+            results: BTreeMap::new(),
+            skipped: BTreeSet::new(),
+        })
+    }
+
+    /// Publishes where the deployment is and the commands it takes there.
+    pub async fn phase(&self, phase: Phase) -> Result<(), Stop> {
+        let accepts = self.accepts(&phase);
+        self.ctx
+            .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&accepts))])
+            .await?;
+        Ok(())
+    }
+
+    /// The operator commands taken in `phase`: pause only before a next batch, abort only when
+    /// what changed can go back.
+    pub fn accepts(&self, phase: &Phase) -> Vec<Topic> {
+        let abort = (self.kind == Kind::Deploy && self.info.capabilities.can_roll_back())
+            .then_some(Topic::Abort);
+        let mut out: Vec<Topic> = match phase {
+            Phase::Batch { batch, of } => {
+                let pause = (batch < of).then_some(Topic::Pause);
+                pause.into_iter().chain([Topic::Skip]).collect()
+            }
+            Phase::Waiting { .. } => vec![Topic::Pause],
+            Phase::Paused { .. } => vec![Topic::Resume, Topic::Skip],
+            Phase::AwaitingDecision { .. } => vec![Topic::Retry, Topic::Skip],
+            _ => return Vec::new(),
+        };
+        out.extend(abort);
+        out
+    }
+
+    /// A plugin call on the whole plan, as one durable step: `secrets` open for the call.
+    pub async fn plugin_step<T, F, Fut>(
+        &self,
+        name: StepName,
+        policy: &RetryPolicy,
+        with_secrets: bool,
+        call: F,
+    ) -> Result<T, Stop>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+        F: Fn(Arc<PluginHandle>, Request) -> Fut,
+        Fut: Future<Output = Result<T, StepError>>,
+    {
+        let (env, spec, ctx, call) = (self.env, self.spec, self.ctx, &call);
+        let targets = self.plan.request_targets();
+        let par = self.par;
+        ctx.step(name, policy, |info| {
+            let targets = targets.clone();
+            async move {
+                let h = env.plugin(spec).await?;
+                let (secrets, _open) = if with_secrets {
+                    steps::secrets(env, spec)
+                } else {
+                    (Secrets::none(), None)
+                };
+                let req = steps::request(spec, ctx.id(), targets, par, secrets, Some(&info));
+                call(h, req).await
+            }
+        })
+        .await?
+        .or_fail()
+    }
+
+    /// Step `validate`: the plugin checks the whole request, without secrets, within the
+    /// validation time limit; a refusal fails the deployment before anything is touched.
+    pub async fn validate(&self) -> Result<(), Stop> {
+        self.phase(Phase::Validating).await?;
+        let policy = RetryPolicy {
+            timeout: Some(self.spec.validate_timeout),
+            ..steps::target_policy(self.spec)
+        };
+        let plugin = self.spec.plugin.clone();
+        self.plugin_step(StepName::Validate, &policy, false, |h, req| {
+            let plugin = plugin.clone();
+            async move {
+                h.deployer.validate(&req).await.map_err(|e| {
+                    StepError::from(e.context(format!("{plugin} rejected the deploy")))
+                })
+            }
+        })
+        .await
+    }
+
+    /// Runs `body` on every target the plan and `eligible` allow, batch by batch. Between
+    /// batches the operator's pause, skip and abort are read; with `guided`, failed targets
+    /// wait for a retry, a skip or an abort instead of failing the deployment.
+    pub async fn batches<F, Fut>(
+        &mut self,
+        how: FanOut,
+        eligible: impl Fn(&PlannedTarget) -> bool,
+        body: F,
+    ) -> Result<(), Stop>
+    where
+        F: Fn(PlannedTarget, StepInfo) -> Fut,
+        Fut: Future<Output = Result<(TargetDone, Vec<Effect>), StepError>>,
+    {
+        let batches = self.plan.batches.clone();
+        let of = u32::try_from(batches.len()).unwrap_or(u32::MAX);
+        for batch in &batches {
+            self.between_batches(batch.index, of).await?;
+            self.phase(Phase::Batch {
+                batch: batch.index,
+                of,
+            })
+            .await?;
+            let mut todo: Vec<&PlannedTarget> = batch
+                .targets
+                .iter()
+                .filter(|t| eligible(t) && !self.skipped.contains(&t.name))
+                .collect();
+            // Failed targets awaiting a decision, and targets that wait for them.
+            let mut open: Vec<&PlannedTarget> = Vec::new();
+            let mut waiting: Vec<&PlannedTarget> = Vec::new();
+            let mut round = 1;
+            loop {
+                if todo.is_empty() {
+                    if open.is_empty() {
+                        break;
+                    }
+                    if !how.guided {
+                        return Err(Stop::Failed(self.first_failure(&open)));
+                    }
+                    todo = self.decide(batch.index, &open).await?;
+                    open.retain(|t| !todo.contains(t) && !self.skipped.contains(&t.name));
+                    if open.is_empty() {
+                        todo.append(&mut waiting);
+                    }
+                    todo.retain(|t| !self.skipped.contains(&t.name));
+                    continue;
+                }
+                let results = self.round(how, batch, round, &todo, &body).await?;
+                round += 1;
+                let mut unstarted = Vec::new();
+                for (t, r) in std::mem::take(&mut todo).into_iter().zip(results) {
+                    match r {
+                        Some(r) => {
+                            if r.is_err() {
+                                open.push(t);
+                            }
+                            self.record(batch.index, t, &r);
+                        }
+                        None => unstarted.push(t),
+                    }
+                }
+                if unstarted.is_empty() {
+                    continue;
+                }
+                if open.is_empty() {
+                    // Nothing failed, yet targets did not start: an interrupting command
+                    // (abort) waits. Without one, they start in the next round.
+                    self.take(&[Topic::Abort], batch.index).await?;
+                    todo = unstarted;
+                } else {
+                    waiting.extend(unstarted);
+                }
+            }
+            if let Strategy::Rolling {
+                interval: Some(d), ..
+            } = self.spec.strategy
+                && batch.index < of
+            {
+                self.phase(Phase::Waiting {
+                    before: batch.index + 1,
+                    of,
+                })
+                .await?;
+                if let Some(msg) = self
+                    .ctx
+                    .recv(&[Topic::Pause.as_str(), Topic::Abort.as_str()], Some(d))
+                    .await?
+                {
+                    self.apply(&msg, batch.index + 1, of).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Before batch `next`: the commands waiting in the mailbox, oldest first.
+    async fn between_batches(&mut self, next: u32, of: u32) -> Result<(), Stop> {
+        while let Some(msg) = self
+            .ctx
+            .poll_mailbox(&[
+                Topic::Pause.as_str(),
+                Topic::Skip.as_str(),
+                Topic::Abort.as_str(),
+            ])
+            .await?
+        {
+            self.apply(&msg, next, of).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes one waiting command on `topics`, if any, and applies it.
+    async fn take(&mut self, topics: &[Topic], batch: u32) -> Result<(), Stop> {
+        let topics: Vec<&str> = topics.iter().map(|t| t.as_str()).collect();
+        if let Some(msg) = self.ctx.poll_mailbox(&topics).await? {
+            let of = u32::try_from(self.plan.batches.len()).unwrap_or(u32::MAX);
+            self.apply(&msg, batch, of).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies a pause (parks until resumed), a skip, or an abort.
+    async fn apply(&mut self, msg: &Message, next: u32, of: u32) -> Result<(), Stop> {
+        match Topic::parse(&msg.topic) {
+            Some(Topic::Abort) => Err(Stop::Abort(by(msg))),
+            Some(Topic::Skip) => self.skip(msg).await,
+            Some(Topic::Pause) => {
+                loop {
+                    // Published again after each command: consuming one empties what it takes.
+                    self.phase(Phase::Paused { before: next, of }).await?;
+                    let msg = self
+                        .ctx
+                        .recv(
+                            &[
+                                Topic::Resume.as_str(),
+                                Topic::Skip.as_str(),
+                                Topic::Abort.as_str(),
+                            ],
+                            None,
+                        )
+                        .await?
+                        .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
+                    match Topic::parse(&msg.topic) {
+                        Some(Topic::Resume) => break,
+                        Some(Topic::Abort) => return Err(Stop::Abort(by(&msg))),
+                        _ => self.skip(&msg).await?,
+                    }
+                }
+                self.phase(Phase::Batch { batch: next, of }).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the operator's skip of each named target that has not deployed yet.
+    async fn skip(&mut self, msg: &Message) -> Result<(), Stop> {
+        let p = Payload::of(msg);
+        for name in p.targets {
+            let Some((b, t)) = self
+                .plan
+                .targets()
+                .find(|(_, t)| t.name == name)
+                .map(|(b, t)| (b.index, t.clone()))
+            else {
+                continue;
+            };
+            let done = self.results.get(&name).is_some_and(|r| r.status.is_done());
+            if done || !self.skipped.insert(name.clone()) {
+                continue;
+            }
+            let message = match &p.reason {
+                Some(r) => format!("skipped by {}: {r}", by(msg)),
+                None => format!("skipped by {}", by(msg)),
+            };
+            let step = StepName::target(Action::Skip, b, 1, &name);
+            let r = self
+                .ctx
+                .step(step, &steps::internal(), |info| {
+                    let message = message.clone();
+                    async move {
+                        Ok(TargetDone {
+                            status: TargetState::Skipped,
+                            message,
+                            duration_ms: 0,
+                            attempt: info.attempt,
+                            version: String::new(),
+                        })
+                    }
+                })
+                .await?;
+            self.record(b, &t, &r);
+        }
+        Ok(())
+    }
+
+    /// Targets failed: waits for the operator. Returns the targets to run again.
+    async fn decide<'p>(
+        &mut self,
+        batch: u32,
+        failed: &[&'p PlannedTarget],
+    ) -> Result<Vec<&'p PlannedTarget>, Stop> {
+        let of = u32::try_from(self.plan.batches.len()).unwrap_or(u32::MAX);
+        let mut open: Vec<&PlannedTarget> = failed.to_vec();
+        loop {
+            open.retain(|t| !self.skipped.contains(&t.name));
+            if open.is_empty() {
+                self.phase(Phase::Batch { batch, of }).await?;
+                return Ok(Vec::new());
+            }
+            self.phase(Phase::AwaitingDecision {
+                batch,
+                failed: open.iter().map(|t| t.name.clone()).collect(),
+            })
+            .await?;
+            let msg = self
+                .ctx
+                .recv(
+                    &[
+                        Topic::Retry.as_str(),
+                        Topic::Skip.as_str(),
+                        Topic::Abort.as_str(),
+                    ],
+                    None,
+                )
+                .await?
+                .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
+            match Topic::parse(&msg.topic) {
+                Some(Topic::Abort) => return Err(Stop::Abort(by(&msg))),
+                Some(Topic::Retry) => {
+                    let p = Payload::of(&msg);
+                    let again: Vec<&PlannedTarget> = open
+                        .iter()
+                        .copied()
+                        .filter(|t| p.targets.is_empty() || p.targets.contains(&t.name))
+                        .collect();
+                    if !again.is_empty() {
+                        self.phase(Phase::Batch { batch, of }).await?;
+                        return Ok(again);
+                    }
+                }
+                _ => self.skip(&msg).await?,
+            }
+        }
+    }
+
+    /// One round of a batch: `todo`'s steps, reserved in order, `par` at a time. A replay starts
+    /// exactly the targets the first run started once the round had ended (a failure stopped
+    /// it, or later steps are recorded); `None` marks a target that did not start.
+    async fn round<F, Fut>(
+        &self,
+        how: FanOut,
+        batch: &Batch,
+        round: u32,
+        todo: &[&PlannedTarget],
+        body: &F,
+    ) -> Result<Vec<Option<StepResult<TargetDone>>>, Interrupt>
+    where
+        F: Fn(PlannedTarget, StepInfo) -> Fut,
+        Fut: Future<Output = Result<(TargetDone, Vec<Effect>), StepError>>,
+    {
+        let ctx = self.ctx;
+        let ids = ctx.reserve(u32::try_from(todo.len()).unwrap_or(u32::MAX));
+        let ended = ids.last().is_some_and(|last| ctx.started_beyond(*last))
+            || (how.on_error == OnError::Stop && ids.iter().any(|id| ctx.recorded_failure(*id)));
+        let items: Vec<(u32, &PlannedTarget)> = ids
+            .into_iter()
+            .zip(todo.iter().copied())
+            .filter(|(id, _)| !ended || ctx.was_started(*id))
+            .collect();
+        let policy = steps::target_policy(self.spec);
+        let policy = &policy;
+        let results = fan_out(
+            items.iter().copied(),
+            usize::try_from(self.par).unwrap_or(1),
+            how.on_error,
+            |(id, _)| ctx.was_started(*id),
+            |(id, t)| {
+                let name = StepName::target(how.action, batch.index, round, &t.name);
+                async move {
+                    let r = ctx
+                        .fan_out_step_at(id, name.into(), policy, |info| body(t.clone(), info))
+                        .await;
+                    (t, r)
+                }
+            },
+            |(_, r)| !matches!(r, Ok(Ok(_))),
+        )
+        .await;
+        let mut by_name: BTreeMap<&str, StepResult<TargetDone>> = BTreeMap::new();
+        for (t, r) in results.into_iter().flatten() {
+            match r {
+                Ok(r) => {
+                    by_name.insert(&t.name, r);
+                }
+                Err(Interrupt::Interrupted) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(todo
+            .iter()
+            .map(|t| by_name.remove(t.name.as_str()))
+            .collect())
+    }
+
+    /// `web-3 failed: …`, for the first of `failed`.
+    fn first_failure(&self, failed: &[&PlannedTarget]) -> String {
+        let Some(f) = failed.first() else {
+            return "a target failed".into();
+        };
+        let why = self
+            .results
+            .get(&f.name)
+            .map(|r| r.message.clone())
+            .unwrap_or_default();
+        format!("{} failed: {why}", f.name)
+    }
+
+    /// A target's result, for the report.
+    pub fn record(&mut self, batch: u32, t: &PlannedTarget, r: &StepResult<TargetDone>) {
+        let line = match r {
+            Ok(d) => TargetReport {
+                moniker: t.moniker.to_string(),
+                batch,
+                status: d.status,
+                attempts: d.attempt,
+                message: d.message.clone(),
+                duration_ms: d.duration_ms,
+            },
+            Err(f) => failure_line(batch, t, f),
+        };
+        self.results.insert(t.name.clone(), line);
+    }
+
+    /// Every target's line, in plan order; `unstarted` says why a target never ran.
+    pub fn report_targets(&self, unstarted: &str) -> Vec<TargetReport> {
+        self.plan
+            .targets()
+            .map(|(b, t)| {
+                self.results
+                    .get(&t.name)
+                    .cloned()
+                    .unwrap_or_else(|| TargetReport {
+                        moniker: t.moniker.to_string(),
+                        batch: b.index,
+                        status: TargetState::Skipped,
+                        attempts: 0,
+                        message: unstarted.to_owned(),
+                        duration_ms: 0,
+                    })
+            })
+            .collect()
+    }
+
+    /// Rolls back, last batch first, each target along its move (an undo: no guided failure,
+    /// every target is tried). Returns the lines of the targets it tried.
+    pub async fn undo(
+        &mut self,
+        moves: &[super::releases::Move],
+    ) -> Result<Vec<TargetReport>, Stop> {
+        self.phase(Phase::Undoing).await?;
+        let how = FanOut {
+            action: Action::Rollback,
+            on_error: OnError::Continue,
+            guided: false,
+        };
+        let mut out = Vec::new();
+        let batches = self.plan.batches.clone();
+        for batch in batches.iter().rev() {
+            let todo: Vec<&PlannedTarget> = batch
+                .targets
+                .iter()
+                .filter(|t| moves.iter().any(|m| m.target == t.name))
+                .collect();
+            if todo.is_empty() {
+                continue;
+            }
+            let (env, spec, ctx) = (self.env, self.spec, self.ctx);
+            let body = |t: PlannedTarget, info: StepInfo| {
+                let mv = moves.iter().find(|m| m.target == t.name).cloned();
+                async move {
+                    let mv = mv.ok_or_else(|| {
+                        StepError::Permanent(format!("{} has nothing to go back to", t.name))
+                    })?;
+                    let h = env.plugin(spec).await?;
+                    steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
+                }
+            };
+            let results = self.round(how, batch, 1, &todo, &body).await?;
+            for (t, r) in todo.iter().zip(results) {
+                let line = match &r {
+                    Some(Ok(d)) => TargetReport {
+                        moniker: t.moniker.to_string(),
+                        batch: batch.index,
+                        status: d.status,
+                        attempts: d.attempt,
+                        message: d.message.clone(),
+                        duration_ms: d.duration_ms,
+                    },
+                    Some(Err(f)) => {
+                        let mut l = failure_line(batch.index, t, f);
+                        l.status = TargetState::RollbackFailed;
+                        l
+                    }
+                    None => continue,
+                };
+                out.push(line);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The report of a deployment that ends now, as `ending`, with `message`.
+    pub fn report(&self, ending: Ending, message: String, unstarted: &str) -> Report {
+        let mut r = Report::new(self.kind, &self.spec.artifact.version);
+        r.ending = ending;
+        r.message = message;
+        r.targets = self.report_targets(unstarted);
+        r.skipped = u32::try_from(self.skipped.len()).unwrap_or(u32::MAX);
+        r
+    }
+
+    /// Ends the deployment: the last phase is published, the report is the outcome.
+    pub async fn end(&self, report: Report) -> Result<Report, Interrupt> {
+        end(self.ctx, report).await
+    }
+}
+
+/// Publishes the last phase of a deployment that ends with `report`.
+pub async fn end(ctx: &WfCtx, report: Report) -> Result<Report, Interrupt> {
+    let phase = if report.ok() {
+        Phase::Done
+    } else {
+        Phase::Failed
+    };
+    ctx.set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[Topic]))])
+        .await?;
+    Ok(report)
+}
+
+fn failure_line(batch: u32, t: &PlannedTarget, f: &StepFailure) -> TargetReport {
+    TargetReport {
+        moniker: t.moniker.to_string(),
+        batch,
+        status: TargetState::Failed,
+        attempts: f.attempts,
+        message: f.to_string(),
+        duration_ms: 0,
+    }
+}
+
+/// Who sent a command.
+fn by(msg: &Message) -> String {
+    msg.sender.clone().unwrap_or_else(|| "an operator".into())
+}
+
+fn json<T: Serialize + ?Sized>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}

@@ -1,0 +1,514 @@
+//! The words deployments are described in, as types shared by the engine, the CLI and the
+//! console: what a deployment is doing ([`Phase`]), which operator commands it takes there
+//! ([`Topic`]), each target's state ([`TargetState`]), the one-word state an operator reads
+//! ([`DeploymentState`]), how it ended ([`Ending`]) and its durable step names ([`StepName`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A workflow kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A deploy.
+    Deploy,
+    /// A dry-run: plan, validate, ask the plugin; change nothing.
+    DryRun,
+    /// A rollback to the previous release.
+    Rollback,
+}
+
+impl Kind {
+    /// `deploy`, `dry-run`, `rollback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Deploy => "deploy",
+            Kind::DryRun => "dry-run",
+            Kind::Rollback => "rollback",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a deployment is doing, published as its `phase` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    /// Computing the plan, starting the plugin.
+    Planning,
+    /// The plugin checks the request.
+    Validating,
+    /// Asking the plugin what is live (a rollback).
+    Inspecting,
+    /// Working on batch `batch` of `of`.
+    Batch { batch: u32, of: u32 },
+    /// Paused by an operator before batch `before`.
+    Paused { before: u32, of: u32 },
+    /// The strategy's pause before batch `before`.
+    Waiting { before: u32, of: u32 },
+    /// Targets failed: waiting for an operator to retry, skip or abort.
+    AwaitingDecision { batch: u32, failed: Vec<String> },
+    /// Rolling back what the deployment changed (`atomic`, or an operator's abort).
+    Undoing,
+    /// Finished.
+    Done,
+    /// Finished with a failure.
+    Failed,
+}
+
+impl Phase {
+    /// True while the deployment waits for an operator.
+    pub fn waits_for_operator(&self) -> bool {
+        matches!(self, Phase::Paused { .. } | Phase::AwaitingDecision { .. })
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Phase::Planning => f.write_str("planning"),
+            Phase::Validating => f.write_str("validating"),
+            Phase::Inspecting => f.write_str("inspecting"),
+            Phase::Batch { batch, of } => write!(f, "batch {batch}/{of}"),
+            Phase::Paused { before, of } => write!(f, "paused before batch {before}/{of}"),
+            Phase::Waiting { before, of } => write!(f, "waiting before batch {before}/{of}"),
+            Phase::AwaitingDecision { failed, .. } => {
+                write!(f, "{} failed: retry, skip or abort", names(failed))
+            }
+            Phase::Undoing => f.write_str("rolling back"),
+            Phase::Done => f.write_str("done"),
+            Phase::Failed => f.write_str("failed"),
+        }
+    }
+}
+
+/// `web-1`, `web-1 and web-2`, `web-1, web-2 and 3 more`.
+pub fn names(list: &[String]) -> String {
+    match list {
+        [] => "nothing".into(),
+        [one] => one.clone(),
+        [a, b] => format!("{a} and {b}"),
+        [a, b, rest @ ..] => format!("{a}, {b} and {} more", rest.len()),
+    }
+}
+
+/// An operator command a workflow reads from its mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Topic {
+    /// Stop before the next batch.
+    Pause,
+    /// Continue after a pause.
+    Resume,
+    /// Run failed targets again.
+    Retry,
+    /// Leave a target out of the deployment.
+    Skip,
+    /// Stop and roll back what the deployment changed.
+    Abort,
+}
+
+impl Topic {
+    /// The mailbox topic.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topic::Pause => "pause",
+            Topic::Resume => "resume",
+            Topic::Retry => "retry",
+            Topic::Skip => "skip",
+            Topic::Abort => "abort",
+        }
+    }
+
+    /// Parses a mailbox topic.
+    pub fn parse(s: &str) -> Option<Topic> {
+        [
+            Topic::Pause,
+            Topic::Resume,
+            Topic::Retry,
+            Topic::Skip,
+            Topic::Abort,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for Topic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A target's state in a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetState {
+    /// Not started yet.
+    Pending,
+    /// An attempt runs.
+    Running,
+    /// An attempt failed; the next one waits for its backoff.
+    Retrying,
+    /// An engine stop cut an attempt off; it runs again.
+    Interrupted,
+    /// The new release is live.
+    Deployed,
+    /// Already at the release: nothing changed.
+    Unchanged,
+    /// Failed.
+    Failed,
+    /// Left out: never started after a failure, or skipped by an operator.
+    Skipped,
+    /// Back on its previous release.
+    RolledBack,
+    /// Its rollback failed.
+    RollbackFailed,
+    /// A dry-run's answer.
+    Planned,
+}
+
+impl TargetState {
+    /// The word on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetState::Pending => "pending",
+            TargetState::Running => "running",
+            TargetState::Retrying => "retrying",
+            TargetState::Interrupted => "interrupted",
+            TargetState::Deployed => "deployed",
+            TargetState::Unchanged => "unchanged",
+            TargetState::Failed => "failed",
+            TargetState::Skipped => "skipped",
+            TargetState::RolledBack => "rolled back",
+            TargetState::RollbackFailed => "rollback failed",
+            TargetState::Planned => "planned",
+        }
+    }
+
+    /// Finished without error.
+    pub fn is_done(self) -> bool {
+        matches!(
+            self,
+            TargetState::Deployed
+                | TargetState::Unchanged
+                | TargetState::RolledBack
+                | TargetState::Planned
+        )
+    }
+
+    /// Failed, deploying or rolling back.
+    pub fn is_failed(self) -> bool {
+        matches!(self, TargetState::Failed | TargetState::RollbackFailed)
+    }
+
+    /// Being worked on now.
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            TargetState::Running | TargetState::Retrying | TargetState::Interrupted
+        )
+    }
+}
+
+impl fmt::Display for TargetState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<crate::plugin::TargetStatus> for TargetState {
+    fn from(s: crate::plugin::TargetStatus) -> Self {
+        use crate::plugin::TargetStatus as S;
+        match s {
+            S::Deployed => TargetState::Deployed,
+            S::Failed => TargetState::Failed,
+            S::Skipped => TargetState::Skipped,
+            S::Unchanged => TargetState::Unchanged,
+            S::RolledBack => TargetState::RolledBack,
+        }
+    }
+}
+
+/// How a finished deployment ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// Every target is on the release (some may have been skipped by an operator).
+    Deployed,
+    /// Failed.
+    Failed,
+    /// Failed, and the targets it changed went back (`atomic`); or a rollback that finished.
+    RolledBack,
+    /// Stopped by an operator and the targets it changed went back.
+    Aborted,
+    /// A dry-run the plugin answered.
+    Planned,
+    /// A dry-run of a plugin without one: the plan is valid, nothing else was asked.
+    Validated,
+}
+
+/// The one state an operator reads for a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentState {
+    /// Waiting for an engine to start it.
+    Queued,
+    /// Working.
+    Running,
+    /// Cancelled while targets still finish.
+    Cancelling,
+    /// Paused by an operator.
+    Paused,
+    /// Targets failed; waiting for retry, skip or abort.
+    FailedAwaiting,
+    /// Every target deployed.
+    Deployed,
+    /// Deployed except the targets an operator skipped.
+    DeployedWithSkips,
+    /// Failed.
+    Failed,
+    /// Failed and rolled back (`atomic`), or a rollback that finished.
+    RolledBack,
+    /// Aborted by an operator and rolled back.
+    Aborted,
+    /// Cancelled.
+    Cancelled,
+    /// No engine runs it; the next start resumes it.
+    Interrupted,
+    /// A dry-run's answer, or a validated plan.
+    Planned,
+}
+
+impl DeploymentState {
+    /// The word on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeploymentState::Queued => "queued",
+            DeploymentState::Running => "running",
+            DeploymentState::Cancelling => "cancelling",
+            DeploymentState::Paused => "paused",
+            DeploymentState::FailedAwaiting => "failed: decide",
+            DeploymentState::Deployed => "deployed",
+            DeploymentState::DeployedWithSkips => "deployed, skips",
+            DeploymentState::Failed => "failed",
+            DeploymentState::RolledBack => "rolled back",
+            DeploymentState::Aborted => "aborted",
+            DeploymentState::Cancelled => "cancelled",
+            DeploymentState::Interrupted => "interrupted",
+            DeploymentState::Planned => "planned",
+        }
+    }
+
+    /// Parked until an operator acts: nothing runs meanwhile.
+    pub fn is_waiting(self) -> bool {
+        matches!(
+            self,
+            DeploymentState::Paused | DeploymentState::FailedAwaiting
+        )
+    }
+
+    /// Still has work to do or waits for someone.
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            DeploymentState::Queued
+                | DeploymentState::Running
+                | DeploymentState::Cancelling
+                | DeploymentState::Paused
+                | DeploymentState::FailedAwaiting
+        )
+    }
+}
+
+impl fmt::Display for DeploymentState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a target step does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Deploy the release.
+    Deploy,
+    /// Go back to the previous release.
+    Rollback,
+    /// An operator left the target out (recorded, nothing runs).
+    Skip,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Deploy => "deploy",
+            Action::Rollback => "rollback",
+            Action::Skip => "skip",
+        }
+    }
+}
+
+/// A durable step's name: checked on replay, and read back by views.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StepName {
+    /// Targets in batches.
+    Plan,
+    /// The plugin started and its capabilities recorded.
+    Configure,
+    /// The plugin checked the request.
+    Validate,
+    /// What manent recorded as live before anything changed.
+    ReleasesBefore,
+    /// What the plugin sees live.
+    CurrentRelease,
+    /// The plugin's dry-run.
+    DryRun,
+    /// One target's work: `deploy:b2:web-1`, and `deploy:b2~2:web-1` for its second round
+    /// (after an operator's retry).
+    Target {
+        action: Action,
+        batch: u32,
+        round: u32,
+        target: String,
+    },
+}
+
+impl StepName {
+    /// A target step.
+    pub fn target(action: Action, batch: u32, round: u32, target: &str) -> StepName {
+        StepName::Target {
+            action,
+            batch,
+            round,
+            target: target.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for StepName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StepName::Plan => f.write_str("plan"),
+            StepName::Configure => f.write_str("plugin.configure"),
+            StepName::Validate => f.write_str("validate"),
+            StepName::ReleasesBefore => f.write_str("releases.before"),
+            StepName::CurrentRelease => f.write_str("current_release"),
+            StepName::DryRun => f.write_str("dry_run"),
+            StepName::Target {
+                action,
+                batch,
+                round,
+                target,
+            } => {
+                write!(f, "{}:b{batch}", action.as_str())?;
+                if *round > 1 {
+                    write!(f, "~{round}")?;
+                }
+                write!(f, ":{target}")
+            }
+        }
+    }
+}
+
+impl From<StepName> for String {
+    fn from(s: StepName) -> String {
+        s.to_string()
+    }
+}
+
+/// Not one of manent's step names (the engine's own steps, such as `engine.sleep`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAStepName;
+
+impl FromStr for StepName {
+    type Err = NotAStepName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "plan" => StepName::Plan,
+            "plugin.configure" => StepName::Configure,
+            "validate" => StepName::Validate,
+            "releases.before" => StepName::ReleasesBefore,
+            "current_release" => StepName::CurrentRelease,
+            "dry_run" => StepName::DryRun,
+            _ => {
+                let mut parts = s.splitn(3, ':');
+                let action = match parts.next() {
+                    Some("deploy") => Action::Deploy,
+                    Some("rollback") => Action::Rollback,
+                    Some("skip") => Action::Skip,
+                    _ => return Err(NotAStepName),
+                };
+                let b = parts.next().and_then(|b| b.strip_prefix('b'));
+                let (batch, round) = match b.map(|b| b.split_once('~').unwrap_or((b, "1"))) {
+                    Some((batch, round)) => (batch.parse(), round.parse()),
+                    None => return Err(NotAStepName),
+                };
+                let target = parts.next().filter(|t| !t.is_empty()).ok_or(NotAStepName)?;
+                StepName::Target {
+                    action,
+                    batch: batch.map_err(|_| NotAStepName)?,
+                    round: round.map_err(|_| NotAStepName)?,
+                    target: target.to_owned(),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_names_read_back_as_written() {
+        for name in [
+            StepName::Plan,
+            StepName::Configure,
+            StepName::Validate,
+            StepName::ReleasesBefore,
+            StepName::CurrentRelease,
+            StepName::DryRun,
+            StepName::target(Action::Deploy, 2, 1, "web-1"),
+            StepName::target(Action::Rollback, 10, 3, "a:b"),
+            StepName::target(Action::Skip, 1, 2, "web#2"),
+        ] {
+            assert_eq!(name.to_string().parse::<StepName>(), Ok(name.clone()));
+        }
+        assert_eq!(
+            StepName::target(Action::Deploy, 2, 1, "web-1").to_string(),
+            "deploy:b2:web-1",
+            "the first round keeps the name deployments recorded before rounds existed"
+        );
+        assert_eq!("engine.sleep".parse::<StepName>(), Err(NotAStepName));
+        assert_eq!("deploy:b2".parse::<StepName>(), Err(NotAStepName));
+        assert_eq!("deploy:bx:web".parse::<StepName>(), Err(NotAStepName));
+    }
+
+    #[test]
+    fn phases_and_states_keep_their_stored_words() {
+        let p = Phase::Batch { batch: 2, of: 6 };
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, r#"{"phase":"batch","batch":2,"of":6}"#);
+        assert_eq!(serde_json::from_str::<Phase>(&json).unwrap(), p);
+        assert_eq!(p.to_string(), "batch 2/6");
+        assert_eq!(
+            serde_json::to_string(&TargetState::RolledBack).unwrap(),
+            r#""rolled_back""#,
+            "stored reports used this word"
+        );
+        assert_eq!(Topic::parse("abort"), Some(Topic::Abort));
+        assert_eq!(
+            names(&["a".into(), "b".into(), "c".into()]),
+            "a, b and 1 more"
+        );
+    }
+}

@@ -1,0 +1,60 @@
+//! Workflow events (what consoles read: phase, progress) and the engine lease row.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, params};
+
+use crate::sys::now_ms;
+use crate::workflow::error::StoreError;
+
+/// Publishes event `key` of `workflow_id` (the latest value, and its history by step).
+pub fn set(
+    conn: &Connection,
+    workflow_id: &str,
+    function_id: u32,
+    key: &str,
+    value: &str,
+) -> Result<(), StoreError> {
+    super::exec(
+        conn,
+        "INSERT INTO workflow_events (workflow_id, key, value, function_id, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (workflow_id, key) DO UPDATE SET \
+         value = excluded.value, function_id = excluded.function_id, \
+         updated_at = excluded.updated_at",
+        params![workflow_id, key, value, function_id, now_ms()],
+    )?;
+    super::exec(
+        conn,
+        "INSERT OR REPLACE INTO workflow_events_history (workflow_id, function_id, key, \
+         value) VALUES (?1, ?2, ?3, ?4)",
+        params![workflow_id, function_id, key, value],
+    )?;
+    Ok(())
+}
+
+pub fn events(conn: &Connection, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT key, value FROM workflow_events WHERE workflow_id = ?1")?;
+    let rows = stmt
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<BTreeMap<String, String>, _>>()?;
+    Ok(rows)
+}
+
+pub fn record_lease(
+    conn: &Connection,
+    executor: &str,
+    pid: u32,
+    host: &str,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    super::exec(
+        conn,
+        "INSERT INTO engine_lease (id, executor_id, pid, host, acquired_at, heartbeat_at) \
+         VALUES (1, ?1, ?2, ?3, ?4, ?4) ON CONFLICT (id) DO UPDATE SET \
+         executor_id = excluded.executor_id, pid = excluded.pid, host = excluded.host, \
+         acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at",
+        params![executor, pid, host, now],
+    )?;
+    Ok(())
+}
