@@ -731,6 +731,7 @@ mod snapshots {
         let mut quit = app_on_home();
         ch(&mut quit, 'q');
         vec![
+            ("every_state", fixture::app_with_every_state()),
             ("home", home),
             ("deployment_running", running),
             ("deployment_failed", failed),

@@ -89,4 +89,6 @@ pub enum Action {
     Log(LogLine),
     /// Log lines the console could not keep up with.
     LogsDropped(u64),
+    /// A deployment's log lines from before the console opened, oldest first.
+    LogHistory(String, Arc<Vec<LogLine>>),
 }

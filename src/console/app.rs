@@ -132,10 +132,15 @@ pub struct App {
     pub dirty: bool,
     /// Open the next live deployment that appears (the demo starts on its deploy).
     pub follow_next: bool,
+    /// Open the deployment a command of this console starts: its subject, and the deployments
+    /// there were when it was sent.
+    pub follow_started: Option<(String, Vec<String>)>,
     /// Keep the first unfinished target in view (until the operator moves the selection).
     pub follow_targets: bool,
     /// Quitting stops this console's deployments instead of handing them to a worker (demo).
     pub stop_on_quit: bool,
+    /// Deployments whose earlier log lines were asked for.
+    history_asked: std::collections::BTreeSet<String>,
     last_notice: u64,
 }
 
@@ -158,8 +163,10 @@ impl App {
             should_quit: false,
             dirty: true,
             follow_next: false,
+            follow_started: None,
             follow_targets: true,
             stop_on_quit: false,
+            history_asked: std::collections::BTreeSet::new(),
             last_notice: 0,
         }
     }
@@ -254,6 +261,19 @@ impl App {
 
     /// Applies `action`; returns the command to send, if any.
     pub fn update(&mut self, action: Action) -> Option<Command> {
+        let command = self.apply(action);
+        // A deployment shown for the first time: its log lines from before this console.
+        if command.is_none()
+            && let Screen::Deployment(id) = &self.screen
+            && !self.history_asked.contains(id)
+        {
+            self.history_asked.insert(id.clone());
+            return Some(Command::LoadLogs { id: id.clone() });
+        }
+        command
+    }
+
+    fn apply(&mut self, action: Action) -> Option<Command> {
         let was_dirty = self.dirty;
         self.dirty = true;
         match action {
@@ -291,6 +311,10 @@ impl App {
                 self.logs.dropped += n;
                 None
             }
+            Action::LogHistory(_, lines) => {
+                self.logs.prepend(&lines);
+                None
+            }
             other => {
                 // A key: the last message had its moment.
                 self.flash = None;
@@ -324,6 +348,17 @@ impl App {
             self.follow_next = false;
             self.show(id);
         }
+        if let Some((subject, known)) = &self.follow_started
+            && let Some(id) = self
+                .snap
+                .deployments
+                .iter()
+                .find(|d| d.status.is_live() && d.subject() == *subject && !known.contains(&d.id))
+                .map(|d| d.id.clone())
+        {
+            self.follow_started = None;
+            self.show(id);
+        }
         self.app_row = self.app_row.min(self.snap.apps.len().saturating_sub(1));
         self.deployment_row = self
             .deployment_row
@@ -331,11 +366,7 @@ impl App {
         let targets = self.deployment().map_or(0, |d| d.targets.len());
         self.target_row = self.target_row.min(targets.saturating_sub(1));
         if self.follow_targets
-            && let Some(row) = self.deployment().and_then(|d| {
-                d.targets.iter().position(|t| {
-                    t.state.is_active() || t.state.is_failed() || t.state == TargetState::Pending
-                })
-            })
+            && let Some(row) = self.first_to_watch()
         {
             self.target_row = row;
         }
@@ -524,15 +555,22 @@ impl App {
         }
     }
 
-    /// Opens deployment `id`'s screen, with its log lines.
+    /// Opens deployment `id`'s screen, with its log lines, on the target to look at first.
     pub fn show(&mut self, id: String) {
         self.logs.filter.deployment = Some(id.clone());
         self.logs.filter.target = None;
         self.logs.follow();
         self.screen = Screen::Deployment(id);
         self.focus = Focus::Targets;
-        self.target_row = 0;
         self.follow_targets = true;
+        self.target_row = self.first_to_watch().unwrap_or(0);
+    }
+
+    /// The first target being worked on, failed, or still to come.
+    fn first_to_watch(&self) -> Option<usize> {
+        self.deployment()?.targets.iter().position(|t| {
+            t.state.is_active() || t.state.is_failed() || t.state == TargetState::Pending
+        })
     }
 
     fn back(&mut self) {
@@ -967,6 +1005,22 @@ impl App {
             self.say(Level::Info, "cancelled: nothing was done");
             return None;
         }
-        Some(c.command_with_reason())
+        let command = c.command_with_reason();
+        if let Command::Deploy {
+            application,
+            environment,
+            ..
+        }
+        | Command::Rollback {
+            application,
+            environment,
+            ..
+        } = &command
+        {
+            // Open what the command starts, once it shows.
+            let known = self.snap.deployments.iter().map(|d| d.id.clone()).collect();
+            self.follow_started = Some((format!("{application}/{environment}"), known));
+        }
+        Some(command)
     }
 }

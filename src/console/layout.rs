@@ -21,7 +21,7 @@ pub fn screen(area: Rect, status_line: bool) -> [Rect; 4] {
 /// The deployment screen's panels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deployment {
-    /// The failure headline (empty unless the deployment failed).
+    /// The failure headline, two lines (empty unless the deployment failed).
     pub failure: Rect,
     /// The targets table.
     pub targets: Rect,
@@ -44,7 +44,7 @@ pub fn deployment(body: Rect, targets: usize, failure: bool) -> Deployment {
     };
     let rows = u16::try_from(targets).unwrap_or(u16::MAX).saturating_add(3);
     let [failure, targets, strip, logs] = Layout::vertical([
-        Constraint::Length(u16::from(failure)),
+        Constraint::Length(if failure { 2 } else { 0 }),
         Constraint::Max(rows.max(5).min(main.height / 2 + 2)),
         Constraint::Length(u16::from(side.is_none())),
         Constraint::Min(4),

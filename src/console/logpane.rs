@@ -133,6 +133,16 @@ impl LogPane {
         self.lines.push_back(line);
     }
 
+    /// Puts a deployment's earlier lines before everything held (they are older than what
+    /// arrived live); the oldest go first when the pane is full.
+    pub fn prepend(&mut self, older: &[LogLine]) {
+        let room = self.capacity.saturating_sub(self.lines.len());
+        let skip = older.len().saturating_sub(room);
+        for l in older[skip..].iter().rev() {
+            self.lines.push_front(l.clone());
+        }
+    }
+
     /// Every line held, oldest first (a target's detail reads its own).
     pub fn lines(&self) -> impl Iterator<Item = &LogLine> {
         self.lines.iter()

@@ -51,6 +51,7 @@ where
 {
     let mut snapshots = handle.snapshot.clone();
     let mut logs = handle.logs.subscribe();
+    let mut history = handle.history.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tokio::pin!(signals);
@@ -95,7 +96,11 @@ where
                     return Ok(Exit::EngineGone);
                 }
                 let snap = snapshots.borrow_and_update().clone();
-                app.update(Action::Snapshot(snap));
+                // A snapshot may open a deployment (the one just started), which asks for its
+                // earlier log lines.
+                if let Some(cmd) = app.update(Action::Snapshot(snap)) {
+                    let _ = handle.commands.try_send(cmd);
+                }
             }
             line = logs.recv() => match line {
                 Ok(l) => {
@@ -107,6 +112,9 @@ where
                 }
                 Err(RecvError::Lagged(n)) => { app.update(Action::LogsDropped(n)); }
                 Err(RecvError::Closed) => return Ok(Exit::EngineGone),
+            },
+            h = history.recv() => if let Ok((id, lines)) = h {
+                app.update(Action::LogHistory(id, lines));
             },
             _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
         }

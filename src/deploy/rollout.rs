@@ -113,10 +113,21 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         }
         Err(Stop::Abort(by)) => {
             let (lines, moved) = undo(run, &before).await?;
-            let what = if moved.is_empty() {
-                "no target had changed".to_owned()
-            } else {
-                format!("the targets it changed went back: {moved}")
+            let new = lines
+                .iter()
+                .filter(|l| l.status == TargetState::Deployed)
+                .count();
+            let what = match (moved.is_empty(), new) {
+                (true, 0) => "no target had changed".to_owned(),
+                (true, n) => format!(
+                    "the {n} targets it deployed had no earlier release to go back to and stay \
+                     on {}",
+                    run.spec.artifact.version
+                ),
+                (false, 0) => format!("the targets it changed went back: {moved}"),
+                (false, n) => format!(
+                    "the targets it changed went back: {moved}; {n} new ones had nowhere to go"
+                ),
             };
             let mut r = run.report(
                 Ending::Aborted,

@@ -112,6 +112,16 @@ pub fn secrets(
     (s, Some(g))
 }
 
+/// What a plugin's error on one target is prefixed with: the plugin, and the target unless the
+/// message names it already.
+fn context(plugin: &PluginHandle, t: &PlannedTarget, e: &crate::plugin::PluginError) -> String {
+    if e.to_string().contains(t.name.as_str()) {
+        plugin.name.clone()
+    } else {
+        format!("{} on {}", plugin.name, t.name)
+    }
+}
+
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -131,11 +141,10 @@ pub async fn deploy_target(
     let (secrets, _open) = secrets(env, spec);
     let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
     let started = Instant::now();
-    let result = plugin
-        .deployer
-        .deploy(&req)
-        .await
-        .map_err(|e| StepError::from(e.context(format!("{} on {}", plugin.name, t.name))))?;
+    let result = plugin.deployer.deploy(&req).await.map_err(|e| {
+        let what = context(plugin, t, &e);
+        StepError::from(e.context(what))
+    })?;
     let r = result
         .targets
         .into_iter()
@@ -204,10 +213,10 @@ pub async fn rollback_target(
     let (secrets, _open) = secrets(env, spec);
     let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
     let started = Instant::now();
-    let result = rb
-        .rollback(&req, &mv.to.release())
-        .await
-        .map_err(|e| StepError::from(e.context(format!("{} on {}", plugin.name, t.name))))?;
+    let result = rb.rollback(&req, &mv.to.release()).await.map_err(|e| {
+        let what = context(plugin, t, &e);
+        StepError::from(e.context(what))
+    })?;
     let r = result.targets.into_iter().find(|r| r.host == t.host);
     if let Some(r) = &r
         && r.status == TargetStatus::Failed

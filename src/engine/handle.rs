@@ -46,9 +46,17 @@ pub enum Command {
         command: OperatorCommand,
         reason: Option<String>,
     },
+    /// Send the log lines a deployment wrote before this console opened (on `history`).
+    LoadLogs { id: String },
     /// Read the database again now.
     Refresh,
 }
+
+/// At most this many earlier lines of a deployment are sent (the newest ones).
+const HISTORY_LINES: usize = 5_000;
+
+/// A deployment's earlier log lines, oldest first.
+pub type LogHistory = (String, Arc<Vec<LogLine>>);
 
 /// Where the engine runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -133,6 +141,8 @@ pub struct EngineHandle {
     pub snapshot: watch::Receiver<Arc<Snapshot>>,
     /// Log lines.
     pub logs: broadcast::Sender<LogLine>,
+    /// Log lines written before the console opened, when it asks for them.
+    pub history: broadcast::Sender<LogHistory>,
     task: tokio::task::JoinHandle<Option<Engine>>,
     stop: Arc<tokio::sync::Notify>,
 }
@@ -179,6 +189,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         None => broadcast::channel(65_536).0,
     };
     let stop = Arc::new(tokio::sync::Notify::new());
+    let (history, _) = broadcast::channel(8);
     let apps = apps_of(&config);
     let problems = config.problems.iter().map(ToString::to_string).collect();
     let actor = Actor {
@@ -193,6 +204,8 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         snap: snap_tx,
         logs: logs.clone(),
         log_cursor: 0,
+        history_until: 0,
+        history: history.clone(),
         apps,
         problems,
         finished: HashMap::new(),
@@ -202,6 +215,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         commands,
         snapshot,
         logs,
+        history,
         task,
         stop,
     })
@@ -225,7 +239,11 @@ struct Actor {
     seq: u64,
     snap: watch::Sender<Arc<Snapshot>>,
     logs: broadcast::Sender<LogLine>,
+    /// The newest stored log line when this console opened: later ones reach it live.
     log_cursor: i64,
+    /// Lines up to here are history; later ones arrived live.
+    history_until: i64,
+    history: broadcast::Sender<LogHistory>,
     /// What the configuration says of each application and environment (it never changes
     /// while the console runs); `publish` adds the live releases.
     apps: Vec<AppEnv>,
@@ -242,6 +260,7 @@ impl Actor {
     ) -> Option<Engine> {
         let mut events = self.engine.as_ref().map(Engine::events);
         self.log_cursor = self.store.last_log_id().await.unwrap_or(0);
+        self.history_until = self.log_cursor;
         let mut dirty = true;
         let mut last_version = -1i64;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
@@ -312,6 +331,10 @@ impl Actor {
                 command,
                 reason,
             } => self.operate(&id, &command, reason.as_deref()).await,
+            Command::LoadLogs { id } => {
+                self.load_logs(id).await;
+                Ok(String::new())
+            }
             Command::Refresh => Ok(String::new()),
         };
         match outcome {
@@ -389,6 +412,28 @@ impl Actor {
                 format!("{id}: the same {what} failed on targets; retrying them")
             }
         })
+    }
+
+    /// The lines `id` stored up to when this console opened (the last ones the pane holds).
+    async fn load_logs(&mut self, id: String) {
+        let mut lines: Vec<LogLine> = Vec::new();
+        let mut after = 0;
+        while let Ok(batch) = self.store.logs(&id, after, None, 5000).await {
+            let n = batch.len();
+            for l in batch {
+                after = l.id;
+                if l.id <= self.history_until {
+                    lines.push(line_of(l));
+                }
+            }
+            if n < 5000 || after > self.history_until {
+                break;
+            }
+        }
+        if lines.len() > HISTORY_LINES {
+            lines.drain(..lines.len() - HISTORY_LINES);
+        }
+        let _ = self.history.send((id, Arc::new(lines)));
     }
 
     /// Attached: the other engine's log lines arrive through the database.

@@ -304,6 +304,11 @@ pub fn app_on_home() -> App {
 pub fn app_on_deployment(id: &str) -> App {
     let mut app = app_on_home();
     app.show(id.to_owned());
+    // The first update asks for the deployment's earlier log lines.
+    assert_eq!(
+        app.update(Action::Tick(NOW)),
+        Some(manent::engine::handle::Command::LoadLogs { id: id.to_owned() })
+    );
     app.follow_targets = false;
     app.target_row = 0;
     app
@@ -315,4 +320,45 @@ pub fn set_phase(app: &mut App, phase: Phase, state: DeploymentState, accepts: &
     s.deployments[0].state = state;
     s.deployments[0].accepts = accepts.to_vec();
     app.update(Action::Snapshot(Arc::new(s)));
+}
+
+/// Home with one deployment in each state an operator can read, to see every state's style.
+pub fn app_with_every_state() -> App {
+    use DeploymentState as D;
+    let mut snap = snapshot();
+    snap.apps.truncate(1);
+    snap.journal.clear();
+    let states = [
+        D::Queued,
+        D::Running,
+        D::Cancelling,
+        D::Paused,
+        D::FailedAwaiting,
+        D::Deployed,
+        D::DeployedWithSkips,
+        D::Failed,
+        D::RolledBack,
+        D::Aborted,
+        D::Cancelled,
+        D::Interrupted,
+        D::Planned,
+    ];
+    snap.deployments = states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            let mut d = running();
+            d.id = format!("dep-20261129-0{i:02}000-{i:04x}");
+            d.state = *state;
+            d.status = if state.is_live() {
+                WorkflowStatus::Pending
+            } else {
+                WorkflowStatus::Success
+            };
+            d
+        })
+        .collect();
+    let mut app = App::new(false, NOW);
+    app.update(Action::Snapshot(Arc::new(snap)));
+    app
 }

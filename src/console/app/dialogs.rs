@@ -311,7 +311,9 @@ pub fn abort(d: &DeploymentView, now: i64) -> Confirm {
     );
     let mut lines = vec![
         "no new target starts; targets being worked on now finish first".to_owned(),
-        "then each target it changed goes back to the release it had before".to_owned(),
+        "then each target it changed goes back to the release it had before (targets new to \
+         manent stay)"
+            .to_owned(),
     ];
     if d.production {
         lines.push(format!(

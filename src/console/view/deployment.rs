@@ -24,17 +24,13 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let failure = d.headline_failure();
     let l = layout::deployment(area, d.targets.len(), failure.is_some());
     if let Some(f) = failure {
-        let hint = "  Enter: details";
-        let width = usize::from(l.failure.width);
-        let text = fit(
-            &format!(" ✗ {f}"),
-            width.saturating_sub(hint.chars().count()).max(20),
-        );
+        // What failed, in the operator's first two lines; the rest is one Enter away.
         frame.render_widget(
-            Paragraph::new(Line::from(vec![
-                Span::styled(text, ctx.theme.get("status.failed")),
-                Span::styled(hint, ctx.theme.get("muted")),
-            ])),
+            Paragraph::new(Line::from(Span::styled(
+                format!(" ✗ {f}"),
+                ctx.theme.get("status.failed"),
+            )))
+            .wrap(Wrap { trim: true }),
             l.failure,
         );
     }

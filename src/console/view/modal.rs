@@ -363,11 +363,15 @@ fn target(
         l.deployment_id.as_deref() == Some(deployment) && l.target.as_deref() == Some(name)
     }) {
         logged += 1;
+        let mut lines = wrap(&l.message, inner.saturating_sub(15)).into_iter();
         body.push(Line::from(vec![
             Span::styled(clock(l.at), t.get("muted")),
             Span::styled(format!(" {:<5} ", l.level.as_str()), t.level(l.level)),
-            Span::raw(fit(&l.message, inner.saturating_sub(15))),
+            Span::raw(lines.next().unwrap_or_default()),
         ]));
+        for more in lines {
+            body.push(Line::from(format!("{:15}{more}", "")));
+        }
     }
     if logged == 0 {
         body.push(Line::from(Span::styled(
@@ -387,12 +391,18 @@ fn target(
 fn attempts<'a>(x: &TargetView, inner: usize, ctx: &ViewCtx<'_>) -> Vec<Line<'a>> {
     let t = ctx.theme;
     let mut out = Vec::new();
-    for a in &x.attempts {
+    let last = x.attempts.len().saturating_sub(1);
+    for (i, a) in x.attempts.iter().enumerate() {
         let took = a
             .ended_at
-            .map(|e| elapsed(e - a.started_at))
+            .map(|e| took(e - a.started_at))
             .unwrap_or_else(|| "…".into());
-        let outcome = a.outcome.map_or("running", |o| o.as_str());
+        // The last attempt of a failed target failed for good, whatever it was recorded as.
+        let outcome = match a.outcome {
+            Some(_) if i == last && x.state.is_failed() => "failed",
+            Some(o) => o.as_str(),
+            None => "running",
+        };
         out.push(Line::from(format!(
             " {:<2} {:<6} {}  {:<7} {:<12} {}",
             a.attempt,
@@ -415,6 +425,15 @@ fn attempts<'a>(x: &TargetView, inner: usize, ctx: &ViewCtx<'_>) -> Vec<Line<'a>
         out.push(Line::from(Span::styled(" none yet", t.get("muted"))));
     }
     out
+}
+
+/// `350ms` under a second, else as `elapsed`.
+fn took(ms: i64) -> String {
+    if ms < 1000 {
+        format!("{}ms", ms.max(0))
+    } else {
+        elapsed(ms)
+    }
 }
 
 /// `text` cut into lines of at most `width` characters, at spaces where it can.
