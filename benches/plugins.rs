@@ -76,7 +76,11 @@ async fn manent_host(plugin: &Path) -> Figures {
     let mut rtt = Vec::new();
     for i in 0..STARTS {
         let t0 = Instant::now();
-        let host = Arc::new(Host::new(spec(plugin), Arc::new(Discard)));
+        let host = Arc::new(Host::new(
+            spec(plugin),
+            Arc::new(Discard),
+            manent::plugin::Processes::none(),
+        ));
         let p = host.process().await.unwrap();
         cold.push(t0.elapsed().as_secs_f64() * 1e3);
         if i == 0 {

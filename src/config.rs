@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub use self::descriptor::DescriptorFile;
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};
-pub use self::values::{Artifact, Catalog, Known, SecretRef, Strategy};
+pub use self::values::{Artifact, Catalog, Known, SecretRef, Strategy, check_version};
 use crate::moniker::Moniker;
 
 /// The loaded configuration.
@@ -61,6 +61,8 @@ pub struct EngineSettings {
     pub synchronous: crate::workflow::Synchronous,
     /// Crashed runs before dead-lettering.
     pub max_recovery_attempts: u32,
+    /// How long log lines are kept.
+    pub log_retention: Duration,
 }
 
 /// One parsed descriptor.
@@ -149,10 +151,38 @@ impl EnvSpec {
     }
 }
 
+/// Largest configuration file read.
+const MAX_FILE: u64 = 4 << 20;
+/// Deepest nesting of `[`/`{` a configuration file may have (a descriptor needs a handful).
+const MAX_DEPTH: usize = 64;
+
+/// A configuration file's text: a regular file (a FIFO would block, a device never end) of at
+/// most 4 MiB, valid UTF-8, nested at most 64 deep; otherwise an error with its line:col.
 fn read(path: &Path) -> Result<String, ConfigError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))?;
+    if !meta.is_file() {
+        return Err(ConfigError::file(
+            path,
+            "not a regular file (a directory, FIFO or device is refused)",
+        ));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(ConfigError::file(
+            path,
+            format!(
+                "{} bytes: larger than the {MAX_FILE} bytes a configuration file may have",
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_FILE + 1), &mut bytes)
+        })
+        .map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;
         let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
@@ -163,7 +193,47 @@ fn read(path: &Path) -> Result<String, ConfigError> {
             message: format!("not valid UTF-8 (byte 0x{:02x})", e.as_bytes()[good.len()]),
             hint: Some("save the file as UTF-8".into()),
         }
-    })
+    })?;
+    check_depth(path, &text)?;
+    Ok(text)
+}
+
+/// Refuses flow collections nested deeper than [`MAX_DEPTH`] before the YAML parser sees them
+/// (it would take minutes to refuse 100,000 `[`).
+fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
+    let (mut depth, mut line, mut col) = (0usize, 1, 0);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    for c in text.chars() {
+        col += 1;
+        if c == '\n' {
+            line += 1;
+            col = 0;
+            comment = false;
+            continue;
+        }
+        match (quote, c) {
+            _ if comment => {}
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '#') => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(ConfigError {
+                        file: path.to_owned(),
+                        position: Some((line, col)),
+                        message: format!("nested more than {MAX_DEPTH} levels deep"),
+                        hint: None,
+                    });
+                }
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The schemes `database:` may use: the embedded SQLite store is the only one served.
@@ -190,6 +260,11 @@ fn database_path(text: &str, file: &Path, db: PathBuf) -> Result<PathBuf, Config
     })
 }
 
+/// Line and column (1-based) of the first `needle` in `text`.
+pub fn locate_text(text: &str, needle: &str) -> Option<(usize, usize)> {
+    locate(text, needle, 0)
+}
+
 /// Line and column (1-based) of the `nth` occurrence of `needle` in `text`.
 fn locate(text: &str, needle: &str, nth: usize) -> Option<(usize, usize)> {
     let (idx, _) = text.match_indices(needle).nth(nth)?;
@@ -203,7 +278,10 @@ impl Config {
     /// Loads `manent.yml` at `path` and the descriptors it points to. Errors in `manent.yml`
     /// are fatal; descriptor problems are kept in `problems`.
     pub fn load(path: &Path, catalog: &Catalog) -> Result<Config, ConfigErrors> {
-        if !path.exists() {
+        // Only "not there at all" is "no such file": a symlink loop or a denied directory says
+        // what it is when read.
+        if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        {
             return Err(ConfigError::file(path, "no such file")
                 .with_hint(
                     "pass --config FILE or set MANENT_CONFIG; `manent demo` runs without any",
@@ -221,7 +299,7 @@ impl Config {
                 catalog: *catalog,
             };
             values::with_known(&known, || yaml_serde::from_str(&text))
-                .map_err(|e| ConfigError::from_yaml(path, &e))?
+                .map_err(|e| ConfigError::from_yaml_in(path, &text, &e))?
         };
         // A bare `manent.yml` has an empty parent: paths then stay relative to the working
         // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
@@ -236,6 +314,9 @@ impl Config {
                 _ => crate::workflow::Synchronous::Full,
             },
             max_recovery_attempts: e.max_recovery_attempts.unwrap_or(5),
+            log_retention: e
+                .log_retention
+                .map_or(Duration::from_secs(30 * 24 * 3600), |d| d.0),
         };
         let database = database_path(
             &text,
@@ -261,6 +342,11 @@ impl Config {
         Ok(config)
     }
 
+    /// `manent.yml`'s text, read again (to locate a problem found after loading).
+    pub fn manent_text(&self) -> Option<String> {
+        read(&self.file).ok()
+    }
+
     /// Names descriptors may refer to.
     pub fn known(&self) -> Known {
         let mut plugins: BTreeSet<String> = self
@@ -279,8 +365,20 @@ impl Config {
     }
 
     fn load_apps_dir(&mut self) {
-        let Ok(entries) = std::fs::read_dir(&self.apps_dir) else {
-            return;
+        let entries = match std::fs::read_dir(&self.apps_dir) {
+            Ok(e) => e,
+            Err(e) => {
+                let hint = "set `apps:` in manent.yml to the directory of the application \
+                            descriptors (apps/<app>.yml)";
+                self.problems.push(
+                    ConfigError::file(
+                        &self.apps_dir,
+                        format!("the descriptors' directory cannot be read: {e}"),
+                    )
+                    .with_hint(hint),
+                );
+                return;
+            }
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -314,7 +412,9 @@ impl Config {
                     self.problems.extend(problems);
                 }
             }
-            Err(e) => self.problems.push(ConfigError::from_yaml(file, &e)),
+            Err(e) => self
+                .problems
+                .push(ConfigError::from_yaml_in(file, &text, &e)),
         }
     }
 
@@ -541,7 +641,12 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
     let artifact = Artifact {
         kind: pick(&o.kind, &a.kind).unwrap_or_default(),
         name: pick(&o.name, &a.name).unwrap_or_else(|| d.spec.application.clone()),
-        version: pick(&o.version, &a.version).unwrap_or_default(),
+        version: o
+            .version
+            .as_ref()
+            .or(a.version.as_ref())
+            .map(|v| v.0.clone())
+            .unwrap_or_default(),
         uri: pick(&o.uri, &a.uri).unwrap_or_default(),
         sha256: pick(&o.sha256, &a.sha256).unwrap_or_default(),
     };
@@ -550,7 +655,7 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
     let params = deploy
         .params
         .as_ref()
-        .and_then(|p| serde_json::to_value(p).ok())
+        .and_then(|p| serde_json::to_value(&p.0).ok())
         .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
     EnvSpec {
         application: d.spec.application.clone(),

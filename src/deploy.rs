@@ -36,6 +36,8 @@ pub struct DeployEnv {
     pub db: Arc<dyn Db>,
     /// The engine's own log.
     pub log: Logger,
+    /// Where the processes started for deployments are recorded.
+    pub processes: crate::plugin::Processes,
 }
 
 impl DeployEnv {

@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::config::Config;
 use crate::deploy::records::{self, Db, LogRecord};
 use crate::deploy::{self, DeployEnv};
-use crate::plugin::{LogLine, LogSink, Logger, Registry};
+use crate::plugin::{LogLine, LogSink, Logger, Processes, Registry};
 use crate::redact::redact;
 use crate::workflow::retry::until_committed;
 use crate::workflow::store::Store;
@@ -28,6 +28,9 @@ pub enum EngineError {
     /// The database could not be opened or recovered.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The directory that records the processes the engine starts cannot be used.
+    #[error("cannot record the engine's processes in {path}: {reason}")]
+    Processes { path: String, reason: String },
 }
 
 /// Lines waiting for the database at most; past it (the database has fallen far behind a
@@ -151,15 +154,75 @@ fn record(l: LogLine) -> LogRecord {
     }
 }
 
+/// Keeps what the database refuses, while it does: `disk full at PATH: …, retry N`.
+fn spawn_trouble_watch(
+    mut events: broadcast::Receiver<RuntimeEvent>,
+    trouble: Arc<std::sync::Mutex<Option<String>>>,
+    db: &std::path::Path,
+) -> tokio::task::JoinHandle<()> {
+    let db = db.display().to_string();
+    tokio::spawn(async move {
+        use crate::workflow::StepEvent;
+        loop {
+            let event = match events.recv().await {
+                Ok(e) => e,
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let RuntimeEvent::Step { event, .. } = event else {
+                continue;
+            };
+            let now = match event {
+                StepEvent::StoreDegraded { error, retries } => Some(format!(
+                    "the database {db} cannot commit ({error}); waiting, retry {retries} — nothing \
+                     is recorded as failed"
+                )),
+                StepEvent::StoreRecovered => None,
+                _ => continue,
+            };
+            if let Ok(mut t) = trouble.lock() {
+                *t = now;
+            }
+        }
+    })
+}
+
+/// Deletes log lines older than `retention`, at start and every hour.
+fn spawn_pruner(store: Arc<dyn Db>, retention: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            every.tick().await;
+            let keep = i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+            match store
+                .prune_logs(crate::sys::now_ms().saturating_sub(keep))
+                .await
+            {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    lines = n,
+                    "deleted log lines older than {} (engine.log_retention)",
+                    humantime::format_duration(retention)
+                ),
+                Err(e) => tracing::warn!(error = %e, "old log lines could not be deleted"),
+            }
+        }
+    })
+}
+
 /// A running engine.
 pub struct Engine {
     config: Config,
+    processes: Processes,
     store: Arc<dyn Db>,
     runtime: Arc<Runtime>,
     registry: Arc<Registry>,
     logs: Arc<LogHub>,
     log_writer: tokio::task::JoinHandle<()>,
     poller: tokio::task::JoinHandle<()>,
+    pruner: tokio::task::JoinHandle<()>,
+    watcher: tokio::task::JoinHandle<()>,
+    trouble: Arc<std::sync::Mutex<Option<String>>>,
     recovered: Vec<String>,
     _lease: Lease,
 }
@@ -191,12 +254,51 @@ impl Engine {
             tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
         })
         .await?;
+        // What a dead engine left running (its commands, its plugins) dies before anything
+        // runs again: no step may run beside its own earlier attempt.
+        let processes =
+            Processes::beside(&config.database).map_err(|e| EngineError::Processes {
+                path: config.database.display().to_string(),
+                reason: e.to_string(),
+            })?;
+        let reaped = tokio::task::spawn_blocking({
+            let p = processes.clone();
+            move || p.reap()
+        })
+        .await
+        .unwrap_or_default();
+        // Secrets from the engine's environment are known before anything runs: a command that
+        // is passed the variable itself (exec's `pass_env`) prints it redacted too.
+        for source in config.secrets.values() {
+            if let crate::config::SecretRef::Env(var) = source
+                && let Ok(v) = std::env::var(var)
+            {
+                crate::redact::register_redaction(&v);
+            }
+        }
         let (logs, log_writer) = LogHub::new(store.clone());
-        let registry = Arc::new(Registry::new(config, logs.clone()));
+        if !reaped.is_empty() {
+            Logger::new(logs.clone(), "engine").warn(&format!(
+                "killed {} process group(s) an engine that died had left running (pgid {}) \
+                 before resuming its deployments",
+                reaped.len(),
+                reaped
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let registry = Arc::new(Registry::with_processes(
+            config,
+            logs.clone(),
+            processes.clone(),
+        ));
         let env = Arc::new(DeployEnv {
             registry: registry.clone(),
             db: store.clone(),
             log: Logger::new(logs.clone(), "engine"),
+            processes: processes.clone(),
         });
         let kernel: Arc<dyn Store> = store.clone();
         let runtime = Runtime::new(
@@ -204,19 +306,31 @@ impl Engine {
             config.engine.executor_id.clone(),
             deploy::definitions(env),
         );
+        let trouble = Arc::new(std::sync::Mutex::new(None));
+        let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), &config.database);
         let recovered = runtime.recover().await?;
         let poller = runtime.spawn_poller(Duration::from_millis(250));
+        let pruner = spawn_pruner(store.clone(), config.engine.log_retention);
         Ok(Engine {
             config: config.clone(),
+            processes,
             store,
             runtime,
             registry,
             logs,
             log_writer,
             poller,
+            pruner,
+            watcher,
+            trouble,
             recovered,
             _lease: lease,
         })
+    }
+
+    /// What the database refuses now, while deployments wait for it (disk full, I/O errors).
+    pub fn store_trouble(&self) -> Option<String> {
+        self.trouble.lock().ok().and_then(|t| t.clone())
     }
 
     /// Deployments an earlier, interrupted engine left and this one resumed at start.
@@ -227,6 +341,29 @@ impl Engine {
     /// The system database.
     pub fn store(&self) -> &Arc<dyn Db> {
         &self.store
+    }
+
+    /// After a first SIGINT/SIGTERM began a shutdown: a second one stops at once, taking down
+    /// every command and plugin this engine started (so none runs on beside the retry the next
+    /// start makes), and exits the process with `code`.
+    pub fn exit_on_second_signal(&self, code: i32) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let processes = self.processes.clone();
+        tokio::spawn(async move {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            tracing::warn!("asked again to stop: killing the commands and plugins still running");
+            processes.kill_live();
+            std::process::exit(code);
+        });
     }
 
     /// The configuration it runs with.
@@ -300,6 +437,8 @@ impl Engine {
     pub async fn shutdown_within(self, drain: Duration, hard: Duration) -> usize {
         let left = self.runtime.drain(drain, hard).await;
         self.poller.abort();
+        self.pruner.abort();
+        self.watcher.abort();
         // Plugins stop only after the deployments using them have drained.
         self.registry.shutdown().await;
         drop(self.registry);

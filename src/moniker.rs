@@ -48,7 +48,12 @@ impl Moniker {
                 Some(format!("the {what} is empty"))
             } else if part.contains("::") {
                 Some(format!("the {what} {part:?} contains `::`"))
-            } else if part.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            } else if let Some(c) = part.chars().find(|c| c.is_control()) {
+                Some(format!(
+                    "the {what} {part:?} contains a control character ({:?})",
+                    c
+                ))
+            } else if part.chars().any(char::is_whitespace) {
                 Some(format!("the {what} {part:?} contains white space"))
             } else {
                 None

@@ -6,7 +6,9 @@ pub mod builtin;
 pub mod contract;
 pub mod error;
 pub mod external;
+pub mod lines;
 pub mod logger;
+pub mod processes;
 pub mod registry;
 pub mod secrets;
 pub mod targets;
@@ -18,6 +20,7 @@ pub use contract::{
 };
 pub use error::{Permanent, PluginError};
 pub use logger::{Level, LogLine, LogSink, Logger};
+pub use processes::Processes;
 pub use registry::{PluginHandle, Registry};
 pub use secrets::{SecretSource, Secrets};
 pub use targets::{OnError, fan_out, for_all_targets, for_each_target};

@@ -8,8 +8,18 @@ fn redactions() -> &'static RwLock<Vec<String>> {
     &VALUES
 }
 
-/// Remembers a secret value so [`redact`] hides it wherever it shows up.
+/// Remembers a secret value so [`redact`] hides it wherever it shows up — and each of its lines,
+/// since output is read and shown line by line (a key file, a certificate).
 pub fn register_redaction(value: &str) {
+    register_one(value);
+    if value.contains('\n') {
+        for line in value.lines() {
+            register_one(line.trim_end_matches('\r'));
+        }
+    }
+}
+
+fn register_one(value: &str) {
     // Very short values would redact ordinary words; they are still never logged on purpose.
     if value.len() < 4 {
         return;
@@ -53,5 +63,12 @@ mod tests {
         register_redaction("inner-7c1d");
         assert_eq!(redact("a outer-inner-7c1d-tail b"), "a [redacted] b");
         assert_eq!(redact("a inner-7c1d b"), "a [redacted] b");
+    }
+
+    #[test]
+    fn every_line_of_a_multi_line_secret_is_redacted() {
+        register_redaction("-----BEGIN KEY-----\r\nline-one-3f9a\nline-two-77b0\n");
+        assert_eq!(redact("got line-two-77b0 here"), "got [redacted] here");
+        assert_eq!(redact("line-one-3f9a"), "[redacted]");
     }
 }

@@ -52,6 +52,37 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// True while any process of group `pgid` exists.
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 only probes; a negative pid addresses the group.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// The child `cmd` starts gets SIGKILL when this process dies (Linux's `PR_SET_PDEATHSIG`), so an
+/// engine killed with `kill -9` does not leave it running. (Its own children are reaped by the
+/// next engine: see `plugin::processes`.)
+pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    // SAFETY: between fork and exec the closure calls only prctl(2) and getppid(2), both
+    // async-signal-safe, and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl: then exit rather than run orphaned.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other(
+                    "the engine that started it has exited",
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The name of the user this process runs as, from the password database.
 pub fn user_name() -> Option<String> {
     // SAFETY: getuid(2) cannot fail and touches no memory.

@@ -41,7 +41,9 @@ impl Runner {
                 }
                 Ok(Runner::Local(Box::new(engine)))
             }
-            Err(EngineError::Lease(e @ LeaseError::Held { .. })) => {
+            Err(EngineError::Lease(
+                e @ (LeaseError::Held { .. } | LeaseError::Starting { .. }),
+            )) => {
                 out.note(format!("manent: {e}"));
                 out.note("manent: handing the work to that engine and following it here");
                 match open_store(config) {
@@ -148,13 +150,15 @@ pub async fn to_end(
             exit::INTERRUPTED
         }
     };
-    if matches!(ending, Ending::Stopped) {
-        tokio::spawn(async {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(i32::from(exit::INTERRUPTED));
-            }
-        });
+    if matches!(ending, Ending::Stopped)
+        && let Runner::Local(e) = &runner
+    {
+        e.exit_on_second_signal(i32::from(exit::INTERRUPTED));
     }
+    let store: Option<Arc<dyn Db>> = match &runner {
+        Runner::Local(e) => Some(e.store().clone()),
+        Runner::Remote { .. } => None,
+    };
     let left = runner.finish(matches!(ending, Ending::Stopped)).await;
     if left > 0 {
         out.note(format!(
@@ -162,6 +166,19 @@ pub async fn to_end(
         ));
     }
     if matches!(ending, Ending::Stopped) {
+        // What was in flight when the operator stopped may have taken the deployment to its
+        // end: say what the database says, not what was asked.
+        let after = match &store {
+            Some(s) => crate::deploy::view::load(s.as_ref(), id)
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        if let Some(v) = after.filter(settled) {
+            summary(&v, json, out);
+            return code_of(&v, expect);
+        }
         out.note(format!(
             "manent: {id} stopped; `manent resume {id}` continues it"
         ));
@@ -207,6 +224,7 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
         return Ending::Detached;
     };
     let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
+    let mut trouble: Option<String> = None;
     let mut phase: Option<Phase> = None;
     let mut log_after = 0i64;
     // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
@@ -255,6 +273,21 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
         {
             return Ending::Settled(Box::new(v));
         }
+        // The database refusing writes: say what the deployment waits for (every 10 retries).
+        if let Runner::Local(e) = runner {
+            let now = e.store_trouble();
+            let changed = match (&now, &trouble) {
+                (Some(n), Some(t)) => retry_of(n) / 10 != retry_of(t) / 10,
+                (a, b) => a.is_some() != b.is_some(),
+            };
+            if changed {
+                match &now {
+                    Some(t) => out.note(format!("  waiting: {t}")),
+                    None => out.note("  the database takes writes again; going on"),
+                }
+            }
+            trouble = now;
+        }
         // The engine we handed the work to has gone if its lease is free.
         if let Runner::Remote { db, .. } = runner
             && !Lease::is_held(db)
@@ -277,6 +310,13 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
     }
 }
 
+/// `retry N` in a trouble line.
+fn retry_of(t: &str) -> u32 {
+    t.rsplit_once("retry ")
+        .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 async fn status(store: &dyn Db, id: &str) -> Option<WorkflowStatus> {
     store.workflow(id).await.ok().flatten().map(|r| r.status)
 }
@@ -297,8 +337,13 @@ fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
     let detail = match t.state {
         T::Running => format!("running (attempt {})", t.attempt),
         T::Retrying => format!("attempt {} failed, retrying: {}", t.attempt, t.message),
-        T::Interrupted => format!(
+        T::Interrupted if v.status.is_live() => format!(
             "attempt {} interrupted by an engine stop; it runs again",
+            t.attempt
+        ),
+        T::Interrupted => format!(
+            "attempt {} interrupted by an engine stop; it runs again when the deployment is \
+             resumed",
             t.attempt
         ),
         T::Failed | T::RollbackFailed => {

@@ -27,6 +27,47 @@ struct Validation {
     environments: usize,
     targets: usize,
     problems: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+/// What validate can tell of the secret sources without reading any value: a `file:` that is
+/// not a readable regular file is an error; an unset `env:` variable a warning (the engine that
+/// deploys may have it), which becomes an error when a plugin asks for it.
+fn check_secrets(config: &crate::config::Config) -> (Vec<ConfigError>, Vec<String>) {
+    let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+    for (name, source) in &config.secrets {
+        match source {
+            crate::config::SecretRef::Env(var) if std::env::var_os(var).is_none() => {
+                warnings.push(format!(
+                    "{}: secret `{name}`: the environment variable {var} is not set here; a \
+                     deploy that reads it fails unless the engine's environment has it",
+                    config.file.display()
+                ))
+            }
+            crate::config::SecretRef::File(path) => {
+                let why = match std::fs::metadata(path) {
+                    Err(e) => Some(e.to_string()),
+                    Ok(m) if !m.is_file() => {
+                        Some("not a regular file (a FIFO or a device is refused)".into())
+                    }
+                    Ok(_) => std::fs::File::open(path).err().map(|e| e.to_string()),
+                };
+                if let Some(why) = why {
+                    let at = config
+                        .manent_text()
+                        .and_then(|t| crate::config::locate_text(&t, &format!("file:{path}")));
+                    problems.push(ConfigError::located(
+                        &config.file,
+                        at,
+                        format!("secrets.{name}: {path} cannot be read: {why}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    (problems, warnings)
 }
 
 /// `manent validate`: every file, every environment's plan, and built-in plugins' own checks.
@@ -42,6 +83,7 @@ pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
                     environments: 0,
                     targets: 0,
                     problems,
+                    warnings: Vec::new(),
                 });
             } else {
                 print_errors(&e, out);
@@ -50,6 +92,8 @@ pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         }
     };
     let mut problems: Vec<ConfigError> = config.problems.clone();
+    let (secret_problems, warnings) = check_secrets(&config);
+    problems.extend(secret_problems);
     let registry = Registry::new(&config, Arc::new(Discard));
     let (mut envs, mut targets) = (0, 0);
     for d in &config.descriptors {
@@ -84,8 +128,12 @@ pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
             environments: envs,
             targets,
             problems: problems.iter().map(ToString::to_string).collect(),
+            warnings,
         });
     } else {
+        for w in &warnings {
+            out.note(format!("warning: {w}"));
+        }
         for p in &problems {
             out.note(format!("error: {p}"));
         }
@@ -123,6 +171,7 @@ async fn check_with_plugin(registry: &Registry, spec: &EnvSpec) -> Result<(), St
         spec.parallelism,
         Secrets::none(),
         None,
+        &crate::plugin::Processes::none(),
     );
     handle
         .deployer

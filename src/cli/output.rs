@@ -180,6 +180,10 @@ pub fn resolve(
         }
     };
     if let Some(v) = version {
+        if let Err(e) = crate::config::check_version(v) {
+            out.error(format!("--version: {e}"));
+            return None;
+        }
         spec.artifact.version = v.to_owned();
     }
     match plan::compute(&spec) {

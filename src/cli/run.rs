@@ -281,7 +281,8 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
             },
         }
     }
-    out.note("manent worker: draining: waiting for running deployments to finish or pause");
+    out.note("manent worker: draining: waiting for running deployments to finish or pause (again to stop at once)");
+    engine.exit_on_second_signal(i32::from(exit::INTERRUPTED));
     let left = engine.shutdown().await;
     if left > 0 {
         out.note(format!(

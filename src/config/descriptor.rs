@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::values::{Dur, PluginRef, SecretName, Strategy, StrategySpec};
+use super::values::{Dur, ParamsSpec, PluginRef, SecretName, Strategy, StrategySpec, VersionSpec};
 
 /// A descriptor as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -50,9 +50,9 @@ pub struct ArtifactSpec {
     /// Name (default: the application).
     #[serde(default)]
     pub name: Option<String>,
-    /// Version.
+    /// Version (letters, digits and `. _ + ~ -`).
     #[serde(default)]
-    pub version: Option<String>,
+    pub version: Option<VersionSpec>,
     /// Location.
     #[serde(default)]
     pub uri: Option<String>,
@@ -69,7 +69,7 @@ pub struct DeploySpec {
     pub plugin: PluginRef,
     /// Parameters for the plugin (`DeployRequest.params_json`).
     #[serde(default)]
-    pub params: Option<yaml_serde::Value>,
+    pub params: Option<ParamsSpec>,
     /// Resource type in monikers (default: the plugin's name).
     #[serde(rename = "type", default)]
     pub resource_type: Option<String>,

@@ -65,6 +65,35 @@ impl ConfigError {
         ConfigError::located(file, position, message)
     }
 
+    /// [`ConfigError::from_yaml`] for a file whose text is known: a duplicate key is located at
+    /// its second occurrence (the parser points at the start of the mapping).
+    pub fn from_yaml_in(file: &Path, text: &str, err: &yaml_serde::Error) -> Self {
+        let mut e = ConfigError::from_yaml(file, err);
+        let key = ["duplicate field `", "duplicate entry with key `"]
+            .iter()
+            .find_map(|p| e.message.split_once(p))
+            .and_then(|(_, rest)| rest.split_once('`'))
+            .map(|(k, _)| k.trim_matches('"').to_owned());
+        if let (Some(key), Some((line, col))) = (key, e.position) {
+            let indent = col.saturating_sub(1);
+            let second = text
+                .lines()
+                .enumerate()
+                .skip(line.saturating_sub(1))
+                .filter(|(_, l)| {
+                    l.len() > indent
+                        && l[..indent].trim().is_empty()
+                        && l[indent..].starts_with(&format!("{key}:"))
+                })
+                .nth(1);
+            if let Some((n, _)) = second {
+                e.position = Some((n + 1, col));
+                e.hint = Some(format!("`{key}` is given twice in one map; keep one"));
+            }
+        }
+        e
+    }
+
     /// From a message; the hint comes from serde's wording, if any.
     pub fn located(file: &Path, position: Option<(usize, usize)>, message: String) -> Self {
         let hint = nearest_hint(&message);

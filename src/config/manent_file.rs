@@ -66,6 +66,9 @@ pub struct EngineSection {
     /// Crashed runs of one deployment before it is dead-lettered (default 5).
     #[serde(default)]
     pub max_recovery_attempts: Option<u32>,
+    /// How long log lines are kept in the database (default 30d).
+    #[serde(default)]
+    pub log_retention: Option<Dur>,
 }
 
 /// SQLite's `synchronous`.
@@ -106,9 +109,20 @@ pub struct ExternalDecl {
     /// Environment variables passed to it (the rest of manent's environment is not).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Limit on start and handshake (default 1m).
-    #[serde(default)]
+    /// Limit on start and handshake (default 1m; at least 1s).
+    #[serde(default, deserialize_with = "start_timeout")]
     pub start_timeout: Option<Dur>,
+}
+
+fn start_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Dur>, D::Error> {
+    let t = Dur::deserialize(d)?;
+    if t.0 < std::time::Duration::from_secs(1) {
+        return Err(de::Error::custom(format!(
+            "start_timeout `{}` is too short: a plugin needs at least 1s to start",
+            humantime::format_duration(t.0)
+        )));
+    }
+    Ok(Some(t))
 }
 
 /// A sha256 digest in hex.
@@ -207,6 +221,8 @@ impl<'de> Deserialize<'de> for RawDecl {
                         "external" => raw.external = Some(map.next_value()?),
                         _ => {
                             let v: yaml_serde::Value = map.next_value()?;
+                            super::values::finite(&v)
+                                .map_err(|e| de::Error::custom(format!("option `{key}`: {e}")))?;
                             let v = serde_json::to_value(&v).map_err(|e| {
                                 de::Error::custom(format!("option `{key}` cannot be used: {e}"))
                             })?;

@@ -12,6 +12,75 @@ use serde::{Deserialize, Serialize};
 
 use super::error::nearest;
 
+/// Longest version manent takes.
+pub const VERSION_MAX: usize = 128;
+
+/// Checks a version: 1–128 characters, letters, digits and `. _ + ~ -`, starting with a letter or
+/// a digit — what release tags and package versions use, and nothing a shell or a path could
+/// read as more than a name (`$(…)`, `../`, spaces, line breaks, control characters).
+pub fn check_version(v: &str) -> Result<(), String> {
+    let shown: String = v.escape_debug().take(40).collect();
+    let why = if v.is_empty() {
+        Some("it is empty".to_owned())
+    } else if v.chars().count() > VERSION_MAX {
+        Some(format!("it is longer than {VERSION_MAX} characters"))
+    } else if !v.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        Some("it must start with a letter or a digit".to_owned())
+    } else {
+        v.chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '~' | '-')))
+            .map(|c| format!("{:?} is not allowed", c))
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "version \"{shown}\" is refused: {why} (versions are letters, digits and . _ + ~ -, \
+             up to {VERSION_MAX})"
+        )),
+    }
+}
+
+/// A YAML value whose numbers are all finite (`.nan` and `.inf` have no JSON form: they would
+/// silently become null in the options a plugin gets).
+pub fn finite(v: &yaml_serde::Value) -> Result<(), String> {
+    match v {
+        yaml_serde::Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => Err(format!(
+            "`{n:?}` is not a number a plugin can take (NaN or infinite)"
+        )),
+        yaml_serde::Value::Sequence(items) => items.iter().try_for_each(finite),
+        yaml_serde::Value::Mapping(m) => m.iter().try_for_each(|(k, v)| {
+            finite(k)?;
+            finite(v)
+        }),
+        yaml_serde::Value::Tagged(t) => finite(&t.value),
+        _ => Ok(()),
+    }
+}
+
+/// Plugin parameters in a descriptor, checked as they are read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamsSpec(pub yaml_serde::Value);
+
+impl<'de> Deserialize<'de> for ParamsSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = yaml_serde::Value::deserialize(d)?;
+        finite(&v).map_err(de::Error::custom)?;
+        Ok(ParamsSpec(v))
+    }
+}
+
+/// A version in a descriptor, checked as it is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionSpec(pub String);
+
+impl<'de> Deserialize<'de> for VersionSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = String::deserialize(d)?;
+        check_version(&v).map_err(de::Error::custom)?;
+        Ok(VersionSpec(v))
+    }
+}
+
 /// A duration written as `30s`, `5m`, `1h30m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Dur(pub Duration);

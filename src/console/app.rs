@@ -226,7 +226,7 @@ impl App {
         let d = self.deployment()?;
         let [_, body, _, _] = layout::screen(
             Rect::new(0, 0, self.size.0, self.size.1),
-            self.flash.is_some(),
+            self.flash.is_some() || self.snap.store_trouble.is_some(),
         );
         Some(layout::deployment(
             body,

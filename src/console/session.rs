@@ -130,8 +130,12 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             };
             let live = e.active();
             if !live.is_empty() {
-                note(format!("manent: stopping; draining {}…", live.join(", ")));
+                note(format!(
+                    "manent: stopping; draining {}… (again to stop at once)",
+                    live.join(", ")
+                ));
             }
+            e.exit_on_second_signal(5);
             let interrupted = e.shutdown().await > 0;
             if interrupted {
                 note("manent: stopped before the end; the next start resumes from the last checkpoint".into());

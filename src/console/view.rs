@@ -11,7 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::app::{App, Screen};
+use super::app::{App, Flash, Screen};
 use super::layout;
 use super::theme::Theme;
 use crate::deploy::state::{DeploymentState, Topic};
@@ -34,13 +34,20 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
         ratatui::widgets::Block::default().style(theme.get("base")),
         area,
     );
-    let [header, body, flash, footer] = layout::screen(area, app.flash.is_some());
+    // The database refusing writes stays on screen while it lasts.
+    let trouble = app.snap.store_trouble.as_ref().map(|t| Flash {
+        text: format!("⚠ {t}"),
+        level: crate::plugin::Level::Error,
+        at: app.now,
+    });
+    let status = app.flash.as_ref().or(trouble.as_ref());
+    let [header, body, flash, footer] = layout::screen(area, status.is_some());
     render_header(frame, header, &ctx);
     match &app.screen {
         Screen::Home => home::render(frame, body, &ctx),
         Screen::Deployment(_) => deployment::render(frame, body, &ctx),
     }
-    if let Some(f) = &app.flash {
+    if let Some(f) = status {
         let slot = match f.level {
             crate::plugin::Level::Error => "notice.error",
             crate::plugin::Level::Warn => "notice.warn",

@@ -151,6 +151,8 @@ pub trait Records: Send + Sync {
     async fn recent_logs(&self, after: i64, limit: u32) -> Result<Vec<LogRecord>, StoreError>;
     /// The newest log row id (0 when there is none).
     async fn last_log_id(&self) -> Result<i64, StoreError>;
+    /// Deletes log lines written before `before` (epoch ms); returns how many.
+    async fn prune_logs(&self, before: i64) -> Result<u64, StoreError>;
 }
 
 /// The system database as deploys use it: the engine's store and deploys' records.

@@ -209,7 +209,15 @@ impl<'a> Run<'a> {
                 } else {
                     (Secrets::none(), None)
                 };
-                let req = steps::request(spec, ctx.id(), targets, par, secrets, Some(&info));
+                let req = steps::request(
+                    spec,
+                    ctx.id(),
+                    targets,
+                    par,
+                    secrets,
+                    Some(&info),
+                    &env.processes,
+                );
                 call(h, req).await
             }
         })

@@ -13,7 +13,7 @@ use super::releases::{Live, Move};
 use super::state::TargetState;
 use crate::config::EnvSpec;
 use crate::plugin::{
-    Capabilities, Capability, PluginHandle, Request, Secrets, Target, TargetStatus,
+    Capabilities, Capability, PluginHandle, Processes, Request, Secrets, Target, TargetStatus,
 };
 use crate::workflow::store::Effect;
 use crate::workflow::{RetryPolicy, StepError, StepInfo};
@@ -72,7 +72,8 @@ pub fn parallelism(spec: &EnvSpec, info: &PluginInfo) -> u32 {
     }
 }
 
-/// A request for `targets`, without secrets unless given.
+/// A request for `targets`, without secrets unless given; the processes a built-in starts for
+/// it are recorded in `processes`.
 pub fn request(
     spec: &EnvSpec,
     workflow_id: &str,
@@ -80,6 +81,7 @@ pub fn request(
     parallelism: u32,
     secrets: Secrets,
     info: Option<&StepInfo>,
+    processes: &Processes,
 ) -> Request {
     Request {
         deployment_id: workflow_id.to_owned(),
@@ -93,6 +95,7 @@ pub fn request(
         traffic: None,
         idempotency_key: info.map(|i| i.idempotency_key.clone()).unwrap_or_default(),
         attempt: info.map_or(1, |i| i.attempt),
+        processes: processes.clone(),
     }
 }
 
@@ -139,7 +142,15 @@ pub async fn deploy_target(
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let (secrets, _open) = secrets(env, spec);
-    let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
+    let req = request(
+        spec,
+        wf,
+        vec![Target::from(t)],
+        1,
+        secrets,
+        Some(&info),
+        &env.processes,
+    );
     let started = Instant::now();
     let result = plugin.deployer.deploy(&req).await.map_err(|e| {
         let what = context(plugin, t, &e);
@@ -211,7 +222,15 @@ pub async fn rollback_target(
         .rollbacker()
         .ok_or_else(|| StepError::Permanent(format!("plugin {} cannot roll back", plugin.name)))?;
     let (secrets, _open) = secrets(env, spec);
-    let req = request(spec, wf, vec![Target::from(t)], 1, secrets, Some(&info));
+    let req = request(
+        spec,
+        wf,
+        vec![Target::from(t)],
+        1,
+        secrets,
+        Some(&info),
+        &env.processes,
+    );
     let started = Instant::now();
     let result = rb.rollback(&req, &mv.to.release()).await.map_err(|e| {
         let what = context(plugin, t, &e);

@@ -50,6 +50,9 @@ pub enum SubmitError {
     /// A rollback with nowhere to go.
     #[error("{0}")]
     NothingToRollBack(String),
+    /// What was asked cannot be deployed (a version that is not a version).
+    #[error("{0}")]
+    BadInput(String),
     /// The database refused.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -105,6 +108,7 @@ pub async fn deploy(
     dry_run: bool,
     sub: &Submission<'_>,
 ) -> Result<Submitted, SubmitError> {
+    crate::config::check_version(&spec.artifact.version).map_err(SubmitError::BadInput)?;
     let input = DeployInput {
         spec: spec.clone(),
         dry_run,

@@ -370,8 +370,11 @@ fn build(
             None => {
                 let Some(a) = last_attempt else { continue };
                 t.attempt = a.attempt;
+                // A cancelled deployment's attempt in flight is still finishing (cancel stops
+                // at the next step boundary); an interrupted one ran when an engine stopped.
+                let finishing = live || row.status == WorkflowStatus::Cancelled;
                 match (a.ended_at, a.outcome) {
-                    (None, _) if live => t.state = TargetState::Running,
+                    (None, _) if finishing => t.state = TargetState::Running,
                     (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
                         t.state = TargetState::Interrupted;
                         t.message = a.error.unwrap_or_default();

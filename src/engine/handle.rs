@@ -130,6 +130,8 @@ pub struct Snapshot {
     pub notices: Vec<Notice>,
     /// Problems in the configuration (descriptors that do not load).
     pub problems: Vec<String>,
+    /// What the database refuses now, while deployments wait for it (disk full, I/O errors).
+    pub store_trouble: Option<String>,
 }
 
 /// The console's end of the engine.
@@ -164,7 +166,10 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
                 let store = e.store().clone();
                 (Some(e), store, EngineMode::InProcess)
             }
-            Err(super::EngineError::Lease(l @ crate::workflow::LeaseError::Held { .. })) => {
+            Err(super::EngineError::Lease(
+                l @ (crate::workflow::LeaseError::Held { .. }
+                | crate::workflow::LeaseError::Starting { .. }),
+            )) => {
                 let store: Arc<dyn Db> = Arc::new(records::open(
                     &config.database,
                     config.engine.synchronous,
@@ -224,6 +229,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
 fn holder_of(e: &crate::workflow::LeaseError) -> String {
     match e {
         crate::workflow::LeaseError::Held { pid, host, .. } => format!("pid {pid} on {host}"),
+        crate::workflow::LeaseError::Starting { .. } => "an engine that is starting".into(),
         other => other.to_string(),
     }
 }
@@ -520,6 +526,7 @@ impl Actor {
             journal,
             notices: self.notices.clone(),
             problems: self.problems.clone(),
+            store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
         };
         // Nothing new: no snapshot, so the console does not redraw.
         if **self.snap.borrow() == snap {

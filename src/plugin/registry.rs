@@ -16,6 +16,7 @@ use super::contract::{Capabilities, Deployer};
 use super::error::PluginError;
 use super::external::{ExternalSpec, Host, Remote, activation};
 use super::logger::{LogSink, Logger};
+use super::processes::Processes;
 use super::secrets::{ConfigSecrets, SecretSource};
 use crate::config::{Config, PluginDecl};
 
@@ -62,6 +63,7 @@ pub struct Registry {
     /// (an external plugin may take up to its `start_timeout`), so other plugins stay usable.
     ready: Mutex<HashMap<String, Arc<OnceCell<Arc<PluginHandle>>>>>,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
+    processes: Processes,
 }
 
 impl std::fmt::Debug for Registry {
@@ -73,8 +75,14 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The plugins `config` declares, plus every built-in under its own name.
+    /// The plugins `config` declares, plus every built-in under its own name; the plugin
+    /// processes it starts are not recorded (commands that only inspect).
     pub fn new(config: &Config, sink: Arc<dyn LogSink>) -> Self {
+        Registry::with_processes(config, sink, Processes::none())
+    }
+
+    /// [`Registry::new`], recording the plugin processes it starts in `processes`.
+    pub fn with_processes(config: &Config, sink: Arc<dyn LogSink>, processes: Processes) -> Self {
         let mut decls = config.plugins.clone();
         for name in builtin::NAMES {
             decls
@@ -92,6 +100,7 @@ impl Registry {
             plugin_dir: config.plugin_dir.clone(),
             ready: Mutex::new(HashMap::new()),
             hosts: Mutex::new(HashMap::new()),
+            processes,
         }
     }
 
@@ -177,7 +186,7 @@ impl Registry {
         // The host checks the binary (exists, executable, sha256) before every start.
         let name = spec.name.clone();
         let origin = spec.command.display().to_string();
-        let host = Arc::new(Host::new(spec, self.sink.clone()));
+        let host = Arc::new(Host::new(spec, self.sink.clone(), self.processes.clone()));
         self.hosts.lock().await.insert(name.clone(), host.clone());
         let process = host.process().await?;
         let capabilities = process.capabilities.clone();
@@ -189,12 +198,22 @@ impl Registry {
         })
     }
 
-    /// Stops every external plugin process (after the engine has drained).
+    /// Stops every external plugin process (after the engine has drained): each is asked to
+    /// stop, then killed; a plugin still starting (or one that does not answer) is killed too.
     pub async fn shutdown(&self) {
         let hosts: Vec<Arc<Host>> = self.hosts.lock().await.values().cloned().collect();
         for h in hosts {
-            h.shutdown().await;
+            if tokio::time::timeout(std::time::Duration::from_secs(5), h.shutdown())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    plugin = h.name(),
+                    "the plugin did not stop in time; killing it"
+                );
+            }
         }
+        self.processes.kill_live();
     }
 
     fn instantiate(

@@ -177,6 +177,7 @@ mod tests {
             traffic: None,
             idempotency_key: String::new(),
             attempt: 1,
+            processes: crate::plugin::Processes::none(),
         }
     }
 

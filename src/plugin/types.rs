@@ -151,6 +151,9 @@ pub struct Request {
     pub idempotency_key: String,
     /// Attempt number of the step, from 1.
     pub attempt: u32,
+    /// Where the engine records the processes a built-in starts for this call (an external
+    /// plugin's side records nothing: its host tracks the plugin's own process).
+    pub processes: super::processes::Processes,
 }
 
 /// A Deploy, DryRun or Rollback call's result.

@@ -64,7 +64,9 @@ pub enum StepEvent {
         replayed: bool,
     },
     /// The database refuses writes; the run waits and retries (E4).
-    StoreDegraded { error: String },
+    StoreDegraded { error: String, retries: u32 },
+    /// The database takes writes again after refusing them.
+    StoreRecovered,
     /// The workflow waits for an operator or a timer.
     Parked { waiting: bool },
 }
@@ -544,20 +546,34 @@ impl WfCtx {
         Ok(())
     }
 
-    /// Retries a database operation on transient faults with backoff, forever (E4): the run
-    /// blocks with its result in memory; a deploy is never failed for an engine I/O error.
+    /// Retries a database operation on transient faults with backoff (E4): the run blocks with
+    /// its result in memory; a deploy is never failed for an engine I/O error. A hard shutdown
+    /// still stops the wait (the run stays unfinished and resumes at the next start).
     async fn store_retry<R, F, Fut>(&self, op: F) -> Result<R, Interrupt>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, StoreError>>,
     {
-        let alert = |e: &StoreError| {
-            tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
+        let degraded = std::sync::atomic::AtomicBool::new(false);
+        let alert = |e: &StoreError, retries: u32| {
+            if retries == 1 {
+                tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
+            }
+            degraded.store(true, Ordering::Relaxed);
             self.observe(StepEvent::StoreDegraded {
                 error: e.to_string(),
+                retries,
             });
         };
-        Ok(super::retry::until_committed(op, alert).await?)
+        let mut rx = self.run.control.shutdown.clone();
+        let result = tokio::select! {
+            r = super::retry::until_committed_each(op, alert) => r,
+            _ = rx.wait_for(|s| *s == Shutdown::Hard) => return Err(Interrupt::ShuttingDown),
+        };
+        if degraded.load(Ordering::Relaxed) {
+            self.observe(StepEvent::StoreRecovered);
+        }
+        Ok(result?)
     }
 
     /// A backoff pause: in memory, interrupted only by a hard shutdown.

@@ -20,6 +20,11 @@ pub enum LeaseError {
         host: String,
         since: String,
     },
+    /// Another engine holds it and is still starting (it has not written who it is).
+    #[error(
+        "another manent engine is starting on {db}; try again in a moment, or let it do the work"
+    )]
+    Starting { db: String },
     /// The lock file could not be used.
     #[error("cannot use the lock file {path}: {reason}")]
     Io { path: String, reason: String },
@@ -59,8 +64,22 @@ impl Lease {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
+                // The holder writes who it is right after it takes the lock: give it a moment.
                 let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
+                for _ in 0..40 {
+                    text.clear();
+                    let _ = file.rewind();
+                    let _ = file.read_to_string(&mut text);
+                    if text.contains("pid=") {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                if !text.contains("pid=") {
+                    return Err(LeaseError::Starting {
+                        db: db.display().to_string(),
+                    });
+                }
                 let field = |k: &str| {
                     text.split_whitespace()
                         .find_map(|w| w.strip_prefix(k).map(str::to_owned))

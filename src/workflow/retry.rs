@@ -68,22 +68,39 @@ impl RetryPolicy {
 /// blocks rather than record an infrastructure fault as a deploy failure. `alert` is called
 /// once, at the first refusal. Other errors are returned at once.
 pub async fn until_committed<R, F, Fut>(
-    mut op: F,
+    op: F,
     alert: impl FnOnce(&super::StoreError),
 ) -> Result<R, super::StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<R, super::StoreError>>,
 {
-    let policy = RetryPolicy::store();
     let mut alert = Some(alert);
+    until_committed_each(op, |e, retry| {
+        if retry == 1
+            && let Some(a) = alert.take()
+        {
+            a(e);
+        }
+    })
+    .await
+}
+
+/// [`until_committed`], calling `alert` at every refusal with the number of the retry coming.
+pub async fn until_committed_each<R, F, Fut>(
+    mut op: F,
+    mut alert: impl FnMut(&super::StoreError, u32),
+) -> Result<R, super::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R, super::StoreError>>,
+{
+    let policy = RetryPolicy::store();
     let mut k = 1;
     loop {
         match op().await {
             Err(e) if e.is_transient() => {
-                if let Some(a) = alert.take() {
-                    a(&e);
-                }
+                alert(&e, k);
                 tokio::time::sleep(policy.delay(k)).await;
                 k += 1;
             }

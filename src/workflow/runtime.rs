@@ -485,7 +485,11 @@ impl Runtime {
         if self.wait_idle(drain).await {
             return 0;
         }
-        tracing::warn!(runs = ?self.active(), "drain timed out; stopping runs at their next step boundary");
+        if drain.is_zero() {
+            tracing::info!(runs = ?self.active(), "stopping now: runs stop at their next step boundary; steps in flight finish");
+        } else {
+            tracing::warn!(runs = ?self.active(), "drain timed out after {}; stopping runs at their next step boundary", humantime::format_duration(drain));
+        }
         self.shutdown.send_replace(Shutdown::Hard);
         if self.wait_idle(hard).await {
             return 0;

@@ -258,6 +258,7 @@ pub fn snapshot() -> Snapshot {
         }],
         notices: Vec::new(),
         problems: Vec::new(),
+        store_trouble: None,
     }
 }
 

@@ -270,6 +270,16 @@ impl Records for SqliteStore {
         .await
     }
 
+    async fn prune_logs(&self, before: i64) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            let n = c
+                .prepare_cached("DELETE FROM logs WHERE at < ?1")?
+                .execute([before])?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
     async fn last_log_id(&self) -> Result<i64, StoreError> {
         self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
             .await

@@ -1,7 +1,8 @@
 //! `exec`: runs the descriptor's shell commands on each target for deploy, current release,
-//! rollback and dry-run. Values go into commands shell-quoted (`{{host}}`, `{{version}}`, …) and
-//! into the environment (`MANENT_HOST`, `MANENT_VERSION`, …). Commands see a cleared
-//! environment, so secrets in manent's own environment reach them only when asked for.
+//! rollback and dry-run. Values reach commands in the environment (`MANENT_HOST`,
+//! `MANENT_VERSION`, …); a `{{version}}` in a command becomes a reference to its variable, so the
+//! shell never parses a value ([`template`]). Commands see a cleared environment, so secrets in
+//! manent's own environment reach them only when asked for.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -9,9 +10,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, BufReader};
 
-use crate::plugin::builtin::sh_quote;
+mod template;
+
 use crate::plugin::contract::{
     Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
 };
@@ -118,32 +120,14 @@ fn params(req: &Request) -> Result<Params, PluginError> {
         .map_err(|e| PluginError::Permanent(format!("deploy.params: {e}")))
 }
 
-/// Replaces `{{ name }}` with the shell-quoted value; unknown names are a permanent error.
+/// The command for `template`: placeholders become references to the variables that carry
+/// their values (see [`template`]).
 fn render(
     template: &str,
     vars: &BTreeMap<String, String>,
     what: &str,
 ) -> Result<String, PluginError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find("}}").ok_or_else(|| {
-            PluginError::Permanent(format!("deploy.params.{what}: `{{{{` without `}}}}`"))
-        })?;
-        let name = after[..end].trim();
-        let value = vars.get(name).ok_or_else(|| {
-            PluginError::Permanent(format!(
-                "deploy.params.{what}: unknown variable `{{{{{name}}}}}`; known: {}, label.KEY",
-                VARIABLES.join(", ")
-            ))
-        })?;
-        out.push_str(&sh_quote(value));
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    template::render(template, vars, env_name, what, VARIABLES)
 }
 
 fn variables(req: &Request, t: &Target, to: Option<&Release>) -> BTreeMap<String, String> {
@@ -176,11 +160,33 @@ fn variables(req: &Request, t: &Target, to: Option<&Release>) -> BTreeMap<String
     v
 }
 
+/// The environment variable that carries variable `var`: `label.app-tier` → `MANENT_LABEL_APP_TIER`.
 fn env_name(var: &str) -> String {
-    format!(
-        "MANENT_{}",
-        var.to_ascii_uppercase().replace(['.', '-'], "_")
-    )
+    let name: String = var
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("MANENT_{name}")
+}
+
+/// Two variables that would share an environment variable (labels `a-b` and `a_b`) are refused.
+fn check_env_names(vars: &BTreeMap<String, String>) -> Result<(), PluginError> {
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    for k in vars.keys() {
+        if let Some(other) = seen.insert(env_name(k), k) {
+            return Err(PluginError::Permanent(format!(
+                "variables `{other}` and `{k}` would both be {}: rename one label",
+                env_name(k)
+            )));
+        }
+    }
+    Ok(())
 }
 
 struct Finished {
@@ -198,6 +204,7 @@ impl Exec {
         to: Option<&Release>,
     ) -> Result<Finished, PluginError> {
         let vars = variables(req, t, to);
+        check_env_names(&vars)?;
         let command = render(template, &vars, which)?;
         let mut cmd = tokio::process::Command::new(&self.options.shell);
         cmd.arg("-c").arg(&command).env_clear();
@@ -227,6 +234,7 @@ impl Exec {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd.process_group(0).kill_on_drop(true);
+        crate::sys::die_with_parent(&mut cmd);
         let log = self.log.for_deployment(&req.deployment_id).for_target(t);
         let mut child = cmd.spawn().map_err(|e| {
             PluginError::Failed(format!(
@@ -234,7 +242,9 @@ impl Exec {
                 self.options.shell
             ))
         })?;
-        // Dropping this future (a timeout, a cancelled deploy) kills the command's whole group.
+        // Dropping this future (a timeout, a cancelled deploy) kills the command's whole group;
+        // an engine that dies leaves a record for the next one to kill it.
+        let _tracked = child.id().map(|pid| req.processes.track(pid));
         let group = GroupKill(child.id());
         let (out, err) = (child.stdout.take(), child.stderr.take());
         let (last_out, last_err, status) = tokio::join!(
@@ -297,9 +307,9 @@ async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger, name: &str
     } else {
         Level::Info
     };
-    let mut reader = BufReader::new(stream).lines();
+    let mut reader = crate::plugin::lines::Lines::new(BufReader::new(stream));
     let mut last = String::new();
-    while let Ok(Some(line)) = reader.next_line().await {
+    while let Some(line) = reader.next().await {
         log.log(level, &line, &[("stream", name.into())]);
         if !line.trim().is_empty() {
             last = line.trim().to_owned();
@@ -334,6 +344,7 @@ impl Deployer for Exec {
         for t in &req.targets {
             let to = Release::default();
             let vars = variables(req, t, Some(&to));
+            check_env_names(&vars)?;
             render(deploy, &vars, "deploy")?;
             for (which, c) in [
                 ("current_release", &p.current_release),
@@ -430,24 +441,5 @@ impl Rollbacker for Exec {
         })
         .await;
         DeployResult::of("exec", &to.version, outcome)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn renders_quoted_values_and_rejects_unknown_variables() {
-        let vars = BTreeMap::from([("host".to_owned(), "a b'c".to_owned())]);
-        assert_eq!(
-            render("ssh {{ host }} true", &vars, "deploy").unwrap(),
-            r"ssh 'a b'\''c' true"
-        );
-        let err = render("echo {{nope}}", &vars, "deploy")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("unknown variable `{{nope}}`"), "{err}");
-        assert!(render("echo {{host", &vars, "deploy").is_err());
     }
 }

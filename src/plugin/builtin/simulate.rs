@@ -106,6 +106,15 @@ fn parse(v: &serde_json::Value, what: &str) -> Result<Settings, PluginError> {
             )));
         }
     }
+    if let Some(Latency::Range { min, max }) = s.latency
+        && min.0 > max.0
+    {
+        return Err(PluginError::Permanent(format!(
+            "simulate {what}: latency min ({}) is above max ({})",
+            humantime::format_duration(min.0),
+            humantime::format_duration(max.0)
+        )));
+    }
     Ok(s)
 }
 

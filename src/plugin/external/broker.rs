@@ -157,9 +157,17 @@ impl PluginBroker {
         let tls = self.tls.get().cloned().ok_or_else(|| {
             PluginError::Failed("no AutoMTLS identity to reach the host's secrets".into())
         })?;
-        let h2 = conn::h2(addr, tls)
-            .await
-            .map_err(|e| PluginError::Failed(format!("secrets are not available: {e}")))?;
+        // The host serves it for the duration of the call: if it does not answer at once, it
+        // will not.
+        let h2 = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            conn::h2(addr, tls, &|_| {}),
+        )
+        .await
+        .map_err(|_| {
+            PluginError::Failed("secrets are not available: the host did not answer".into())
+        })?
+        .map_err(|e| PluginError::Failed(format!("secrets are not available: {e}")))?;
         Ok(SecretsClient::with_origin(h2, conn::origin()))
     }
 }

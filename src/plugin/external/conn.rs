@@ -124,12 +124,20 @@ impl tower::Service<http::Request<tonic::body::Body>> for H2 {
     }
 }
 
-/// One HTTP/2 connection to `addr` over mutual TLS.
-pub async fn h2(addr: Addr, tls: Arc<rustls::ClientConfig>) -> io::Result<H2> {
+/// One HTTP/2 connection to `addr` over mutual TLS; `at` hears which phase it is in (the
+/// caller bounds the whole by the plugin's start_timeout).
+pub async fn h2(
+    addr: Addr,
+    tls: Arc<rustls::ClientConfig>,
+    at: &(dyn Fn(&'static str) + Sync),
+) -> io::Result<H2> {
+    at("dialing its socket");
     let io = tokio::time::timeout(Duration::from_secs(10), dial(&addr))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
+    at("the TLS handshake");
     let stream = TlsConnector::from(tls).connect(server_name(), io).await?;
+    at("the HTTP/2 handshake");
     let (send, connection) =
         hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
             .handshake(TokioIo::new(stream))

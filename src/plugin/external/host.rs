@@ -26,6 +26,7 @@ use super::{hclog, tls};
 use crate::plugin::contract::Capabilities;
 use crate::plugin::error::PluginError;
 use crate::plugin::logger::{Level, LogLine, LogSink, Logger};
+use crate::plugin::processes::{Processes, Tracked};
 
 /// How to run one external plugin (from its `plugins:` entry, or discovered on PATH).
 #[derive(Debug, Clone)]
@@ -65,6 +66,8 @@ pub struct Process {
     exited: watch::Receiver<Option<String>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _socket_dir: tempfile::TempDir,
+    /// Its process group, recorded while it runs.
+    _tracked: Tracked,
 }
 
 impl Process {
@@ -101,16 +104,19 @@ pub struct Host {
     /// The host's own lines about this plugin (started, exited, stray output).
     logger: Logger,
     current: tokio::sync::Mutex<Option<Arc<Process>>>,
+    processes: Processes,
 }
 
 impl Host {
-    /// A host for `spec`; nothing starts yet.
-    pub fn new(spec: ExternalSpec, sink: Arc<dyn LogSink>) -> Self {
+    /// A host for `spec`; nothing starts yet. The processes it starts are recorded in
+    /// `processes`.
+    pub fn new(spec: ExternalSpec, sink: Arc<dyn LogSink>, processes: Processes) -> Self {
         Host {
             logger: Logger::new(sink.clone(), spec.name.clone()),
             spec,
             sink,
             current: tokio::sync::Mutex::new(None),
+            processes,
         }
     }
 
@@ -228,17 +234,22 @@ impl Host {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        crate::sys::die_with_parent(&mut cmd);
+        let started = std::time::Instant::now();
         let mut child = cmd
             .spawn()
             .map_err(|e| self.fail(format!("cannot start it: {e}")))?;
         let pid = child.id().unwrap_or(0);
+        let tracked = self.processes.track(pid);
         let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let handshaken = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(forward_stderr(
                 stderr,
                 self.sink.clone(),
                 s.name.clone(),
                 tail.clone(),
+                handshaken.clone(),
             ));
         }
         let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| self.fail("no stdout"))?);
@@ -286,6 +297,7 @@ impl Host {
             )))
         })?;
         self.check_handshake(&shake).map_err(kill)?;
+        handshaken.store(true, std::sync::atomic::Ordering::Relaxed);
         let plugin_cert =
             rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
         tokio::spawn(drain_stdout(stdout, self.logger.clone(), s.name.clone()));
@@ -302,25 +314,68 @@ impl Host {
             tls::client_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
         let broker_tls =
             tls::server_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
-        let channel = conn::h2(shake.addr.clone(), client_tls)
-            .await
-            .map_err(|e| kill(self.fail(format!("cannot connect over mutual TLS: {e}"))))?;
-        let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
-            channel.clone(),
-            conn::origin(),
-        );
-        let serving = health
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: "plugin".into(),
-            })
-            .await
-            .map(|r| r.into_inner().status)
-            .map_err(|e| kill(self.fail(format!("health check failed: {}", e.message()))))?;
-        if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
-            return Err(kill(
-                self.fail("its health service does not report `plugin` as SERVING"),
-            ));
-        }
+        // Every phase of a start lives within start_timeout, counted from the spawn: a plugin
+        // that prints its handshake and then never speaks must not hang the engine.
+        let left = s.start_timeout.saturating_sub(started.elapsed());
+        let phase = std::sync::Mutex::new("dialing its socket");
+        let at = |p: &'static str| {
+            if let Ok(mut cur) = phase.lock() {
+                *cur = p;
+            }
+        };
+        let connect = async {
+            let channel = conn::h2(shake.addr.clone(), client_tls, &at)
+                .await
+                .map_err(|e| self.fail(format!("cannot connect over mutual TLS: {e}")))?;
+            at("its health check");
+            let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
+                channel.clone(),
+                conn::origin(),
+            );
+            let serving = health
+                .check(tonic_health::pb::HealthCheckRequest {
+                    service: "plugin".into(),
+                })
+                .await
+                .map(|r| r.into_inner().status)
+                .map_err(|e| self.fail(format!("health check failed: {}", e.message())))?;
+            if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
+                return Err(self.fail("its health service does not report `plugin` as SERVING"));
+            }
+            at("Configure");
+            let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX);
+            let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
+            let configured = deployer
+                .configure(v1::ConfigureRequest { config_json })
+                .await
+                .map_err(|e| match e.code() {
+                    tonic::Code::InvalidArgument
+                    | tonic::Code::Aborted
+                    | tonic::Code::FailedPrecondition => PluginError::Permanent(format!(
+                        "plugin {} rejected its options from manent.yml: {}",
+                        s.name,
+                        e.message()
+                    )),
+                    _ => self.fail(format!("Configure failed: {}", e.message())),
+                })?
+                .into_inner();
+            Ok::<_, PluginError>((channel, deployer, configured))
+        };
+        let (channel, deployer, configured) = match tokio::time::timeout(left, connect).await {
+            Ok(r) => r.map_err(kill)?,
+            Err(_) => {
+                let stuck = phase.lock().map_or("starting", |p| *p);
+                return Err(kill(self.fail(format!(
+                    "no answer within {} (start_timeout) after its handshake: stuck at {stuck}; \
+                     the plugin accepted the connection but does not speak gRPC over mutual \
+                     TLS — check that it is a manent plugin, or raise `start_timeout` if it is \
+                     just slow",
+                    humantime::format_duration(s.start_timeout)
+                ))));
+            }
+        };
         tokio::spawn(forward_stdio(channel.clone(), self.logger.clone()));
         let (broker_tx, broker_rx) = mpsc::channel(16);
         let mut broker = GrpcBrokerClient::with_origin(channel.clone(), conn::origin());
@@ -331,26 +386,6 @@ impl Host {
                 while let Ok(Some(_)) = inbound.message().await {}
             }
         });
-        let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX);
-        let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
-        let configured = deployer
-            .configure(v1::ConfigureRequest { config_json })
-            .await
-            .map_err(|e| {
-                kill(match e.code() {
-                    tonic::Code::InvalidArgument
-                    | tonic::Code::Aborted
-                    | tonic::Code::FailedPrecondition => PluginError::Permanent(format!(
-                        "plugin {} rejected its options from manent.yml: {}",
-                        s.name,
-                        e.message()
-                    )),
-                    _ => self.fail(format!("Configure failed: {}", e.message())),
-                })
-            })?
-            .into_inner();
         let capabilities = Capabilities(configured.capabilities.into_iter().collect());
         self.log(
             Level::Debug,
@@ -368,6 +403,7 @@ impl Host {
             exited,
             stderr_tail: tail,
             _socket_dir: socket_dir,
+            _tracked: tracked,
         })
     }
 
@@ -415,16 +451,23 @@ impl Host {
     }
 }
 
+/// Lines a plugin may write on stderr before its handshake that are kept (shown and stored);
+/// past it they only count, so a plugin flooding stderr on its way up cannot fill the database.
+const BEFORE_HANDSHAKE: usize = 1_000;
+
 async fn forward_stderr(
     stderr: tokio::process::ChildStderr,
     sink: Arc<dyn LogSink>,
     plugin: String,
     tail: Arc<Mutex<VecDeque<String>>>,
+    handshaken: Arc<std::sync::atomic::AtomicBool>,
 ) {
+    use std::sync::atomic::Ordering;
     // The pipe's whole capacity per read: a flooding plugin is drained in one syscall.
-    let mut lines = BufReader::with_capacity(1 << 16, stderr).lines();
+    let mut lines = crate::plugin::lines::Lines::new(BufReader::with_capacity(1 << 16, stderr));
     let mut in_panic = false;
-    while let Ok(Some(line)) = lines.next_line().await {
+    let (mut early, mut dropped) = (0usize, 0u64);
+    while let Some(line) = lines.next().await {
         if line.trim().is_empty() {
             continue;
         }
@@ -434,6 +477,29 @@ async fn forward_stderr(
                 t.pop_front();
             }
             t.push_back(p.message.clone());
+        }
+        let up = handshaken.load(Ordering::Relaxed);
+        if !up {
+            early += 1;
+            if early > BEFORE_HANDSHAKE {
+                dropped += 1;
+                continue;
+            }
+        }
+        if up && dropped > 0 {
+            sink.log(LogLine {
+                at: crate::sys::now_ms(),
+                level: Level::Warn,
+                source: plugin.clone(),
+                deployment_id: None,
+                target: None,
+                message: format!(
+                    "{dropped} more stderr lines the plugin wrote before its handshake were not \
+                     kept (more than {BEFORE_HANDSHAKE})"
+                ),
+                attrs: BTreeMap::new(),
+            });
+            dropped = 0;
         }
         let mut attrs = p.attrs;
         let text = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_owned));
@@ -448,6 +514,20 @@ async fn forward_stderr(
             target,
             message: p.message,
             attrs,
+        });
+    }
+    if dropped > 0 {
+        sink.log(LogLine {
+            at: crate::sys::now_ms(),
+            level: Level::Warn,
+            source: plugin,
+            deployment_id: None,
+            target: None,
+            message: format!(
+                "{dropped} more stderr lines the plugin wrote before its handshake were not kept \
+                 (more than {BEFORE_HANDSHAKE})"
+            ),
+            attrs: BTreeMap::new(),
         });
     }
 }

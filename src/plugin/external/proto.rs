@@ -126,6 +126,7 @@ pub fn request_from_wire(w: v1::DeployRequest, secrets: Secrets) -> Result<Reque
         traffic: json(&w.traffic, "traffic")?,
         idempotency_key: w.idempotency_key,
         attempt: w.attempt.max(1),
+        processes: crate::plugin::Processes::none(),
     })
 }
 
