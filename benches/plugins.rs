@@ -68,6 +68,7 @@ fn request() -> Request {
         traffic: None,
         idempotency_key: "bench/1".into(),
         attempt: 1,
+        processes: manent::plugin::Processes::none(),
     }
 }
 
