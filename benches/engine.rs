@@ -127,6 +127,7 @@ async fn baseline() -> Duration {
         PARALLELISM,
         Secrets::none(),
         None,
+        &manent::plugin::Processes::none(),
     );
     let template = Request {
         targets: Vec::new(),
