@@ -199,26 +199,47 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 }
 
 /// Refuses flow collections nested deeper than [`MAX_DEPTH`] before the YAML parser sees them
-/// (it would take minutes to refuse 100,000 `[`).
+/// (it would take minutes to refuse 100,000 `[`). Brackets inside quoted scalars and comments
+/// do not count; a quote or `#` counts only where YAML reads it as one (a quote at the start of
+/// a scalar, `#` after white space), so `it's` or `a#b` in a plain scalar hides nothing.
 fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
     let (mut depth, mut line, mut col) = (0usize, 1, 0);
     let mut quote: Option<char> = None;
     let mut comment = false;
+    let mut escaped = false;
+    // The previous character outside quotes; a line break reads as white space.
+    let mut prev = ' ';
     for c in text.chars() {
         col += 1;
         if c == '\n' {
             line += 1;
             col = 0;
             comment = false;
+            if quote.is_none() {
+                prev = ' ';
+            }
             continue;
         }
-        match (quote, c) {
-            _ if comment => {}
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '#') => comment = true,
-            (None, '[' | '{') => {
+        if comment {
+            continue;
+        }
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if q == '"' && c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+                prev = c;
+            }
+            continue;
+        }
+        let starts_scalar =
+            prev.is_whitespace() || matches!(prev, ':' | ',' | '[' | '{' | '-' | '?');
+        match c {
+            '\'' | '"' if starts_scalar => quote = Some(c),
+            '#' if prev.is_whitespace() => comment = true,
+            '[' | '{' => {
                 depth += 1;
                 if depth > MAX_DEPTH {
                     return Err(ConfigError {
@@ -229,9 +250,10 @@ fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
                     });
                 }
             }
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            ']' | '}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        prev = c;
     }
     Ok(())
 }
@@ -575,6 +597,16 @@ fn is_production_name(env: &str) -> bool {
 fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
     let mut problems = Vec::new();
     let at = |needle: &str, nth: usize| locate(&d.text, needle, nth);
+    // The application names every target's moniker: said once, at its key.
+    if let Some(why) = Moniker::check_part(&d.spec.application, "application name") {
+        problems.push(ConfigError {
+            file: d.file.clone(),
+            position: at("application:", 0),
+            message: format!("application: {why}"),
+            hint: None,
+        });
+        return problems;
+    }
     for (env_name, env) in &d.spec.environments {
         let resolved = resolve(d, env_name, env);
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -689,5 +721,32 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
                 labels: t.labels.clone(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth(text: &str) -> Result<(), String> {
+        check_depth(Path::new("x.yml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn nesting_is_counted_outside_quotes_and_comments_only() {
+        let deep = "[".repeat(MAX_DEPTH + 1);
+        let err = depth(&format!("a: 1\nb: {deep}")).unwrap_err();
+        assert!(err.contains(&format!("x.yml:2:{}", MAX_DEPTH + 4)), "{err}");
+        assert!(depth(&format!("a: '{deep}'\nb: \"{deep}\\\"\"\n# {deep}")).is_ok());
+        // A quote inside a plain scalar, or `#` not after white space, hides nothing.
+        for hider in ["a: it's\n", "a: x#y\n"] {
+            assert!(
+                depth(&format!("{hider}b: {deep}")).is_err(),
+                "{hider:?} hid the nesting"
+            );
+        }
+        // Shell in a block scalar opens and closes what it opens.
+        let shell = "deploy: |\n  [ -e x ] && echo \"${A:-[}\" || test ${#B} -gt 0\n";
+        assert!(depth(&shell.repeat(100)).is_ok());
     }
 }

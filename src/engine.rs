@@ -15,7 +15,7 @@ use crate::deploy::records::{self, Db, LogRecord};
 use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, LogSink, Logger, Processes, Registry};
 use crate::redact::redact;
-use crate::workflow::retry::until_committed;
+use crate::workflow::retry::until_committed_each;
 use crate::workflow::store::Store;
 use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, StoreError};
 
@@ -28,10 +28,19 @@ pub enum EngineError {
     /// The database could not be opened or recovered.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The database refuses writes (a full disk, a read-only file) when the engine starts.
+    #[error(
+        "the database {path} refuses writes ({cause}); nothing was started: free space (or make \
+         it writable) and run again"
+    )]
+    Unwritable { path: String, cause: String },
     /// The directory that records the processes the engine starts cannot be used.
     #[error("cannot record the engine's processes in {path}: {reason}")]
     Processes { path: String, reason: String },
 }
+
+/// How long a starting engine retries a database that refuses its first write.
+const START_WRITES: Duration = Duration::from_secs(5);
 
 /// Lines waiting for the database at most; past it (the database has fallen far behind a
 /// flooding plugin) lines are still shown live but not stored, and the gap is recorded.
@@ -250,10 +259,35 @@ impl Engine {
             std::process::id(),
             crate::sys::hostname(),
         );
-        until_committed(|| store.record_lease(executor, pid, &host), |e| {
-            tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
-        })
-        .await?;
+        // A database that refuses writes now (a full disk) is said at once, after a few
+        // seconds of retries for a passing lock: nothing runs yet, so nothing waits on it.
+        let refused = std::sync::Mutex::new(None::<StoreError>);
+        let recorded = tokio::time::timeout(
+            START_WRITES,
+            until_committed_each(
+                || store.record_lease(executor, pid, &host),
+                |e, _| {
+                    tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
+                    if let Ok(mut r) = refused.lock() {
+                        *r = Some(e.clone());
+                    }
+                },
+            ),
+        )
+        .await;
+        match recorded {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(EngineError::Unwritable {
+                    path: config.database.display().to_string(),
+                    cause: refused
+                        .lock()
+                        .ok()
+                        .and_then(|r| r.as_ref().map(StoreError::cause))
+                        .unwrap_or_default(),
+                });
+            }
+        }
         // What a dead engine left running (its commands, its plugins) dies before anything
         // runs again: no step may run beside its own earlier attempt.
         let processes =

@@ -5,6 +5,9 @@
 //! `N-` and counts matching hits in this process, from 1. Actions: `kill` (SIGKILL to this
 //! process, exactly what an operator's `kill -9` does), `panic`, `ioerr` (the site reports an I/O
 //! error), `sleep(MS)` and `pause` (sleep forever). Unset, every site costs one atomic load.
+//!
+//! With `MANENT_FAILPOINTS_WHILE=PATH`, sites fire (and count hits) only while that file exists,
+//! so a test can arm them at a moment of its choosing (a full disk arriving mid-deploy).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -88,6 +91,13 @@ fn parse(spec: &str) -> Vec<Rule> {
 pub fn hit(site: &str, detail: &str) -> Option<Fault> {
     let rules = rules();
     if rules.is_empty() {
+        return None;
+    }
+    static WHILE: OnceLock<Option<std::path::PathBuf>> = OnceLock::new();
+    if let Some(armed) =
+        WHILE.get_or_init(|| std::env::var_os("MANENT_FAILPOINTS_WHILE").map(Into::into))
+        && !armed.exists()
+    {
         return None;
     }
     for rule in rules {

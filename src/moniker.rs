@@ -44,21 +44,7 @@ impl Moniker {
             (kind, "type"),
             (name, "name"),
         ] {
-            let reason = if part.is_empty() {
-                Some(format!("the {what} is empty"))
-            } else if part.contains("::") {
-                Some(format!("the {what} {part:?} contains `::`"))
-            } else if let Some(c) = part.chars().find(|c| c.is_control()) {
-                Some(format!(
-                    "the {what} {part:?} contains a control character ({:?})",
-                    c
-                ))
-            } else if part.chars().any(char::is_whitespace) {
-                Some(format!("the {what} {part:?} contains white space"))
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
+            if let Some(reason) = Self::check_part(part, what) {
                 return Err(MonikerError {
                     text: m.to_string(),
                     reason,
@@ -66,6 +52,24 @@ impl Moniker {
             }
         }
         Ok(m)
+    }
+
+    /// Why `part` cannot be the `what` of a moniker (empty, `::`, a control character, white
+    /// space), if it cannot.
+    pub fn check_part(part: &str, what: &str) -> Option<String> {
+        if part.is_empty() {
+            Some(format!("the {what} is empty"))
+        } else if part.contains("::") {
+            Some(format!("the {what} {part:?} contains `::`"))
+        } else if let Some(c) = part.chars().find(|c| c.is_control()) {
+            Some(format!(
+                "the {what} {part:?} contains a control character ({c:?})"
+            ))
+        } else if part.chars().any(char::is_whitespace) {
+            Some(format!("the {what} {part:?} contains white space"))
+        } else {
+            None
+        }
     }
 
     /// The environment, e.g. `prod` or `prod/eu1`.

@@ -396,7 +396,7 @@ fn ctrl_c_lets_targets_in_flight_finish_and_resume_runs_only_the_rest() {
     let out = fx.run(&["resume", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
-    assert_eq!(starts, 6, "nothing ran twice");
+    assert_eq!(starts, 6, "nothing ran twice: {:#?}", fx.ledger());
 }
 
 #[test]

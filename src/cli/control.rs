@@ -115,9 +115,10 @@ pub async fn skip(config_path: &Path, a: &SkipArgs, out: &mut Out) -> u8 {
         target: a.target.clone(),
     };
     let awaiting = match output::open(config_path, out) {
-        Ok((_, store)) => output::view(&store, &a.deployment, out)
-            .await
-            .is_some_and(|v| v.state == DeploymentState::FailedAwaiting),
+        Ok((_, store)) => match output::view(&store, &a.deployment, out).await {
+            Ok(v) => v.state == DeploymentState::FailedAwaiting,
+            Err(code) => return code,
+        },
         Err(code) => return code,
     };
     if awaiting {
@@ -189,8 +190,9 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let Some(v) = output::view(&store, &a.deployment, out).await else {
-        return exit::BAD_INPUT;
+    let v = match output::view(&store, &a.deployment, out).await {
+        Ok(v) => v,
+        Err(code) => return code,
     };
     // A deployment no engine runs only needs one: starting it here resumes it.
     if v.state_with(Lease::is_held(&config.database)) == DeploymentState::Interrupted
@@ -256,6 +258,5 @@ async fn run_and_follow(
         Ok(r) => r,
         Err(code) => return code,
     };
-    runner.run(id).await;
     follow::to_end(runner, id, verbose, json, expect, out).await
 }

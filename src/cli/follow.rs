@@ -117,8 +117,8 @@ pub enum Expect {
     Abort,
 }
 
-/// Follows `id` until it settles, prints the summary, stops the engine run here, and returns
-/// the exit code.
+/// Runs `id` here if it waits for an engine, follows it until it settles, prints the summary,
+/// stops the engine run here, and returns the exit code.
 pub async fn to_end(
     runner: Runner,
     id: &str,
@@ -127,7 +127,27 @@ pub async fn to_end(
     expect: Expect,
     out: &mut Out,
 ) -> u8 {
-    let ending = follow(&runner, id, verbose, out).await;
+    let Some(mut signals) = Signals::new() else {
+        out.error("cannot watch for Ctrl-C and SIGTERM");
+        return exit::ENGINE;
+    };
+    let mut trouble = Trouble::default();
+    let ending = {
+        // Claiming it may wait on a database that refuses writes: Ctrl-C still stops that.
+        let run = runner.run(id);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                () = &mut run => break None,
+                () = tokio::time::sleep(Duration::from_millis(200)) => trouble.update(&runner, out),
+                stop = signals.recv() => if stop { break Some(stop_or_detach(&runner)) },
+            }
+        }
+    };
+    let ending = match ending {
+        Some(e) => e,
+        None => follow(&runner, id, verbose, &mut signals, &mut trouble, out).await,
+    };
     let code = match &ending {
         Ending::Settled(v) => {
             summary(v, json, out);
@@ -215,16 +235,15 @@ fn settled(v: &DeploymentView) -> bool {
 
 /// Prints progress on stderr until the deployment settles, the user stops it, or its engine
 /// goes.
-async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Ending {
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return Ending::Detached;
-    };
+async fn follow(
+    runner: &Runner,
+    id: &str,
+    verbose: bool,
+    signals: &mut Signals,
+    trouble: &mut Trouble,
+    out: &mut Out,
+) -> Ending {
     let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
-    let mut trouble: Option<String> = None;
     let mut phase: Option<Phase> = None;
     let mut log_after = 0i64;
     // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
@@ -273,21 +292,7 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
         {
             return Ending::Settled(Box::new(v));
         }
-        // The database refusing writes: say what the deployment waits for (every 10 retries).
-        if let Runner::Local(e) = runner {
-            let now = e.store_trouble();
-            let changed = match (&now, &trouble) {
-                (Some(n), Some(t)) => retry_of(n) / 10 != retry_of(t) / 10,
-                (a, b) => a.is_some() != b.is_some(),
-            };
-            if changed {
-                match &now {
-                    Some(t) => out.note(format!("  waiting: {t}")),
-                    None => out.note("  the database takes writes again; going on"),
-                }
-            }
-            trouble = now;
-        }
+        trouble.update(runner, out);
         // The engine we handed the work to has gone if its lease is free.
         if let Runner::Remote { db, .. } = runner
             && !Lease::is_held(db)
@@ -302,11 +307,58 @@ async fn follow(runner: &Runner, id: &str, verbose: bool, out: &mut Out) -> Endi
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = int.recv() => return stop_or_detach(runner),
-            _ = term.recv() => return stop_or_detach(runner),
-            // A dropped ssh session must not stop a deploy: keep going, quietly.
-            _ = hup.recv() => {}
+            stop = signals.recv() => if stop { return stop_or_detach(runner) },
         }
+    }
+}
+
+/// Ctrl-C and SIGTERM, which stop following; SIGHUP, which does not (a dropped ssh session
+/// must not stop a deploy).
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Option<Self> {
+        Some(Signals {
+            int: signal(SignalKind::interrupt()).ok()?,
+            term: signal(SignalKind::terminate()).ok()?,
+            hup: signal(SignalKind::hangup()).ok()?,
+        })
+    }
+
+    /// The next signal: `true` for one that stops, `false` for a hangup (kept going, quietly).
+    async fn recv(&mut self) -> bool {
+        tokio::select! {
+            _ = self.int.recv() => true,
+            _ = self.term.recv() => true,
+            _ = self.hup.recv() => false,
+        }
+    }
+}
+
+/// What the deployment waits for while the database refuses writes, said when it starts, every
+/// 10 retries, and when it ends.
+#[derive(Default)]
+struct Trouble(Option<String>);
+
+impl Trouble {
+    fn update(&mut self, runner: &Runner, out: &mut Out) {
+        let Runner::Local(e) = runner else { return };
+        let now = e.store_trouble();
+        let changed = match (&now, &self.0) {
+            (Some(n), Some(t)) => retry_of(n) / 10 != retry_of(t) / 10,
+            (a, b) => a.is_some() != b.is_some(),
+        };
+        if changed {
+            match &now {
+                Some(t) => out.note(format!("  waiting: {t}")),
+                None => out.note("  the database takes writes again; going on"),
+            }
+        }
+        self.0 = now;
     }
 }
 

@@ -222,10 +222,10 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
     let live = match existing_store(&config) {
         Ok(Some(store)) => match store.releases(&spec.subject()).await {
             Ok(rows) => releases::live_versions(rows),
-            Err(e) => return output::db_error(&config, &e, out),
+            Err(e) => return output::db_error(&config.database, &e, out),
         },
         Ok(None) => BTreeMap::new(),
-        Err(e) => return output::db_error(&config, &e, out),
+        Err(e) => return output::db_error(&config.database, &e, out),
     };
     let batches = p
         .batches
@@ -269,7 +269,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         ),
     };
     out.line(format!(
-        "{} {} → {}{} ({}): {} targets in {} batches, {strategy}, plugin {}, parallelism {}{}",
+        "{} {} → {}{} ({}): {}, {strategy}, plugin {}, parallelism {}{}",
         spec.application,
         if spec.artifact.version.is_empty() {
             "(no version)"
@@ -279,8 +279,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         spec.environment,
         if spec.production { " [production]" } else { "" },
         spec.descriptor.display(),
-        p.len(),
-        p.batches.len(),
+        plan::size(p.len(), p.batches.len()),
         spec.plugin,
         spec.parallelism,
         if spec.atomic { ", atomic" } else { "" },
@@ -323,12 +322,12 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             Ok(Some(v)) => v,
             Ok(None) => {
                 if let Err(e) = output::verify(&store).await {
-                    return output::db_error(&config, &e, out);
+                    return output::db_error(&config.database, &e, out);
                 }
                 out.error(format!("no deployment with id {id} (see `manent status`)"));
                 return exit::BAD_INPUT;
             }
-            Err(e) => return output::db_error(&config, &e, out),
+            Err(e) => return output::db_error(&config.database, &e, out),
         };
         if a.json.json {
             out.json(&v);
@@ -348,12 +347,12 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     };
     let views = match views {
         Ok(v) => v,
-        Err(e) => return output::db_error(&config, &e, out),
+        Err(e) => return output::db_error(&config.database, &e, out),
     };
     if views.is_empty()
         && let Err(e) = output::verify(&store).await
     {
-        return output::db_error(&config, &e, out);
+        return output::db_error(&config.database, &e, out);
     }
     if a.json.json {
         out.json(&views);
@@ -477,7 +476,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
             out.line(format!("no deployments of {subject} yet"));
             return exit::OK;
         }
-        Err(e) => return output::db_error(&config, &e, out),
+        Err(e) => return output::db_error(&config.database, &e, out),
     };
     let read = async {
         let rows = store
@@ -499,7 +498,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
     };
     let (deployments, releases, journal) = match read.await {
         Ok(t) => t,
-        Err(e) => return output::db_error(&config, &e, out),
+        Err(e) => return output::db_error(&config.database, &e, out),
     };
     if a.json.json {
         out.json(&HistoryOut {
@@ -568,8 +567,8 @@ pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    if output::view(&store, &a.deployment, out).await.is_none() {
-        return exit::BAD_INPUT;
+    if let Err(code) = output::view(&store, &a.deployment, out).await {
+        return code;
     }
     let mut after = 0;
     loop {

@@ -9,7 +9,7 @@ use super::exit;
 use crate::config::{Config, ConfigErrors, EnvSpec};
 use crate::deploy::plan::{self, Plan};
 use crate::deploy::view::DeploymentView;
-use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
+use crate::workflow::{SqliteStore, StoreError, Synchronous};
 
 /// stdout and stderr, or buffers in tests.
 pub struct Out {
@@ -29,6 +29,14 @@ impl Out {
         Out {
             stdout: Box::new(std::io::stdout()),
             stderr: Box::new(std::io::stderr()),
+        }
+    }
+
+    /// Writes results to `stdout` and progress and errors to `stderr` (a test's buffers).
+    pub fn to(stdout: impl Write + Send + 'static, stderr: impl Write + Send + 'static) -> Self {
+        Out {
+            stdout: Box::new(stdout),
+            stderr: Box::new(stderr),
         }
     }
 
@@ -92,10 +100,7 @@ pub fn open(path: &Path, out: &mut Out) -> Result<(Config, SqliteStore), u8> {
     let config = load_config(path, None, out).ok_or(exit::BAD_INPUT)?;
     match open_store(&config) {
         Ok(store) => Ok((config, store)),
-        Err(e) => {
-            out.error(e);
-            Err(exit::ENGINE)
-        }
+        Err(e) => Err(db_error(&config.database, &e, out)),
     }
 }
 
@@ -106,7 +111,7 @@ pub async fn open_deployment(
     out: &mut Out,
 ) -> Result<(Config, SqliteStore, DeploymentView), u8> {
     let (config, store) = open(path, out)?;
-    let v = view(&store, id, out).await.ok_or(exit::BAD_INPUT)?;
+    let v = view(&store, id, out).await?;
     Ok((config, store, v))
 }
 
@@ -126,11 +131,8 @@ pub async fn verify(store: &SqliteStore) -> Result<(), StoreError> {
 }
 
 /// A database that cannot be read: said with its file, exit code 6.
-pub fn db_error(config: &Config, e: &StoreError, out: &mut Out) -> u8 {
-    out.error(format!(
-        "cannot read the database {}: {e}",
-        config.database.display()
-    ));
+pub fn db_error(db: &Path, e: &StoreError, out: &mut Out) -> u8 {
+    out.error(format!("cannot read the database {}: {e}", db.display()));
     exit::ENGINE
 }
 
@@ -149,18 +151,19 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
-/// Loads a deployment or explains that there is none.
-pub async fn view(store: &dyn Store, id: &str, out: &mut Out) -> Option<DeploymentView> {
+/// Loads a deployment or explains why not; `Err` is the exit code (2: no such deployment, 6: the
+/// database cannot be read).
+pub async fn view(store: &SqliteStore, id: &str, out: &mut Out) -> Result<DeploymentView, u8> {
     match crate::deploy::view::load(store, id).await {
-        Ok(Some(v)) => Some(v),
+        Ok(Some(v)) => Ok(v),
         Ok(None) => {
+            if let Err(e) = verify(store).await {
+                return Err(db_error(store.path(), &e, out));
+            }
             out.error(format!("no deployment with id {id} (see `manent status`)"));
-            None
+            Err(exit::BAD_INPUT)
         }
-        Err(e) => {
-            out.error(e);
-            None
-        }
+        Err(e) => Err(db_error(store.path(), &e, out)),
     }
 }
 

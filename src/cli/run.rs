@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::follow::{self, Expect, Runner};
-use super::output::{Out, load_config, open_store, resolve};
+use super::output::{Out, db_error, load_config, open_store, resolve};
 use super::{DeployArgs, RollbackArgs, exit};
 use crate::config::EnvSpec;
 use crate::deploy::plan::Plan;
@@ -79,12 +79,11 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
     }
     if !a.yes && !a.dry_run {
         let mut what = format!(
-            "deploy {} {} to {} ({} targets in {} batches)",
+            "deploy {} {} to {} ({})",
             spec.application,
             spec.artifact.version,
             spec.environment,
-            plan.len(),
-            plan.batches.len()
+            crate::deploy::plan::size(plan.len(), plan.batches.len())
         );
         if let Ok(store) = open_store(&config) {
             let live = crate::deploy::releases::live_versions(
@@ -143,10 +142,7 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
     // Where each target goes, from the records: nothing to go back to is refused here.
     let moves = match open_store(&config) {
         Ok(store) => submit::rollback_moves(&store, &spec).await,
-        Err(e) => {
-            out.error(e);
-            return exit::ENGINE;
-        }
+        Err(e) => return db_error(&config.database, &e, out),
     };
     let moves = match moves {
         Ok(m) => m,
@@ -215,10 +211,9 @@ async fn start_and_follow(
     let id = submitted.id().to_owned();
     match &submitted {
         Submitted::Started(_) => out.note(format!(
-            "manent: {id}: {what} {}: {} targets in {} batches",
+            "manent: {id}: {what} {}: {}",
             spec.environment,
-            plan.len(),
-            plan.batches.len()
+            crate::deploy::plan::size(plan.len(), plan.batches.len())
         )),
         Submitted::Resuming(_) => out.note(format!(
             "manent: the same deploy was interrupted earlier; resuming {id} from its last checkpoint"
@@ -227,7 +222,6 @@ async fn start_and_follow(
             "manent: the same deploy failed on targets and waited for a decision; retrying them in {id}"
         )),
     }
-    runner.run(&id).await;
     follow::to_end(runner, &id, verbose, json, Expect::End, out).await
 }
 

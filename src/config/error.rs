@@ -59,6 +59,21 @@ impl ConfigError {
                 "a descriptor: a map with `application`, `deploy` and `environments`",
             ),
             ("struct ManentFile", "manent.yml's settings: a map"),
+            (
+                "struct ArtifactSpec",
+                "an artifact: a map like `{version: \"1.2.3\"}`",
+            ),
+            (
+                "struct DeploySpec",
+                "a deploy section: a map with `plugin` and `params`",
+            ),
+            (
+                "struct EnvironmentSpec",
+                "an environment: a map with `targets`",
+            ),
+            ("struct TargetSpec", "a target: a map with `name`"),
+            ("expected path string", "expected a path"),
+            ("expected field identifier", "expected a key name"),
         ] {
             message = message.replace(internal, plain);
         }
@@ -67,8 +82,29 @@ impl ConfigError {
 
     /// [`ConfigError::from_yaml`] for a file whose text is known: a duplicate key is located at
     /// its second occurrence (the parser points at the start of the mapping).
+    /// A file with nothing but comments is said to be so, and a position past the end of the
+    /// text (the parser's end of stream) is moved to the end of its last line.
     pub fn from_yaml_in(file: &Path, text: &str, err: &yaml_serde::Error) -> Self {
         let mut e = ConfigError::from_yaml(file, err);
+        let blank = text.lines().all(|l| {
+            let l = l.trim();
+            l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+        });
+        if blank {
+            e.position = None;
+            e.message = format!(
+                "no settings (the file is empty or only comments): {}",
+                e.message
+            );
+            return e;
+        }
+        let lines = text.lines().count().max(1);
+        if let Some((line, _)) = e.position
+            && line > lines
+        {
+            let last = text.lines().last().unwrap_or_default();
+            e.position = Some((lines, last.chars().count() + 1));
+        }
         let key = ["duplicate field `", "duplicate entry with key `"]
             .iter()
             .find_map(|p| e.message.split_once(p))

@@ -44,9 +44,16 @@ pub fn check_version(v: &str) -> Result<(), String> {
 /// silently become null in the options a plugin gets).
 pub fn finite(v: &yaml_serde::Value) -> Result<(), String> {
     match v {
-        yaml_serde::Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => Err(format!(
-            "`{n:?}` is not a number a plugin can take (NaN or infinite)"
-        )),
+        yaml_serde::Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => {
+            let shown = match n.as_f64() {
+                Some(f) if f.is_nan() => ".nan",
+                Some(f) if f < 0.0 => "-.inf",
+                _ => ".inf",
+            };
+            Err(format!(
+                "`{shown}` is not a number a plugin can take (NaN or infinite)"
+            ))
+        }
         yaml_serde::Value::Sequence(items) => items.iter().try_for_each(finite),
         yaml_serde::Value::Mapping(m) => m.iter().try_for_each(|(k, v)| {
             finite(k)?;

@@ -102,3 +102,33 @@ pub fn compute(spec: &EnvSpec) -> Result<Plan, String> {
         .collect();
     Ok(Plan { batches })
 }
+
+/// `1 target`, `5 targets`: a count with its noun (for nouns whose plural takes an `s`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `1 target`, `6 targets in 1 batch`, `36 targets in 6 batches`.
+///
+/// ```
+/// use manent::deploy::plan::size;
+/// assert_eq!(size(1, 1), "1 target");
+/// assert_eq!(size(6, 1), "6 targets in 1 batch");
+/// assert_eq!(size(36, 6), "36 targets in 6 batches");
+/// ```
+pub fn size(targets: usize, batches: usize) -> String {
+    if targets == 1 {
+        count(1, "target")
+    } else {
+        let batches = if batches == 1 {
+            "1 batch".to_owned()
+        } else {
+            format!("{batches} batches")
+        };
+        format!("{} in {batches}", count(targets, "target"))
+    }
+}

@@ -188,7 +188,10 @@ fn deployed(run: &Run<'_>) -> Report {
     let skipped = run.skipped.len();
     let (version, subject) = (&run.spec.artifact.version, run.spec.subject());
     let message = if skipped == 0 {
-        format!("{version} deployed to {n} targets of {subject}")
+        format!(
+            "{version} deployed to {} of {subject}",
+            super::plan::count(n, "target")
+        )
     } else {
         format!(
             "{version} deployed to {} of {n} targets of {subject}; {skipped} skipped by an \

@@ -33,7 +33,8 @@ impl Kind {
 
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`, so tables can align it with `{:<10}`.
+        f.pad(self.as_str())
     }
 }
 
@@ -72,20 +73,21 @@ impl Phase {
 
 impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Phase::Planning => f.write_str("planning"),
-            Phase::Validating => f.write_str("validating"),
-            Phase::Inspecting => f.write_str("inspecting"),
-            Phase::Batch { batch, of } => write!(f, "batch {batch}/{of}"),
-            Phase::Paused { before, of } => write!(f, "paused before batch {before}/{of}"),
-            Phase::Waiting { before, of } => write!(f, "waiting before batch {before}/{of}"),
+        let s = match self {
+            Phase::Planning => "planning".to_owned(),
+            Phase::Validating => "validating".to_owned(),
+            Phase::Inspecting => "inspecting".to_owned(),
+            Phase::Batch { batch, of } => format!("batch {batch}/{of}"),
+            Phase::Paused { before, of } => format!("paused before batch {before}/{of}"),
+            Phase::Waiting { before, of } => format!("waiting before batch {before}/{of}"),
             Phase::AwaitingDecision { failed, .. } => {
-                write!(f, "{} failed: retry, skip or abort", names(failed))
+                format!("{} failed: retry, skip or abort", names(failed))
             }
-            Phase::Undoing => f.write_str("rolling back"),
-            Phase::Done => f.write_str("done"),
-            Phase::Failed => f.write_str("failed"),
-        }
+            Phase::Undoing => "rolling back".to_owned(),
+            Phase::Done => "done".to_owned(),
+            Phase::Failed => "failed".to_owned(),
+        };
+        f.pad(&s)
     }
 }
 
@@ -143,7 +145,8 @@ impl Topic {
 
 impl fmt::Display for Topic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`, so tables can align it with `{:<10}`.
+        f.pad(self.as_str())
     }
 }
 
@@ -220,7 +223,8 @@ impl TargetState {
 
 impl fmt::Display for TargetState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`, so tables can align it with `{:<10}`.
+        f.pad(self.as_str())
     }
 }
 
@@ -330,7 +334,8 @@ impl DeploymentState {
 
 impl fmt::Display for DeploymentState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad`, so tables can align it with `{:<10}`.
+        f.pad(self.as_str())
     }
 }
 

@@ -115,10 +115,10 @@ pub async fn deploy(
         operator: sub.operator.display(),
     };
     let detail = format!(
-        "{}{} to {} targets",
+        "{}{} to {}",
         if dry_run { "dry-run of " } else { "" },
         spec.artifact.version,
-        spec.targets.len()
+        super::plan::count(spec.targets.len(), "target")
     );
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     let mut replaced = false;

@@ -64,7 +64,11 @@ pub enum StepEvent {
         replayed: bool,
     },
     /// The database refuses writes; the run waits and retries (E4).
-    StoreDegraded { error: String, retries: u32 },
+    StoreDegraded {
+        /// What the database said (`disk I/O error`), without the engine's wording around it.
+        error: String,
+        retries: u32,
+    },
     /// The database takes writes again after refusing them.
     StoreRecovered,
     /// The workflow waits for an operator or a timer.
@@ -554,26 +558,21 @@ impl WfCtx {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, StoreError>>,
     {
-        let degraded = std::sync::atomic::AtomicBool::new(false);
         let alert = |e: &StoreError, retries: u32| {
             if retries == 1 {
                 tracing::error!(workflow = %self.run.id, error = %e, "database write failed; the deployment waits and retries");
             }
-            degraded.store(true, Ordering::Relaxed);
             self.observe(StepEvent::StoreDegraded {
-                error: e.to_string(),
+                error: e.cause(),
                 retries,
             });
         };
-        let mut rx = self.run.control.shutdown.clone();
-        let result = tokio::select! {
-            r = super::retry::until_committed_each(op, alert) => r,
-            _ = rx.wait_for(|s| *s == Shutdown::Hard) => return Err(Interrupt::ShuttingDown),
-        };
-        if degraded.load(Ordering::Relaxed) {
-            self.observe(StepEvent::StoreRecovered);
+        let recovered = || self.observe(StepEvent::StoreRecovered);
+        let shutdown = self.run.control.shutdown.clone();
+        match super::retry::until_committed_or_stopped(op, alert, recovered, shutdown).await {
+            Some(r) => Ok(r?),
+            None => Err(Interrupt::ShuttingDown),
         }
-        Ok(result?)
     }
 
     /// A backoff pause: in memory, interrupted only by a hard shutdown.

@@ -57,6 +57,14 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Transient(_))
     }
+
+    /// What the database said, for a line that has its own wording around it.
+    pub fn cause(&self) -> String {
+        match self {
+            StoreError::Transient(c) | StoreError::Corrupt(c) | StoreError::Sql(c) => c.clone(),
+            other => other.to_string(),
+        }
+    }
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -86,6 +86,43 @@ where
     .await
 }
 
+/// [`until_committed_each`], but a hard shutdown gives up on a write that is being refused (a
+/// full disk must not hold the engine); a write that goes through is always recorded, even while
+/// stopping. `None`: given up. `alert` is called at every refusal with the retry coming, then
+/// `recovered` once if a refused write went through after all.
+pub async fn until_committed_or_stopped<R, F, Fut>(
+    op: F,
+    mut alert: impl FnMut(&super::StoreError, u32),
+    recovered: impl FnOnce(),
+    mut shutdown: tokio::sync::watch::Receiver<super::ctx::Shutdown>,
+) -> Option<Result<R, super::StoreError>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<R, super::StoreError>>,
+{
+    let refused = std::sync::atomic::AtomicBool::new(false);
+    let alert = |e: &super::StoreError, k: u32| {
+        refused.store(true, std::sync::atomic::Ordering::Relaxed);
+        alert(e, k);
+    };
+    let refused_at_shutdown = async {
+        let _ = shutdown
+            .wait_for(|s| *s == super::ctx::Shutdown::Hard)
+            .await;
+        while !refused.load(std::sync::atomic::Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let result = tokio::select! {
+        r = until_committed_each(op, alert) => r,
+        () = refused_at_shutdown => return None,
+    };
+    if refused.load(std::sync::atomic::Ordering::Relaxed) {
+        recovered();
+    }
+    Some(result)
+}
+
 /// [`until_committed`], calling `alert` at every refusal with the number of the retry coming.
 pub async fn until_committed_each<R, F, Fut>(
     mut op: F,

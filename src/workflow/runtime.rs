@@ -14,7 +14,7 @@ use tokio::sync::{Notify, broadcast, watch};
 
 use super::ctx::{Observer, RunControl, Shutdown, StepEvent, WfCtx};
 use super::error::{Interrupt, StoreError};
-use super::retry::until_committed;
+use super::retry::until_committed_or_stopped;
 use super::store::{
     Claim, Finished, NewWorkflow, Outcome, Started, Store, WorkflowRow, WorkflowStatus,
 };
@@ -78,10 +78,6 @@ impl Observer for Broadcast {
             event,
         });
     }
-}
-
-fn warn(e: &StoreError) {
-    tracing::error!(error = %e, "database write failed; the engine waits and retries");
 }
 
 /// The workflow runtime of one engine.
@@ -164,7 +160,7 @@ impl Runtime {
     /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
-        let ids = until_committed(|| self.store.recover(), warn).await?;
+        let ids = self.committed("", || self.store.recover()).await?;
         let mut started = Vec::new();
         for id in ids {
             if self.claim_and_spawn(&id).await? {
@@ -218,8 +214,9 @@ impl Runtime {
             return Ok(false);
         }
         let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
-        let claim =
-            until_committed(|| self.store.claim(id, &self.executor_id, &token), warn).await?;
+        let claim = self
+            .committed(id, || self.store.claim(id, &self.executor_id, &token))
+            .await?;
         match claim {
             Claim::Claimed(row) => {
                 let control = Arc::new(RunControl {
@@ -306,8 +303,39 @@ impl Runtime {
         }
     }
 
+    /// A database operation the engine needs, retried while the database refuses it (a full
+    /// disk), saying so as `workflow`'s StoreDegraded events (what the CLI and console show); a
+    /// hard shutdown gives up on one that keeps being refused.
+    async fn committed<R, F, Fut>(&self, workflow: &str, op: F) -> Result<R, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<R, StoreError>>,
+    {
+        let alert = |e: &StoreError, retries: u32| {
+            if retries == 1 {
+                tracing::error!(error = %e, "database write failed; the engine waits and retries");
+            }
+            self.observer.step(
+                workflow,
+                StepEvent::StoreDegraded {
+                    error: e.cause(),
+                    retries,
+                },
+            );
+        };
+        let recovered = || self.observer.step(workflow, StepEvent::StoreRecovered);
+        let shutdown = self.shutdown.subscribe();
+        until_committed_or_stopped(op, alert, recovered, shutdown)
+            .await
+            .unwrap_or_else(|| {
+                Err(StoreError::Transient(
+                    "stopped while the database refused writes".into(),
+                ))
+            })
+    }
+
     async fn load_history(&self, id: &str) -> Result<super::store::History, StoreError> {
-        until_committed(|| self.store.history(id), warn).await
+        self.committed(id, || self.store.history(id)).await
     }
 
     async fn conclude(
@@ -358,8 +386,9 @@ impl Runtime {
             Outcome::Error(_) => WorkflowStatus::Error,
         };
         failpoint::hit("workflow.before_outcome", id);
-        let finished =
-            until_committed(|| self.store.finish(id, token, outcome.clone()), warn).await;
+        let finished = self
+            .committed(id, || self.store.finish(id, token, outcome.clone()))
+            .await;
         failpoint::hit("workflow.after_outcome", id);
         match finished {
             Ok(Finished::Written) => (Some(wanted), "finished".into()),

@@ -128,11 +128,10 @@ fn production_line(environment: &str) -> String {
 /// Deploy `version` of `a`.
 pub fn deploy(a: &AppEnv, version: String, now: i64) -> Confirm {
     let title = format!(
-        "Deploy {} {version} to {}: {} targets in {} batches?",
+        "Deploy {} {version} to {}: {}?",
         a.application,
         a.environment,
-        a.targets,
-        a.batches.len()
+        crate::deploy::plan::size(a.targets, a.batches.len())
     );
     let mut lines = vec![format!("strategy {}, plugin {}", a.strategy, a.plugin)];
     if !a.live.is_empty() {

@@ -51,11 +51,39 @@ struct Settings {
     seed: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, Copy)]
 enum Latency {
     Fixed(Dur),
     Range { min: Dur, max: Dur },
+}
+
+/// `100ms` or `{min: 50ms, max: 2s}`, with an error that says so for anything else (serde's own
+/// for an untagged enum names only the type).
+impl<'de> Deserialize<'de> for Latency {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Range {
+            min: Dur,
+            max: Dur,
+        }
+        let v = serde_json::Value::deserialize(d)?;
+        let shape = "latency: write one duration (`latency: 100ms`) or a range \
+                     (`latency: {min: 50ms, max: 2s}`)";
+        let e = |why: String| serde::de::Error::custom(format!("{shape}: {why}"));
+        match v {
+            serde_json::Value::String(_) => Dur::deserialize(v)
+                .map(Latency::Fixed)
+                .map_err(|x| e(x.to_string())),
+            serde_json::Value::Object(_) => Range::deserialize(v)
+                .map(|r| Latency::Range {
+                    min: r.min,
+                    max: r.max,
+                })
+                .map_err(|x| e(x.to_string())),
+            other => Err(e(format!("not {other}"))),
+        }
+    }
 }
 
 impl Settings {

@@ -67,6 +67,10 @@ pub fn render(
     let mut heredoc: Option<Pending> = None;
     let mut i = 0;
     let mut line_start = true;
+    // Where the current line starts in `out`, and whether a value went into it inside a quoted
+    // here-document (a value that makes its line the delimiter would end the document early).
+    let mut line_out = 0;
+    let mut valued = false;
     while i < chars.len() {
         // A here-document's body: line by line until its delimiter.
         if line_start && let Some(doc) = &heredoc {
@@ -88,6 +92,7 @@ pub fn render(
                 heredoc = None;
                 i = end + 1;
                 line_start = true;
+                line_out = out.len();
                 if !pending.is_empty() {
                     heredoc = Some(pending.remove(0));
                 }
@@ -117,13 +122,19 @@ pub fn render(
                 ))
             })?;
             out.push_str(&reference(ctx, &env_of(&name), value, &name).map_err(fail)?);
+            valued |= ctx == (Ctx::Heredoc { quoted: true });
             i = close + 2;
             continue;
+        }
+        if c == '\n' && valued {
+            ends_document(&out[line_out..], heredoc.as_ref()).map_err(fail)?;
+            valued = false;
         }
         out.push(c);
         i += 1;
         if c == '\n' {
             line_start = true;
+            line_out = out.len();
             if heredoc.is_none() && !pending.is_empty() {
                 heredoc = Some(pending.remove(0));
             }
@@ -236,7 +247,30 @@ pub fn render(
             },
         }
     }
+    if valued {
+        ends_document(&out[line_out..], heredoc.as_ref()).map_err(fail)?;
+    }
     Ok(out)
+}
+
+/// Refuses a quoted here-document's line that a value turned into its delimiter: the document
+/// would end there and the lines after it, values included, would run as commands.
+fn ends_document(line: &str, doc: Option<&Pending>) -> Result<(), String> {
+    let Some(doc) = doc else { return Ok(()) };
+    let bare = if doc.strip_tabs {
+        line.trim_start_matches('\t')
+    } else {
+        line
+    };
+    if bare == doc.delimiter {
+        return Err(format!(
+            "a value makes a line of a quoted here-document read `{}`, its delimiter, which \
+             would end the document early; use an unquoted one (<<EOF), where values stay \
+             variables",
+            doc.delimiter
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -296,6 +330,22 @@ mod tests {
             render("cat <<EOF\n{{v}}\nEOF", &vars, env, "deploy", &["v"]).is_ok(),
             "unquoted: it stays a variable"
         );
+        // A value that is the delimiter would end the document and run the next line.
+        let vars = BTreeMap::from([
+            ("a".to_owned(), "EOF".to_owned()),
+            ("b".to_owned(), "touch /tmp/x".to_owned()),
+        ]);
+        for t in [
+            "cat <<'EOF'\n{{a}}\n{{b}}\nEOF",
+            "cat <<-'EOF'\n\t{{a}}\nEOF",
+            "cat <<'EOF'\n{{a}}",
+        ] {
+            let err = render(t, &vars, env, "deploy", &["a", "b"])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("its delimiter"), "{t:?}: {err}");
+        }
+        assert!(render("cat <<'EOF'\nx{{a}}\nEOF", &vars, env, "deploy", &["a"]).is_ok());
     }
 
     #[test]

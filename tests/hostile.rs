@@ -1,0 +1,871 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! manent against hostile and clumsy input, with the real binary: values built to break out of
+//! a shell's quoting, a plugin that completes its handshake and never speaks, engines killed
+//! mid-command, corrupted databases, a plugin flooding stderr, multi-line and passed-through
+//! secrets, and configuration files that are FIFOs, devices or absurdly nested. Every run is
+//! bounded: a hang fails the test instead of stalling it.
+
+#[path = "support/fleet.rs"]
+mod fleet;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fleet::{Fixture, LEDGER_MANENT, text, wait_until};
+
+const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
+
+/// Longer than anything here takes when it works; reached only by a hang.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Runs `cmd` to its end, failing the test if it is still running after `limit`.
+fn bounded(mut cmd: Command, limit: Duration, what: &str) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_bounded(child, limit, what)
+}
+
+/// Waits for `child`, reading its output meanwhile; kills it and fails after `limit`.
+fn wait_bounded(mut child: Child, limit: Duration, what: &str) -> Output {
+    let pipe = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = pipe(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = pipe(child.stderr.take().map(|s| Box::new(s) as _));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = err.join().unwrap();
+            panic!("{what}: still running after {limit:?}\n{}", text(&stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
+/// Sends `sig` (`TERM`, `INT`) to `child`.
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([format!("-{sig}"), child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {}", child.id());
+}
+
+/// The live (not zombie) processes whose process group is `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+        let Some(rest) = stat.rsplit_once(") ").map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.first() != Some(&"Z") && f.get(2).and_then(|g| g.parse().ok()) == Some(pgid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The live processes whose environment holds `KEY=value`.
+fn processes_with_env(key: &str, value: &str) -> Vec<u32> {
+    let needle = format!("{key}={value}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
+            .unwrap_or(true);
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        if !zombie && env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+// ---------------------------------------------------------------------------------------------
+// No value is ever run by a shell.
+
+/// What tries to break out of each quoting context; each would create `$FIXTURE/pwned` if the
+/// shell evaluated it.
+const PAYLOADS: &[&str] = &[
+    r#"$(touch "$FIXTURE/pwned")"#,
+    r#"`touch "$FIXTURE/pwned"`"#,
+    r#"'; touch "$FIXTURE/pwned"; echo '"#,
+    r#""; touch "$FIXTURE/pwned"; echo ""#,
+    r#"x" $(touch "$FIXTURE/pwned") "y"#,
+    "a\nEOF\ntouch \"$FIXTURE/pwned\"\necho ",
+    r#"\"; touch "$FIXTURE/pwned" #"#,
+    "${FIXTURE}/../../etc/passwd",
+    "ünïcödé ✓ \t tab",
+];
+
+/// A command that writes label `p` to a file from every quoting context: bare, double, single,
+/// an unquoted here-document, and label `q` from a quoted one.
+const QUOTING_DEPLOY: &str = r#"set -eu
+      d="$FIXTURE/out/$MANENT_TARGET"
+      mkdir -p "$d"
+      printf '%s' {{label.p}} > "$d/bare"
+      printf '%s' "{{label.p}}" > "$d/double"
+      printf '%s' '{{label.p}}' > "$d/single"
+      printf '%s' "$(printf '%s' {{ label.p }})" > "$d/substituted"
+      cat > "$d/heredoc" <<EOF
+      {{label.p}}
+      EOF
+      cat > "$d/quoted" <<'EOF'
+      {{label.q}}
+      EOF"#;
+
+fn quoting_app(targets: &[(String, String, String)]) -> String {
+    let t: String = targets
+        .iter()
+        .map(|(name, p, q)| {
+            format!(
+                "      - name: {name}\n        labels: {{p: {}, q: {}}}\n",
+                serde_json::to_string(p).unwrap(),
+                serde_json::to_string(q).unwrap()
+            )
+        })
+        .collect();
+    format!(
+        "application: web\nartifact: {{version: \"1.0.0\"}}\ndeploy:\n  plugin: exec\n  params:\n    \
+         deploy: |\n      {QUOTING_DEPLOY}\n    dry_run: echo \"would switch {{{{target}}}} to {{{{version}}}} ({{{{label.p}}}})\"\n\
+         max_retries: 0\nparallelism: 4\nenvironments:\n  prod:\n    targets:\n{t}"
+    )
+}
+
+#[test]
+fn values_stay_text_in_every_quoting_context() {
+    let targets: Vec<(String, String, String)> = PAYLOADS
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            // A quoted here-document takes the value itself, so it may not hold a line break.
+            let q = if p.contains('\n') { "plain" } else { p };
+            (format!("t{i}"), (*p).to_owned(), q.to_owned())
+        })
+        .collect();
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &quoting_app(&targets))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("would switch t0 to 1.0.0 ($(touch"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        !fx.path().join("pwned").exists(),
+        "a value was run by the shell"
+    );
+    for (name, p, q) in &targets {
+        let dir = fx.path().join("out").join(name);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+        for f in ["bare", "double", "single", "substituted"] {
+            assert_eq!(&read(f), p, "{name}: {f}");
+        }
+        assert_eq!(read("heredoc"), format!("{p}\n"), "{name}: heredoc");
+        assert_eq!(read("quoted"), format!("{q}\n"), "{name}: quoted heredoc");
+    }
+}
+
+#[test]
+fn a_value_that_would_end_a_quoted_here_document_is_refused() {
+    for (q, why) in [("EOF", "its delimiter"), ("a\nb", "holds a line break")] {
+        let targets = [("t1".to_owned(), "x".to_owned(), q.to_owned())];
+        let app = quoting_app(&targets).replace(
+            "{{label.q}}\n",
+            "{{label.q}}\n      touch \"$FIXTURE/pwned\"\n",
+        );
+        let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{q:?}: {all}");
+        assert!(all.contains(why), "{q:?}: expected {why:?} in {all}");
+        assert!(!fx.path().join("pwned").exists(), "{q:?}");
+    }
+}
+
+#[test]
+fn versions_that_are_not_names_are_refused_before_anything_runs() {
+    let app = quoting_app(&[("t1".into(), "x".into(), "y".into())]);
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let payloads = [
+        (
+            "$(touch /tmp/manent-pwned)",
+            "must start with a letter or a digit",
+        ),
+        ("1.0$(touch /tmp/manent-pwned)", "'$' is not allowed"),
+        ("`id`", "must start with a letter or a digit"),
+        ("../../../../tmp/x", "must start with a letter or a digit"),
+        ("1.0/../../x", "'/' is not allowed"),
+        ("1.0\nrm", "'\\n' is not allowed"),
+        ("1.0\u{1b}[31m", "'\\u{1b}' is not allowed"),
+        ("", "it is empty"),
+    ];
+    for (v, why) in payloads {
+        for dry in [true, false] {
+            let mut args = vec!["deploy", "web", "prod", "--yes", "--version", v];
+            if dry {
+                args.push("--dry-run");
+            }
+            let out = fx.run(&args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{v:?}: {err}");
+            assert!(err.contains(why), "{v:?}: expected {why:?} in {err}");
+            assert!(err.contains("letters, digits and . _ + ~ -"), "{err}");
+        }
+    }
+    let long = "1".repeat(129);
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", &long]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("longer than 128"));
+    assert!(fx.deployments().is_empty(), "a deployment was recorded");
+    assert!(!fx.path().join("out").exists(), "a command ran");
+    // A descriptor's version is held to the same rule, at its line and column.
+    let app = quoting_app(&[("t1".into(), "x".into(), "y".into())])
+        .replace("version: \"1.0.0\"", "version: \"1.0 && id\"");
+    std::fs::write(fx.path().join("apps/web.yml"), app).unwrap();
+    let out = fx.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("web.yml:2:") && text(&out.stderr).contains("' ' is not"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nothing hangs past its timeout.
+
+fn silent_plugin(fx_tag: &str, retries: u32) -> (String, String) {
+    let manent = format!(
+        "plugins:\n  fix:\n    external:\n      command: {FIXTURE_PLUGIN}\n      start_timeout: 2s\n      \
+         env: {{FIXTURE_START: silent, HOSTILE_TAG: \"{fx_tag}\"}}\n  exec:\n    pass_env: [FIXTURE]\n\
+         engine:\n  drain_timeout: 5s\n"
+    );
+    let app = format!(
+        "application: a\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fix\ntimeouts: {{step: 5s}}\n\
+         max_retries: {retries}\nbackoff: {{base: 100ms, max: 200ms}}\nenvironments:\n  prod:\n    targets: [{{name: t1}}]\n"
+    );
+    (manent, app)
+}
+
+const PLAIN_APP: &str = "application: other\nartifact: {version: \"1\"}\ndeploy:\n  plugin: exec\n  params:\n    \
+     deploy: echo ok\nenvironments:\n  prod:\n    targets: [{name: o1}]\n";
+
+#[test]
+fn a_plugin_that_never_speaks_fails_within_its_start_timeout_and_holds_nothing_up() {
+    let tag = tempfile::tempdir().unwrap();
+    let tag = tag.path().display().to_string();
+    let (manent, app) = silent_plugin(&tag, 0);
+    let fx = Fixture::new(&manent, &[("a", &app), ("other", PLAIN_APP)]);
+    let out = bounded(
+        fx.command(&["deploy", "a", "prod", "--yes"]),
+        HANG,
+        "deploy",
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("plugin fix") && all.contains("within 2s (start_timeout)"),
+        "{all}"
+    );
+    assert!(all.contains("stuck at"), "{all}");
+    // Probing it ends too, and says so.
+    let out = bounded(fx.command(&["plugins", "--probe"]), HANG, "plugins --probe");
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(all.contains("stuck at"), "{all}");
+    // Another application deploys, whatever the stuck one waits for.
+    let out = bounded(
+        fx.command(&["deploy", "other", "prod", "--yes"]),
+        HANG,
+        "the other deploy",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    wait_until(
+        Duration::from_secs(10),
+        "the silent plugins to exit",
+        || processes_with_env("HOSTILE_TAG", &tag).is_empty(),
+    );
+}
+
+#[test]
+fn sigterm_ends_an_engine_whose_plugin_never_speaks() {
+    let tag = tempfile::tempdir().unwrap();
+    let tag = tag.path().display().to_string();
+    let (manent, app) = silent_plugin(&tag, 20);
+    let fx = Fixture::new(&manent, &[("a", &app), ("other", PLAIN_APP)]);
+    let child = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    wait_until(HANG, "the silent plugin to start", || {
+        !processes_with_env("HOSTILE_TAG", &tag).is_empty()
+    });
+    signal(&child, "TERM");
+    let out = wait_bounded(child, HANG, "the engine after SIGTERM");
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    wait_until(
+        Duration::from_secs(2),
+        "the plugin to die with its engine",
+        || processes_with_env("HOSTILE_TAG", &tag).is_empty(),
+    );
+    let out = bounded(
+        fx.command(&["deploy", "other", "prod", "--yes"]),
+        HANG,
+        "the other deploy",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nothing a dead engine started runs beside its retry.
+
+/// Two targets whose command records `start|done TARGET ATTEMPT PGID`, sleeping `DELAY` between.
+const SLOW_APP: &str = r#"application: web
+artifact: {version: "1.0.0"}
+deploy:
+  plugin: exec
+  params:
+    deploy: |
+      echo "start $MANENT_TARGET $MANENT_ATTEMPT $$" >> "$FIXTURE/ledger"
+      sleep "${DELAY:-0}"
+      echo "done $MANENT_TARGET $MANENT_ATTEMPT $$" >> "$FIXTURE/ledger"
+parallelism: 2
+max_retries: 2
+backoff: {base: 10ms, max: 50ms}
+environments:
+  prod:
+    targets: [{name: web-1}, {name: web-2}]
+"#;
+
+/// `(event, target, pgid)` per ledger line.
+fn slow_ledger(fx: &Fixture) -> Vec<(String, String, u32)> {
+    std::fs::read_to_string(fx.path().join("ledger"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                f.first()?.to_string(),
+                f.get(1)?.to_string(),
+                f.get(3)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn started(fx: &Fixture) -> Vec<u32> {
+    slow_ledger(fx)
+        .into_iter()
+        .filter(|e| e.0 == "start")
+        .map(|e| e.2)
+        .collect()
+}
+
+/// Resumes the deploy, checking when its first command starts that nothing of `old` still runs;
+/// then that no old command ever finished.
+fn resume_without_old_processes(fx: &Fixture, old: &[u32]) {
+    let resume = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "0")]);
+    wait_until(HANG, "the retry to start", || started(fx).len() > old.len());
+    for pgid in old {
+        assert_eq!(
+            group_members(*pgid),
+            Vec::<u32>::new(),
+            "the dead engine's command group {pgid} runs beside its retry"
+        );
+    }
+    let out = wait_bounded(resume, HANG, "the resumed deploy");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ledger = slow_ledger(fx);
+    assert!(
+        !ledger.iter().any(|e| e.0 == "done" && old.contains(&e.2)),
+        "an old command finished: {ledger:?}"
+    );
+    assert_eq!(ledger.iter().filter(|e| e.0 == "done").count(), 2);
+}
+
+#[test]
+fn kill_9_mid_command_leaves_nothing_running_beside_the_retry() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    let mut child = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "4")]);
+    wait_until(HANG, "both commands to start", || started(&fx).len() == 2);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let old = started(&fx);
+    resume_without_old_processes(&fx, &old);
+}
+
+#[test]
+fn a_second_ctrl_c_kills_what_the_engine_started_before_it_exits() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    let child = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "4")]);
+    wait_until(HANG, "both commands to start", || started(&fx).len() == 2);
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "INT");
+    let out = wait_bounded(child, HANG, "the engine after two Ctrl-C");
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    // Killed on the way out: gone as soon as the signal lands (zombies aside).
+    let old = started(&fx);
+    for pgid in &old {
+        wait_until(Duration::from_secs(2), "the command group to die", || {
+            group_members(*pgid).is_empty()
+        });
+    }
+    resume_without_old_processes(&fx, &old);
+}
+
+#[test]
+fn a_second_ctrl_c_stops_external_plugins_too() {
+    let tag = tempfile::tempdir().unwrap();
+    let tag = tag.path().display().to_string();
+    let manent = format!(
+        "plugins:\n  fix:\n    external:\n      command: {FIXTURE_PLUGIN}\n      start_timeout: 5s\n      \
+         env: {{HOSTILE_TAG: \"{tag}\"}}\n"
+    );
+    let ledger = tempfile::NamedTempFile::new().unwrap();
+    let app = format!(
+        "application: a\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fix\n  params: {{ledger: \"{}\", sleep_ms: 60000}}\n\
+         environments:\n  prod:\n    targets: [{{name: t1}}]\n",
+        ledger.path().display()
+    );
+    let fx = Fixture::new(&manent, &[("a", &app)]);
+    let child = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    wait_until(HANG, "the plugin to start deploying", || {
+        std::fs::read_to_string(ledger.path()).is_ok_and(|l| l.contains("start"))
+    });
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "INT");
+    let out = wait_bounded(child, HANG, "the engine after two Ctrl-C");
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    wait_until(
+        Duration::from_secs(2),
+        "the plugin to die with its engine",
+        || processes_with_env("HOSTILE_TAG", &tag).is_empty(),
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A database that cannot be read is an error, never "nothing here".
+
+fn deployed_fixture() -> Fixture {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let db = fx.db();
+    db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(db);
+    for ext in ["db-wal", "db-shm"] {
+        let _ = std::fs::remove_file(fx.db_path().with_extension(ext));
+    }
+    fx
+}
+
+fn read_verbs_fail_naming(fx: &Fixture, case: &str) {
+    let id = "dep-00000000";
+    let verbs: [&[&str]; 7] = [
+        &["status"],
+        &["status", "--json"],
+        &["status", id],
+        &["history", "web", "prod"],
+        &["history", "web", "prod", "--json"],
+        &["logs", id],
+        &["plan", "web", "prod"],
+    ];
+    let db = fx.db_path().display().to_string();
+    for verb in verbs {
+        if case == "zeroed page" && verb[0] == "plan" {
+            // plan reads only the releases, which that page does not hold.
+            continue;
+        }
+        let out = bounded(fx.command(verb), HANG, case);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(6),
+            "{case}: {verb:?}\n{stdout}{stderr}"
+        );
+        assert!(
+            stderr.contains(&db),
+            "{case}: {verb:?} names the file: {stderr}"
+        );
+        assert!(
+            !stdout.contains("no deployments") && stdout.trim() != "[]",
+            "{case}: {verb:?} said nothing is here: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn read_verbs_on_a_damaged_database_exit_6_naming_it() {
+    let fx = deployed_fixture();
+    let good = std::fs::read(fx.db_path()).unwrap();
+    // Garbage where the database was.
+    let garbage: Vec<u8> = (0..65_536u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::write(fx.db_path(), &garbage).unwrap();
+    read_verbs_fail_naming(&fx, "garbage");
+    // Cut short.
+    std::fs::write(fx.db_path(), &good[..good.len() / 2]).unwrap();
+    read_verbs_fail_naming(&fx, "truncated");
+    // The page that holds the deployments zeroed.
+    std::fs::write(fx.db_path(), &good).unwrap();
+    let root: i64 = fx
+        .db()
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'workflow_status'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let page_size = u64::from(u16::from_be_bytes([good[16], good[17]]));
+    let mut zeroed = good.clone();
+    let at = usize::try_from((u64::try_from(root).unwrap() - 1) * page_size).unwrap();
+    zeroed[at..at + usize::try_from(page_size).unwrap()].fill(0);
+    std::fs::write(fx.db_path(), &zeroed).unwrap();
+    read_verbs_fail_naming(&fx, "zeroed page");
+    // Not a file at all.
+    std::fs::remove_file(fx.db_path()).unwrap();
+    std::fs::create_dir(fx.db_path()).unwrap();
+    read_verbs_fail_naming(&fx, "a directory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a plugin writes is stored within bounds.
+
+#[test]
+fn a_plugin_flooding_stderr_before_its_handshake_stores_a_bounded_tail() {
+    let manent = format!(
+        "plugins:\n  fix:\n    external:\n      command: {FIXTURE_PLUGIN}\n      start_timeout: 3s\n      \
+         env: {{FIXTURE_START: stderr_flood, FIXTURE_STDERR_MB: \"30\"}}\n"
+    );
+    let app = "application: a\nartifact: {version: \"1\"}\ndeploy:\n  plugin: fix\nmax_retries: 0\n\
+               environments:\n  prod:\n    targets: [{name: t1}]\n";
+    let fx = Fixture::new(&manent, &[("a", app)]);
+    let out = bounded(
+        fx.command(&["deploy", "a", "prod", "--yes"]),
+        HANG,
+        "deploy",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let rows: i64 = fx
+        .db()
+        .query_row("SELECT count(*) FROM logs", [], |r| r.get(0))
+        .unwrap();
+    assert!(rows <= 1_100, "{rows} log rows kept from one start");
+    let size: u64 = ["db", "db-wal"]
+        .iter()
+        .filter_map(|e| std::fs::metadata(fx.db_path().with_extension(e)).ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(
+        size < 8 << 20,
+        "30 MB of stderr grew the database to {size} bytes"
+    );
+}
+
+#[test]
+fn a_command_printing_a_megabyte_line_stores_it_cut_and_says_so() {
+    let app = "application: a\nartifact: {version: \"1\"}\ndeploy:\n  plugin: exec\n  params:\n    \
+               deploy: head -c 1000000 /dev/zero | tr '\\0' x; echo; echo after\n\
+               environments:\n  prod:\n    targets: [{name: t1}]\n";
+    let fx = Fixture::new(LEDGER_MANENT, &[("a", app)]);
+    let out = fx.run(&["deploy", "a", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let db = fx.db();
+    let (longest, cut): (i64, String) = db
+        .query_row(
+            "SELECT length(message), message FROM logs ORDER BY length(message) DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(
+        longest < 17_000,
+        "a line of {longest} characters was stored"
+    );
+    assert!(
+        cut.ends_with(&format!("[cut: {} more bytes]", 1_000_000 - 16 * 1024)),
+        "{}",
+        &cut[cut.len() - 60..]
+    );
+    let after: i64 = db
+        .query_row(
+            "SELECT count(*) FROM logs WHERE message = 'after'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(after, 1, "the line after the long one is its own");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets, however they arrive, never show.
+
+#[test]
+fn multi_line_and_passed_through_secrets_never_reach_output_logs_or_the_database() {
+    let fx = Fixture::new("", &[]);
+    let key = fx.path().join("key.pem");
+    let lines = [
+        "-----BEGIN FAKE KEY-----",
+        "MIIEvQIBADANBgkqhkiG9w0BAQ",
+        "s3cr3tLineNumberTwoXYZ",
+        "-----END FAKE KEY-----",
+    ];
+    std::fs::write(&key, lines.join("\n") + "\n").unwrap();
+    let manent = format!(
+        "plugins:\n  exec:\n    pass_env: [FIXTURE, API_TOKEN]\nsecrets:\n  key: file:{}\n  api: env:API_TOKEN\n",
+        key.display()
+    );
+    std::fs::write(fx.config(), manent).unwrap();
+    let app = r#"application: s
+artifact: {version: "1"}
+deploy:
+  plugin: exec
+  secrets: [key]
+  params:
+    secrets: [key]
+    deploy: |
+      echo "key: $MANENT_SECRET_KEY"
+      printf '%s\n' "$MANENT_SECRET_KEY" >&2
+      echo "token via pass_env: $API_TOKEN"
+      echo "token inside: xx${API_TOKEN}yy"
+      exit "${FAIL:-0}"
+environments:
+  prod:
+    targets: [{name: t1}]
+"#;
+    std::fs::write(fx.path().join("apps/s.yml"), app).unwrap();
+    let env = [("API_TOKEN", "tok-9f8e7d6c5b4a")];
+    let out = fx.run_with(&["deploy", "s", "prod", "--yes", "-v"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let logs = fx.run_with(&["logs", &id], &env);
+    let status = fx.run_with(&["status", &id, "--json"], &env);
+    let history = fx.run_with(&["history", "s", "prod", "--json"], &env);
+    let mut seen = String::new();
+    for o in [&out, &logs, &status, &history] {
+        seen.push_str(&text(&o.stdout));
+        seen.push_str(&text(&o.stderr));
+    }
+    assert!(seen.contains("[redacted]"), "{seen}");
+    let mut stored = std::fs::read(fx.db_path()).unwrap();
+    stored.extend(std::fs::read(fx.db_path().with_extension("db-wal")).unwrap_or_default());
+    let secrets = [
+        "MIIEvQIBADANBgkqhkiG9w0BAQ",
+        "s3cr3tLineNumberTwoXYZ",
+        "tok-9f8e7d6c5b4a",
+    ];
+    for s in secrets {
+        assert!(!seen.contains(s), "{s} shown:\n{seen}");
+        assert!(
+            !stored.windows(s.len()).any(|w| w == s.as_bytes()),
+            "{s} reached the database"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration and secret files that are not files.
+
+fn mkfifo(path: &Path) {
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+fn validate_refuses(fx: &Fixture, expected: &[&str]) {
+    let out = bounded(fx.command(&["validate"]), HANG, "validate");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for e in expected {
+        assert!(err.contains(e), "expected {e:?} in {err}");
+    }
+}
+
+#[test]
+fn fifos_devices_and_absurd_nesting_are_refused_without_waiting() {
+    let fx = Fixture::new("", &[("ok", PLAIN_APP)]);
+    // manent.yml as a FIFO nobody writes to.
+    std::fs::remove_file(fx.config()).unwrap();
+    mkfifo(&fx.config());
+    validate_refuses(&fx, &["manent.yml", "not a regular file"]);
+    // manent.yml as a symlink to a device that never ends.
+    std::fs::remove_file(fx.config()).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", fx.config()).unwrap();
+    validate_refuses(&fx, &["manent.yml", "not a regular file"]);
+    std::fs::remove_file(fx.config()).unwrap();
+    std::fs::write(fx.config(), "").unwrap();
+    // A descriptor as a FIFO.
+    mkfifo(&fx.path().join("apps/fifo.yml"));
+    validate_refuses(&fx, &["fifo.yml", "not a regular file"]);
+    std::fs::remove_file(fx.path().join("apps/fifo.yml")).unwrap();
+    // 100,000 nested brackets, refused at the first one too many.
+    let deep = format!("application: x\nartifact: {}", "[".repeat(100_000));
+    std::fs::write(fx.path().join("apps/deep.yml"), deep).unwrap();
+    validate_refuses(&fx, &["deep.yml:2:", "nested more than 64 levels deep"]);
+    std::fs::remove_file(fx.path().join("apps/deep.yml")).unwrap();
+    // A symlink loop is a loop, not a missing file.
+    std::os::unix::fs::symlink("loop2.yml", fx.path().join("apps/loop1.yml")).unwrap();
+    std::os::unix::fs::symlink("loop1.yml", fx.path().join("apps/loop2.yml")).unwrap();
+    let out = bounded(fx.command(&["validate"]), HANG, "validate");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("symbolic links") && !err.contains("no such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_secret_file_that_is_a_fifo_fails_the_deploy_naming_it() {
+    let fx = Fixture::new("", &[]);
+    let fifo = fx.path().join("token");
+    mkfifo(&fifo);
+    let manent = format!("secrets:\n  token: file:{}\n", fifo.display());
+    std::fs::write(fx.config(), manent).unwrap();
+    let app = "application: s\nartifact: {version: \"1\"}\ndeploy:\n  plugin: exec\n  secrets: [token]\n  params:\n    \
+               secrets: [token]\n    deploy: echo hi\nmax_retries: 0\nenvironments:\n  prod:\n    targets: [{name: t1}]\n";
+    std::fs::write(fx.path().join("apps/s.yml"), app).unwrap();
+    let out = bounded(fx.command(&["validate"]), HANG, "validate");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("token") && err.contains("not a regular file"),
+        "validate names the secret: {err}"
+    );
+    let out = bounded(
+        fx.command(&["deploy", "s", "prod", "--yes"]),
+        HANG,
+        "deploy",
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains(&fifo.display().to_string()) && all.contains("not a regular file"),
+        "{all}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A database that refuses writes (a full disk) holds nothing hostage.
+
+#[test]
+fn a_database_that_refuses_writes_at_start_is_said_at_once() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    let out = bounded(
+        fx.command(&["deploy", "web", "prod", "--yes"]),
+        HANG,
+        "deploy",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let full = fx.path().join("full");
+    std::fs::write(&full, "").unwrap();
+    let mut cmd = fx.command(&["deploy", "web", "prod", "--yes", "--version", "2.0"]);
+    cmd.env("MANENT_FAILPOINTS", "store.commit=ioerr@1-")
+        .env("MANENT_FAILPOINTS_WHILE", &full);
+    let out = bounded(cmd, HANG, "deploy on a full disk");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains(&fx.db_path().display().to_string())
+            && err.contains("refuses writes")
+            && err.contains("nothing was started"),
+        "{err}"
+    );
+    assert_eq!(fx.deployments().len(), 1, "a deployment was recorded");
+}
+
+#[test]
+fn sigterm_stops_an_engine_waiting_on_a_database_that_refuses_writes() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    // Every commit fails once `$FIXTURE/full` exists, as on a full disk: it fills while both
+    // commands run, so their outcomes cannot be recorded.
+    let full = fx.path().join("full");
+    let mut child = fx.spawn_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[
+            ("MANENT_FAILPOINTS", "store.commit=ioerr@1-"),
+            ("MANENT_FAILPOINTS_WHILE", &full.display().to_string()),
+            ("DELAY", "1"),
+        ],
+    );
+    let stderr_path = fx.path().join("stderr");
+    let mut err = child.stderr.take().unwrap();
+    let copier = std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            let _ = std::fs::write(&stderr_path, &all);
+        }
+    });
+    wait_until(HANG, "both commands to start", || started(&fx).len() == 2);
+    std::fs::write(&full, "").unwrap();
+    wait_until(HANG, "both commands to finish", || {
+        slow_ledger(&fx).iter().filter(|e| e.0 == "done").count() == 2
+    });
+    wait_until(HANG, "the follower to say what it waits for", || {
+        std::fs::read_to_string(fx.path().join("stderr"))
+            .is_ok_and(|s| s.contains("waiting: the database") && s.contains("cannot commit"))
+    });
+    signal(&child, "TERM");
+    let out = wait_bounded(child, HANG, "the engine after SIGTERM");
+    copier.join().unwrap();
+    let said = std::fs::read_to_string(fx.path().join("stderr")).unwrap();
+    assert_eq!(out.status.code(), Some(5), "{said}");
+    assert!(said.contains(&fx.db_path().display().to_string()), "{said}");
+    // Nothing was recorded as failed; once the disk has room the next start finishes it, and
+    // status agrees.
+    std::fs::remove_file(&full).unwrap();
+    let out = bounded(
+        fx.command(&["deploy", "web", "prod", "--yes"]),
+        HANG,
+        "resume",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(fx.status(&id)["state"], "deployed");
+    fx.integrity_ok();
+}
