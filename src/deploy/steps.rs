@@ -100,6 +100,28 @@ pub fn request(
 }
 
 /// Opens the application's secrets for one call.
+/// The request of a step on one target, with its secrets open for the call (while the guard
+/// lives).
+fn target_request(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+    wf: &str,
+    t: &PlannedTarget,
+    info: &StepInfo,
+) -> (Request, Option<crate::plugin::secrets::SecretsGuard>) {
+    let (secrets, open) = secrets(env, spec);
+    let req = request(
+        spec,
+        wf,
+        vec![Target::from(t)],
+        1,
+        secrets,
+        Some(info),
+        &env.processes,
+    );
+    (req, open)
+}
+
 pub fn secrets(
     env: &DeployEnv,
     spec: &EnvSpec,
@@ -141,16 +163,7 @@ pub async fn deploy_target(
     before: Option<&Live>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
-    let (secrets, _open) = secrets(env, spec);
-    let req = request(
-        spec,
-        wf,
-        vec![Target::from(t)],
-        1,
-        secrets,
-        Some(&info),
-        &env.processes,
-    );
+    let (req, _open) = target_request(env, spec, wf, t, &info);
     let started = Instant::now();
     let result = plugin.deployer.deploy(&req).await.map_err(|e| {
         let what = context(plugin, t, &e);
@@ -221,16 +234,7 @@ pub async fn rollback_target(
         .deployer
         .rollbacker()
         .ok_or_else(|| StepError::Permanent(format!("plugin {} cannot roll back", plugin.name)))?;
-    let (secrets, _open) = secrets(env, spec);
-    let req = request(
-        spec,
-        wf,
-        vec![Target::from(t)],
-        1,
-        secrets,
-        Some(&info),
-        &env.processes,
-    );
+    let (req, _open) = target_request(env, spec, wf, t, &info);
     let started = Instant::now();
     let result = rb.rollback(&req, &mv.to.release()).await.map_err(|e| {
         let what = context(plugin, t, &e);
