@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::deploy::command::OperatorCommand;
+
 pub use output::Out;
 
 /// Exit codes.
@@ -29,6 +31,9 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 5;
     /// The engine could not run: database unusable, dead-lettered deployment.
     pub const ENGINE: u8 = 6;
+    /// A canary waits for an operator (a `pause: {}` step, or held): promote, revert, weight,
+    /// back or resume moves it on.
+    pub const CANARY_WAITS: u8 = 7;
 }
 
 /// manent: deploys as durable workflows, driven from a terminal.
@@ -49,8 +54,9 @@ pub struct Cli {
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 done, 1 deployment failed, 2 bad input or conflict, \
-3 cancelled, 4 failed and rolled back, 5 engine stopped before the end (it resumes at the next \
-start), 6 engine or database unusable.";
+3 cancelled (or reverted by an operator), 4 failed and rolled back (or reverted by its analysis), \
+5 engine stopped before the end (it resumes at the next start), 6 engine or database unusable, 7 a \
+canary waits for an operator.";
 
 /// A verb.
 #[derive(Debug, Subcommand)]
@@ -79,8 +85,18 @@ pub enum Command {
     /// Leave a target out of a deployment: it keeps its release; the deployment ends
     /// "deployed with N skipped".
     Skip(SkipArgs),
-    /// Stop a deploy and roll back the targets it changed, and follow it.
+    /// Stop a deploy and roll back the targets it changed, and follow it (a canary: revert).
     Abort(ControlArgs),
+    /// A canary: end the pause it waits at (or, with --full, skip the remaining steps and make
+    /// the candidate the stable release).
+    Promote(PromoteArgs),
+    /// A canary: take the candidate out of traffic; the stable release stays live.
+    Revert(ControlArgs),
+    /// A canary: send this percentage of traffic to the candidate and hold the steps until
+    /// `resume` or `promote`.
+    Weight(WeightArgs),
+    /// A canary: go back to the previous step's weight and hold.
+    Back(ControlArgs),
     /// Print a deployment's log lines.
     Logs(LogsArgs),
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
@@ -195,6 +211,10 @@ pub struct DeployArgs {
     /// Also print info-level log lines on stderr.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// A canary: keep following through its pauses for an operator (by default the command
+    /// exits 7 there, printing the verbs that move it on).
+    #[arg(long)]
+    pub wait: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -268,6 +288,35 @@ pub struct RetryArgs {
     /// Also print info-level log lines on stderr.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `promote`
+#[derive(Debug, Args)]
+pub struct PromoteArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Skip the remaining steps: the candidate becomes the stable release now.
+    #[arg(long)]
+    pub full: bool,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `weight`
+#[derive(Debug, Args)]
+pub struct WeightArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Percentage of traffic for the candidate, 0 to 100.
+    pub weight: u32,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -368,6 +417,54 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Retry(a) => control::retry(&cli.config, &a, out).await,
         Command::Skip(a) => control::skip(&cli.config, &a, out).await,
         Command::Abort(a) => control::abort(&cli.config, &a, out).await,
+        Command::Promote(a) => {
+            let cmd = OperatorCommand::Promote { full: a.full };
+            control::canary(
+                &cli.config,
+                &a.deployment,
+                &cmd,
+                a.reason.as_deref(),
+                a.json.json,
+                out,
+            )
+            .await
+        }
+        Command::Revert(a) => {
+            let cmd = OperatorCommand::Revert;
+            control::canary(
+                &cli.config,
+                &a.deployment,
+                &cmd,
+                a.reason.as_deref(),
+                a.json.json,
+                out,
+            )
+            .await
+        }
+        Command::Weight(a) => {
+            let cmd = OperatorCommand::Weight(a.weight);
+            control::canary(
+                &cli.config,
+                &a.deployment,
+                &cmd,
+                a.reason.as_deref(),
+                a.json.json,
+                out,
+            )
+            .await
+        }
+        Command::Back(a) => {
+            let cmd = OperatorCommand::Back;
+            control::canary(
+                &cli.config,
+                &a.deployment,
+                &cmd,
+                a.reason.as_deref(),
+                a.json.json,
+                out,
+            )
+            .await
+        }
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,

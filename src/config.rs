@@ -1,6 +1,7 @@
 //! Loading `manent.yml` and the application descriptors, and resolving one application's
 //! environment into the [`EnvSpec`] a deployment runs from. Problems name file:line:col.
 
+pub mod canary;
 pub mod descriptor;
 pub mod error;
 pub mod manent_file;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::canary::{Analysis, Canary, CanaryStep, Check, HttpCheck};
 pub use self::descriptor::DescriptorFile;
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};

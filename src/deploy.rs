@@ -3,6 +3,7 @@
 //! are durable workflows on one spine ([`spine`]): every plugin call is a step, every target its
 //! own step with its own retries, and the operator's commands ([`command`]) are typed.
 
+pub mod canary;
 pub mod command;
 mod glue;
 pub mod plan;
@@ -60,6 +61,8 @@ impl std::fmt::Debug for DeployEnv {
 pub const DEPLOY: &str = "deploy";
 /// Workflow kind of a rollback.
 pub const ROLLBACK: &str = "rollback";
+/// Workflow kind of a canary.
+pub const CANARY: &str = "canary";
 /// Definition version of both (B.8): bump it when durable steps change order or names.
 /// 2: phases with the commands they take, guided failure, operator aborts.
 pub const VERSION: u32 = 2;
@@ -179,7 +182,13 @@ fn outcome(r: Result<Report, Interrupt>) -> Result<RunOutcome, Interrupt> {
 /// The workflow definitions to register with the runtime.
 pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
     let deploy_env = env.clone();
+    let canary_env = env.clone();
     vec![
+        WorkflowDef {
+            name: CANARY.into(),
+            version: VERSION,
+            run: Arc::new(move |ctx, inputs| canary::run(canary_env.clone(), ctx, inputs).boxed()),
+        },
         WorkflowDef {
             name: DEPLOY.into(),
             version: VERSION,

@@ -93,16 +93,46 @@ pub async fn cancel(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
 /// `manent pause`
 pub async fn pause(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
     let cmd = OperatorCommand::Pause;
-    match send(
+    steer(
         config_path,
         &a.deployment,
         &cmd,
         a.reason.as_deref(),
-        ack(a.json.json),
+        a.json.json,
         out,
     )
     .await
-    {
+}
+
+/// A canary's `promote`, `revert`, `weight` or `back`: sent, then the canary is run (here, or
+/// in the engine that holds the database) and followed to its next pause for an operator
+/// (exit 7) or its end.
+pub async fn canary(
+    config_path: &Path,
+    id: &str,
+    cmd: &OperatorCommand,
+    reason: Option<&str>,
+    json: bool,
+    out: &mut Out,
+) -> u8 {
+    let expect = if *cmd == OperatorCommand::Revert {
+        Expect::Revert
+    } else {
+        Expect::End
+    };
+    steer_and_follow(config_path, id, cmd, reason, false, json, expect, out).await
+}
+
+/// Sends `cmd` and says what it does.
+async fn steer(
+    config_path: &Path,
+    id: &str,
+    cmd: &OperatorCommand,
+    reason: Option<&str>,
+    json: bool,
+    out: &mut Out,
+) -> u8 {
+    match send(config_path, id, cmd, reason, ack(json), out).await {
         Ok(_) => exit::OK,
         Err(code) => code,
     }

@@ -115,6 +115,11 @@ pub enum Expect {
     End,
     /// An abort: ending aborted is success.
     Abort,
+    /// A deploy to its very end: a canary's pauses for an operator do not end following
+    /// (`deploy --wait`).
+    Finish,
+    /// A canary's revert: ending reverted is success.
+    Revert,
 }
 
 /// Runs `id` here if it waits for an engine, follows it until it settles, prints the summary,
@@ -146,7 +151,18 @@ pub async fn to_end(
     };
     let ending = match ending {
         Some(e) => e,
-        None => follow(&runner, id, verbose, &mut signals, &mut trouble, out).await,
+        None => {
+            follow(
+                &runner,
+                id,
+                verbose,
+                expect,
+                &mut signals,
+                &mut trouble,
+                out,
+            )
+            .await
+        }
     };
     let code = match &ending {
         Ending::Settled(v) => {
@@ -195,7 +211,7 @@ pub async fn to_end(
                 .flatten(),
             None => None,
         };
-        if let Some(v) = after.filter(settled) {
+        if let Some(v) = after.filter(|v| settled(v, expect)) {
             summary(&v, json, out);
             return code_of(&v, expect);
         }
@@ -216,6 +232,10 @@ fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
         D::Aborted if expect == Expect::Abort => exit::OK,
         D::Aborted | D::Cancelled | D::Cancelling => exit::CANCELLED,
         D::Failed | D::FailedAwaiting => exit::FAILED,
+        D::CanaryPaused => exit::CANARY_WAITS,
+        D::Reverted if expect == Expect::Revert => exit::OK,
+        D::Reverted if v.reverted_automatically() => exit::ROLLED_BACK,
+        D::Reverted => exit::CANCELLED,
         D::Interrupted if v.status == WorkflowStatus::MaxRecoveryAttemptsExceeded => exit::ENGINE,
         D::Interrupted | D::Queued | D::Running | D::Paused => exit::INTERRUPTED,
     }
@@ -223,13 +243,18 @@ fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
 
 /// Settled: finished, or waiting for a decision nobody in this process can make (a decision
 /// already in its mailbox, which it takes there, will move it on).
-fn settled(v: &DeploymentView) -> bool {
+fn settled(v: &DeploymentView, expect: Expect) -> bool {
     let decided = v
         .pending_commands
         .iter()
         .any(|c| Topic::parse(c).is_some_and(|t| v.takes(t)));
     // While it acts on a command it takes nothing (`accepts` is empty): not settled yet.
-    let waiting = v.state == DeploymentState::FailedAwaiting && !v.accepts.is_empty();
+    let parked = match v.state {
+        DeploymentState::FailedAwaiting => true,
+        DeploymentState::CanaryPaused => expect != Expect::Finish,
+        _ => false,
+    };
+    let waiting = parked && !v.accepts.is_empty();
     !v.status.is_live() || (waiting && !decided)
 }
 
@@ -239,6 +264,7 @@ async fn follow(
     runner: &Runner,
     id: &str,
     verbose: bool,
+    expect: Expect,
     signals: &mut Signals,
     trouble: &mut Trouble,
     out: &mut Out,
@@ -268,6 +294,10 @@ async fn follow(
                             | Phase::Paused { .. }
                             | Phase::Waiting { .. }
                             | Phase::Undoing
+                            | Phase::Slots
+                            | Phase::Canary { .. }
+                            | Phase::Promoting
+                            | Phase::Reverting
                     )
                 }) {
                     out.note(format!("  {p}"));
@@ -288,7 +318,7 @@ async fn follow(
             }
         }
         if let Some(v) = view
-            && settled(&v)
+            && settled(&v, expect)
         {
             return Ending::Settled(Box::new(v));
         }
@@ -418,6 +448,61 @@ fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
     format!("  {batch}{}: {detail}", t.name)
 }
 
+/// Where a canary that waits is, and the verbs that move it on.
+fn canary_summary(v: &DeploymentView, c: &crate::deploy::view::CanaryView, out: &mut Out) {
+    let id = &v.id;
+    let actual = match c.actual_weight() {
+        Some(a) if a != c.status.weight => format!(" (the router reports {a}%: drift)"),
+        _ => String::new(),
+    };
+    let at = v
+        .phase
+        .as_ref()
+        .map_or_else(String::new, |p| format!(" at {p}"));
+    out.line(format!(
+        "  candidate {}% / stable {}%{actual}{at}",
+        c.status.weight,
+        100 - c.status.weight.min(100)
+    ));
+    if let Some(d) = c.status.decisions.last().filter(|d| d.by == "analysis") {
+        out.line(format!("  {} by its analysis: {}", d.action, d.why));
+    }
+    let mut verbs: Vec<(String, &str)> = Vec::new();
+    if v.takes(Topic::Resume) {
+        verbs.push((format!("manent resume {id}"), "goes on with the steps"));
+    }
+    if v.takes(Topic::Promote) {
+        verbs.push((format!("manent promote {id}"), "ends this step"));
+        verbs.push((format!("manent promote --full {id}"), "skips the rest"));
+    }
+    if v.takes(Topic::Weight) {
+        verbs.push((format!("manent weight {id} N"), "sets the weight and holds"));
+    }
+    if v.takes(Topic::Back) && c.status.can_go_back {
+        verbs.push((
+            format!("manent back {id}"),
+            "returns to the previous step's weight",
+        ));
+    }
+    if v.takes(Topic::Revert) {
+        verbs.push((
+            format!("manent revert {id}"),
+            "takes the candidate out of traffic",
+        ));
+    }
+    let wide = verbs.iter().map(|(v, _)| v.len()).max().unwrap_or(0);
+    let verbs: Vec<String> = verbs
+        .into_iter()
+        .map(|(v, what)| format!("{v:<wide$}  {what}"))
+        .collect();
+    if !verbs.is_empty() {
+        out.line(format!("  {id} waits for an operator:"));
+        for v in verbs {
+            out.line(format!("    {v}"));
+        }
+    }
+}
+
 /// The deployment's summary on stdout (or its JSON).
 pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
     if json {
@@ -443,6 +528,10 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
         ),
         Kind::Deploy => format!(
             "deploy of {} {} to {}",
+            v.application, v.version, v.environment
+        ),
+        Kind::Canary => format!(
+            "canary of {} {} to {}",
             v.application, v.version, v.environment
         ),
     };
@@ -482,6 +571,11 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
                 t.moniker, t.status, t.message
             ));
         }
+    }
+    if let Some(c) = &v.canary
+        && v.status.is_live()
+    {
+        canary_summary(v, c, out);
     }
     if v.state == DeploymentState::FailedAwaiting {
         let id = &v.id;

@@ -256,18 +256,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         });
         return exit::OK;
     }
-    let strategy = match &spec.strategy {
-        crate::config::Strategy::All => "all at once".to_owned(),
-        crate::config::Strategy::Rolling {
-            batch_size,
-            interval,
-        } => format!(
-            "rolling, {batch_size} per batch{}",
-            interval
-                .map(|d| format!(", {} apart", humantime::format_duration(d)))
-                .unwrap_or_default()
-        ),
-    };
+    let strategy = spec.strategy.describe();
     out.line(format!(
         "{} {} → {}{} ({}): {}, {strategy}, plugin {}, parallelism {}{}",
         spec.application,
@@ -405,7 +394,7 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
             .map(|t| format!("  ended {}", output::time(t)))
             .unwrap_or_default(),
         if v.runs > 1 {
-            format!("  runs {} (resumed after interruptions)", v.runs)
+            format!("  resumed after {} crash(es)", v.runs - 1)
         } else {
             String::new()
         }
@@ -433,6 +422,9 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
             v.pending_commands.join(", ")
         ));
     }
+    if let Some(c) = &v.canary {
+        print_canary(c, out);
+    }
     out.line(format!(
         "{:<6} {:<40} {:<16} {:<8} {:<9} {}",
         "BATCH", "MONIKER", "STATE", "ATTEMPT", "TIME", "MESSAGE"
@@ -448,6 +440,60 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
                 .map(output::duration)
                 .unwrap_or_else(|| "-".into()),
             t.message
+        ));
+    }
+}
+
+/// A canary's split, steps (the current one marked), analysis runs and decisions.
+fn print_canary(c: &crate::deploy::view::CanaryView, out: &mut Out) {
+    let s = &c.status;
+    let mut line = format!(
+        "canary: candidate {}% / stable {}%",
+        s.weight,
+        100 - s.weight.min(100)
+    );
+    match c.actual_weight() {
+        Some(a) if a != s.weight => line.push_str(&format!(" (the router reports {a}%: drift)")),
+        Some(a) => line.push_str(&format!(" (the router reports {a}%)")),
+        None => {}
+    }
+    if s.held {
+        line.push_str(", held by an operator");
+    }
+    if let Some(p) = s.scale {
+        line.push_str(&format!(", scale {p}%"));
+    }
+    if let Some(h) = crate::deploy::canary::tester_header(&s.testers) {
+        line.push_str(&format!(", testers send `{}: {}`", h.0, h.1));
+    }
+    out.line(line);
+    for (i, step) in c.plan.steps.iter().enumerate() {
+        let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let mark = if n == s.step { "›" } else { " " };
+        let runs: Vec<String> = s
+            .runs
+            .iter()
+            .filter(|r| r.step == n)
+            .map(|r| format!("{} {}", r.seen.verdict.as_str(), r.seen.value))
+            .collect();
+        let runs = if runs.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", runs.join("; "))
+        };
+        out.line(format!("  {mark} {n:>2}  {step}{runs}"));
+    }
+    for d in &s.decisions {
+        let why = if d.why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", d.why)
+        };
+        out.line(format!(
+            "  {} {} by {}{why}",
+            output::time(d.at),
+            d.action,
+            d.by
         ));
     }
 }

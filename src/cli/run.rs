@@ -125,7 +125,7 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         &what,
         &spec,
         &plan,
-        (a.verbose, a.json.json),
+        (a.verbose, a.json.json, a.wait),
         out,
     )
     .await
@@ -183,7 +183,7 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         &what,
         &spec,
         &plan,
-        (a.verbose, a.json.json),
+        (a.verbose, a.json.json, false),
         out,
     )
     .await
@@ -196,10 +196,10 @@ async fn start_and_follow(
     what: &str,
     spec: &EnvSpec,
     plan: &Plan,
-    a: (bool, bool),
+    a: (bool, bool, bool),
     out: &mut Out,
 ) -> u8 {
-    let (verbose, json) = a;
+    let (verbose, json, wait) = a;
     let submitted = match submitted {
         Ok(s) => s,
         Err(e) => {
@@ -222,7 +222,8 @@ async fn start_and_follow(
             "manent: the same deploy failed on targets and waited for a decision; retrying them in {id}"
         )),
     }
-    follow::to_end(runner, &id, verbose, json, Expect::End, out).await
+    let expect = if wait { Expect::Finish } else { Expect::End };
+    follow::to_end(runner, &id, verbose, json, expect, out).await
 }
 
 /// `manent worker`

@@ -117,6 +117,49 @@ pub enum Strategy {
         #[serde(default, with = "crate::duration_ms::option")]
         interval: Option<Duration>,
     },
+    /// A canary: the candidate is deployed beside the stable release and takes traffic step by
+    /// step (weights, pauses, analysis) until it is promoted or reverted.
+    Canary(super::canary::Canary),
+}
+
+impl Strategy {
+    /// `all`, `rolling 2`, `canary` — a table's word for it.
+    pub fn short(&self) -> String {
+        match self {
+            Strategy::All => "all".into(),
+            Strategy::Rolling { batch_size, .. } => format!("rolling {batch_size}"),
+            Strategy::Canary(_) => "canary".into(),
+        }
+    }
+
+    /// `rolling, 2 per batch, 30s apart`, `canary in 6 steps` — a plan's words for it.
+    pub fn describe(&self) -> String {
+        match self {
+            Strategy::All => "all at once".to_owned(),
+            Strategy::Rolling {
+                batch_size,
+                interval,
+            } => format!(
+                "rolling, {batch_size} per batch{}",
+                interval
+                    .map(|d| format!(", {} apart", humantime::format_duration(d)))
+                    .unwrap_or_default()
+            ),
+            Strategy::Canary(c) => format!(
+                "canary in {} step{}",
+                c.steps.len(),
+                if c.steps.len() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
+    /// The canary, if it is one.
+    pub fn canary(&self) -> Option<&super::canary::Canary> {
+        match self {
+            Strategy::Canary(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -127,7 +170,7 @@ struct RollingSpec {
     interval: Option<Dur>,
 }
 
-const STRATEGIES: &[&str] = &["all", "rolling"];
+const STRATEGIES: &[&str] = &["all", "rolling", "canary"];
 
 /// A strategy as written in YAML: `all`, `rolling`, or `rolling: {batch_size: N}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +183,10 @@ impl<'de> Deserialize<'de> for StrategySpec {
             type Value = Strategy;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`all`, `rolling`, or `rolling: {batch_size: N, interval: 30s}`")
+                f.write_str(
+                    "`all`, `rolling`, `rolling: {batch_size: N, interval: 30s}` or \
+                     `canary: {steps: […]}`",
+                )
             }
 
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Strategy, E> {
@@ -172,6 +218,10 @@ impl<'de> Deserialize<'de> for StrategySpec {
                             batch_size: r.batch_size,
                             interval: r.interval.map(|d| d.0),
                         }
+                    }
+                    "canary" => {
+                        let c: super::canary::CanarySpec = map.next_value()?;
+                        Strategy::Canary(c.resolve()?)
                     }
                     other => return Err(de::Error::unknown_variant(other, STRATEGIES)),
                 };

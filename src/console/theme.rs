@@ -233,7 +233,8 @@ impl Theme {
         use TargetState as T;
         self.get(match state {
             T::Deployed | T::Unchanged | T::RolledBack | T::Planned => "status.ok",
-            T::Running => "status.running",
+            T::Running | T::Candidate => "status.running",
+            T::Reverted => "status.rolled_back",
             T::Retrying => "status.retrying",
             T::Failed | T::RollbackFailed => "status.failed",
             T::Skipped => "status.skipped",
@@ -249,12 +250,12 @@ impl Theme {
         self.get(match state {
             D::Deployed | D::Planned => "status.ok",
             D::RolledBack if kind == Kind::Rollback => "status.ok",
-            D::RolledBack | D::Aborted => "status.rolled_back",
+            D::RolledBack | D::Aborted | D::Reverted => "status.rolled_back",
             D::DeployedWithSkips => "status.partial",
             D::Running | D::Queued => "status.running",
             D::Failed | D::FailedAwaiting => "status.failed",
             D::Cancelled | D::Cancelling => "status.cancelled",
-            D::Paused | D::Interrupted => "status.interrupted",
+            D::Paused | D::Interrupted | D::CanaryPaused => "status.interrupted",
         })
     }
 

@@ -7,7 +7,7 @@ use std::fmt;
 
 use super::records::Db;
 use super::spine::Payload;
-use super::state::{DeploymentState, Phase, TargetState, Topic, names};
+use super::state::{DeploymentState, Kind, Phase, TargetState, Topic, names};
 use super::view::{self, DeploymentView};
 use crate::operator::Operator;
 use crate::workflow::StoreError;
@@ -27,8 +27,16 @@ pub enum OperatorCommand {
     Retry { targets: Vec<String> },
     /// Leave a target out: it keeps its release.
     Skip { target: String },
-    /// Stop and roll back what the deployment changed.
+    /// Stop and roll back what the deployment changed (a canary: revert).
     Abort,
+    /// A canary: end the current pause; `full` skips the remaining steps.
+    Promote { full: bool },
+    /// A canary: take the candidate out of traffic; the stable release stays.
+    Revert,
+    /// A canary: send this percentage of traffic to the candidate, and hold.
+    Weight(u32),
+    /// A canary: go back to the previous step's weight, and hold.
+    Back,
 }
 
 impl OperatorCommand {
@@ -41,6 +49,10 @@ impl OperatorCommand {
             OperatorCommand::Retry { .. } => "retry",
             OperatorCommand::Skip { .. } => "skip",
             OperatorCommand::Abort => "abort",
+            OperatorCommand::Promote { .. } => "promote",
+            OperatorCommand::Revert => "revert",
+            OperatorCommand::Weight(_) => "weight",
+            OperatorCommand::Back => "back",
         }
     }
 
@@ -52,6 +64,10 @@ impl OperatorCommand {
             OperatorCommand::Retry { .. } => Some(Topic::Retry),
             OperatorCommand::Skip { .. } => Some(Topic::Skip),
             OperatorCommand::Abort => Some(Topic::Abort),
+            OperatorCommand::Promote { .. } => Some(Topic::Promote),
+            OperatorCommand::Revert => Some(Topic::Revert),
+            OperatorCommand::Weight(_) => Some(Topic::Weight),
+            OperatorCommand::Back => Some(Topic::Back),
         }
     }
 
@@ -62,6 +78,8 @@ impl OperatorCommand {
             }
             OperatorCommand::Retry { targets } => Some(names(targets)),
             OperatorCommand::Skip { target } => Some(target.clone()),
+            OperatorCommand::Promote { full: true } => Some("the remaining steps".into()),
+            OperatorCommand::Weight(w) => Some(format!("{w}%")),
             _ => None,
         }
     }
@@ -111,6 +129,12 @@ pub async fn send(
     let v = view::load(db, id)
         .await?
         .ok_or_else(|| CommandError::NotFound(id.to_owned()))?;
+    // A canary is aborted by reverting it: the candidate leaves traffic, nothing rolls back.
+    let cmd = &match cmd {
+        OperatorCommand::Abort if v.kind == Kind::Canary => OperatorCommand::Revert,
+        other => other.clone(),
+    };
+    check_canary(&v, cmd)?;
     let journal = operator
         .journal(
             cmd.action(),
@@ -194,6 +218,11 @@ async fn deliver(
             _ => Vec::new(),
         },
         reason: reason.map(str::to_owned),
+        weight: match cmd {
+            OperatorCommand::Weight(w) => Some(*w),
+            _ => None,
+        },
+        full: matches!(cmd, OperatorCommand::Promote { full: true }),
     };
     let req = SendRequest {
         message: Message {
@@ -211,6 +240,47 @@ async fn deliver(
     match db.send(req).await? {
         Sent::Delivered | Sent::Duplicate => Ok(()),
         Sent::Rejected(why) => Err(CommandError::Refused(why)),
+    }
+}
+
+/// A canary's own commands go to canaries only, a weight is a percentage, and `back` needs a
+/// weight to go back from.
+fn check_canary(v: &DeploymentView, cmd: &OperatorCommand) -> Result<(), CommandError> {
+    let canary_only = matches!(
+        cmd,
+        OperatorCommand::Promote { .. }
+            | OperatorCommand::Revert
+            | OperatorCommand::Weight(_)
+            | OperatorCommand::Back
+    );
+    if canary_only && v.kind != Kind::Canary {
+        return Err(CommandError::Refused(format!(
+            "{} is a {}, not a canary: `{}` moves a canary's traffic{}",
+            v.id,
+            v.kind,
+            cmd.action(),
+            if v.kind == Kind::Deploy {
+                " (a deploy is stopped with `cancel` or `abort`)"
+            } else {
+                ""
+            }
+        )));
+    }
+    match cmd {
+        OperatorCommand::Weight(w) if *w > 100 => Err(CommandError::Refused(format!(
+            "weight {w}: give a percentage from 0 to 100"
+        ))),
+        OperatorCommand::Back
+            if v.canary
+                .as_ref()
+                .is_some_and(|c| !c.status.can_go_back && v.takes(Topic::Back)) =>
+        {
+            Err(CommandError::Refused(format!(
+                "{} has set no weight yet: there is nothing to go back to",
+                v.id
+            )))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -357,5 +427,26 @@ fn accepted(v: &DeploymentView, cmd: &OperatorCommand) -> String {
             v.id
         ),
         OperatorCommand::Cancel => format!("{}: cancelled", v.id),
+        OperatorCommand::Promote { full: false } => {
+            format!("{}: promoted past this step; the next one runs", v.id)
+        }
+        OperatorCommand::Promote { full: true } => format!(
+            "{}: promoting: the remaining steps are skipped and the candidate becomes the \
+             stable release",
+            v.id
+        ),
+        OperatorCommand::Revert => format!(
+            "{}: reverting: the candidate leaves traffic; the stable release stays",
+            v.id
+        ),
+        OperatorCommand::Weight(w) => format!(
+            "{}: the candidate takes {w}% of traffic; the steps hold until `manent resume {}` \
+             or `manent promote {}`",
+            v.id, v.id, v.id
+        ),
+        OperatorCommand::Back => format!(
+            "{}: back to the previous step's weight; the steps hold until `manent resume {}`",
+            v.id, v.id
+        ),
     }
 }

@@ -89,7 +89,8 @@ pub fn compute(spec: &EnvSpec) -> Result<Plan, String> {
         return Err(format!("{} has no targets", spec.subject()));
     }
     let size = match &spec.strategy {
-        Strategy::All => planned.len(),
+        // A canary deploys its candidate to every target at once (parallelism still applies).
+        Strategy::All | Strategy::Canary(_) => planned.len(),
         Strategy::Rolling { batch_size, .. } => usize::try_from(*batch_size).unwrap_or(1).max(1),
     };
     let batches = planned

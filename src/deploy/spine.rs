@@ -59,10 +59,17 @@ pub struct Payload {
     /// The operator's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A canary's weight set by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// A canary's promote that skips the remaining steps.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub full: bool,
 }
 
 impl Payload {
-    fn of(msg: &Message) -> Payload {
+    /// The payload of `msg` (empty if it does not decode).
+    pub fn of(msg: &Message) -> Payload {
         serde_json::from_str(&msg.payload).unwrap_or_default()
     }
 }
@@ -87,6 +94,8 @@ pub struct Run<'a> {
     pub results: BTreeMap<String, TargetReport>,
     /// Targets an operator left out.
     pub skipped: BTreeSet<String>,
+    /// A canary's slots (PrepareSlots' state), sent in every later call.
+    pub traffic: Option<serde_json::Value>,
 }
 
 /// How a fan-out of targets is driven.
@@ -153,7 +162,17 @@ impl<'a> Run<'a> {
             par,
             results: BTreeMap::new(),
             skipped: BTreeSet::new(),
+            traffic: None,
         })
+    }
+
+    /// The phase of working on batch `batch` of `of` (a canary deploys its candidate).
+    pub fn batch_phase(&self, batch: u32, of: u32) -> Phase {
+        if self.kind == Kind::Canary {
+            Phase::Candidate { batch, of }
+        } else {
+            Phase::Batch { batch, of }
+        }
     }
 
     /// Publishes where the deployment is and the commands it takes there.
@@ -166,8 +185,11 @@ impl<'a> Run<'a> {
     }
 
     /// The operator commands taken in `phase`: pause only before a next batch, abort only when
-    /// what changed can go back.
+    /// what changed can go back; a canary's own (promote, revert, weight, back) where it is.
     pub fn accepts(&self, phase: &Phase) -> Vec<Topic> {
+        if self.kind == Kind::Canary {
+            return super::canary::accepts(phase);
+        }
         let abort = (self.kind == Kind::Deploy && self.info.capabilities.can_roll_back())
             .then_some(Topic::Abort);
         let mut out: Vec<Topic> = match phase {
@@ -197,10 +219,32 @@ impl<'a> Run<'a> {
         F: Fn(Arc<PluginHandle>, Request) -> Fut,
         Fut: Future<Output = Result<T, StepError>>,
     {
+        let call = &call;
+        self.plugin_step_with(name, policy, with_secrets, |h, req| async move {
+            call(h, req).await.map(|v| (v, Vec::new()))
+        })
+        .await
+    }
+
+    /// [`Run::plugin_step`] whose call also returns what commits with it (a release record).
+    pub async fn plugin_step_with<T, F, Fut>(
+        &self,
+        name: StepName,
+        policy: &RetryPolicy,
+        with_secrets: bool,
+        call: F,
+    ) -> Result<T, Stop>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+        F: Fn(Arc<PluginHandle>, Request) -> Fut,
+        Fut: Future<Output = Result<(T, Vec<Effect>), StepError>>,
+    {
         let (env, spec, ctx, call) = (self.env, self.spec, self.ctx, &call);
         let targets = self.plan.request_targets();
         let par = self.par;
-        ctx.step(name, policy, |info| {
+        let traffic = &self.traffic;
+        let id = ctx.reserve(1)[0];
+        ctx.step_at(id, name.into(), policy, |info| {
             let targets = targets.clone();
             async move {
                 let h = env.plugin(spec).await?;
@@ -209,7 +253,7 @@ impl<'a> Run<'a> {
                 } else {
                     (Secrets::none(), None)
                 };
-                let req = steps::request(
+                let mut req = steps::request(
                     spec,
                     ctx.id(),
                     targets,
@@ -218,6 +262,7 @@ impl<'a> Run<'a> {
                     Some(&info),
                     &env.processes,
                 );
+                req.traffic.clone_from(traffic);
                 call(h, req).await
             }
         })
@@ -262,11 +307,7 @@ impl<'a> Run<'a> {
         let of = u32::try_from(batches.len()).unwrap_or(u32::MAX);
         for batch in &batches {
             self.between_batches(batch.index, of).await?;
-            self.phase(Phase::Batch {
-                batch: batch.index,
-                of,
-            })
-            .await?;
+            self.phase(self.batch_phase(batch.index, of)).await?;
             let mut todo: Vec<&PlannedTarget> = batch
                 .targets
                 .iter()
@@ -312,7 +353,8 @@ impl<'a> Run<'a> {
                 if open.is_empty() {
                     // Nothing failed, yet targets did not start: an interrupting command
                     // (abort) waits. Without one, they start in the next round.
-                    self.take(&[Topic::Abort], batch.index).await?;
+                    self.take(&[Topic::Abort, Topic::Revert], batch.index)
+                        .await?;
                     todo = unstarted;
                 } else {
                     waiting.extend(unstarted);
@@ -348,6 +390,7 @@ impl<'a> Run<'a> {
                 Topic::Pause.as_str(),
                 Topic::Skip.as_str(),
                 Topic::Abort.as_str(),
+                Topic::Revert.as_str(),
             ])
             .await?
         {
@@ -369,7 +412,7 @@ impl<'a> Run<'a> {
     /// Applies a pause (parks until resumed), a skip, or an abort.
     async fn apply(&mut self, msg: &Message, next: u32, of: u32) -> Result<(), Stop> {
         match Topic::parse(&msg.topic) {
-            Some(Topic::Abort) => Err(Stop::Abort(by(msg))),
+            Some(Topic::Abort | Topic::Revert) => Err(Stop::Abort(by(msg))),
             Some(Topic::Skip) => self.skip(msg).await,
             Some(Topic::Pause) => {
                 loop {
@@ -393,7 +436,7 @@ impl<'a> Run<'a> {
                         _ => self.skip(&msg).await?,
                     }
                 }
-                self.phase(Phase::Batch { batch: next, of }).await
+                self.phase(self.batch_phase(next, of)).await
             }
             _ => Ok(()),
         }
@@ -451,12 +494,13 @@ impl<'a> Run<'a> {
         loop {
             open.retain(|t| !self.skipped.contains(&t.name));
             if open.is_empty() {
-                self.phase(Phase::Batch { batch, of }).await?;
+                self.phase(self.batch_phase(batch, of)).await?;
                 return Ok(Vec::new());
             }
             self.phase(Phase::AwaitingDecision {
                 batch,
                 failed: open.iter().map(|t| t.name.clone()).collect(),
+                canary: self.kind == Kind::Canary,
             })
             .await?;
             let msg = self
@@ -466,13 +510,14 @@ impl<'a> Run<'a> {
                         Topic::Retry.as_str(),
                         Topic::Skip.as_str(),
                         Topic::Abort.as_str(),
+                        Topic::Revert.as_str(),
                     ],
                     None,
                 )
                 .await?
                 .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
             match Topic::parse(&msg.topic) {
-                Some(Topic::Abort) => return Err(Stop::Abort(by(&msg))),
+                Some(Topic::Abort | Topic::Revert) => return Err(Stop::Abort(by(&msg))),
                 Some(Topic::Retry) => {
                     let p = Payload::of(&msg);
                     let again: Vec<&PlannedTarget> = open
@@ -481,7 +526,7 @@ impl<'a> Run<'a> {
                         .filter(|t| p.targets.is_empty() || p.targets.contains(&t.name))
                         .collect();
                     if !again.is_empty() {
-                        self.phase(Phase::Batch { batch, of }).await?;
+                        self.phase(self.batch_phase(batch, of)).await?;
                         return Ok(again);
                     }
                 }
@@ -696,10 +741,11 @@ fn failure_line(batch: u32, t: &PlannedTarget, f: &StepFailure) -> TargetReport 
 }
 
 /// Who sent a command.
-fn by(msg: &Message) -> String {
+pub fn by(msg: &Message) -> String {
     msg.sender.clone().unwrap_or_else(|| "an operator".into())
 }
 
-fn json<T: Serialize + ?Sized>(v: &T) -> serde_json::Value {
+/// `v` as JSON (null if it does not encode).
+pub fn json<T: Serialize + ?Sized>(v: &T) -> serde_json::Value {
     serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
 }

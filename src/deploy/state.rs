@@ -18,15 +18,18 @@ pub enum Kind {
     DryRun,
     /// A rollback to the previous release.
     Rollback,
+    /// A canary: the candidate beside the stable release, traffic moved step by step.
+    Canary,
 }
 
 impl Kind {
-    /// `deploy`, `dry-run`, `rollback`.
+    /// `deploy`, `dry-run`, `rollback`, `canary`.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Deploy => "deploy",
             Kind::DryRun => "dry-run",
             Kind::Rollback => "rollback",
+            Kind::Canary => "canary",
         }
     }
 }
@@ -54,10 +57,31 @@ pub enum Phase {
     Paused { before: u32, of: u32 },
     /// The strategy's pause before batch `before`.
     Waiting { before: u32, of: u32 },
-    /// Targets failed: waiting for an operator to retry, skip or abort.
-    AwaitingDecision { batch: u32, failed: Vec<String> },
+    /// Targets failed: waiting for an operator to retry, skip or abort (a canary's candidate:
+    /// retry or revert).
+    AwaitingDecision {
+        batch: u32,
+        failed: Vec<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        canary: bool,
+    },
     /// Rolling back what the deployment changed (`atomic`, or an operator's abort).
     Undoing,
+    /// A canary's slots are being prepared.
+    Slots,
+    /// A canary's candidate is being deployed, batch `batch` of `of`.
+    Candidate { batch: u32, of: u32 },
+    /// A canary at step `step` of `of`, doing `doing`.
+    Canary {
+        step: u32,
+        of: u32,
+        #[serde(flatten)]
+        doing: Doing,
+    },
+    /// The candidate becomes the stable release.
+    Promoting,
+    /// The candidate is taken out of traffic.
+    Reverting,
     /// Finished.
     Done,
     /// Finished with a failure.
@@ -67,7 +91,54 @@ pub enum Phase {
 impl Phase {
     /// True while the deployment waits for an operator.
     pub fn waits_for_operator(&self) -> bool {
-        matches!(self, Phase::Paused { .. } | Phase::AwaitingDecision { .. })
+        matches!(
+            self,
+            Phase::Paused { .. }
+                | Phase::AwaitingDecision { .. }
+                | Phase::Canary {
+                    doing: Doing::Pause | Doing::Held { .. },
+                    ..
+                }
+        )
+    }
+}
+
+/// What a canary does at its current step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "doing", rename_all = "snake_case")]
+pub enum Doing {
+    /// Setting the candidate's weight.
+    Weight { weight: u32 },
+    /// Scaling the candidate.
+    Scale { percent: u32 },
+    /// Routing testers to the candidate.
+    Testers,
+    /// Running analysis: run `run` of `of`.
+    Analysis { run: u32, of: u32 },
+    /// Waiting for an operator to promote (a `pause: {}` step).
+    Pause,
+    /// A timed pause, until epoch ms `until`.
+    Timed { until: i64 },
+    /// Held by an operator at `weight` (a weight set by hand, `back`, `pause`): the automatic
+    /// steps wait for `resume` or `promote`.
+    Held { weight: u32 },
+}
+
+impl fmt::Display for Doing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Doing::Weight { weight } => format!("weight {weight}%"),
+            Doing::Scale { percent } => format!("scale {percent}%"),
+            Doing::Testers => "routing testers".to_owned(),
+            Doing::Analysis { run, of } => format!("analysis {run}/{of}"),
+            Doing::Pause => "paused until promoted".to_owned(),
+            Doing::Timed { until } => {
+                let left = (*until - crate::sys::now_ms()).max(0) / 1000;
+                format!("paused, {}m{:02}s left", left / 60, left % 60)
+            }
+            Doing::Held { weight } => format!("held at {weight}%"),
+        };
+        f.pad(&s)
     }
 }
 
@@ -80,10 +151,23 @@ impl fmt::Display for Phase {
             Phase::Batch { batch, of } => format!("batch {batch}/{of}"),
             Phase::Paused { before, of } => format!("paused before batch {before}/{of}"),
             Phase::Waiting { before, of } => format!("waiting before batch {before}/{of}"),
+            Phase::AwaitingDecision {
+                failed,
+                canary: false,
+                ..
+            } => format!("{} failed: retry, skip or abort", names(failed)),
             Phase::AwaitingDecision { failed, .. } => {
-                format!("{} failed: retry, skip or abort", names(failed))
+                format!("{} failed: retry or revert", names(failed))
             }
             Phase::Undoing => "rolling back".to_owned(),
+            Phase::Slots => "preparing slots".to_owned(),
+            Phase::Candidate { batch, of } if *of > 1 => {
+                format!("deploying the candidate, batch {batch}/{of}")
+            }
+            Phase::Candidate { .. } => "deploying the candidate".to_owned(),
+            Phase::Canary { step, of, doing } => format!("step {step}/{of}: {doing}"),
+            Phase::Promoting => "promoting".to_owned(),
+            Phase::Reverting => "reverting".to_owned(),
             Phase::Done => "done".to_owned(),
             Phase::Failed => "failed".to_owned(),
         };
@@ -115,9 +199,30 @@ pub enum Topic {
     Skip,
     /// Stop and roll back what the deployment changed.
     Abort,
+    /// A canary: end the current pause (or, `full`, skip the remaining steps).
+    Promote,
+    /// A canary: take the candidate out of traffic and end.
+    Revert,
+    /// A canary: set the candidate's weight by hand and hold.
+    Weight,
+    /// A canary: go back to the previous step's weight and hold.
+    Back,
 }
 
 impl Topic {
+    /// Every topic.
+    pub const ALL: [Topic; 9] = [
+        Topic::Pause,
+        Topic::Resume,
+        Topic::Retry,
+        Topic::Skip,
+        Topic::Abort,
+        Topic::Promote,
+        Topic::Revert,
+        Topic::Weight,
+        Topic::Back,
+    ];
+
     /// The mailbox topic.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -126,20 +231,16 @@ impl Topic {
             Topic::Retry => "retry",
             Topic::Skip => "skip",
             Topic::Abort => "abort",
+            Topic::Promote => "promote",
+            Topic::Revert => "revert",
+            Topic::Weight => "weight",
+            Topic::Back => "back",
         }
     }
 
     /// Parses a mailbox topic.
     pub fn parse(s: &str) -> Option<Topic> {
-        [
-            Topic::Pause,
-            Topic::Resume,
-            Topic::Retry,
-            Topic::Skip,
-            Topic::Abort,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
+        Topic::ALL.into_iter().find(|t| t.as_str() == s)
     }
 }
 
@@ -176,6 +277,10 @@ pub enum TargetState {
     RollbackFailed,
     /// A dry-run's answer.
     Planned,
+    /// A canary's candidate is deployed on it, beside the stable release.
+    Candidate,
+    /// A canary's candidate was taken out of traffic: the stable release stays.
+    Reverted,
 }
 
 impl TargetState {
@@ -193,6 +298,8 @@ impl TargetState {
             TargetState::RolledBack => "rolled back",
             TargetState::RollbackFailed => "rollback failed",
             TargetState::Planned => "planned",
+            TargetState::Candidate => "candidate",
+            TargetState::Reverted => "reverted",
         }
     }
 
@@ -204,6 +311,8 @@ impl TargetState {
                 | TargetState::Unchanged
                 | TargetState::RolledBack
                 | TargetState::Planned
+                | TargetState::Candidate
+                | TargetState::Reverted
         )
     }
 
@@ -253,6 +362,9 @@ pub enum Ending {
     RolledBack,
     /// Stopped by an operator and the targets it changed went back.
     Aborted,
+    /// A canary whose candidate was taken out of traffic (by an operator, or by its analysis);
+    /// the stable release stayed live.
+    Reverted,
     /// A dry-run the plugin answered.
     Planned,
     /// A dry-run of a plugin without one: the plan is valid, nothing else was asked.
@@ -273,6 +385,8 @@ pub enum DeploymentState {
     Paused,
     /// Targets failed; waiting for retry, skip or abort.
     FailedAwaiting,
+    /// A canary waits for an operator: promote, revert, weight or back.
+    CanaryPaused,
     /// Every target deployed.
     Deployed,
     /// Deployed except the targets an operator skipped.
@@ -283,6 +397,8 @@ pub enum DeploymentState {
     RolledBack,
     /// Aborted by an operator and rolled back.
     Aborted,
+    /// A canary reverted: the stable release stayed live.
+    Reverted,
     /// Cancelled.
     Cancelled,
     /// No engine runs it; the next start resumes it.
@@ -300,11 +416,13 @@ impl DeploymentState {
             DeploymentState::Cancelling => "cancelling",
             DeploymentState::Paused => "paused",
             DeploymentState::FailedAwaiting => "failed: decide",
+            DeploymentState::CanaryPaused => "canary paused",
             DeploymentState::Deployed => "deployed",
             DeploymentState::DeployedWithSkips => "deployed, skips",
             DeploymentState::Failed => "failed",
             DeploymentState::RolledBack => "rolled back",
             DeploymentState::Aborted => "aborted",
+            DeploymentState::Reverted => "reverted",
             DeploymentState::Cancelled => "cancelled",
             DeploymentState::Interrupted => "interrupted",
             DeploymentState::Planned => "planned",
@@ -315,7 +433,9 @@ impl DeploymentState {
     pub fn is_waiting(self) -> bool {
         matches!(
             self,
-            DeploymentState::Paused | DeploymentState::FailedAwaiting
+            DeploymentState::Paused
+                | DeploymentState::FailedAwaiting
+                | DeploymentState::CanaryPaused
         )
     }
 
@@ -328,6 +448,7 @@ impl DeploymentState {
                 | DeploymentState::Cancelling
                 | DeploymentState::Paused
                 | DeploymentState::FailedAwaiting
+                | DeploymentState::CanaryPaused
         )
     }
 }
@@ -349,6 +470,8 @@ pub enum Action {
     Rollback,
     /// An operator left the target out (recorded, nothing runs).
     Skip,
+    /// Deploy a canary's candidate beside the stable release.
+    Candidate,
 }
 
 impl Action {
@@ -357,6 +480,62 @@ impl Action {
             Action::Deploy => "deploy",
             Action::Rollback => "rollback",
             Action::Skip => "skip",
+            Action::Candidate => "candidate",
+        }
+    }
+}
+
+/// A canary's whole-plan plugin call (or its own bookkeeping), as a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CanaryCall {
+    /// PrepareSlots.
+    Slots,
+    /// SetCandidateWeight (and CandidateWeight, read back).
+    Weight,
+    /// ScaleCandidate.
+    Scale,
+    /// RouteTesters.
+    Testers,
+    /// One run of an analysis check.
+    Check,
+    /// PromoteCandidate, with the releases recorded.
+    Promote,
+    /// When a timed pause ends (recorded, so a restart waits only what is left).
+    Deadline,
+    /// An automatic decision (revert, pause, promote) and why, journaled.
+    Decide,
+    /// RetirePrevious.
+    Retire,
+    /// RevertCandidate.
+    Revert,
+}
+
+impl CanaryCall {
+    const ALL: [CanaryCall; 10] = [
+        CanaryCall::Slots,
+        CanaryCall::Weight,
+        CanaryCall::Scale,
+        CanaryCall::Testers,
+        CanaryCall::Check,
+        CanaryCall::Promote,
+        CanaryCall::Deadline,
+        CanaryCall::Decide,
+        CanaryCall::Retire,
+        CanaryCall::Revert,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            CanaryCall::Slots => "canary.slots",
+            CanaryCall::Weight => "canary.weight",
+            CanaryCall::Scale => "canary.scale",
+            CanaryCall::Testers => "canary.testers",
+            CanaryCall::Check => "canary.check",
+            CanaryCall::Promote => "canary.promote",
+            CanaryCall::Deadline => "canary.deadline",
+            CanaryCall::Decide => "canary.decide",
+            CanaryCall::Retire => "canary.retire",
+            CanaryCall::Revert => "canary.revert",
         }
     }
 }
@@ -376,6 +555,8 @@ pub enum StepName {
     CurrentRelease,
     /// The plugin's dry-run.
     DryRun,
+    /// A canary's call.
+    Canary(CanaryCall),
     /// One target's work: `deploy:b2:web-1`, and `deploy:b2~2:web-1` for its second round
     /// (after an operator's retry).
     Target {
@@ -407,6 +588,7 @@ impl fmt::Display for StepName {
             StepName::ReleasesBefore => f.write_str("releases.before"),
             StepName::CurrentRelease => f.write_str("current_release"),
             StepName::DryRun => f.write_str("dry_run"),
+            StepName::Canary(c) => f.write_str(c.as_str()),
             StepName::Target {
                 action,
                 batch,
@@ -444,12 +626,18 @@ impl FromStr for StepName {
             "releases.before" => StepName::ReleasesBefore,
             "current_release" => StepName::CurrentRelease,
             "dry_run" => StepName::DryRun,
+            s if s.starts_with("canary.") => CanaryCall::ALL
+                .into_iter()
+                .find(|c| c.as_str() == s)
+                .map(StepName::Canary)
+                .ok_or(NotAStepName)?,
             _ => {
                 let mut parts = s.splitn(3, ':');
                 let action = match parts.next() {
                     Some("deploy") => Action::Deploy,
                     Some("rollback") => Action::Rollback,
                     Some("skip") => Action::Skip,
+                    Some("candidate") => Action::Candidate,
                     _ => return Err(NotAStepName),
                 };
                 let b = parts.next().and_then(|b| b.strip_prefix('b'));
@@ -485,6 +673,9 @@ mod tests {
             StepName::target(Action::Deploy, 2, 1, "web-1"),
             StepName::target(Action::Rollback, 10, 3, "a:b"),
             StepName::target(Action::Skip, 1, 2, "web#2"),
+            StepName::target(Action::Candidate, 1, 1, "web-1"),
+            StepName::Canary(CanaryCall::Weight),
+            StepName::Canary(CanaryCall::Revert),
         ] {
             assert_eq!(name.to_string().parse::<StepName>(), Ok(name.clone()));
         }
@@ -505,6 +696,17 @@ mod tests {
         assert_eq!(json, r#"{"phase":"batch","batch":2,"of":6}"#);
         assert_eq!(serde_json::from_str::<Phase>(&json).unwrap(), p);
         assert_eq!(p.to_string(), "batch 2/6");
+        let c = Phase::Canary {
+            step: 2,
+            of: 5,
+            doing: Doing::Held { weight: 25 },
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            json,
+            r#"{"phase":"canary","step":2,"of":5,"doing":"held","weight":25}"#
+        );
+        assert_eq!(serde_json::from_str::<Phase>(&json).unwrap(), c);
         assert_eq!(
             serde_json::to_string(&TargetState::RolledBack).unwrap(),
             r#""rolled_back""#,

@@ -99,7 +99,6 @@ pub fn request(
     }
 }
 
-/// Opens the application's secrets for one call.
 /// The request of a step on one target, with its secrets open for the call (while the guard
 /// lives).
 fn target_request(
@@ -122,6 +121,7 @@ fn target_request(
     (req, open)
 }
 
+/// Opens the application's secrets for one call.
 pub fn secrets(
     env: &DeployEnv,
     spec: &EnvSpec,
@@ -204,6 +204,75 @@ pub async fn deploy_target(
             r.message
         ))),
     }
+}
+
+/// One target's share of a canary's candidate: DeployCandidate on that target, the slots'
+/// state sent along. No release is recorded: the candidate is not live until it is promoted.
+pub async fn candidate_target(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+    wf: &str,
+    plugin: &PluginHandle,
+    t: &PlannedTarget,
+    traffic: Option<serde_json::Value>,
+    info: StepInfo,
+) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let slots = plugin
+        .deployer
+        .slot_deployer()
+        .ok_or_else(|| StepError::Permanent(format!("plugin {} has no slots", plugin.name)))?;
+    let (mut req, _open) = target_request(env, spec, wf, t, &info);
+    req.traffic = traffic;
+    let started = Instant::now();
+    let result = slots.deploy_candidate(&req).await.map_err(|e| {
+        let what = context(plugin, t, &e);
+        StepError::from(e.context(what))
+    })?;
+    let r = result
+        .targets
+        .into_iter()
+        .find(|r| r.host == t.host)
+        .ok_or_else(|| {
+            StepError::Retryable(format!("{} returned no result for {}", plugin.name, t.name))
+        })?;
+    match r.status {
+        TargetStatus::Deployed | TargetStatus::Unchanged => Ok((
+            TargetDone {
+                status: TargetState::Candidate,
+                message: r.message,
+                duration_ms: elapsed_ms(started),
+                attempt: info.attempt,
+                version: spec.artifact.version.clone(),
+            },
+            Vec::new(),
+        )),
+        other => Err(StepError::Retryable(format!(
+            "{} reported {} for {}'s candidate: {}",
+            plugin.name,
+            other.as_str(),
+            t.name,
+            r.message
+        ))),
+    }
+}
+
+/// The release records of a promoted canary: every target whose live version changes.
+pub fn promoted_releases(
+    spec: &EnvSpec,
+    wf: &str,
+    targets: &[PlannedTarget],
+    before: &BTreeMap<String, Live>,
+) -> Vec<Effect> {
+    targets
+        .iter()
+        .filter(|t| {
+            before
+                .get(&t.moniker.to_string())
+                .and_then(|l| l.current.as_ref())
+                .is_none_or(|c| c.version != spec.artifact.version)
+        })
+        .map(|t| release_record(spec, wf, t).effect())
+        .collect()
 }
 
 fn release_record(spec: &EnvSpec, wf: &str, t: &PlannedTarget) -> ReleaseRecord {

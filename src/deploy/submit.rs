@@ -8,7 +8,7 @@ use super::plan;
 use super::records::Db;
 use super::releases::{self, Move, Transitions};
 use super::state::Phase;
-use super::{DEPLOY, DeployInput, ROLLBACK, RollbackInput, VERSION};
+use super::{CANARY, DEPLOY, DeployInput, ROLLBACK, RollbackInput, VERSION};
 use crate::config::EnvSpec;
 use crate::operator::Operator;
 use crate::workflow::StoreError;
@@ -80,13 +80,18 @@ pub fn new_id() -> String {
 fn describe(row: &WorkflowRow, phase: Option<&Phase>) -> String {
     let input: Option<DeployInput> = serde_json::from_str(&row.inputs).ok();
     let what = match input {
-        Some(i) if row.name == DEPLOY => {
-            format!("deploy of {} by {}", i.spec.artifact.version, i.operator)
+        Some(i) if row.name == DEPLOY || row.name == CANARY => {
+            format!(
+                "{} of {} by {}",
+                row.name, i.spec.artifact.version, i.operator
+            )
         }
         _ => row.name.clone(),
     };
     match phase {
-        Some(p @ Phase::AwaitingDecision { .. }) => format!("{what}: {p}"),
+        Some(p @ (Phase::AwaitingDecision { .. } | Phase::Canary { .. })) => {
+            format!("{what}: {p}")
+        }
         _ => what,
     }
 }
@@ -121,13 +126,19 @@ pub async fn deploy(
         super::plan::count(spec.targets.len(), "target")
     );
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
+    // A canary runs its own workflow; its dry-run is a deploy's (plan, validate, ask).
+    let workflow = if spec.strategy.canary().is_some() && !dry_run {
+        CANARY
+    } else {
+        DEPLOY
+    };
     let mut replaced = false;
     loop {
-        let live = match submit(db, DEPLOY, inputs.clone(), spec, detail.clone(), sub).await? {
+        let live = match submit(db, workflow, inputs.clone(), spec, detail.clone(), sub).await? {
             Ok(id) => return Ok(Submitted::Started(id)),
             Err(live) => live,
         };
-        let same = live.name == DEPLOY
+        let same = live.name == workflow
             && serde_json::from_str::<DeployInput>(&live.inputs)
                 .is_ok_and(|i| i.spec == input.spec && i.dry_run == input.dry_run);
         let phase = phase_of(db, &live.id).await;
@@ -147,7 +158,7 @@ pub async fn deploy(
         if same {
             return Ok(Submitted::Resuming(live.id));
         }
-        if awaiting && live.name == DEPLOY && !replaced {
+        if awaiting && (live.name == DEPLOY || live.name == CANARY) && !replaced {
             let note = format!(
                 "replaced by a deploy of {} (it failed and waited for a decision)",
                 spec.artifact.version

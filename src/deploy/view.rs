@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::Report;
 use super::plan::Plan;
 use super::releases::Transitions;
-use super::state::{Action, DeploymentState, Ending, Kind, Phase, StepName, TargetState, Topic};
+use super::state::{
+    Action, DeploymentState, Doing, Ending, Kind, Phase, StepName, TargetState, Topic,
+};
 use super::steps::TargetDone;
 use crate::config::EnvSpec;
 use crate::workflow::store::{AttemptOutcome, History, Store, WorkflowRow, WorkflowStatus};
@@ -57,6 +59,40 @@ pub struct TargetView {
     pub attempts: Vec<AttemptView>,
 }
 
+/// A canary as an operator sees it: its plan, where it is, and the weight the plugin reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CanaryView {
+    /// The steps, the slider's step and the confirmation threshold.
+    pub plan: crate::config::Canary,
+    /// Where it is (weights, testers, scale, analysis, decisions).
+    pub status: super::canary::CanaryStatus,
+    /// The plugin's weight, measured while the canary waits.
+    pub actual: Option<super::canary::Actual>,
+}
+
+impl CanaryView {
+    /// The weight the plugin reports, freshest first (measured while waiting, else right after
+    /// it was set).
+    pub fn actual_weight(&self) -> Option<u32> {
+        self.actual
+            .as_ref()
+            .and_then(|a| a.weight)
+            .or(self.status.actual)
+    }
+
+    /// True when the plugin reports another weight than the one set.
+    pub fn drift(&self) -> bool {
+        self.actual_weight()
+            .is_some_and(|a| a != self.status.weight)
+    }
+
+    /// The step the canary is at (from 1), if it is at one.
+    pub fn current(&self) -> Option<&crate::config::CanaryStep> {
+        let i = usize::try_from(self.status.step).ok()?.checked_sub(1)?;
+        self.plan.steps.get(i)
+    }
+}
+
 /// A deployment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeploymentView {
@@ -96,12 +132,15 @@ pub struct DeploymentView {
     pub report: Option<Report>,
     /// Operator commands not yet taken (`pause`, `skip`, …).
     pub pending_commands: Vec<String>,
-    /// Runs so far (more than 1: it was resumed after a crash or a stop).
+    /// Runs so far that did not stop cleanly, plus this one (more than 1: it was resumed after
+    /// a crash).
     pub runs: u32,
     /// Epoch ms.
     pub created_at: i64,
     /// Epoch ms.
     pub completed_at: Option<i64>,
+    /// A canary's plan and where it is.
+    pub canary: Option<CanaryView>,
 }
 
 impl TargetView {
@@ -150,6 +189,19 @@ impl DeploymentView {
         self.first_failure()
             .map(|t| format!("{} failed: {}", t.name, t.message))
             .or_else(|| self.failure())
+    }
+
+    /// A canary reverted by its own analysis (or its failed candidate), not by an operator.
+    pub fn reverted_automatically(&self) -> bool {
+        self.state == DeploymentState::Reverted
+            && self.canary.as_ref().is_some_and(|c| {
+                c.status
+                    .decisions
+                    .iter()
+                    .rev()
+                    .find(|d| d.action == "revert")
+                    .is_some_and(|d| d.by == "analysis" || d.by == "manent")
+            })
     }
 
     /// True when it takes `topic` now.
@@ -241,6 +293,7 @@ fn build(
         inputs.as_ref().is_some_and(|i| i.dry_run),
     ) {
         (super::ROLLBACK, _) => Kind::Rollback,
+        (super::CANARY, _) => Kind::Canary,
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
@@ -389,12 +442,15 @@ fn build(
         }
     }
     if let Some(r) = &report {
-        // Targets no step touched take the report's word: never started, a dry-run's answers.
+        // Targets no step touched take the report's word: never started, a dry-run's answers;
+        // a canary's candidates end promoted or reverted.
+        let canary = kind == Kind::Canary;
         for line in &r.targets {
-            if let Some(t) = targets
-                .iter_mut()
-                .find(|t| t.moniker == line.moniker && t.state == TargetState::Pending)
-            {
+            if let Some(t) = targets.iter_mut().find(|t| {
+                t.moniker == line.moniker
+                    && (t.state == TargetState::Pending
+                        || (canary && t.state == TargetState::Candidate))
+            }) {
                 t.state = line.status;
                 t.message.clone_from(&line.message);
             }
@@ -411,6 +467,14 @@ fn build(
         _ => spec.map(|s| s.artifact.version.clone()).unwrap_or_default(),
     };
     let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
+    let canary = spec
+        .and_then(|s| s.strategy.canary())
+        .filter(|_| kind == Kind::Canary)
+        .map(|plan| CanaryView {
+            plan: plan.clone(),
+            status: event(events, "canary").unwrap_or_default(),
+            actual: event(events, "canary_actual"),
+        });
     DeploymentView {
         id: row.id.clone(),
         kind,
@@ -433,6 +497,7 @@ fn build(
         runs: row.recovery_attempts,
         created_at: row.created_at,
         completed_at: row.completed_at,
+        canary,
     }
 }
 
@@ -462,6 +527,10 @@ pub fn state_of(
         WorkflowStatus::Pending => match phase {
             Some(Phase::Paused { .. }) => D::Paused,
             Some(Phase::AwaitingDecision { .. }) => D::FailedAwaiting,
+            Some(Phase::Canary {
+                doing: Doing::Pause | Doing::Held { .. },
+                ..
+            }) => D::CanaryPaused,
             _ => D::Running,
         },
         WorkflowStatus::Cancelled if targets.iter().any(|t| t.state == TargetState::Running) => {
@@ -474,6 +543,7 @@ pub fn state_of(
             Some((Ending::Deployed, _)) => D::Deployed,
             Some((Ending::RolledBack, _)) => D::RolledBack,
             Some((Ending::Aborted, _)) => D::Aborted,
+            Some((Ending::Reverted, _)) => D::Reverted,
             Some((Ending::Planned | Ending::Validated, _)) => D::Planned,
             Some((Ending::Failed, _)) | None => D::Failed,
         },

@@ -13,7 +13,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::Engine;
-use crate::config::{Config, Strategy};
+use crate::config::Config;
 use crate::deploy::command::{self, OperatorCommand};
 use crate::deploy::records::{self, Db, JournalEntry, LogRecord};
 use crate::deploy::releases::{self, Transitions};
@@ -560,10 +560,7 @@ fn apps_of(config: &Config) -> Vec<AppEnv> {
                 production: spec.production,
                 plugin: spec.plugin.clone(),
                 version: spec.artifact.version.clone(),
-                strategy: match spec.strategy {
-                    Strategy::All => "all".into(),
-                    Strategy::Rolling { batch_size, .. } => format!("rolling {batch_size}"),
-                },
+                strategy: spec.strategy.short(),
                 targets: spec.targets.len(),
                 live: Vec::new(),
                 batches,

@@ -119,6 +119,8 @@ impl std::fmt::Debug for WfCtx {
 struct Run {
     id: String,
     run_token: String,
+    /// Steps were recorded before this run started: it resumes an earlier one.
+    resumed: bool,
     store: Arc<dyn Store>,
     next_id: AtomicU32,
     steps: Mutex<HashMap<u32, StepRecord>>,
@@ -140,11 +142,12 @@ impl WfCtx {
         control: Arc<RunControl>,
         observer: Arc<dyn Observer>,
     ) -> Self {
-        let steps = history
+        let steps: HashMap<u32, StepRecord> = history
             .steps
             .into_iter()
             .map(|s| (s.function_id, s))
             .collect();
+        let resumed = !steps.is_empty();
         let mut attempts: HashMap<u32, Vec<AttemptRecord>> = HashMap::new();
         for a in history.attempts {
             attempts.entry(a.function_id).or_default().push(a);
@@ -153,6 +156,7 @@ impl WfCtx {
             run: Arc::new(Run {
                 id,
                 run_token,
+                resumed,
                 store,
                 next_id: AtomicU32::new(0),
                 steps: Mutex::new(steps),
@@ -166,6 +170,32 @@ impl WfCtx {
     /// The workflow id.
     pub fn id(&self) -> &str {
         &self.run.id
+    }
+
+    /// True when this run continues one that stopped (a crash, a shutdown): it replays what
+    /// was recorded before doing anything new.
+    pub fn resumed(&self) -> bool {
+        self.run.resumed
+    }
+
+    /// True while the next step is recorded: the run is replaying, nothing it does now reaches
+    /// the world.
+    pub fn replaying(&self) -> bool {
+        self.recorded(self.run.next_id.load(Ordering::SeqCst))
+            .is_some()
+    }
+
+    /// Publishes events outside the checkpoint log: what the run measures while it waits (they
+    /// are not replayed and take no step id, so they may happen any number of times).
+    pub async fn publish(&self, events: &[(&str, serde_json::Value)]) -> Result<(), Interrupt> {
+        let events = events
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.to_string()))
+            .collect::<Vec<_>>();
+        let store = &self.run.store;
+        let (id, token) = (&self.run.id, &self.run.run_token);
+        self.store_retry(|| store.publish(id, token, events.clone()))
+            .await
     }
 
     /// Allocates `n` consecutive step ids in program order, before any branch is spawned (E5).

@@ -102,6 +102,14 @@ pub enum StepError {
     Permanent(String),
 }
 
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StepError::Retryable(m) | StepError::Permanent(m) => f.write_str(m),
+        }
+    }
+}
+
 /// How a recorded step failure came about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

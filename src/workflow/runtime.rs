@@ -358,6 +358,9 @@ impl Runtime {
                 );
             }
             Ok(Err(Interrupt::ShuttingDown)) => {
+                // Stopped at a boundary or a durable wait: not a crash. (A failure to say so
+                // only counts this run against the crash limit.)
+                let _ = self.store.stopped(id, token).await;
                 return (
                     None,
                     "the engine stopped; it resumes at the next start".into(),

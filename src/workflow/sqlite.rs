@@ -319,6 +319,12 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn stopped(&self, id: &str, run_token: &str) -> Result<(), StoreError> {
+        let (id, token) = (id.to_owned(), run_token.to_owned());
+        self.write(move |c| workflows::stopped(c, &id, &token))
+            .await
+    }
+
     async fn finish(
         &self,
         id: &str,
@@ -345,6 +351,17 @@ impl Store for SqliteStore {
     async fn send(&self, req: SendRequest) -> Result<Sent, StoreError> {
         let ext = self.ext.clone();
         self.write(move |c| steps::send(c, &req, ext.as_ref()))
+            .await
+    }
+
+    async fn publish(
+        &self,
+        workflow_id: &str,
+        run_token: &str,
+        evs: Vec<(String, String)>,
+    ) -> Result<(), StoreError> {
+        let (id, token) = (workflow_id.to_owned(), run_token.to_owned());
+        self.write(move |c| events::publish(c, &id, &token, &evs))
             .await
     }
 

@@ -438,6 +438,10 @@ pub trait Store: Send + Sync {
     /// Writes the outcome if this run still owns the PENDING row (E3).
     async fn finish(&self, id: &str, run_token: &str, out: Outcome)
     -> Result<Finished, StoreError>;
+    /// The run stopped cleanly (the engine drained it at a boundary or a durable wait): its
+    /// claim does not count as a crash towards `max_recovery_attempts` (a canary parked for
+    /// days is resumed by many engines).
+    async fn stopped(&self, id: &str, run_token: &str) -> Result<(), StoreError>;
     /// Operator cancel: live → CANCELLED, with `records` if it changed. Returns the row after.
     async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError>;
     /// Operator resume: CANCELLED or dead-lettered → ENQUEUED, with `records`. Returns the row
@@ -445,6 +449,14 @@ pub trait Store: Send + Sync {
     async fn resume(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError>;
     /// Delivers an operator command to a workflow's mailbox.
     async fn send(&self, req: SendRequest) -> Result<Sent, StoreError>;
+    /// Publishes events outside the checkpoint log (what a run measures while it waits: a
+    /// canary's actual weight): the latest value only, never replayed, fenced by `run_token`.
+    async fn publish(
+        &self,
+        workflow_id: &str,
+        run_token: &str,
+        events: Vec<(String, String)>,
+    ) -> Result<(), StoreError>;
     /// Records which engine holds the lease, for display.
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError>;
     /// Changes whenever another connection commits (B.7 polling).

@@ -113,6 +113,7 @@ pub fn running() -> DeploymentView {
         runs: 1,
         created_at: NOW - 72_000,
         completed_at: None,
+        canary: None,
     }
 }
 
@@ -126,6 +127,7 @@ pub fn failed() -> DeploymentView {
     d.phase = Some(Phase::AwaitingDecision {
         batch: 2,
         failed: vec!["web-07".into()],
+        canary: false,
     });
     d.accepts = vec![Topic::Retry, Topic::Skip, Topic::Abort];
     d.created_at = NOW - 3_600_000;

@@ -175,7 +175,7 @@ fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &View
     ];
     if d.runs > 1 {
         lines.push(Line::from(Span::styled(
-            format!("resumed: {} runs", d.runs),
+            format!("resumed after {} crash(es)", d.runs - 1),
             t.get("notice.warn"),
         )));
     }

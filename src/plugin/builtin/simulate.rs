@@ -1,7 +1,9 @@
 //! `simulate`: a simulated fleet for the demo, tests and benchmarks. It touches nothing: each
 //! "deploy" waits a latency drawn from the configured range, may fail (transiently or
-//! permanently) at the configured rate, and logs a few lines. Everything it says is labelled as
-//! simulated. Randomness is seeded per target and attempt, so a run is reproducible.
+//! permanently) at the configured rate, and logs a few lines. It also simulates a canary's
+//! slots, traffic router, testers and scale (in memory: a restarted plugin forgets its weights,
+//! which is what the engine re-asserts). Everything it says is labelled as simulated.
+//! Randomness is seeded per target and attempt, so a run is reproducible.
 
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -13,7 +15,8 @@ use serde::Deserialize;
 
 use crate::config::values::Dur;
 use crate::plugin::contract::{
-    Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker,
+    Deployer, DryRunner, ParallelDeployer, ReleaseInspector, Rollbacker, SlotDeployer, SlotScaler,
+    TesterRouter, TrafficRouter,
 };
 use crate::plugin::error::PluginError;
 use crate::plugin::logger::Logger;
@@ -115,6 +118,7 @@ pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deplo
         defaults,
         log,
         fleet: Mutex::new(HashMap::new()),
+        routers: Mutex::new(HashMap::new()),
     }))
 }
 
@@ -151,6 +155,15 @@ struct Simulate {
     log: Logger,
     /// What each simulated target runs, by moniker.
     fleet: Mutex<HashMap<String, String>>,
+    /// Each canary's simulated router, by deployment id.
+    routers: Mutex<HashMap<String, Router>>,
+}
+
+/// A canary's simulated traffic: the candidate's weight and scale.
+#[derive(Debug, Clone, Copy, Default)]
+struct Router {
+    weight: u32,
+    scale: Option<u32>,
 }
 
 enum Fate {
@@ -263,6 +276,29 @@ impl Simulate {
         }
     }
 
+    fn router(&self, req: &Request, f: impl FnOnce(&mut Router)) -> Router {
+        let Ok(mut routers) = self.routers.lock() else {
+            return Router::default();
+        };
+        let r = routers.entry(req.deployment_id.clone()).or_default();
+        f(r);
+        *r
+    }
+
+    fn slots(req: &Request) -> (String, String) {
+        let get = |k: &str| {
+            req.traffic
+                .as_ref()
+                .and_then(|t| t.get(k))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        (
+            get("stable").unwrap_or_else(|| "blue".into()),
+            get("candidate").unwrap_or_else(|| "green".into()),
+        )
+    }
+
     fn set_live(&self, t: &Target, version: &str) {
         if let Ok(mut f) = self.fleet.lock() {
             f.insert(t.moniker.to_string(), version.to_owned());
@@ -306,6 +342,147 @@ impl Deployer for Simulate {
 
     fn parallel_deployer(&self) -> Option<&dyn ParallelDeployer> {
         Some(self)
+    }
+
+    fn slot_deployer(&self) -> Option<&dyn SlotDeployer> {
+        Some(self)
+    }
+
+    fn traffic_router(&self) -> Option<&dyn TrafficRouter> {
+        Some(self)
+    }
+
+    fn tester_router(&self) -> Option<&dyn TesterRouter> {
+        Some(self)
+    }
+
+    fn slot_scaler(&self) -> Option<&dyn SlotScaler> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl SlotDeployer for Simulate {
+    async fn prepare_slots(&self, req: &Request) -> Result<serde_json::Value, PluginError> {
+        // The slot not serving this application's stable release takes the candidate.
+        let live = self
+            .fleet
+            .lock()
+            .ok()
+            .and_then(|f| {
+                req.targets
+                    .first()
+                    .and_then(|t| f.get(&format!("{}#slot", t.moniker)).cloned())
+            })
+            .unwrap_or_else(|| "blue".into());
+        let candidate = if live == "blue" { "green" } else { "blue" };
+        self.router(req, |r| *r = Router::default());
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "simulated slots: stable {live}, candidate {candidate} (nothing real is touched)"
+        ));
+        Ok(serde_json::json!({"simulated": true, "stable": live, "candidate": candidate}))
+    }
+
+    async fn deploy_candidate(&self, req: &Request) -> Result<DeployResult, PluginError> {
+        let (_, candidate) = Simulate::slots(req);
+        let candidate = &candidate;
+        let outcome = for_each_target(req, |t| async move {
+            let took = self.work(req, &t, "candidate deploy").await?;
+            Ok(
+                TargetResult::new(TargetStatus::Deployed).with_message(format!(
+                    "simulated: {} on the {candidate} slot ({} ms simulated latency)",
+                    req.artifact.version,
+                    took.as_millis()
+                )),
+            )
+        })
+        .await;
+        DeployResult::of("simulate", &req.artifact.version, outcome)
+    }
+
+    async fn promote_candidate(&self, req: &Request) -> Result<(), PluginError> {
+        let (_, candidate) = Simulate::slots(req);
+        for t in &req.targets {
+            self.set_live(t, &req.artifact.version);
+            if let Ok(mut f) = self.fleet.lock() {
+                f.insert(format!("{}#slot", t.moniker), candidate.clone());
+            }
+        }
+        self.router(req, |r| r.weight = 100);
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "simulated promote: the {candidate} slot serves {} to all traffic",
+            req.artifact.version
+        ));
+        Ok(())
+    }
+
+    async fn revert_candidate(&self, req: &Request) -> Result<(), PluginError> {
+        let (stable, _) = Simulate::slots(req);
+        self.router(req, |r| r.weight = 0);
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "simulated revert: all traffic back on the {stable} slot"
+        ));
+        Ok(())
+    }
+
+    async fn retire_previous(&self, req: &Request) -> Result<(), PluginError> {
+        let (stable, _) = Simulate::slots(req);
+        self.log
+            .for_deployment(&req.deployment_id)
+            .info(&format!("simulated retire: the {stable} slot is drained"));
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TrafficRouter for Simulate {
+    async fn set_candidate_weight(&self, req: &Request, weight: u32) -> Result<(), PluginError> {
+        if weight > 100 {
+            return Err(PluginError::Permanent(format!(
+                "weight {weight}: a percentage is 0 to 100"
+            )));
+        }
+        self.router(req, |r| r.weight = weight);
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "simulated router: candidate {weight}% / stable {}%",
+            100 - weight
+        ));
+        Ok(())
+    }
+
+    async fn candidate_weight(&self, req: &Request) -> Result<u32, PluginError> {
+        Ok(self.router(req, |_| {}).weight)
+    }
+}
+
+#[async_trait]
+impl TesterRouter for Simulate {
+    async fn route_testers(
+        &self,
+        req: &Request,
+    ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+        self.log
+            .for_deployment(&req.deployment_id)
+            .info("simulated router: requests with X-Canary: 1 reach the candidate");
+        Ok([
+            ("header".to_owned(), "X-Canary: 1".to_owned()),
+            ("simulated".to_owned(), "true".to_owned()),
+        ]
+        .into_iter()
+        .collect())
+    }
+}
+
+#[async_trait]
+impl SlotScaler for Simulate {
+    async fn scale_candidate(&self, req: &Request, percent: u32) -> Result<(), PluginError> {
+        let n = req.targets.len();
+        let up = (n * usize::try_from(percent).unwrap_or(100)).div_ceil(100);
+        self.router(req, |r| r.scale = Some(percent));
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "simulated scale: the candidate runs on {up} of {n} targets ({percent}%)"
+        ));
+        Ok(())
     }
 }
 

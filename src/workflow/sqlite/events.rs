@@ -32,6 +32,37 @@ pub fn set(
     Ok(())
 }
 
+/// Publishes events of a run that still owns its workflow, outside the checkpoint log: the
+/// latest values only (no history row, no step).
+pub fn publish(
+    conn: &Connection,
+    workflow_id: &str,
+    run_token: &str,
+    events: &[(String, String)],
+) -> Result<(), StoreError> {
+    let owned: Option<String> = conn
+        .query_row(
+            "SELECT run_token FROM workflow_status WHERE workflow_id = ?1 AND status = 'PENDING'",
+            [workflow_id],
+            |r| r.get(0),
+        )
+        .ok()
+        .flatten();
+    if owned.as_deref() != Some(run_token) {
+        return Err(StoreError::Fenced(workflow_id.to_owned()));
+    }
+    for (key, value) in events {
+        super::exec(
+            conn,
+            "INSERT INTO workflow_events (workflow_id, key, value, function_id, updated_at) \
+             VALUES (?1, ?2, ?3, -1, ?4) ON CONFLICT (workflow_id, key) DO UPDATE SET \
+             value = excluded.value, updated_at = excluded.updated_at",
+            params![workflow_id, key, value, now_ms()],
+        )?;
+    }
+    Ok(())
+}
+
 pub fn events(conn: &Connection, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
     let mut stmt =
         conn.prepare_cached("SELECT key, value FROM workflow_events WHERE workflow_id = ?1")?;

@@ -156,6 +156,17 @@ pub fn claim(
     Ok(Claim::Claimed(claimed))
 }
 
+/// A clean stop of the run holding `run_token`: its claim is not counted as a crash.
+pub fn stopped(conn: &Connection, id: &str, run_token: &str) -> Result<(), StoreError> {
+    super::exec(
+        conn,
+        "UPDATE workflow_status SET recovery_attempts = MAX(recovery_attempts - 1, 0) \
+         WHERE workflow_id = ?1 AND run_token = ?2 AND status = 'PENDING'",
+        params![id, run_token],
+    )?;
+    Ok(())
+}
+
 pub fn recover(conn: &Connection) -> Result<Vec<String>, StoreError> {
     let now = now_ms();
     super::exec(
