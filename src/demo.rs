@@ -1,9 +1,9 @@
 //! `manent demo`: a self-contained demo in a temporary directory — a simulated fleet of three
-//! dozen targets in batches, deployed through a real external plugin process (this very binary
-//! serving the `simulate` plugin over go-plugin's protocol, pinned by its sha256). An earlier
-//! release is deployed first, quickly, so rolling back has somewhere to go; then the demo
-//! itself (journaled as `demo`, not as the person watching) starts the deploy the console
-//! opens on.
+//! dozen targets, deployed through a real external plugin process (this very binary serving
+//! the `simulate` plugin over go-plugin's protocol, pinned by its sha256), its slots, router,
+//! testers and scale simulated. An earlier release is deployed first, quickly, so rolling back
+//! has somewhere to go; then the demo itself (journaled as `demo`, not as the person watching)
+//! starts the canary the console opens on: it pauses at 10% until the operator promotes it.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,25 @@ environments:
     targets:
 ";
 
+/// prod is a canary: testers first, 10% until promoted, analysis at 25%, 50% until promoted.
+const PROD: &str = "  prod:
+    strategy:
+      canary:
+        slider_step: 5
+        confirm_above: 50
+        steps:
+          - testers: {}
+          - weight: 10
+          - pause: {}
+          - weight: 25
+          - analysis: {command: \"echo simulated: 5xx rate 0.2% under 1%\", count: 3, interval: 5s}
+          - weight: 50
+          - pause: {}
+          - scale: 100
+          - weight: 100
+    targets:
+";
+
 fn app_yml() -> String {
     let mut s = APP.to_owned();
     for i in 1..=12 {
@@ -61,7 +80,7 @@ fn app_yml() -> String {
             i % 3
         ));
     }
-    s.push_str("  prod:\n    targets:\n");
+    s.push_str(PROD);
     for i in 1..=36 {
         s.push_str(&format!(
             "      - {{name: web-{i:02}, labels: {{zone: z{}}}}}\n",
@@ -115,8 +134,8 @@ fn demo_operator() -> Operator {
 }
 
 /// What the console says when it opens on the demo's deploy.
-pub const STARTED: &str = "the demo started this deploy of shop 2.4.0 to prod (journaled as \
-`demo`): watch it, pause it with Space, cancel it with c";
+pub const STARTED: &str =
+    "demo: a canary of shop 2.4.0 in prod; it waits at 10% for you (p promotes, x reverts)";
 
 /// Deploys shop 2.3.0 everywhere, as fast as the simulator goes.
 async fn seed(config: &Path) -> Result<(), String> {
@@ -131,6 +150,8 @@ async fn seed(config: &Path) -> Result<(), String> {
     for env in ["staging", "prod"] {
         let mut spec = config.environment("shop", env).map_err(|e| e.to_string())?;
         spec.artifact.version = "2.3.0".into();
+        // The release before goes everywhere at once, canary or not.
+        spec.strategy = crate::config::Strategy::All;
         let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
             .await
             .map_err(|e| e.to_string())?;

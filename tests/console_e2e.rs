@@ -125,40 +125,69 @@ fn deployments(dir: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn the_demo_deploys_and_answers_the_keyboard_at_80x24() {
+fn the_demos_canary_is_steered_and_promoted_from_the_keyboard_at_80x24() {
     let dir = tempfile::tempdir().unwrap();
     let Some(t) = Tmux::start("demo", &demo(dir.path(), ""), &[]) else {
         return;
     };
     t.wait_for("RUNNING", LONG);
-    let screen = t.wait_for("deployed", LONG);
+    let screen = t.wait_for("candidate", LONG);
     assert!(
         screen.contains(" PROD ") && screen.contains("shop 2.4.0"),
         "{screen}"
     );
-    assert!(screen.lines().count() <= 24 && screen.lines().all(|l| l.chars().count() <= 80));
     // Plugin log lines stream in the log pane.
     t.wait_for("fleet web-", SHORT);
     t.keys(&["?"]);
     t.wait_for("Keys", SHORT);
-    t.keys(&["Escape", "Space"]);
-    t.wait_for("pauses before its next batch", SHORT);
-    t.wait_for("PAUSED", LONG);
-    t.keys(&["Space"]);
-    t.wait_for("RUNNING", LONG);
-    t.keys(&["/", "w", "e", "b", "-", "0", "1", "Enter"]);
-    let screen = t.wait_for("\"web-01\"", SHORT);
-    assert!(screen.contains("Logs"), "{screen}");
+    t.keys(&["Escape"]);
     t.keys(&["c"]);
-    t.wait_for("Cancel deploy of shop to prod (36 targets)?", SHORT);
+    t.wait_for("Cancel canary of shop to prod (36 targets)?", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Enter"]);
     t.wait_for("cancelled: nothing was done", SHORT);
-    assert!(t.capture().contains("RUNNING") || t.capture().contains("DEPLOYED"));
-    t.keys(&["q"]);
-    t.wait_for("Quit the console?", SHORT);
+    // The candidate everywhere, testers routed, 10%: it waits for the operator.
+    let screen = t.wait_for("CANARY PAUSED", LONG);
+    assert!(screen.lines().count() <= 24 && screen.lines().all(|l| l.chars().count() <= 80));
+    assert!(
+        screen.contains("10% candidate") && screen.contains("paused until promoted"),
+        "{screen}"
+    );
+    // The slider: a pending weight, applied with Enter after a confirmation.
+    t.keys(&["Right", "Right"]);
+    t.wait_for("pending 20%", SHORT);
+    t.keys(&["Enter"]);
+    t.wait_for("stable 80% / candidate 20%", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Right", "Enter"]);
+    let screen = t.wait_for("held at 20%", LONG);
+    assert!(screen.contains("20% candidate"), "{screen}");
+    // Space resumes the steps where they were held: the pause for the operator.
+    t.keys(&["Space"]);
+    t.wait_for("step 3/9: paused until promoted", LONG);
+    // p promotes past the pause: 25%, then the analysis, then 50% and the next pause.
+    t.keys(&["p"]);
+    t.wait_for(
+        "Promote the canary of shop 2.4.0 in prod past step 3/9?",
+        SHORT,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
+    t.wait_for("analysis", LONG);
+    let screen = t.wait_for("step 7/9: paused until promoted", LONG);
+    assert!(screen.contains("50% candidate"), "{screen}");
+    // P promotes now: in production the environment's name is typed.
+    t.keys(&["P"]);
+    t.wait_for("in prod now, skipping its remaining", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["p", "r", "o", "d", "Enter"]);
+    t.wait_for("DEPLOYED", LONG);
+    let last = deployments(dir.path()).last().cloned().unwrap();
+    assert_eq!(last.1, "SUCCESS", "{last:?}");
+    t.keys(&["/", "w", "e", "b", "-", "0", "1", "Enter"]);
+    let screen = t.wait_for("\"web-01\"", SHORT);
+    assert!(screen.contains("Logs"), "{screen}");
+    t.keys(&["q"]);
     let screen = t.wait_for("EXITED 0", LONG);
     assert!(screen.contains("manent demo: done"), "{screen}");
 }
@@ -254,7 +283,7 @@ fn a_second_console_attaches_and_acts_through_the_mailbox() {
     second.keys(&["Tab", "Enter"]);
     second.wait_for("Targets", SHORT);
     second.keys(&["c"]);
-    second.wait_for("Cancel deploy of shop to prod", SHORT);
+    second.wait_for("Cancel canary of shop to prod", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     second.keys(&["Right", "Enter"]);
     second.wait_for("cancelled: it stops before its next step", SHORT);
@@ -267,7 +296,7 @@ fn a_second_console_attaches_and_acts_through_the_mailbox() {
     second.wait_for(" cancel shop/prod", SHORT);
     first.keys(&["Escape"]);
     let screen = first.wait_for(" cancel shop/prod", SHORT);
-    assert!(screen.contains(" deploy shop/prod 2.4.0"), "{screen}");
+    assert!(screen.contains(" canary shop/prod 2.4.0"), "{screen}");
     second.keys(&["q"]);
     second.wait_for("EXITED 0", LONG);
 }
@@ -318,14 +347,23 @@ fn a_hangup_keeps_the_deploy_running_headless_to_the_end() {
     drop(t);
     fleet::wait_until(
         Duration::from_secs(120),
-        "the deploy to finish headless and the console to exit",
+        "the canary to reach its pause headless and the console to exit",
         || {
             !std::path::Path::new(&format!("/proc/{}", console.0)).exists()
                 || processes(&needle).is_empty()
         },
     );
+    // It ran on until it waited for an operator, and waits there for the next engine.
     let last = deployments(dir.path()).last().cloned().unwrap();
-    assert_eq!(last.1, "SUCCESS", "the deploy ran to its end: {last:?}");
+    assert_eq!(last.1, "PENDING", "{last:?}");
+    let out = Command::new(MANENT)
+        .args(["--config"])
+        .arg(dir.path().join("manent.yml"))
+        .args(["status", &last.0, "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "canary_paused", "{v}");
     for pid in plugins {
         fleet::wait_until(Duration::from_secs(10), "the plugin to stop", || {
             !processes("plugin-serve simulate")
@@ -353,11 +391,12 @@ fn quitting_hands_running_deployments_to_a_background_worker() {
     )
     .unwrap();
     t.wait_for("rolling 6", LONG);
-    // shop/prod is the first row: deploy it, at the descriptor's version.
-    t.keys(&["D"]);
-    t.wait_for("Which version of shop to prod?", SHORT);
+    // shop/staging is the second row (prod is a canary): deploy it, at the descriptor's
+    // version.
+    t.keys(&["Down", "D"]);
+    t.wait_for("Which version of shop to staging?", SHORT);
     t.keys(&["Enter"]);
-    t.wait_for("Deploy shop 2.4.0 to prod", SHORT);
+    t.wait_for("Deploy shop 2.4.0 to staging", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Right", "Enter"]);
     t.wait_for(" running ", LONG);

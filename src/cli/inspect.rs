@@ -423,7 +423,7 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
         ));
     }
     if let Some(c) = &v.canary {
-        print_canary(c, out);
+        print_canary(c, v.status.is_live(), out);
     }
     out.line(format!(
         "{:<6} {:<40} {:<16} {:<8} {:<9} {}",
@@ -445,14 +445,14 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
 }
 
 /// A canary's split, steps (the current one marked), analysis runs and decisions.
-fn print_canary(c: &crate::deploy::view::CanaryView, out: &mut Out) {
+fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) {
     let s = &c.status;
     let mut line = format!(
         "canary: candidate {}% / stable {}%",
         s.weight,
         100 - s.weight.min(100)
     );
-    match c.actual_weight() {
+    match c.actual_weight().filter(|_| live) {
         Some(a) if a != s.weight => line.push_str(&format!(" (the router reports {a}%: drift)")),
         Some(a) => line.push_str(&format!(" (the router reports {a}%)")),
         None => {}

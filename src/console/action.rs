@@ -25,9 +25,9 @@ pub enum Action {
     NextPanel,
     /// Focus the previous panel (`Shift-Tab`).
     PrevPanel,
-    /// `←`: the canary slider when the canary panel has focus, else the previous panel.
+    /// `←`: on a canary, the pending weight down a slider step; elsewhere the previous panel.
     Left,
-    /// `→`: the canary slider when the canary panel has focus, else the next panel.
+    /// `→`: on a canary, the pending weight up a slider step; elsewhere the next panel.
     Right,
     /// Open what is selected.
     Open,
@@ -59,6 +59,10 @@ pub enum Action {
     Promote,
     /// Revert the canary.
     Revert,
+    /// Promote the canary now, skipping its remaining steps.
+    PromoteFull,
+    /// Back to the canary's previous step's weight.
+    StepBack,
     /// Run the test hooks.
     TestHooks,
     /// Filter the log pane (`/`).

@@ -139,6 +139,8 @@ pub struct App {
     pub follow_targets: bool,
     /// Quitting stops this console's deployments instead of handing them to a worker (demo).
     pub stop_on_quit: bool,
+    /// A canary weight moved with ←/→ and not applied yet: the deployment, the weight.
+    pub pending_weight: Option<(String, u32)>,
     /// Deployments whose earlier log lines were asked for.
     history_asked: std::collections::BTreeSet<String>,
     last_notice: u64,
@@ -166,6 +168,7 @@ impl App {
             follow_started: None,
             follow_targets: true,
             stop_on_quit: false,
+            pending_weight: None,
             history_asked: std::collections::BTreeSet::new(),
             last_notice: 0,
         }
@@ -232,6 +235,7 @@ impl App {
             body,
             d.targets.len(),
             d.headline_failure().is_some(),
+            d.canary.is_some(),
         ))
     }
 
@@ -383,12 +387,21 @@ impl App {
             Action::PageDown => self.page(1),
             Action::Top => self.top(),
             Action::Bottom => self.bottom(),
-            Action::NextPanel | Action::Right if self.focus != Focus::Canary => self.next_panel(1),
-            Action::PrevPanel | Action::Left if self.focus != Focus::Canary => self.next_panel(-1),
-            Action::Left | Action::Right => self.no_canary("moving the traffic slider"),
-            Action::NextPanel => self.next_panel(1),
-            Action::PrevPanel => self.next_panel(-1),
+            // On a canary ←/→ move its traffic slider; elsewhere (and Tab always) the panels.
+            Action::Left | Action::Right if self.canary().is_some() => {
+                self.nudge(if action == Action::Left { -1 } else { 1 });
+            }
+            Action::Right | Action::NextPanel => self.next_panel(1),
+            Action::Left | Action::PrevPanel => self.next_panel(-1),
+            Action::Open if self.pending().is_some() => self.ask_weight(),
             Action::Open => self.open(),
+            Action::Back if self.pending().is_some() => {
+                self.pending_weight = None;
+                self.say(
+                    Level::Info,
+                    "the pending weight was dropped: nothing was sent",
+                );
+            }
             Action::Back => self.back(),
             Action::Deploy => self.pick_version(),
             Action::DryRun => return self.dry_run(),
@@ -398,8 +411,10 @@ impl App {
             Action::Retry => self.ask_retry(),
             Action::Skip => self.ask_skip(),
             Action::Abort => self.ask_abort(),
-            Action::Promote => self.no_canary("promote"),
-            Action::Revert => self.no_canary("revert"),
+            Action::Promote => self.ask_canary(Topic::Promote, dialogs::promote),
+            Action::PromoteFull => self.ask_canary(Topic::Promote, dialogs::promote_full),
+            Action::Revert => self.ask_canary(Topic::Revert, dialogs::revert),
+            Action::StepBack => self.ask_back(),
             Action::TestHooks => {
                 self.say(Level::Warn, "this deployment defines no test hooks");
             }
@@ -420,11 +435,118 @@ impl App {
         None
     }
 
-    fn no_canary(&mut self, what: &str) {
-        self.say(
-            Level::Warn,
-            format!("{what}: this deployment has no canary (strategy is not canary)"),
-        );
+    /// The deployment screen's canary, if it shows one.
+    pub fn canary(&self) -> Option<&DeploymentView> {
+        self.deployment().filter(|d| d.canary.is_some())
+    }
+
+    /// The pending weight of the canary on screen, if one was moved.
+    pub fn pending(&self) -> Option<u32> {
+        let d = self.canary()?;
+        self.pending_weight
+            .as_ref()
+            .filter(|(id, _)| *id == d.id)
+            .map(|(_, w)| *w)
+    }
+
+    /// ←/→: the pending weight moves by the canary's slider step (applied with Enter).
+    fn nudge(&mut self, dir: i32) {
+        let Some(d) = self.canary().cloned() else {
+            return;
+        };
+        if self.refuse_readonly("moving the canary's traffic") {
+            return;
+        }
+        if !d.takes(Topic::Weight) {
+            self.say(Level::Warn, why_not(&d, "weight"));
+            return;
+        }
+        let Some(c) = &d.canary else { return };
+        let from = self.pending().unwrap_or(c.status.weight);
+        let step = i32::try_from(c.plan.slider_step).unwrap_or(5);
+        let to = u32::try_from((i32::try_from(from).unwrap_or(0) + dir * step).clamp(0, 100))
+            .unwrap_or(0);
+        if to == c.status.weight {
+            self.pending_weight = None;
+        } else {
+            self.pending_weight = Some((d.id.clone(), to));
+        }
+    }
+
+    /// Enter on a moved slider: the split to confirm.
+    fn ask_weight(&mut self) {
+        let (Some(d), Some(w)) = (self.canary().cloned(), self.pending()) else {
+            return;
+        };
+        if self.refuse_readonly("setting the canary's weight") {
+            return;
+        }
+        if !d.takes(Topic::Weight) {
+            self.say(Level::Warn, why_not(&d, "weight"));
+            return;
+        }
+        let c = dialogs::weight(&d, w, self.now);
+        self.confirm(c);
+    }
+
+    /// `p`, `P`, `x`: a canary's promote or revert, asked first.
+    fn ask_canary(&mut self, topic: Topic, dialog: fn(&DeploymentView, i64) -> Confirm) {
+        let Some(d) = self.selected_deployment().cloned() else {
+            self.say(Level::Warn, "select a deployment first");
+            return;
+        };
+        if d.canary.is_none() {
+            self.say(
+                Level::Warn,
+                format!(
+                    "{} is a {}, not a canary: {} moves a canary's traffic",
+                    d.id,
+                    d.kind,
+                    topic.as_str()
+                ),
+            );
+            return;
+        }
+        if self.refuse_readonly(topic.as_str()) {
+            return;
+        }
+        if !d.takes(topic) {
+            self.say(Level::Warn, why_not(&d, topic.as_str()));
+            return;
+        }
+        self.pending_weight = None;
+        let c = dialog(&d, self.now);
+        self.confirm(c);
+    }
+
+    /// `b`: back to the previous step's weight.
+    fn ask_back(&mut self) {
+        let Some(d) = self.canary().cloned() else {
+            self.say(
+                Level::Warn,
+                "b steps a canary back: open a canary deployment first",
+            );
+            return;
+        };
+        if self.refuse_readonly("stepping the canary back") {
+            return;
+        }
+        let to = d.canary.as_ref().and_then(|c| c.status.back_to);
+        match to {
+            _ if !d.takes(Topic::Back) => self.say(Level::Warn, why_not(&d, "back")),
+            None => self.say(
+                Level::Warn,
+                format!(
+                    "{} has set no weight yet: there is nothing to go back to",
+                    d.id
+                ),
+            ),
+            Some(to) => {
+                self.pending_weight = None;
+                let c = dialogs::back(&d, to, self.now);
+                self.confirm(c);
+            }
+        }
     }
 
     fn quit(&mut self) {
@@ -1006,6 +1128,15 @@ impl App {
             return None;
         }
         let command = c.command_with_reason();
+        if matches!(
+            &command,
+            Command::Operator {
+                command: OperatorCommand::Weight(_),
+                ..
+            }
+        ) {
+            self.pending_weight = None;
+        }
         if let Command::Deploy {
             application,
             environment,

@@ -25,7 +25,7 @@ pub struct Deployment {
     pub failure: Rect,
     /// The targets table.
     pub targets: Rect,
-    /// The one-line hooks/canary strip of a narrow screen.
+    /// The hooks/canary strip of a narrow screen (one line; three for a canary).
     pub strip: Rect,
     /// The log pane.
     pub logs: Rect,
@@ -33,8 +33,9 @@ pub struct Deployment {
     pub side: Option<Rect>,
 }
 
-/// The deployment screen in `body`, with `targets` targets and a failure headline or not.
-pub fn deployment(body: Rect, targets: usize, failure: bool) -> Deployment {
+/// The deployment screen in `body`, with `targets` targets, a failure headline or not, and a
+/// canary or not.
+pub fn deployment(body: Rect, targets: usize, failure: bool, canary: bool) -> Deployment {
     let wide = body.width >= WIDE;
     let (main, side) = if wide {
         let [m, s] = Layout::horizontal([Constraint::Min(60), Constraint::Length(38)]).areas(body);
@@ -46,7 +47,11 @@ pub fn deployment(body: Rect, targets: usize, failure: bool) -> Deployment {
     let [failure, targets, strip, logs] = Layout::vertical([
         Constraint::Length(if failure { 2 } else { 0 }),
         Constraint::Max(rows.max(5).min(main.height / 2 + 2)),
-        Constraint::Length(u16::from(side.is_none())),
+        Constraint::Length(match (side.is_none(), canary) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 3,
+        }),
         Constraint::Min(4),
     ])
     .areas(main);

@@ -44,6 +44,9 @@ pub const SLOTS: &[&str] = &[
     "log.debug",
     "log.trace",
     "gauge",
+    "canary.stable",
+    "canary.candidate",
+    "canary.pending",
 ];
 
 /// The themes compiled into the binary.

@@ -1,5 +1,6 @@
 //! Drawing: pure functions of the app state, the theme and the injected time. No I/O, no clock.
 
+mod canary;
 mod deployment;
 mod home;
 mod logs;
@@ -53,9 +54,14 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
             crate::plugin::Level::Warn => "notice.warn",
             _ => "notice.info",
         };
+        // On a deployment's screen its id goes without saying.
+        let text = app
+            .deployment()
+            .and_then(|d| f.text.strip_prefix(&format!("{}: ", d.id)))
+            .unwrap_or(&f.text);
         frame.render_widget(
             Paragraph::new(Line::from(Span::styled(
-                format!(" {}", f.text),
+                format!(" {text}"),
                 theme.get(slot),
             ))),
             flash,
@@ -164,6 +170,26 @@ fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
     let mut keys = Vec::new();
     if let Some(d) = app.deployment() {
+        if app.pending().is_some() {
+            keys.push(("Enter", "apply weight"));
+            keys.push(("Esc", "drop it"));
+        }
+        if d.takes(Topic::Weight) {
+            keys.push(("←→", "weight"));
+        }
+        if d.takes(Topic::Promote) {
+            keys.push(("p", "promote"));
+        }
+        if d.takes(Topic::Revert) {
+            keys.push(("x", "revert"));
+        }
+        if d.takes(Topic::Back)
+            && d.canary
+                .as_ref()
+                .is_some_and(|c| c.status.back_to.is_some())
+        {
+            keys.push(("b", "back"));
+        }
         if d.takes(Topic::Retry) {
             keys.push(("r", "retry"));
         }
@@ -176,18 +202,15 @@ fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
         if d.takes(Topic::Resume) {
             keys.push(("Space", "resume"));
         } else if d.takes(Topic::Pause) {
-            keys.push(("Space", "pause"));
+            keys.push(("Space", if d.canary.is_some() { "hold" } else { "pause" }));
         }
         if d.status.is_live() {
             keys.push(("c", "cancel"));
         }
     }
-    keys.extend([
-        ("Enter", "target"),
-        ("Esc", "back"),
-        ("/", "filter"),
-        ("Tab", "panel"),
-        ("L", "level"),
-    ]);
+    if app.pending().is_none() {
+        keys.extend([("Enter", "target"), ("Esc", "back")]);
+    }
+    keys.extend([("/", "filter"), ("Tab", "panel"), ("L", "level")]);
     keys
 }

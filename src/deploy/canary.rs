@@ -70,6 +70,9 @@ pub struct CanaryStatus {
     /// A weight step before `back` can return to (the step weights set so far).
     #[serde(default)]
     pub can_go_back: bool,
+    /// The weight `back` would go to.
+    #[serde(default)]
+    pub back_to: Option<u32>,
 }
 
 /// One run of an analysis check.
@@ -448,6 +451,14 @@ impl Flight {
     /// Publishes the phase, the commands it takes there and the canary's status, as one step.
     async fn publish(&mut self, run: &Run<'_>, phase: Phase) -> Result<(), Stop> {
         self.status.can_go_back = !self.history.is_empty() || self.status.manual;
+        self.status.back_to = if self.status.manual {
+            Some(self.history.last().map_or(0, |l| l.1))
+        } else if self.history.is_empty() {
+            None
+        } else {
+            let n = self.history.len();
+            Some(if n >= 2 { self.history[n - 2].1 } else { 0 })
+        };
         if let Phase::Canary { step, .. } = phase {
             self.status.step = step;
         }
@@ -485,6 +496,10 @@ impl Flight {
             .await?;
         self.status.weight = set.set;
         self.status.actual = set.actual;
+        // What the router reported now replaces what was measured before.
+        if !run.ctx.replaying() {
+            publish_actual(run, set.actual, None).await;
+        }
         Ok(())
     }
 
@@ -636,11 +651,30 @@ impl Flight {
                 run,
                 self.at(Doing::Analysis {
                     run: i,
-                    of: a.count,
+                    runs: a.count,
                 }),
             )
             .await?;
+            let live = !run.ctx.replaying();
             let seen = self.check(run, a).await?;
+            if live {
+                let log = run.env.log.for_deployment(run.ctx.id());
+                let line = format!(
+                    "analysis {i}/{} at step {step} {}: {}{}",
+                    a.count,
+                    seen.verdict.as_str(),
+                    seen.value,
+                    if seen.excerpt.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", seen.excerpt)
+                    }
+                );
+                match seen.verdict {
+                    Verdict::Pass => log.info(&line),
+                    _ => log.warn(&line),
+                }
+            }
             let verdict = seen.verdict;
             let detail = format!(
                 "{}{}",

@@ -440,13 +440,13 @@ fn accepted(v: &DeploymentView, cmd: &OperatorCommand) -> String {
             v.id
         ),
         OperatorCommand::Weight(w) => format!(
-            "{}: the candidate takes {w}% of traffic; the steps hold until `manent resume {}` \
-             or `manent promote {}`",
-            v.id, v.id, v.id
+            "{}: candidate {w}% / stable {}%; the steps hold until resume or promote",
+            v.id,
+            100 - (*w).min(100)
         ),
         OperatorCommand::Back => format!(
-            "{}: back to the previous step's weight; the steps hold until `manent resume {}`",
-            v.id, v.id
+            "{}: back to the previous step's weight; the steps hold until resume",
+            v.id
         ),
     }
 }

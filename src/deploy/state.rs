@@ -113,8 +113,8 @@ pub enum Doing {
     Scale { percent: u32 },
     /// Routing testers to the candidate.
     Testers,
-    /// Running analysis: run `run` of `of`.
-    Analysis { run: u32, of: u32 },
+    /// Running analysis: run `run` of `runs`.
+    Analysis { run: u32, runs: u32 },
     /// Waiting for an operator to promote (a `pause: {}` step).
     Pause,
     /// A timed pause, until epoch ms `until`.
@@ -130,11 +130,13 @@ impl fmt::Display for Doing {
             Doing::Weight { weight } => format!("weight {weight}%"),
             Doing::Scale { percent } => format!("scale {percent}%"),
             Doing::Testers => "routing testers".to_owned(),
-            Doing::Analysis { run, of } => format!("analysis {run}/{of}"),
+            Doing::Analysis { run, runs } => format!("analysis {run}/{runs}"),
             Doing::Pause => "paused until promoted".to_owned(),
             Doing::Timed { until } => {
-                let left = (*until - crate::sys::now_ms()).max(0) / 1000;
-                format!("paused, {}m{:02}s left", left / 60, left % 60)
+                let t = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(u64::try_from(*until).unwrap_or(0));
+                let at = humantime::format_rfc3339_seconds(t).to_string();
+                format!("paused until {}", at.get(11..19).unwrap_or(&at))
             }
             Doing::Held { weight } => format!("held at {weight}%"),
         };
@@ -707,6 +709,27 @@ mod tests {
             r#"{"phase":"canary","step":2,"of":5,"doing":"held","weight":25}"#
         );
         assert_eq!(serde_json::from_str::<Phase>(&json).unwrap(), c);
+        // Every canary phase reads back (a field of `Doing` named like one of `Canary` would
+        // not: the flattened JSON would hold it twice).
+        for doing in [
+            Doing::Weight { weight: 10 },
+            Doing::Scale { percent: 50 },
+            Doing::Testers,
+            Doing::Analysis { run: 1, runs: 3 },
+            Doing::Pause,
+            Doing::Timed {
+                until: 1_700_000_000_000,
+            },
+            Doing::Held { weight: 5 },
+        ] {
+            let p = Phase::Canary {
+                step: 1,
+                of: 2,
+                doing,
+            };
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(serde_json::from_str::<Phase>(&json).ok(), Some(p), "{json}");
+        }
         assert_eq!(
             serde_json::to_string(&TargetState::RolledBack).unwrap(),
             r#""rolled_back""#,

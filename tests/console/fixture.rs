@@ -202,6 +202,79 @@ pub fn rolled_back() -> DeploymentView {
     d
 }
 
+/// The demo's canary steps.
+pub fn canary_plan() -> manent::config::Canary {
+    use manent::config::{Analysis, CanaryStep, Check};
+    manent::config::Canary {
+        steps: vec![
+            CanaryStep::Testers,
+            CanaryStep::Weight(10),
+            CanaryStep::Pause(None),
+            CanaryStep::Weight(25),
+            CanaryStep::Analysis(Analysis {
+                check: Check::Command {
+                    command: "curl -fs http://127.0.0.1:8080/health".into(),
+                },
+                count: 3,
+                interval: std::time::Duration::from_secs(5),
+                failure_limit: 1,
+                inconclusive_limit: 1,
+            }),
+            CanaryStep::Weight(50),
+            CanaryStep::Pause(None),
+            CanaryStep::Scale(100),
+            CanaryStep::Weight(100),
+        ],
+        slider_step: 5,
+        confirm_above: 50,
+    }
+}
+
+/// A canary of shop 2.4.0 in prod, its candidate on every target, paused at 10% (step 3 of 9)
+/// until an operator promotes it.
+pub fn canary() -> DeploymentView {
+    use manent::deploy::canary::{Actual, CanaryStatus};
+    use manent::deploy::state::Doing;
+    let mut d = running();
+    d.id = "dep-20261129-100500-dddd".into();
+    d.kind = Kind::Canary;
+    d.state = DeploymentState::CanaryPaused;
+    d.phase = Some(Phase::Canary {
+        step: 3,
+        of: 9,
+        doing: Doing::Pause,
+    });
+    d.accepts = vec![Topic::Promote, Topic::Revert, Topic::Weight, Topic::Back];
+    d.batches = 1;
+    for t in &mut d.targets {
+        t.batch = 1;
+        t.state = TargetState::Candidate;
+        t.attempt = 1;
+        t.duration_ms = Some(1400);
+        t.message = "simulated: 2.4.0 on the green slot".into();
+    }
+    d.canary = Some(manent::deploy::view::CanaryView {
+        plan: canary_plan(),
+        status: CanaryStatus {
+            step: 3,
+            weight: 10,
+            actual: Some(10),
+            testers: [("header".to_owned(), "X-Canary: 1".to_owned())]
+                .into_iter()
+                .collect(),
+            can_go_back: true,
+            back_to: Some(0),
+            ..CanaryStatus::default()
+        },
+        actual: Some(Actual {
+            weight: Some(10),
+            error: None,
+            at: NOW - 2_000,
+        }),
+    });
+    d
+}
+
 fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
     let batches: Vec<Vec<String>> = (1..=n)
         .collect::<Vec<_>>()
@@ -247,7 +320,7 @@ pub fn snapshot() -> Snapshot {
             a.versions.clear();
             a
         }],
-        deployments: vec![running(), failed(), rolled_back()],
+        deployments: vec![running(), failed(), rolled_back(), canary()],
         journal: vec![JournalEntry {
             at: NOW - 72_000,
             operator: "alice".into(),
@@ -317,11 +390,16 @@ pub fn app_on_deployment(id: &str) -> App {
     app
 }
 
+/// The phase of the deployment on screen (the first one on Home).
 pub fn set_phase(app: &mut App, phase: Phase, state: DeploymentState, accepts: &[Topic]) {
     let mut s = (*app.snap).clone();
-    s.deployments[0].phase = Some(phase);
-    s.deployments[0].state = state;
-    s.deployments[0].accepts = accepts.to_vec();
+    let i = app
+        .deployment()
+        .and_then(|d| s.deployments.iter().position(|x| x.id == d.id))
+        .unwrap_or(0);
+    s.deployments[i].phase = Some(phase);
+    s.deployments[i].state = state;
+    s.deployments[i].accepts = accepts.to_vec();
     app.update(Action::Snapshot(Arc::new(s)));
 }
 
@@ -345,6 +423,8 @@ pub fn app_with_every_state() -> App {
         D::Cancelled,
         D::Interrupted,
         D::Planned,
+        D::CanaryPaused,
+        D::Reverted,
     ];
     snap.deployments = states
         .iter()

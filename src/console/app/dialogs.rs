@@ -434,3 +434,169 @@ impl Versions {
         Picked::Nothing
     }
 }
+
+/// `stable 70% / candidate 30%`
+pub fn split(weight: u32) -> String {
+    format!(
+        "stable {}% / candidate {}%",
+        100 - weight.min(100),
+        weight.min(100)
+    )
+}
+
+fn canary_of(d: &DeploymentView) -> String {
+    format!(
+        "the canary of {} {} in {}",
+        d.application, d.version, d.environment
+    )
+}
+
+fn where_now(d: &DeploymentView) -> String {
+    let weight = d.canary.as_ref().map_or(0, |c| c.status.weight);
+    match &d.phase {
+        Some(p) => format!("now: candidate {weight}% ({p})"),
+        None => format!("now: candidate {weight}%"),
+    }
+}
+
+/// Set a canary's weight by hand: names the split, the targets and the environment; above
+/// `confirm_above` in production the environment's name is typed.
+pub fn weight(d: &DeploymentView, weight: u32, now: i64) -> Confirm {
+    let title = format!(
+        "Set {}: {}, {}?",
+        canary_of(d),
+        split(weight),
+        crate::deploy::plan::count(d.targets.len(), "target")
+    );
+    let mut lines = vec![
+        where_now(d),
+        "the steps then hold at this weight until resume (Space) or promote (p)".to_owned(),
+    ];
+    let above = d
+        .canary
+        .as_ref()
+        .is_some_and(|c| weight > c.plan.confirm_above);
+    let typed = d.production && above;
+    if typed {
+        lines.push(format!(
+            "more than {}% in production: type {} to confirm",
+            d.canary.as_ref().map_or(50, |c| c.plan.confirm_above),
+            d.environment
+        ));
+    } else if d.production {
+        lines.push(production_line(&d.environment));
+    }
+    let c = Confirm::new(
+        title,
+        lines,
+        operator(d, OperatorCommand::Weight(weight)),
+        d.production,
+        now,
+    )
+    .buttons("Cancel", "Set weight");
+    if typed { c.typed_in(&d.environment) } else { c }
+}
+
+/// End the step a canary waits at.
+pub fn promote(d: &DeploymentView, now: i64) -> Confirm {
+    let c = d.canary.as_ref();
+    let (step, of) = c.map_or((0, 0), |c| (c.status.step, c.plan.steps.len()));
+    let next = c
+        .and_then(|c| c.plan.steps.get(usize::try_from(step).unwrap_or(0)))
+        .map_or_else(
+            || "then the candidate becomes the stable release".to_owned(),
+            |s| format!("next: {s}"),
+        );
+    let title = format!("Promote {} past step {step}/{of}?", canary_of(d));
+    let mut lines = vec![where_now(d), next];
+    if d.production {
+        lines.push(production_line(&d.environment));
+    }
+    Confirm::new(
+        title,
+        lines,
+        operator(d, OperatorCommand::Promote { full: false }),
+        d.production,
+        now,
+    )
+    .buttons("Cancel", "Promote")
+}
+
+/// Skip a canary's remaining steps: the candidate becomes the stable release.
+pub fn promote_full(d: &DeploymentView, now: i64) -> Confirm {
+    let title = format!(
+        "Promote {} now, skipping its remaining steps?",
+        canary_of(d)
+    );
+    let mut lines = vec![
+        where_now(d),
+        format!(
+            "the candidate becomes the stable release on {}; its releases are recorded",
+            crate::deploy::plan::count(d.targets.len(), "target")
+        ),
+    ];
+    if d.production {
+        lines.push(format!(
+            "{} is production: type its name to confirm",
+            d.environment
+        ));
+    }
+    let c = Confirm::new(
+        title,
+        lines,
+        operator(d, OperatorCommand::Promote { full: true }),
+        d.production,
+        now,
+    )
+    .buttons("Cancel", "Promote now");
+    if d.production {
+        c.typed_in(&d.environment)
+    } else {
+        c
+    }
+}
+
+/// Take a canary's candidate out of traffic.
+pub fn revert(d: &DeploymentView, now: i64) -> Confirm {
+    let title = format!("Revert {}?", canary_of(d));
+    let mut lines = vec![
+        where_now(d),
+        format!(
+            "the candidate leaves traffic; the stable release stays live on {}; the deployment \
+             ends reverted",
+            crate::deploy::plan::count(d.targets.len(), "target")
+        ),
+    ];
+    if d.production {
+        lines.push(production_line(&d.environment));
+    }
+    Confirm::new(
+        title,
+        lines,
+        operator(d, OperatorCommand::Revert),
+        d.production,
+        now,
+    )
+    .buttons("Keep canary", "Revert")
+}
+
+/// Back to a canary's previous step's weight.
+pub fn back(d: &DeploymentView, to: u32, now: i64) -> Confirm {
+    let weight = d.canary.as_ref().map_or(0, |c| c.status.weight);
+    let title = format!(
+        "Back to the previous step's weight in {}: {weight}% → {to}%?",
+        canary_of(d)
+    );
+    let lines = vec![format!(
+        "{}, then the steps hold until resume (Space)",
+        split(to)
+    )];
+    Confirm::new(
+        title,
+        lines,
+        operator(d, OperatorCommand::Back),
+        d.production,
+        now,
+    )
+    .buttons("Cancel", "Go back")
+}

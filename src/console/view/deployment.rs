@@ -7,7 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
+use super::canary;
+use super::widgets::{clock, elapsed, fit, panel, row_highlight};
 use crate::console::app::Focus;
 use crate::console::layout;
 use crate::deploy::state::TargetState;
@@ -22,7 +23,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         return;
     };
     let failure = d.headline_failure();
-    let l = layout::deployment(area, d.targets.len(), failure.is_some());
+    let l = layout::deployment(area, d.targets.len(), failure.is_some(), d.canary.is_some());
     if let Some(f) = failure {
         // What failed, in the operator's first two lines; the rest is one Enter away.
         frame.render_widget(
@@ -38,13 +39,21 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     render_targets(frame, targets, d, ctx);
     if side.is_none() {
         let t = ctx.theme;
-        let line = Line::from(vec![
-            Span::styled(" hooks ", t.get("muted")),
-            Span::raw("none defined"),
-            Span::styled("  canary ", t.get("muted")),
-            Span::raw(format!("not a canary deployment ({})", d.kind)),
-        ]);
-        frame.render_widget(Paragraph::new(line), strip);
+        match &d.canary {
+            Some(c) => {
+                let lines = canary::strip(d, c, usize::from(strip.width), ctx);
+                frame.render_widget(Paragraph::new(lines), strip);
+            }
+            None => {
+                let line = Line::from(vec![
+                    Span::styled(" hooks ", t.get("muted")),
+                    Span::raw("none defined"),
+                    Span::styled("  canary ", t.get("muted")),
+                    Span::raw(format!("not a canary deployment ({})", d.kind)),
+                ]);
+                frame.render_widget(Paragraph::new(line), strip);
+            }
+        }
     }
     super::logs::render(frame, logs, ctx);
     if let Some(side) = side {
@@ -93,7 +102,12 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         Constraint::Min(10),
     ];
     let focused = app.focus == Focus::Targets;
-    let title = format!(" Targets {} · batch size {} ", progress(d), batch_sizes(d));
+    let title = format!(
+        " Targets {}/{} · batch size {} ",
+        d.done(),
+        d.targets.len(),
+        batch_sizes(d)
+    );
     let table = Table::new(rows, widths)
         .header(
             Row::new(vec![
@@ -128,9 +142,12 @@ fn batch_sizes(d: &DeploymentView) -> String {
 
 fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let t = ctx.theme;
-    let [hooks, canary, info] = Layout::vertical([
+    let canary_rows = d.canary.as_ref().map_or(6, |c| {
+        u16::try_from(c.plan.steps.len().min(10)).unwrap_or(10) + 7
+    });
+    let [hooks, canary_area, info] = Layout::vertical([
         Constraint::Length(5),
-        Constraint::Length(6),
+        Constraint::Length(canary_rows),
         Constraint::Min(3),
     ])
     .areas(area);
@@ -146,19 +163,31 @@ fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &View
         .block(boxed(" Hooks ", Focus::Hooks)),
         hooks,
     );
-    frame.render_widget(
-        Paragraph::new(vec![
-            Line::from(Span::styled("candidate weight", t.get("muted"))),
-            Line::from(format!("not a canary deployment ({})", d.kind)),
-            Line::from(Span::styled(
-                "p promote · x revert · ←/→ weight",
-                t.get("muted"),
-            )),
-        ])
-        .wrap(Wrap { trim: true })
-        .block(boxed(" Canary ", Focus::Canary)),
-        canary,
-    );
+    match &d.canary {
+        Some(c) => {
+            let inner = usize::from(canary_area.width.saturating_sub(2));
+            let pending = ctx.app.pending();
+            let mut lines = canary::slider(c, pending, inner, t);
+            lines.push(canary::weights(c, pending, d.status.is_live(), t));
+            lines.push(canary::step_line(d, c, false, t));
+            let rows = usize::from(canary_area.height.saturating_sub(7));
+            lines.extend(canary::steps(c, rows, inner, t));
+            lines.push(canary::extras(c, t));
+            frame.render_widget(
+                Paragraph::new(lines).block(boxed(" Canary ", Focus::Canary)),
+                canary_area,
+            );
+        }
+        None => frame.render_widget(
+            Paragraph::new(vec![
+                Line::from(Span::styled("candidate weight", t.get("muted"))),
+                Line::from(format!("not a canary deployment ({})", d.kind)),
+            ])
+            .wrap(Wrap { trim: true })
+            .block(boxed(" Canary ", Focus::Canary)),
+            canary_area,
+        ),
+    }
     let mut lines = vec![
         Line::from(vec![
             Span::styled("id ", t.get("muted")),

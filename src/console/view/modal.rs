@@ -169,7 +169,10 @@ fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize, ctx: &ViewCtx<'_>) {
             "↑↓ jk PgUp PgDn g G",
             "move; in the logs, scroll (G/End follows)",
         ),
-        ("Tab Shift-Tab ←→ hl", "next / previous panel"),
+        (
+            "Tab Shift-Tab ←→ hl",
+            "next / previous panel (←→ move a canary's weight)",
+        ),
         ("Enter", "open: plan, deployment; on a target, its details"),
         ("Esc", "back to the list"),
         (
@@ -179,14 +182,22 @@ fn help(frame: &mut Frame<'_>, area: Rect, scroll: usize, ctx: &ViewCtx<'_>) {
         ("d", "dry-run: what would a deploy do"),
         ("R", "roll back: shows where each target goes first"),
         ("c", "cancel the deployment at its next step"),
-        ("Space", "pause before the next batch / resume"),
+        (
+            "Space",
+            "pause before the next batch / resume (a canary: hold)",
+        ),
         (
             "r",
             "retry the failed targets (the selected one if it failed)",
         ),
         ("s", "skip the selected target: it keeps its release"),
         ("A", "abort: stop and roll back what the deploy changed"),
-        ("p x ←→", "canary: promote, revert, traffic weight"),
+        (
+            "←→ Enter",
+            "canary: move the weight, then apply it (Esc drops)",
+        ),
+        ("p  P", "canary: promote past this step; promote now"),
+        ("x  b", "canary: revert; back to the previous step's weight"),
         ("t", "run test hooks"),
         ("/", "filter logs: words plugin:X target:X level:warn"),
         ("L  f", "log level filter; the selected target only"),

@@ -42,9 +42,14 @@ pub fn clock(ms: i64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
 }
 
-/// `12/36`: targets done of all.
+/// `12/36`: targets done of all; a canary taking traffic: its candidate's weight, `25%`.
 pub fn progress(d: &DeploymentView) -> String {
-    format!("{}/{}", d.done(), d.targets.len())
+    match &d.canary {
+        Some(c) if d.status.is_live() && d.done() == d.targets.len() => {
+            format!("{}%", c.status.weight)
+        }
+        _ => format!("{}/{}", d.done(), d.targets.len()),
+    }
 }
 
 /// Cuts `s` to `width` characters, marking the cut.
