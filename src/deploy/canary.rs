@@ -768,11 +768,13 @@ impl Flight {
     /// Waits for a command on `topics` (up to `timeout`), reading the plugin's actual weight
     /// meanwhile. `None` when the time is up.
     async fn wait(
-        &self,
+        &mut self,
         run: &Run<'_>,
         topics_: &[Topic],
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, Stop> {
+        // A restart that resumes inside a wait re-asserts the weight before waiting again.
+        self.reassert_after_restart(run).await;
         let t = topics(topics_);
         let recv = run.ctx.recv(&t, timeout);
         tokio::pin!(recv);
