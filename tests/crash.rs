@@ -516,3 +516,185 @@ fn a_crash_during_a_retried_target_completes_it_once() {
         fx.integrity_ok();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A canary killed anywhere: the same checkpoint log as an uninterrupted run, every completed
+// plugin call once, an interrupted one again with its key.
+
+/// A canary through every kind of step, on the simulated router, which writes a ledger line
+/// per call (`<call> <key> <attempt> <detail>`).
+fn canary_fixture() -> Fixture {
+    let fx = Fixture::new(
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n",
+        &[],
+    );
+    let app = format!(
+        "application: shop\nartifact: {{version: \"2.0.0\"}}\ndeploy:\n  plugin: fleet\n  params: {{ledger: \"{}\"}}\n\
+         strategy:\n  canary:\n    steps:\n      - testers: {{}}\n      - weight: 10\n\
+         \x20     - analysis: {{command: 'exit 0', count: 2, interval: 200ms}}\n      - pause: 400ms\n\
+         \x20     - scale: 50\n      - weight: 50\n      - weight: 100\n\
+         parallelism: 2\nenvironments:\n  prod:\n    targets: [{{name: s1}}, {{name: s2}}, {{name: s3}}]\n",
+        fx.path().join("calls").display()
+    );
+    std::fs::write(fx.path().join("apps/shop.yml"), app).unwrap();
+    fx
+}
+
+const CANARY: &[&str] = &["deploy", "shop", "prod", "--yes"];
+
+/// (call, key, attempt) per ledger line with a key (the engine's own re-asserts have none).
+fn calls(fx: &Fixture) -> Vec<(String, String, u32)> {
+    std::fs::read_to_string(fx.path().join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let key = (*f.get(1)?).to_owned();
+            let attempt = f.get(2)?.parse().ok()?;
+            (key != "-").then(|| (f[0].to_owned(), key, attempt))
+        })
+        .collect()
+}
+
+fn canary_golden() -> Vec<(u32, String)> {
+    let fx = canary_fixture();
+    let out = fx.run(CANARY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let steps = fx.steps(&id);
+    let names: Vec<&str> = steps.iter().map(|(_, n)| n.as_str()).collect();
+    for call in [
+        "canary.slots",
+        "candidate:b1:s1",
+        "canary.testers",
+        "canary.weight",
+        "canary.check",
+        "canary.deadline",
+        "canary.scale",
+        "canary.promote",
+        "canary.retire",
+    ] {
+        assert!(names.contains(&call), "{call} in {names:?}");
+    }
+    steps
+}
+
+/// Runs the canary again after a kill and checks it against the golden run: a plugin call
+/// whose step was checkpointed before the kill never runs again; one the kill cut off (it
+/// ran, its step not checkpointed) runs again once, with its key and a later attempt; every
+/// other runs once.
+fn canary_resumes(fx: &Fixture, golden: &[(u32, String)], what: &str) {
+    let id = fx.deployments().pop().unwrap();
+    let done_before: BTreeSet<String> = fx
+        .steps(&id)
+        .into_iter()
+        .map(|(fid, _)| format!("{id}/{fid}"))
+        .collect();
+    let ran_before: BTreeSet<String> = calls(fx).into_iter().map(|c| c.1).collect();
+    let out = fx.run(CANARY);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "after {what}: {}",
+        text(&out.stderr)
+    );
+    assert_eq!(fx.status(&id)["state"], "deployed", "after {what}");
+    assert_eq!(
+        fx.steps(&id),
+        golden,
+        "after {what}: the checkpoint log differs"
+    );
+    let checkpointed: BTreeSet<String> = fx
+        .steps(&id)
+        .into_iter()
+        .map(|(fid, _)| format!("{id}/{fid}"))
+        .collect();
+    let mut seen: BTreeMap<(String, String), Vec<u32>> = BTreeMap::new();
+    for (call, key, attempt) in calls(fx) {
+        seen.entry((call, key)).or_default().push(attempt);
+    }
+    for ((call, key), attempts) in &seen {
+        assert!(
+            checkpointed.contains(key),
+            "{call} {key} ran outside a step"
+        );
+        let cut_off = ran_before.contains(key) && !done_before.contains(key);
+        let expected = if cut_off { 2 } else { 1 };
+        assert_eq!(
+            attempts.len(),
+            expected,
+            "after {what}: {call} {key} ran {attempts:?}"
+        );
+        if cut_off {
+            assert!(
+                attempts[1] > attempts[0],
+                "after {what}: a rerun is a later attempt"
+            );
+        }
+    }
+    fx.integrity_ok();
+}
+
+#[test]
+fn a_canary_killed_after_any_checkpoint_resumes_to_the_same_end() {
+    let golden = canary_golden();
+    for filter in ["canary.", "candidate:"] {
+        let n = golden.iter().filter(|(_, m)| m.starts_with(filter)).count();
+        for k in 1..=n {
+            let fx = canary_fixture();
+            let fp = format!("step.after_checkpoint~{filter}=kill@{k}");
+            run_killed(&fx, CANARY, &fp);
+            canary_resumes(&fx, &golden, &fp);
+        }
+    }
+}
+
+#[test]
+fn a_canary_call_cut_off_before_its_checkpoint_runs_again_with_its_key() {
+    let golden = canary_golden();
+    for call in [
+        "canary.weight",
+        "canary.promote",
+        "canary.testers",
+        "canary.scale",
+    ] {
+        let fx = canary_fixture();
+        let fp = format!("step.before_checkpoint~{call}=kill@1");
+        run_killed(&fx, CANARY, &fp);
+        let first: Vec<(String, String, u32)> = calls(&fx);
+        let cut = first
+            .iter()
+            .rev()
+            .find(|c| format!("canary.{}", c.0) == call)
+            .cloned()
+            .unwrap_or_else(|| panic!("{call} ran before the kill: {first:?}"));
+        canary_resumes(&fx, &golden, &fp);
+        let again: Vec<u32> = calls(&fx)
+            .into_iter()
+            .filter(|c| c.1 == cut.1)
+            .map(|c| c.2)
+            .collect();
+        assert_eq!(again, [1, 2], "{call}: the same key, a later attempt");
+    }
+}
+
+#[test]
+fn a_canary_killed_inside_its_timed_pause_and_its_analysis_resumes_where_it_was() {
+    let golden = canary_golden();
+    for (doing, what) in [
+        ("analysis", "inside the analysis"),
+        ("timed", "inside the timed pause"),
+    ] {
+        let fx = canary_fixture();
+        let mut child = fx.spawn_with(CANARY, &[]);
+        wait_until(Duration::from_secs(60), what, || {
+            fx.deployments().pop().is_some_and(|id| {
+                let v = fx.status(&id);
+                v["phase"]["doing"] == doing
+            })
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
+        canary_resumes(&fx, &golden, what);
+    }
+}

@@ -741,8 +741,9 @@ impl Flight {
             crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
             crate::config::Check::Command { .. } => spec.step_timeout,
         };
+        // A check never fails its step; its retries are for the attempts a crash cut off.
         let policy = RetryPolicy {
-            max_retries: 0,
+            max_retries: 3,
             timeout: Some(limit + Duration::from_secs(5)),
             ..steps::internal()
         };

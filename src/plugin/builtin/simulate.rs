@@ -52,6 +52,10 @@ struct Settings {
     /// Seed for reproducible runs.
     #[serde(default)]
     seed: Option<u64>,
+    /// A file that gets one line per call (`<call> <idempotency key> <attempt> <detail>`):
+    /// what the crash tests read to see which calls ran.
+    #[serde(default)]
+    ledger: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +111,7 @@ impl Settings {
             flaky_attempts: over.flaky_attempts.or(self.flaky_attempts),
             log_lines: over.log_lines.or(self.log_lines),
             seed: over.seed.or(self.seed),
+            ledger: over.ledger.clone().or_else(|| self.ledger.clone()),
         }
     }
 }
@@ -276,6 +281,28 @@ impl Simulate {
         }
     }
 
+    /// Appends `call detail` to the ledger, if one is configured.
+    fn ledger(&self, req: &Request, call: &str, detail: &str) {
+        let Ok(s) = self.settings(req) else { return };
+        let Some(path) = s.ledger else { return };
+        let line = format!(
+            "{call} {} {} {detail}\n",
+            if req.idempotency_key.is_empty() {
+                "-"
+            } else {
+                &req.idempotency_key
+            },
+            req.attempt
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
+
     fn router(&self, req: &Request, f: impl FnOnce(&mut Router)) -> Router {
         let Ok(mut routers) = self.routers.lock() else {
             return Router::default();
@@ -377,6 +404,7 @@ impl SlotDeployer for Simulate {
             .unwrap_or_else(|| "blue".into());
         let candidate = if live == "blue" { "green" } else { "blue" };
         self.router(req, |r| *r = Router::default());
+        self.ledger(req, "slots", candidate);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated slots: stable {live}, candidate {candidate} (nothing real is touched)"
         ));
@@ -388,6 +416,7 @@ impl SlotDeployer for Simulate {
         let candidate = &candidate;
         let outcome = for_each_target(req, |t| async move {
             let took = self.work(req, &t, "candidate deploy").await?;
+            self.ledger(req, "candidate", t.name());
             Ok(
                 TargetResult::new(TargetStatus::Deployed).with_message(format!(
                     "simulated: {} on the {candidate} slot ({} ms simulated latency)",
@@ -409,6 +438,7 @@ impl SlotDeployer for Simulate {
             }
         }
         self.router(req, |r| r.weight = 100);
+        self.ledger(req, "promote", &candidate);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated promote: the {candidate} slot serves {} to all traffic",
             req.artifact.version
@@ -419,6 +449,7 @@ impl SlotDeployer for Simulate {
     async fn revert_candidate(&self, req: &Request) -> Result<(), PluginError> {
         let (stable, _) = Simulate::slots(req);
         self.router(req, |r| r.weight = 0);
+        self.ledger(req, "revert", &stable);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated revert: all traffic back on the {stable} slot"
         ));
@@ -427,6 +458,7 @@ impl SlotDeployer for Simulate {
 
     async fn retire_previous(&self, req: &Request) -> Result<(), PluginError> {
         let (stable, _) = Simulate::slots(req);
+        self.ledger(req, "retire", &stable);
         self.log
             .for_deployment(&req.deployment_id)
             .info(&format!("simulated retire: the {stable} slot is drained"));
@@ -443,6 +475,7 @@ impl TrafficRouter for Simulate {
             )));
         }
         self.router(req, |r| r.weight = weight);
+        self.ledger(req, "weight", &weight.to_string());
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated router: candidate {weight}% / stable {}%",
             100 - weight
@@ -461,6 +494,7 @@ impl TesterRouter for Simulate {
         &self,
         req: &Request,
     ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+        self.ledger(req, "testers", "X-Canary");
         self.log
             .for_deployment(&req.deployment_id)
             .info("simulated router: requests with X-Canary: 1 reach the candidate");
@@ -479,6 +513,7 @@ impl SlotScaler for Simulate {
         let n = req.targets.len();
         let up = (n * usize::try_from(percent).unwrap_or(100)).div_ceil(100);
         self.router(req, |r| r.scale = Some(percent));
+        self.ledger(req, "scale", &percent.to_string());
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated scale: the candidate runs on {up} of {n} targets ({percent}%)"
         ));
