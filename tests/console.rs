@@ -904,6 +904,19 @@ mod snapshots {
     }
 
     #[test]
+    fn the_canary_panel_in_every_theme_at_120x40() {
+        let mut app = app_on_deployment(CANARY);
+        key(&mut app, Right);
+        for theme in ["default", "light", "high-contrast", "mono"] {
+            let t = draw(&app, theme, 120, 40);
+            insta::assert_debug_snapshot!(
+                format!("{theme}_canary_pending_120x40"),
+                t.backend().buffer()
+            );
+        }
+    }
+
+    #[test]
     fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
         let mut app = app_on_deployment("dep-20261129-100000-aaaa");
         app.target_row = 30;

@@ -1,0 +1,249 @@
+//! Operator latency of a canary over a real nginx: from an operator's weight change to nginx
+//! serving the new split, p50 and p95 over 20 changes each way — the console's Enter (a command
+//! to the engine in the console's own process), and `manent weight DEP N` with an engine
+//! running (a worker) — against a baseline measured in the same run: the same split files put
+//! in place by hand and `nginx -s reload`, which is the router's own floor. The weight flips
+//! between 0 and 100, so the first request that answers with the other version marks the
+//! moment exactly. Run with `cargo bench --bench canary` (needs nginx).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::print_stdout,
+    reason = "a benchmark's report"
+)]
+
+#[path = "../tests/support/nginx.rs"]
+mod nginx;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use manent::config::Config;
+use manent::deploy::command::OperatorCommand;
+use manent::engine::handle;
+use manent::operator::Operator;
+
+const MANENT: &str = env!("CARGO_BIN_EXE_manent");
+const CHANGES: usize = 20;
+
+fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = nginx::Nginx::start(&dir.path().join("nginx"), 2, "1.0.0") else {
+        println!("canary bench: skipped (nginx is not installed)");
+        return;
+    };
+    n.build("2.0.0", true);
+    let fx = dir.path().join("manent");
+    std::fs::create_dir_all(fx.join("apps")).unwrap();
+    std::fs::write(fx.join("manent.yml"), n.manent_yml("edge")).unwrap();
+    std::fs::write(
+        fx.join("apps/web.yml"),
+        format!(
+            "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\ndeploy:\n  plugin: edge\n\
+             strategy:\n  canary:\n    steps:\n      - weight: 10\n      - pause: {{}}\n\
+             environments:\n  prod:\n    targets:\n{}",
+            n.artifact_uri(),
+            n.targets_yml()
+        ),
+    )
+    .unwrap();
+    let config = fx.join("manent.yml");
+    let out = manent(&config, &["deploy", "web", "prod", "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = deployment(&config);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // The console: its engine in this process, a command per Enter.
+    let h = rt.block_on(async {
+        let cfg = Config::load(&config, &manent::plugin::catalog()).unwrap();
+        handle::open(
+            cfg,
+            Operator {
+                name: "bench".into(),
+                client: None,
+            },
+        )
+        .await
+        .unwrap()
+    });
+    let mut files = Vec::new();
+    let mut console = Vec::new();
+    for i in 0..CHANGES {
+        let to = if i % 2 == 0 { 100 } else { 0 };
+        let t = flip(&n, to, || {
+            let (tx, id) = (h.commands.clone(), id.clone());
+            rt.spawn(async move {
+                tx.send(handle::Command::Operator {
+                    id,
+                    command: OperatorCommand::Weight(to),
+                    reason: None,
+                })
+                .await
+                .unwrap();
+            });
+        });
+        console.push(t);
+        if i < 2 {
+            files.push(std::fs::read_to_string(&n.upstreams).unwrap());
+        }
+        // As an operator would: the next change once the canary takes one again.
+        let start = Instant::now();
+        loop {
+            let snap = h.snapshot.borrow().clone();
+            let ready = snap.deployments.iter().any(|d| {
+                d.id == id
+                    && d.takes(manent::deploy::state::Topic::Weight)
+                    && d.canary.as_ref().is_some_and(|c| c.status.weight == to)
+            });
+            if ready {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the canary never settled"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    rt.block_on(async {
+        if let Some(engine) = h.close().await {
+            engine.shutdown().await;
+        }
+    });
+
+    // `manent weight` with a worker holding the engine.
+    let mut worker = Command::new(MANENT)
+        .arg("--config")
+        .arg(&config)
+        .arg("worker")
+        .env("MANENT_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut cli = Vec::new();
+    let mut cli_exit = Vec::new();
+    for i in 0..CHANGES {
+        let to = if i % 2 == 0 { 100 } else { 0 };
+        let started = Instant::now();
+        let (config, id) = (config.clone(), id.clone());
+        let mut exited = None;
+        let t = flip(&n, to, || {
+            let h = std::thread::spawn(move || {
+                manent(&config, &["weight", &id, &to.to_string()]);
+                started.elapsed()
+            });
+            exited = Some(h);
+        });
+        cli.push(t);
+        cli_exit.push(exited.unwrap().join().unwrap());
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let _ = worker.wait();
+
+    // The floor: the same files put in place by hand, and nginx reloaded.
+    let mut baseline = Vec::new();
+    for i in 0..CHANGES {
+        let to = if i % 2 == 0 { 100 } else { 0 };
+        let file = &files[usize::from(to == 0)];
+        let t = flip(&n, to, || {
+            std::fs::write(&n.upstreams, file).unwrap();
+            let ok = Command::new(&n.bin)
+                .arg("-p")
+                .arg(&n.prefix)
+                .arg("-c")
+                .arg(&n.conf)
+                .args(["-s", "reload"])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        });
+        baseline.push(t);
+    }
+    let report = |what: &str, v: &[Duration]| {
+        let (p50, p95) = (pct(v, 50), pct(v, 95));
+        let (b50, b95) = (pct(&baseline, 50), pct(&baseline, 95));
+        println!(
+            "{what:<44} p50 {:>7.1} ms  p95 {:>7.1} ms  ({:.1}× / {:.1}× the baseline)",
+            ms(p50),
+            ms(p95),
+            ms(p50) / ms(b50),
+            ms(p95) / ms(b95)
+        );
+    };
+    println!("canary operator latency, {CHANGES} changes each, to nginx serving the new split:");
+    report("baseline: file by hand + nginx -s reload", &baseline);
+    report("console Enter (engine in process)", &console);
+    report("manent weight (a worker runs the engine)", &cli);
+    report("manent weight, until the command exits", &cli_exit);
+    let goal = if pct(&cli, 95) < Duration::from_millis(300) {
+        "met"
+    } else {
+        "missed"
+    };
+    println!("goal p95 < 300 ms for `manent weight`: {goal}");
+}
+
+/// Runs `act`, then polls nginx until it answers with the version of weight `to`; the time
+/// from just before `act` to that answer.
+fn flip(n: &nginx::Nginx, to: u32, act: impl FnOnce()) -> Duration {
+    let want = if to == 100 { "2.0.0" } else { "1.0.0" };
+    let start = Instant::now();
+    act();
+    loop {
+        if nginx::get(n.front, None).is_ok_and(|b| b.contains(&format!("version {want}"))) {
+            // Twice in a row: the smooth round robin could hand one request to either slot
+            // only while both have weight, which 0 and 100 rule out.
+            let t = start.elapsed();
+            if nginx::get(n.front, None).is_ok_and(|b| b.contains(&format!("version {want}"))) {
+                return t;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nginx never served {want}"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn pct(v: &[Duration], p: usize) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s[((s.len() * p).div_ceil(100))
+        .saturating_sub(1)
+        .min(s.len() - 1)]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn manent(config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(MANENT)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env("MANENT_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn deployment(config: &Path) -> String {
+    let out = manent(config, &["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["id"].as_str().unwrap().to_owned()
+}
