@@ -97,6 +97,8 @@ pub enum Command {
     Weight(WeightArgs),
     /// A canary: go back to the previous step's weight and hold.
     Back(ControlArgs),
+    /// Run an application's `test` hooks against what is live, each recorded passed or failed.
+    Test(TestArgs),
     /// Print a deployment's log lines.
     Logs(LogsArgs),
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
@@ -231,6 +233,24 @@ pub struct RollbackArgs {
     #[arg(long)]
     pub reason: Option<String>,
     /// Also print info-level log lines on stderr.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `test`
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// Also print info-level log lines on stderr (the hooks' output).
     #[arg(long, short = 'v')]
     pub verbose: bool,
     #[command(flatten)]
@@ -466,6 +486,7 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
             .await
         }
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
+        Command::Test(a) => run::test(&cli.config, &a, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]

@@ -4,6 +4,7 @@
 pub mod canary;
 pub mod descriptor;
 pub mod error;
+pub mod hooks;
 pub mod manent_file;
 pub mod values;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use self::canary::{Analysis, Canary, CanaryStep, Check, HttpCheck};
 pub use self::descriptor::DescriptorFile;
 pub use self::error::{ConfigError, ConfigErrors};
+pub use self::hooks::{DeletePolicy, Event, Hook, HookKind, OnFailure};
 pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};
 pub use self::values::{Artifact, Catalog, Known, SecretRef, Strategy, check_version};
 use crate::moniker::Moniker;
@@ -134,6 +136,9 @@ pub struct EnvSpec {
     pub atomic: bool,
     /// Targets in order.
     pub targets: Vec<TargetDef>,
+    /// Lifecycle hooks (in the order written; [`hooks::ordered`] gives an event's run order).
+    #[serde(default)]
+    pub hooks: Vec<Hook>,
 }
 
 impl EnvSpec {
@@ -723,6 +728,10 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
                 labels: t.labels.clone(),
             })
             .collect(),
+        hooks: hooks::merged(
+            d.spec.hooks.as_ref().map_or(&[], |h| h.0.as_slice()),
+            env.hooks.as_ref().map(|h| h.0.as_slice()),
+        ),
     }
 }
 

@@ -6,7 +6,10 @@
 pub mod canary;
 pub mod command;
 mod glue;
+pub mod hook_tests;
+pub mod hooks;
 pub mod plan;
+pub mod probe;
 pub mod records;
 pub mod releases;
 pub mod rollback;
@@ -63,6 +66,8 @@ pub const DEPLOY: &str = "deploy";
 pub const ROLLBACK: &str = "rollback";
 /// Workflow kind of a canary.
 pub const CANARY: &str = "canary";
+/// Workflow kind of a run of the `test` hooks.
+pub const TEST: &str = "test";
 /// Definition version of both (B.8): bump it when durable steps change order or names.
 /// 2: phases with the commands they take, guided failure, operator aborts.
 pub const VERSION: u32 = 2;
@@ -149,6 +154,7 @@ impl Report {
     pub fn ok(&self) -> bool {
         match self.kind {
             Kind::Rollback => self.ending == Ending::RolledBack,
+            Kind::Test => self.ending == Ending::Passed,
             _ => matches!(
                 self.ending,
                 Ending::Deployed | Ending::Planned | Ending::Validated
@@ -183,7 +189,15 @@ fn outcome(r: Result<Report, Interrupt>) -> Result<RunOutcome, Interrupt> {
 pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
     let deploy_env = env.clone();
     let canary_env = env.clone();
+    let test_env = env.clone();
     vec![
+        WorkflowDef {
+            name: TEST.into(),
+            version: VERSION,
+            run: Arc::new(move |ctx, inputs| {
+                hook_tests::run(test_env.clone(), ctx, inputs).boxed()
+            }),
+        },
         WorkflowDef {
             name: CANARY.into(),
             version: VERSION,

@@ -13,7 +13,7 @@ use super::output::{self, Out, open_store};
 use crate::config::Config;
 use crate::deploy::records::Db;
 use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetState as T, Topic};
-use crate::deploy::view::{DeploymentView, TargetView};
+use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
 use crate::engine::{Engine, EngineError};
 use crate::workflow::store::WorkflowStatus;
 use crate::workflow::{Lease, LeaseError};
@@ -226,7 +226,7 @@ pub async fn to_end(
 fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
     use DeploymentState as D;
     match v.state {
-        D::Deployed | D::DeployedWithSkips | D::Planned => exit::OK,
+        D::Deployed | D::DeployedWithSkips | D::Planned | D::Passed => exit::OK,
         D::RolledBack if v.kind == Kind::Rollback => exit::OK,
         D::RolledBack => exit::ROLLED_BACK,
         D::Aborted if expect == Expect::Abort => exit::OK,
@@ -270,6 +270,7 @@ async fn follow(
     out: &mut Out,
 ) -> Ending {
     let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
+    let mut shown_hooks: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut phase: Option<Phase> = None;
     let mut log_after = 0i64;
     // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
@@ -283,6 +284,12 @@ async fn follow(
                 if shown.get(&t.name) != Some(&key) && t.state != T::Pending {
                     out.note(progress_line(v, t));
                     shown.insert(t.name.clone(), key);
+                }
+            }
+            for h in &v.hooks {
+                let key = format!("{}:{}:{}:{}", h.event, h.name, h.state.as_str(), h.attempt);
+                if h.state != HookState::Pending && shown_hooks.insert(key) {
+                    out.note(hook_line(h));
                 }
             }
             // Batches show in the target lines; the phases worth a line of their own are waits.
@@ -410,6 +417,21 @@ fn stop_or_detach(runner: &Runner) -> Ending {
     }
 }
 
+/// `  [pre-deploy] hook migrate: passed in 1.2s: exit 0`
+fn hook_line(h: &HookView) -> String {
+    let took = h
+        .duration_ms
+        .map(|d| format!(" in {}", output::duration(d)))
+        .unwrap_or_default();
+    let detail = match h.state {
+        HookState::Running => format!("running (attempt {})", h.attempt),
+        HookState::Retrying => format!("attempt {} failed, retrying: {}", h.attempt, h.message),
+        HookState::Failed => format!("failed after {} attempt(s): {}", h.attempt, h.message),
+        s => format!("{}{took}: {}", s.as_str(), h.message),
+    };
+    format!("  [{}] hook {}: {detail}", h.event, h.name)
+}
+
 fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
     let batch = if v.batches > 0 {
         format!("[{}/{}] ", t.batch, v.batches)
@@ -516,7 +538,15 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
             None => counts.push((t.state, 1)),
         }
     }
-    let counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let mut counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    if v.kind == Kind::Test {
+        for state in [HookState::Passed, HookState::Failed] {
+            let n = v.hooks.iter().filter(|h| h.state == state).count();
+            if n > 0 {
+                counts.push(format!("{n} {}", state.as_str()));
+            }
+        }
+    }
     let what = match v.kind {
         Kind::Rollback => format!(
             "rollback of {} in {} ({})",
@@ -534,6 +564,10 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
             "canary of {} {} to {}",
             v.application, v.version, v.environment
         ),
+        Kind::Test => format!(
+            "test hooks of {} {} in {}",
+            v.application, v.version, v.environment
+        ),
     };
     out.line(format!(
         "{}: {what}: {} ({})",
@@ -545,6 +579,22 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
         && !r.message.is_empty()
     {
         out.line(format!("  {}", r.message));
+    }
+    for h in v.hooks.iter().filter(|h| h.state != HookState::Pending) {
+        out.line(hook_line(h));
+        if h.state == HookState::Failed && !h.output.is_empty() {
+            for l in h
+                .output
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                out.line(format!("      {l}"));
+            }
+        }
     }
     if v.dry_run {
         for t in &v.targets {

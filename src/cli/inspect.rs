@@ -190,6 +190,7 @@ struct PlanOut<'a> {
     strategy: &'a crate::config::Strategy,
     parallelism: u32,
     batches: Vec<BatchOut>,
+    hooks: &'a [crate::deploy::plan::PlannedHook],
 }
 
 #[derive(Serialize)]
@@ -253,6 +254,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
             strategy: &spec.strategy,
             parallelism: spec.parallelism,
             batches,
+            hooks: &p.hooks,
         });
         return exit::OK;
     }
@@ -284,7 +286,33 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
             out.line(format!("  {:<40} {:<20} {change}", t.moniker, t.host));
         }
     }
+    print_hooks_plan(&p, out);
     exit::OK
+}
+
+/// The hooks at each event, in the order they run (weight, kind, name).
+fn print_hooks_plan(p: &crate::deploy::plan::Plan, out: &mut Out) {
+    if p.hooks.is_empty() {
+        return;
+    }
+    out.line("hooks, in the order they run at each event:");
+    for event in crate::config::hooks::EVENTS {
+        let at: Vec<_> = p.hooks_at(event).collect();
+        if at.is_empty() {
+            continue;
+        }
+        out.line(format!("  {event}"));
+        for (i, h) in at.iter().enumerate() {
+            out.line(format!(
+                "    {}. {:<24} {:<8} weight {:<6} {}",
+                i + 1,
+                h.name,
+                h.kind,
+                h.weight,
+                h.moniker
+            ));
+        }
+    }
 }
 
 /// Deployments of `rows`, each read in full; a read error is an error, not a gap.
@@ -424,6 +452,32 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
     }
     if let Some(c) = &v.canary {
         print_canary(c, v.status.is_live(), out);
+    }
+    if !v.hooks.is_empty() {
+        out.line(format!(
+            "{:<14} {:<6} {:<24} {:<8} {:<9} {:<8} {:<9} {}",
+            "HOOK EVENT", "WEIGHT", "NAME", "KIND", "STATE", "ATTEMPT", "TIME", "MESSAGE"
+        ));
+        for h in &v.hooks {
+            let deletes = if h.deletes.is_empty() {
+                String::new()
+            } else {
+                format!(" [delete {}]", h.deletes.join("; "))
+            };
+            out.line(format!(
+                "{:<14} {:<6} {:<24} {:<8} {:<9} {:<8} {:<9} {}{deletes}",
+                h.event.as_str(),
+                h.weight,
+                h.name,
+                h.kind,
+                h.state.as_str(),
+                h.attempt,
+                h.duration_ms
+                    .map(output::duration)
+                    .unwrap_or_else(|| "-".into()),
+                h.message
+            ));
+        }
     }
     out.line(format!(
         "{:<6} {:<40} {:<16} {:<8} {:<9} {}",
@@ -571,6 +625,15 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
             v.operator,
             v.id
         ));
+        let ran: Vec<String> = v
+            .hooks
+            .iter()
+            .filter(|h| h.state != view::HookState::Pending)
+            .map(|h| format!("{} {} {}", h.event, h.name, h.state.as_str()))
+            .collect();
+        if !ran.is_empty() {
+            out.line(format!("      hooks: {}", ran.join(", ")));
+        }
     }
     out.line("live releases:");
     for (m, l) in releases::live(releases) {

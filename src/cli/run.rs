@@ -131,6 +131,65 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
     .await
 }
 
+/// `manent test`: runs the application's `test` hooks against what is live, and follows them.
+pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {
+        return exit::BAD_INPUT;
+    };
+    let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let names: Vec<&str> = plan
+        .hooks_at(crate::config::Event::Test)
+        .map(|h| h.name.as_str())
+        .collect();
+    if names.is_empty() {
+        out.error(format!(
+            "{} has no test hooks: give a hook `events: [test]` in {}",
+            spec.subject(),
+            spec.descriptor.display()
+        ));
+        return exit::BAD_INPUT;
+    }
+    if !a.yes {
+        let what = format!(
+            "run the test hooks of {} in {} ({})",
+            spec.application,
+            spec.environment,
+            names.join(", ")
+        );
+        if let Err(code) = confirm(&what, &spec, out).await {
+            return code;
+        }
+    }
+    let runner = match Runner::start(&config, out).await {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let operator = Operator::from_env();
+    let sub = Submission {
+        operator: &operator,
+        reason: a.reason.as_deref(),
+        max_recovery_attempts: config.engine.max_recovery_attempts,
+    };
+    let submitted = match submit::test(runner.store(), &spec, &sub).await {
+        Ok(s) => s,
+        Err(e) => {
+            out.error(e);
+            runner.finish(false).await;
+            return exit::BAD_INPUT;
+        }
+    };
+    let id = submitted.id().to_owned();
+    out.note(format!(
+        "manent: {id}: the test hooks of {} in {}: {}",
+        spec.application,
+        spec.environment,
+        names.join(", ")
+    ));
+    follow::to_end(runner, &id, a.verbose, a.json.json, Expect::End, out).await
+}
+
 /// `manent rollback`
 pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {

@@ -38,6 +38,9 @@ pub struct DescriptorFile {
     pub atomic: Option<bool>,
     /// Environments by name (the monikers' namespace, e.g. `prod` or `prod/eu1`).
     pub environments: BTreeMap<String, EnvironmentSpec>,
+    /// Lifecycle hooks.
+    #[serde(default)]
+    pub hooks: Option<super::hooks::HooksSpec>,
 }
 
 /// `artifact:`; an environment's block overrides field by field.
@@ -174,6 +177,9 @@ pub struct EnvironmentSpec {
     /// Roll back every target touched if the deploy fails.
     #[serde(default)]
     pub atomic: Option<bool>,
+    /// Hooks: one of the same name replaces the application's; others are added.
+    #[serde(default)]
+    pub hooks: Option<super::hooks::HooksSpec>,
 }
 
 /// One target.

@@ -251,7 +251,7 @@ impl Theme {
     pub fn deployment(&self, state: DeploymentState, kind: Kind) -> Style {
         use DeploymentState as D;
         self.get(match state {
-            D::Deployed | D::Planned => "status.ok",
+            D::Deployed | D::Planned | D::Passed => "status.ok",
             D::RolledBack if kind == Kind::Rollback => "status.ok",
             D::RolledBack | D::Aborted | D::Reverted => "status.rolled_back",
             D::DeployedWithSkips => "status.partial",

@@ -20,12 +20,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use self::analysis::{Seen, Verdict};
+use super::hooks;
 use super::releases::{self, Live};
 use super::spine::{self, FanOut, OrFail, Payload, Run, Stop, json};
 use super::state::{Action, CanaryCall, Doing, Ending, Kind, Phase, StepName, TargetState, Topic};
 use super::steps;
 use super::{DeployEnv, DeployInput, Report, outcome};
-use crate::config::{Analysis, Canary, CanaryStep, EnvSpec};
+use crate::config::{Analysis, Canary, CanaryStep, EnvSpec, Event};
 use crate::operator::Operator;
 use crate::plugin::{Capability, OnError, PluginHandle, Request};
 use crate::workflow::store::{ACCEPTS, Message};
@@ -232,6 +233,13 @@ impl Flight {
             })
             .await?
             .or_fail()?;
+        let vars = hooks::Vars::before(&before);
+        hooks::run_event(run, Event::PreDeploy, &vars)
+            .await
+            .map_err(|e| match e {
+                Stop::Failed(why) => Stop::Failed(format!("{why}; nothing was touched")),
+                other => other,
+            })?;
         self.publish(run, Phase::Slots).await?;
         let slots = run
             .plugin_step(
@@ -409,7 +417,33 @@ impl Flight {
                 },
             }
         }
-        self.promote(run, &before).await
+        // Hooks before the promotion: one that fails takes the candidate out instead.
+        match hooks::run_event(run, Event::PrePromote, &vars).await {
+            Ok(_) => {}
+            Err(Stop::Failed(why)) => {
+                return self
+                    .revert(
+                        run,
+                        "manent",
+                        &format!("{why}; the candidate was not promoted"),
+                    )
+                    .await;
+            }
+            Err(other) => return Err(other),
+        }
+        let mut report = self.promote(run, &before).await?;
+        for event in [Event::PostPromote, Event::PostDeploy] {
+            match hooks::run_event(run, event, &vars).await {
+                Ok(ran) => report.message = ran.noted(report.message),
+                Err(Stop::Failed(why)) => {
+                    report.ending = Ending::Failed;
+                    report.message = hooks::after(report.message, &why);
+                    break;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(report)
     }
 
     /// The plugin must have slots and a traffic router, and testers and scale when the steps

@@ -37,6 +37,32 @@ pub struct Batch {
 pub struct Plan {
     /// Batches in order.
     pub batches: Vec<Batch>,
+    /// Every hook at every event, in the order it runs there (computed once, shown the same
+    /// by `plan`, the console and `history`).
+    #[serde(default)]
+    pub hooks: Vec<PlannedHook>,
+}
+
+/// A hook at one event, in run order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedHook {
+    /// When.
+    pub event: crate::config::Event,
+    /// Its name.
+    pub name: String,
+    /// `command`, `http`, `wait`.
+    pub kind: String,
+    /// Its weight.
+    pub weight: i32,
+    /// `<env>::<app>::hook::<name>`.
+    pub moniker: String,
+}
+
+impl Plan {
+    /// The hooks of `event`, in run order.
+    pub fn hooks_at(&self, event: crate::config::Event) -> impl Iterator<Item = &PlannedHook> {
+        self.hooks.iter().filter(move |h| h.event == event)
+    }
 }
 
 impl From<&PlannedTarget> for Target {
@@ -101,7 +127,21 @@ pub fn compute(spec: &EnvSpec) -> Result<Plan, String> {
             targets: chunk.to_vec(),
         })
         .collect();
-    Ok(Plan { batches })
+    let mut hooks = Vec::new();
+    for event in crate::config::hooks::EVENTS {
+        for h in crate::config::hooks::ordered(&spec.hooks, event) {
+            let moniker = Moniker::new(&spec.environment, &spec.application, "hook", &h.name)
+                .map_err(|e| format!("hook {}: {e}", h.name))?;
+            hooks.push(PlannedHook {
+                event,
+                name: h.name.clone(),
+                kind: h.kind.as_str().to_owned(),
+                weight: h.weight,
+                moniker: moniker.to_string(),
+            });
+        }
+    }
+    Ok(Plan { batches, hooks })
 }
 
 /// `1 target`, `5 targets`: a count with its noun (for nouns whose plural takes an `s`).

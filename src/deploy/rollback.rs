@@ -6,11 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::hooks;
 use super::releases::{self, Live, Transitions};
 use super::spine::{self, FanOut, OrFail, Run, Stop};
 use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
 use super::steps;
 use super::{DeployEnv, Report, RollbackInput, outcome};
+use crate::config::Event;
 use crate::plugin::{OnError, TargetRelease};
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
@@ -105,6 +107,13 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
     }
     let transitions = Transitions::of(&moves);
     ctx.set_event("transitions", &transitions).await?;
+    let vars = hooks::Vars::before(&live);
+    hooks::run_event(run, Event::PreRollback, &vars)
+        .await
+        .map_err(|e| match e {
+            Stop::Failed(why) => Stop::Failed(format!("{why}; nothing was rolled back")),
+            other => other,
+        })?;
     let how = FanOut {
         action: Action::Rollback,
         on_error: OnError::Continue,
@@ -141,5 +150,13 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         r.version.clone_from(&first.to);
     }
     r.transitions = transitions;
+    match hooks::run_event(run, Event::PostRollback, &vars).await {
+        Ok(ran) => r.message = ran.noted(r.message),
+        Err(Stop::Failed(why)) => {
+            r.ending = Ending::Failed;
+            r.message = hooks::after(r.message, &why);
+        }
+        Err(other) => return Err(other),
+    }
     Ok(r)
 }

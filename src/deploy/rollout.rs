@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::hooks;
 use super::plan::PlannedTarget;
 use super::releases::{self, Live, Transitions};
 use super::spine::{self, FanOut, OrFail, Run, Stop};
@@ -14,6 +15,7 @@ use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
 use super::steps;
 use super::{DeployEnv, DeployInput, Report, TargetReport, outcome};
 use crate::config::EnvSpec;
+use crate::config::Event;
 use crate::plugin::{Capability, OnError};
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
@@ -81,6 +83,13 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         })
         .await?
         .or_fail()?;
+    let vars = hooks::Vars::before(&before);
+    hooks::run_event(run, Event::PreDeploy, &vars)
+        .await
+        .map_err(|e| match e {
+            Stop::Failed(why) => Stop::Failed(format!("{why}; no target was touched")),
+            other => other,
+        })?;
     let how = FanOut {
         action: Action::Deploy,
         on_error: OnError::Stop,
@@ -100,10 +109,25 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             },
         )
         .await;
+    let outcome = match outcome {
+        Ok(()) => match hooks::run_event(run, Event::PostDeploy, &vars).await {
+            Ok(ran) => {
+                let mut r = deployed(run);
+                r.message = ran.noted(r.message);
+                return Ok(r);
+            }
+            Err(Stop::Failed(why)) => {
+                let done = deployed(run).message;
+                Err(Stop::Failed(hooks::after(done, &why)))
+            }
+            Err(other) => Err(other),
+        },
+        other => other,
+    };
     match outcome {
         Ok(()) => Ok(deployed(run)),
         Err(Stop::Failed(why)) if spec.atomic => {
-            let (lines, moved) = undo(run, &before).await?;
+            let (lines, moved) = undo(run, &before, &vars).await?;
             let mut r = run.report(Ending::RolledBack, why, NOT_STARTED);
             r.message.push_str(&format!(
                 "; the targets it changed were rolled back ({moved})"
@@ -112,7 +136,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             Ok(r)
         }
         Err(Stop::Abort(by)) => {
-            let (lines, moved) = undo(run, &before).await?;
+            let (lines, moved) = undo(run, &before, &vars).await?;
             let new = lines
                 .iter()
                 .filter(|l| l.status == TargetState::Deployed)
@@ -143,11 +167,18 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
 }
 
 /// Rolls back every target this deploy changed (not the ones already on its version, nor the
-/// ones new to manent, which have nothing to go back to).
+/// ones new to manent, which have nothing to go back to), its rollback hooks around it.
 async fn undo(
     run: &mut Run<'_>,
     before: &BTreeMap<String, Live>,
+    vars: &hooks::Vars,
 ) -> Result<(Vec<TargetReport>, Transitions), Stop> {
+    hooks::run_event(run, Event::PreRollback, vars)
+        .await
+        .map_err(|e| match e {
+            Stop::Failed(why) => Stop::Failed(format!("{why}; nothing was rolled back")),
+            other => other,
+        })?;
     let version = &run.spec.artifact.version;
     let changed: Vec<PlannedTarget> = run
         .plan
@@ -168,6 +199,7 @@ async fn undo(
     let refs: Vec<&PlannedTarget> = changed.iter().collect();
     let moves = steps::undo_moves(&refs, before, run.spec, run.ctx.id());
     let mut lines = run.undo(&moves).await?;
+    hooks::run_event(run, Event::PostRollback, vars).await?;
     for (b, t) in run.plan.targets() {
         if changed.iter().any(|c| c.name == t.name) && !moves.iter().any(|m| m.target == t.name) {
             lines.push(TargetReport {

@@ -152,7 +152,46 @@ impl<'a> Run<'a> {
             .await?
             .or_fail()?;
         let par = steps::parallelism(spec, &info);
-        Ok(Run {
+        Ok(Run::new(env, ctx, spec, kind, plan, info, par))
+    }
+
+    /// Plans (step `plan`) and publishes the plan, without starting the plugin: what runs only
+    /// hooks (`manent test`) needs nothing of it.
+    pub async fn begin_without_plugin(
+        env: &'a DeployEnv,
+        ctx: &'a WfCtx,
+        spec: &'a EnvSpec,
+        kind: Kind,
+    ) -> Result<Run<'a>, Stop> {
+        ctx.set_events(&[
+            ("phase", json(&Phase::Planning)),
+            (ACCEPTS, json(&[] as &[Topic])),
+        ])
+        .await?;
+        let plan = ctx
+            .step(StepName::Plan, &steps::internal(), |_| async {
+                plan::compute(spec).map_err(StepError::Permanent)
+            })
+            .await?
+            .or_fail()?;
+        ctx.set_event("plan", &plan).await?;
+        let info = PluginInfo {
+            origin: String::new(),
+            capabilities: crate::plugin::Capabilities::default(),
+        };
+        Ok(Run::new(env, ctx, spec, kind, plan, info, 1))
+    }
+
+    fn new(
+        env: &'a DeployEnv,
+        ctx: &'a WfCtx,
+        spec: &'a EnvSpec,
+        kind: Kind,
+        plan: Plan,
+        info: PluginInfo,
+        par: u32,
+    ) -> Run<'a> {
+        Run {
             env,
             ctx,
             spec,
@@ -163,7 +202,7 @@ impl<'a> Run<'a> {
             results: BTreeMap::new(),
             skipped: BTreeSet::new(),
             traffic: None,
-        })
+        }
     }
 
     /// The phase of working on batch `batch` of `of` (a canary deploys its candidate).

@@ -20,6 +20,8 @@ pub enum Kind {
     Rollback,
     /// A canary: the candidate beside the stable release, traffic moved step by step.
     Canary,
+    /// The `test` hooks, run on demand against what is live.
+    Test,
 }
 
 impl Kind {
@@ -30,6 +32,7 @@ impl Kind {
             Kind::DryRun => "dry-run",
             Kind::Rollback => "rollback",
             Kind::Canary => "canary",
+            Kind::Test => "test",
         }
     }
 }
@@ -67,6 +70,13 @@ pub enum Phase {
     },
     /// Rolling back what the deployment changed (`atomic`, or an operator's abort).
     Undoing,
+    /// Hook `index` of `of` of `event` runs (`name`).
+    Hook {
+        event: crate::config::Event,
+        name: String,
+        index: u32,
+        of: u32,
+    },
     /// A canary's slots are being prepared.
     Slots,
     /// A canary's candidate is being deployed, batch `batch` of `of`.
@@ -162,6 +172,12 @@ impl fmt::Display for Phase {
                 format!("{} failed: retry or revert", names(failed))
             }
             Phase::Undoing => "rolling back".to_owned(),
+            Phase::Hook {
+                event,
+                name,
+                index,
+                of,
+            } => format!("{event} hook {index}/{of}: {name}"),
             Phase::Slots => "preparing slots".to_owned(),
             Phase::Candidate { batch, of } if *of > 1 => {
                 format!("deploying the candidate, batch {batch}/{of}")
@@ -367,6 +383,8 @@ pub enum Ending {
     /// A canary whose candidate was taken out of traffic (by an operator, or by its analysis);
     /// the stable release stayed live.
     Reverted,
+    /// Every test hook passed.
+    Passed,
     /// A dry-run the plugin answered.
     Planned,
     /// A dry-run of a plugin without one: the plan is valid, nothing else was asked.
@@ -401,6 +419,8 @@ pub enum DeploymentState {
     Aborted,
     /// A canary reverted: the stable release stayed live.
     Reverted,
+    /// Its test hooks passed.
+    Passed,
     /// Cancelled.
     Cancelled,
     /// No engine runs it; the next start resumes it.
@@ -425,6 +445,7 @@ impl DeploymentState {
             DeploymentState::RolledBack => "rolled back",
             DeploymentState::Aborted => "aborted",
             DeploymentState::Reverted => "reverted",
+            DeploymentState::Passed => "passed",
             DeploymentState::Cancelled => "cancelled",
             DeploymentState::Interrupted => "interrupted",
             DeploymentState::Planned => "planned",
@@ -559,6 +580,17 @@ pub enum StepName {
     DryRun,
     /// A canary's call.
     Canary(CanaryCall),
+    /// A hook run at an event: `hook:pre-deploy:migrate`.
+    Hook {
+        event: crate::config::Event,
+        name: String,
+    },
+    /// A hook's `delete:` command, as a policy says: `hook-delete:hook-succeeded:pre-deploy:migrate`.
+    HookDelete {
+        policy: crate::config::DeletePolicy,
+        event: crate::config::Event,
+        name: String,
+    },
     /// One target's work: `deploy:b2:web-1`, and `deploy:b2~2:web-1` for its second round
     /// (after an operator's retry).
     Target {
@@ -591,6 +623,17 @@ impl fmt::Display for StepName {
             StepName::CurrentRelease => f.write_str("current_release"),
             StepName::DryRun => f.write_str("dry_run"),
             StepName::Canary(c) => f.write_str(c.as_str()),
+            StepName::Hook { event, name } => write!(f, "hook:{}:{name}", event.as_str()),
+            StepName::HookDelete {
+                policy,
+                event,
+                name,
+            } => write!(
+                f,
+                "hook-delete:{}:{}:{name}",
+                policy.as_str(),
+                event.as_str()
+            ),
             StepName::Target {
                 action,
                 batch,
@@ -628,6 +671,32 @@ impl FromStr for StepName {
             "releases.before" => StepName::ReleasesBefore,
             "current_release" => StepName::CurrentRelease,
             "dry_run" => StepName::DryRun,
+            s if s.starts_with("hook:") => {
+                let (event, name) = s["hook:".len()..].split_once(':').ok_or(NotAStepName)?;
+                StepName::Hook {
+                    event: crate::config::Event::parse(event).ok_or(NotAStepName)?,
+                    name: name.to_owned(),
+                }
+            }
+            s if s.starts_with("hook-delete:") => {
+                let mut parts = s["hook-delete:".len()..].splitn(3, ':');
+                let policy = match parts.next() {
+                    Some("before-hook-creation") => crate::config::DeletePolicy::BeforeHookCreation,
+                    Some("hook-succeeded") => crate::config::DeletePolicy::HookSucceeded,
+                    Some("hook-failed") => crate::config::DeletePolicy::HookFailed,
+                    _ => return Err(NotAStepName),
+                };
+                let event = parts
+                    .next()
+                    .and_then(crate::config::Event::parse)
+                    .ok_or(NotAStepName)?;
+                let name = parts.next().filter(|n| !n.is_empty()).ok_or(NotAStepName)?;
+                StepName::HookDelete {
+                    policy,
+                    event,
+                    name: name.to_owned(),
+                }
+            }
             s if s.starts_with("canary.") => CanaryCall::ALL
                 .into_iter()
                 .find(|c| c.as_str() == s)
@@ -678,6 +747,15 @@ mod tests {
             StepName::target(Action::Candidate, 1, 1, "web-1"),
             StepName::Canary(CanaryCall::Weight),
             StepName::Canary(CanaryCall::Revert),
+            StepName::Hook {
+                event: crate::config::Event::PreDeploy,
+                name: "db:migrate".into(),
+            },
+            StepName::HookDelete {
+                policy: crate::config::DeletePolicy::HookSucceeded,
+                event: crate::config::Event::Test,
+                name: "smoke".into(),
+            },
         ] {
             assert_eq!(name.to_string().parse::<StepName>(), Ok(name.clone()));
         }

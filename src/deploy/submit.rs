@@ -8,7 +8,7 @@ use super::plan;
 use super::records::Db;
 use super::releases::{self, Move, Transitions};
 use super::state::Phase;
-use super::{CANARY, DEPLOY, DeployInput, ROLLBACK, RollbackInput, VERSION};
+use super::{CANARY, DEPLOY, DeployInput, ROLLBACK, RollbackInput, TEST, VERSION};
 use crate::config::EnvSpec;
 use crate::operator::Operator;
 use crate::workflow::StoreError;
@@ -236,6 +236,58 @@ pub async fn rollback(
     }
 }
 
+/// Submits a run of `spec`'s `test` hooks against what is live (the most common live version,
+/// from manent's records, else the descriptor's). One test run per application and environment
+/// at a time; it may run beside a deployment (a canary waiting at a pause, say).
+pub async fn test(
+    db: &dyn Db,
+    spec: &EnvSpec,
+    sub: &Submission<'_>,
+) -> Result<Submitted, SubmitError> {
+    if !spec
+        .hooks
+        .iter()
+        .any(|h| h.events.contains(&crate::config::Event::Test))
+    {
+        return Err(SubmitError::BadInput(format!(
+            "{} has no test hooks: give a hook `events: [test]` in {}",
+            spec.subject(),
+            spec.descriptor.display()
+        )));
+    }
+    let live = releases::live(db.releases(&spec.subject()).await?);
+    let mut spec = spec.clone();
+    let version = super::hooks::Vars::before(&live).previous_version;
+    if !version.is_empty() {
+        spec.artifact.version = version;
+    }
+    let input = DeployInput {
+        spec: spec.clone(),
+        dry_run: false,
+        operator: sub.operator.display(),
+    };
+    let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
+    let detail = format!("test hooks against {}", spec.artifact.version);
+    match submit_keyed(
+        db,
+        TEST,
+        inputs,
+        &spec,
+        detail,
+        sub,
+        format!("{}#test", spec.subject()),
+    )
+    .await?
+    {
+        Ok(id) => Ok(Submitted::Started(id)),
+        Err(live) => Err(SubmitError::Busy {
+            what: "a run of its test hooks".into(),
+            id: live.id,
+            subject: spec.subject(),
+        }),
+    }
+}
+
 /// Inserts the workflow; `Err(live)` when another deployment of the subject is live.
 async fn submit(
     db: &dyn Db,
@@ -244,6 +296,19 @@ async fn submit(
     spec: &EnvSpec,
     detail: String,
     sub: &Submission<'_>,
+) -> Result<Result<String, WorkflowRow>, SubmitError> {
+    submit_keyed(db, kind, inputs, spec, detail, sub, spec.subject()).await
+}
+
+/// [`submit`], one live workflow per `dedup` key.
+async fn submit_keyed(
+    db: &dyn Db,
+    kind: &str,
+    inputs: String,
+    spec: &EnvSpec,
+    detail: String,
+    sub: &Submission<'_>,
+    dedup: String,
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
     let id = new_id();
     let subject = spec.subject();
@@ -255,8 +320,8 @@ async fn submit(
         name: kind.to_owned(),
         definition_version: VERSION,
         inputs,
-        subject: Some(subject.clone()),
-        dedup_key: Some(subject),
+        subject: Some(subject),
+        dedup_key: Some(dedup),
         max_recovery_attempts: sub.max_recovery_attempts,
         records: vec![journal.record()],
     };

@@ -141,6 +141,64 @@ pub struct DeploymentView {
     pub completed_at: Option<i64>,
     /// A canary's plan and where it is.
     pub canary: Option<CanaryView>,
+    /// Its hooks, in the order they run (the events this kind of deployment runs).
+    pub hooks: Vec<HookView>,
+}
+
+/// Where a hook is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookState {
+    /// Not run yet.
+    Pending,
+    /// An attempt runs.
+    Running,
+    /// An attempt failed; the next one waits for its backoff.
+    Retrying,
+    /// Ready.
+    Passed,
+    /// Failed for good.
+    Failed,
+}
+
+impl HookState {
+    /// The word on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookState::Pending => "pending",
+            HookState::Running => "running",
+            HookState::Retrying => "retrying",
+            HookState::Passed => "passed",
+            HookState::Failed => "failed",
+        }
+    }
+}
+
+/// One hook at one event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookView {
+    /// When.
+    pub event: crate::config::Event,
+    /// Its name.
+    pub name: String,
+    /// `command`, `http`, `wait`.
+    pub kind: String,
+    /// Its weight.
+    pub weight: i32,
+    /// `<env>::<app>::hook::<name>`.
+    pub moniker: String,
+    /// Where it is.
+    pub state: HookState,
+    /// Current or last attempt.
+    pub attempt: u32,
+    /// Time its last attempt took, once done.
+    pub duration_ms: Option<u64>,
+    /// What made it ready, or why it failed.
+    pub message: String,
+    /// The last lines of its output.
+    pub output: String,
+    /// What its delete policy did: `hook-succeeded: exit 0`.
+    pub deletes: Vec<String>,
 }
 
 impl TargetView {
@@ -294,11 +352,14 @@ fn build(
     ) {
         (super::ROLLBACK, _) => Kind::Rollback,
         (super::CANARY, _) => Kind::Canary,
+        (super::TEST, _) => Kind::Test,
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
     let spec = inputs.as_ref().map(|i| &i.spec);
     let mut targets: Vec<TargetView> = match (&plan, spec) {
+        // A test run touches no target.
+        _ if kind == Kind::Test => Vec::new(),
         (Some(plan), _) => plan
             .targets()
             .map(|(b, t)| pending(t.moniker.to_string(), &t.name, b.index))
@@ -467,6 +528,10 @@ fn build(
         _ => spec.map(|s| s.artifact.version.clone()).unwrap_or_default(),
     };
     let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
+    let hooks = plan
+        .as_ref()
+        .map(|p| hook_views(p, kind, spec.is_some_and(|s| s.atomic), history))
+        .unwrap_or_default();
     let canary = spec
         .and_then(|s| s.strategy.canary())
         .filter(|_| kind == Kind::Canary)
@@ -498,7 +563,133 @@ fn build(
         created_at: row.created_at,
         completed_at: row.completed_at,
         canary,
+        hooks,
     }
+}
+
+/// The hooks a `kind` deployment runs, in order, with what the history says of each.
+fn hook_views(plan: &Plan, kind: Kind, atomic: bool, history: &History) -> Vec<HookView> {
+    use crate::config::Event as E;
+    let names: Vec<(u32, StepName)> = history
+        .steps
+        .iter()
+        .map(|s| (s.function_id, &s.function_name))
+        .chain(
+            history
+                .attempts
+                .iter()
+                .map(|a| (a.function_id, &a.function_name)),
+        )
+        .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
+        .collect();
+    let ran = |event: E| {
+        names
+            .iter()
+            .any(|(_, n)| matches!(n, StepName::Hook { event: e, .. } if *e == event))
+    };
+    let events: Vec<E> = match kind {
+        Kind::Deploy => {
+            let mut v = vec![E::PreDeploy, E::PostDeploy];
+            if atomic || ran(E::PreRollback) {
+                v.extend([E::PreRollback, E::PostRollback]);
+            }
+            v
+        }
+        Kind::Rollback => vec![E::PreRollback, E::PostRollback],
+        Kind::Canary => vec![E::PreDeploy, E::PrePromote, E::PostPromote, E::PostDeploy],
+        Kind::Test => vec![E::Test],
+        Kind::DryRun => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for event in events {
+        for h in plan.hooks_at(event) {
+            let mut v = HookView {
+                event,
+                name: h.name.clone(),
+                kind: h.kind.clone(),
+                weight: h.weight,
+                moniker: h.moniker.clone(),
+                state: HookState::Pending,
+                attempt: 0,
+                duration_ms: None,
+                message: String::new(),
+                output: String::new(),
+                deletes: Vec::new(),
+            };
+            let ids: Vec<u32> = names
+                .iter()
+                .filter(|(_, n)| matches!(n, StepName::Hook { event: e, name } if *e == event && *name == h.name))
+                .map(|(id, _)| *id)
+                .collect();
+            if let Some(&id) = ids.iter().max() {
+                let rec = history.steps.iter().find(|s| s.function_id == id);
+                let last = history
+                    .attempts
+                    .iter()
+                    .filter(|a| a.function_id == id)
+                    .max_by_key(|a| a.attempt);
+                match rec {
+                    Some(r) => {
+                        if let Some(run) = r
+                            .output
+                            .as_deref()
+                            .and_then(|o| serde_json::from_str::<super::hooks::HookRun>(o).ok())
+                        {
+                            v.state = HookState::Passed;
+                            v.attempt = run.attempt;
+                            v.duration_ms = Some(run.duration_ms);
+                            v.message = run.message;
+                            v.output = run.output;
+                        } else if let Some(f) = r
+                            .error
+                            .as_deref()
+                            .and_then(|e| serde_json::from_str::<StepFailure>(e).ok())
+                        {
+                            v.state = HookState::Failed;
+                            v.attempt = f.attempts;
+                            v.message = f.to_string();
+                        }
+                    }
+                    None => {
+                        if let Some(a) = last {
+                            v.attempt = a.attempt;
+                            v.state = match (a.ended_at, a.outcome) {
+                                (None, _) => HookState::Running,
+                                (_, Some(AttemptOutcome::Retryable)) => {
+                                    v.message = a.error.clone().unwrap_or_default();
+                                    HookState::Retrying
+                                }
+                                _ => HookState::Running,
+                            };
+                        }
+                    }
+                }
+            }
+            for (id, n) in &names {
+                if let StepName::HookDelete {
+                    policy,
+                    event: e,
+                    name,
+                } = n
+                    && *e == event
+                    && *name == h.name
+                    && let Some(d) = history
+                        .steps
+                        .iter()
+                        .find(|s| s.function_id == *id)
+                        .and_then(|s| s.output.as_deref())
+                        .and_then(|o| serde_json::from_str::<super::hooks::DeleteRun>(o).ok())
+                {
+                    let entry = format!("{}: {}", policy.as_str(), d.message);
+                    if !v.deletes.contains(&entry) {
+                        v.deletes.push(entry);
+                    }
+                }
+            }
+            out.push(v);
+        }
+    }
+    out
 }
 
 fn pending(moniker: String, name: &str, batch: u32) -> TargetView {
@@ -544,6 +735,7 @@ pub fn state_of(
             Some((Ending::RolledBack, _)) => D::RolledBack,
             Some((Ending::Aborted, _)) => D::Aborted,
             Some((Ending::Reverted, _)) => D::Reverted,
+            Some((Ending::Passed, _)) => D::Passed,
             Some((Ending::Planned | Ending::Validated, _)) => D::Planned,
             Some((Ending::Failed, _)) | None => D::Failed,
         },

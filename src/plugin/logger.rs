@@ -124,6 +124,13 @@ impl Logger {
         &self.source
     }
 
+    /// The same logger under another source name (`hook:migrate`).
+    pub fn with_source(&self, source: impl Into<String>) -> Self {
+        let mut l = self.clone();
+        l.source = source.into();
+        l
+    }
+
     /// Tags lines with a deployment.
     pub fn for_deployment(&self, deployment_id: &str) -> Self {
         let mut l = self.clone();

@@ -114,6 +114,7 @@ pub fn running() -> DeploymentView {
         created_at: NOW - 72_000,
         completed_at: None,
         canary: None,
+        hooks: Vec::new(),
     }
 }
 

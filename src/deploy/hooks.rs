@@ -1,0 +1,458 @@
+//! Lifecycle hooks run at their events (Helm's semantics, adapted): in weight, kind, name order,
+//! serially, each ready before the next; each run a durable step with its moniker
+//! (`<env>::<app>::hook::<name>`), retry budget and idempotency key. A hook's `delete:` command
+//! runs as its delete policy says — before the hook runs again, after the event's hooks all
+//! succeeded (in reverse order), after it failed (and then the earlier hooks that asked to be
+//! deleted on success are deleted too) — each delete a step of its own. A failure fails what
+//! the hook guards, unless it is a post-event hook that may `continue`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::probe;
+use super::spine::{Run, Stop, json};
+use super::state::{Phase, StepName};
+use crate::config::hooks::{WaitCheck, ordered};
+use crate::config::{DeletePolicy, Event, Hook, HookKind, OnFailure};
+use crate::workflow::store::ACCEPTS;
+use crate::workflow::{RetryPolicy, StepError, StepInfo};
+
+/// One hook run, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookRun {
+    /// What made it ready: `exit 0`, `status 200`, `ready after 3 polls`.
+    pub message: String,
+    /// The last lines of its output.
+    pub output: String,
+    /// Time the attempt that succeeded took.
+    pub duration_ms: u64,
+    /// The attempt that succeeded.
+    pub attempt: u32,
+}
+
+/// One `delete:` run, as recorded (a delete never fails its step: what it said is kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRun {
+    /// It exited 0.
+    pub ok: bool,
+    /// `exit 0`, `exit 2`, …
+    pub message: String,
+    /// The last lines of its output.
+    pub output: String,
+}
+
+/// What an event's hooks did.
+#[derive(Debug, Clone, Default)]
+pub struct Ran {
+    /// Hooks that failed and were allowed to (`on_failure: continue`), with why.
+    pub continued: Vec<String>,
+}
+
+/// Runs every `test` hook, whatever the others did: each `(name, passed)`.
+pub async fn run_tests(run: &Run<'_>, vars: &Vars) -> Result<Vec<(String, bool)>, Stop> {
+    let event = Event::Test;
+    let hooks: Vec<Hook> = ordered(&run.spec.hooks, event)
+        .into_iter()
+        .cloned()
+        .collect();
+    let of = u32::try_from(hooks.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::new();
+    for (i, h) in hooks.iter().enumerate() {
+        let phase = Phase::Hook {
+            event,
+            name: h.name.clone(),
+            index: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            of,
+        };
+        run.ctx
+            .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[()]))])
+            .await?;
+        let before = if h.deletes(DeletePolicy::BeforeHookCreation) {
+            delete(run, event, h, DeletePolicy::BeforeHookCreation, vars).await?
+        } else {
+            None
+        };
+        let passed = match before {
+            Some(d) if !d.ok => false,
+            _ => run_hook(run, event, h, vars).await?.is_ok(),
+        };
+        let policy = if passed {
+            DeletePolicy::HookSucceeded
+        } else {
+            DeletePolicy::HookFailed
+        };
+        if h.deletes(policy) {
+            delete(run, event, h, policy, vars).await?;
+        }
+        out.push((h.name.clone(), passed));
+    }
+    Ok(out)
+}
+
+/// The values a hook gets besides its own.
+#[derive(Debug, Clone, Default)]
+pub struct Vars {
+    /// What was live before this deployment (its most common version).
+    pub previous_version: String,
+}
+
+impl Vars {
+    /// From what manent recorded as live before the deployment.
+    pub fn before(live: &BTreeMap<String, super::releases::Live>) -> Vars {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for l in live.values() {
+            if let Some(c) = &l.current {
+                *counts.entry(c.version.as_str()).or_default() += 1;
+            }
+        }
+        let previous = counts
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(v, _)| v.to_owned())
+            .unwrap_or_default();
+        Vars {
+            previous_version: previous,
+        }
+    }
+}
+
+impl Ran {
+    /// `message`, and the failures that were allowed to go on, if any.
+    pub fn noted(&self, message: String) -> String {
+        if self.continued.is_empty() {
+            message
+        } else {
+            format!(
+                "{message}; {} (on_failure: continue)",
+                self.continued.join("; ")
+            )
+        }
+    }
+}
+
+/// `message`, then what a post-event hook's failure adds to it.
+pub fn after(message: String, failure: &str) -> String {
+    format!("{message}; then {failure}")
+}
+
+/// Runs `event`'s hooks. `Err(Stop::Failed)` when one fails that may not `continue`; the
+/// message says which, why, and what it means for the deployment.
+pub async fn run_event(run: &Run<'_>, event: Event, vars: &Vars) -> Result<Ran, Stop> {
+    let hooks: Vec<Hook> = ordered(&run.spec.hooks, event)
+        .into_iter()
+        .cloned()
+        .collect();
+    let mut ran = Ran::default();
+    if hooks.is_empty() {
+        return Ok(ran);
+    }
+    let of = u32::try_from(hooks.len()).unwrap_or(u32::MAX);
+    let mut succeeded: Vec<&Hook> = Vec::new();
+    for (i, h) in hooks.iter().enumerate() {
+        let phase = Phase::Hook {
+            event,
+            name: h.name.clone(),
+            index: u32::try_from(i + 1).unwrap_or(u32::MAX),
+            of,
+        };
+        run.ctx
+            .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[()]))])
+            .await?;
+        let before = if h.deletes(DeletePolicy::BeforeHookCreation) {
+            delete(run, event, h, DeletePolicy::BeforeHookCreation, vars).await?
+        } else {
+            None
+        };
+        let result = match before {
+            Some(d) if !d.ok => Err(format!(
+                "its delete command, run before it ({}), failed: {}{}",
+                DeletePolicy::BeforeHookCreation.as_str(),
+                d.message,
+                excerpt(&d.output)
+            )),
+            _ => run_hook(run, event, h, vars).await?.map(|_| ()),
+        };
+        match result {
+            Ok(()) => succeeded.push(h),
+            Err(why) => {
+                if h.deletes(DeletePolicy::HookFailed) {
+                    delete(run, event, h, DeletePolicy::HookFailed, vars).await?;
+                }
+                for earlier in succeeded
+                    .iter()
+                    .filter(|x| x.deletes(DeletePolicy::HookSucceeded))
+                {
+                    delete(run, event, earlier, DeletePolicy::HookSucceeded, vars).await?;
+                }
+                let said = format!("{event} hook {} failed: {why}", h.name);
+                if h.on_failure == OnFailure::Continue {
+                    run.env
+                        .log
+                        .for_deployment(run.ctx.id())
+                        .warn(&format!("{said}; on_failure: continue, so it goes on"));
+                    ran.continued.push(said);
+                    continue;
+                }
+                return Err(Stop::Failed(said));
+            }
+        }
+    }
+    // All ready: the ones that asked to be deleted on success, in reverse order (Helm).
+    for h in succeeded
+        .iter()
+        .rev()
+        .filter(|h| h.deletes(DeletePolicy::HookSucceeded))
+    {
+        delete(run, event, h, DeletePolicy::HookSucceeded, vars).await?;
+    }
+    Ok(ran)
+}
+
+fn excerpt(output: &str) -> String {
+    if output.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", probe::tail(output.trim(), 300))
+    }
+}
+
+/// The environment a hook's command gets (secrets added by the caller, read during the call).
+fn environment(
+    run: &Run<'_>,
+    event: Event,
+    h: &Hook,
+    vars: &Vars,
+    info: Option<&StepInfo>,
+) -> BTreeMap<String, String> {
+    let spec = run.spec;
+    let mut env: BTreeMap<String, String> = [
+        ("MANENT_APPLICATION", spec.application.clone()),
+        ("MANENT_ENVIRONMENT", spec.environment.clone()),
+        ("MANENT_VERSION", spec.artifact.version.clone()),
+        ("MANENT_PREVIOUS_VERSION", vars.previous_version.clone()),
+        ("MANENT_DEPLOYMENT", run.ctx.id().to_owned()),
+        ("MANENT_EVENT", event.as_str().to_owned()),
+        ("MANENT_HOOK", h.name.clone()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    if let Some(i) = info {
+        env.insert("MANENT_IDEMPOTENCY_KEY".into(), i.idempotency_key.clone());
+        env.insert("MANENT_ATTEMPT".into(), i.attempt.to_string());
+    }
+    env
+}
+
+/// Reads the hook's secrets for one attempt (by reference: the values go in its environment
+/// only, and every value read is redacted wherever output goes).
+async fn secrets(run: &Run<'_>, h: &Hook) -> Result<Vec<(String, String)>, StepError> {
+    if h.secrets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let source = run
+        .env
+        .registry
+        .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+    let (s, _open) = crate::plugin::Secrets::for_call(source);
+    let mut out = Vec::new();
+    for name in &h.secrets {
+        let v = s
+            .secret(name)
+            .await
+            .map_err(|e| StepError::Permanent(format!("secret {name}: {e}")))?;
+        let var = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect::<String>();
+        out.push((format!("MANENT_SECRET_{var}"), v));
+    }
+    Ok(out)
+}
+
+/// The hook's step: `Ok(Ok(run))` ready, `Ok(Err(why))` failed for good (its retries spent).
+async fn run_hook(
+    run: &Run<'_>,
+    event: Event,
+    h: &Hook,
+    vars: &Vars,
+) -> Result<Result<HookRun, String>, Stop> {
+    let policy = RetryPolicy {
+        max_retries: h.retries,
+        base: Duration::from_secs(1),
+        factor: 2.0,
+        max_interval: Duration::from_secs(30),
+        timeout: Some(h.timeout + Duration::from_secs(10)),
+    };
+    let name = StepName::Hook {
+        event,
+        name: h.name.clone(),
+    };
+    let log = run
+        .env
+        .log
+        .with_source(format!("hook:{}", h.name))
+        .for_deployment(run.ctx.id());
+    let log = &log;
+    let r = run
+        .ctx
+        .step(name, &policy, |info| async move {
+            let started = Instant::now();
+            let mut env = environment(run, event, h, vars, Some(&info));
+            env.extend(secrets(run, h).await?);
+            let (message, output) = kind(run, h, &env, log).await?;
+            Ok(HookRun {
+                message,
+                output,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                attempt: info.attempt,
+            })
+        })
+        .await?;
+    Ok(r.map_err(|f| f.to_string()))
+}
+
+/// Runs the hook's kind once: what made it ready and its output, or why not (retryable).
+async fn kind(
+    run: &Run<'_>,
+    h: &Hook,
+    env: &BTreeMap<String, String>,
+    log: &crate::plugin::Logger,
+) -> Result<(String, String), StepError> {
+    let processes = &run.env.processes;
+    match &h.kind {
+        HookKind::Command { command } => {
+            let ran = probe::command(command, env, processes, h.timeout, Some(log)).await;
+            if ran.ok() {
+                Ok((ran.describe(h.timeout), ran.tail))
+            } else {
+                Err(StepError::Retryable(format!(
+                    "{}{}",
+                    ran.describe(h.timeout),
+                    excerpt(&ran.tail)
+                )))
+            }
+        }
+        HookKind::Http(x) => {
+            let (status, body) = probe::request(&x.method, &x.url, &x.headers, h.timeout)
+                .await
+                .map_err(StepError::Retryable)?;
+            let body = String::from_utf8_lossy(&body).into_owned();
+            let body = crate::redact::redact(body.trim()).into_owned();
+            log.info(&format!("{} {} answered {status}", x.method, x.url));
+            if status == x.status {
+                Ok((format!("status {status}"), probe::tail(&body, 2000)))
+            } else {
+                Err(StepError::Retryable(format!(
+                    "{} {} answered {status} (expected {}){}",
+                    x.method,
+                    x.url,
+                    x.status,
+                    excerpt(&body)
+                )))
+            }
+        }
+        HookKind::Wait(w) => {
+            let deadline = Instant::now() + h.timeout;
+            let mut polls = 0u32;
+            loop {
+                polls += 1;
+                let left = deadline.saturating_duration_since(Instant::now());
+                let each = left.min(w.interval.max(Duration::from_secs(5)));
+                let (ready, last) = match &w.check {
+                    WaitCheck::Url { url, status } => {
+                        match probe::request("GET", url, &[], each).await {
+                            Ok((s, _)) if s == *status => (true, format!("status {s}")),
+                            Ok((s, _)) => {
+                                (false, format!("{url} answered {s} (expected {status})"))
+                            }
+                            Err(e) => (false, e),
+                        }
+                    }
+                    WaitCheck::Command { command } => {
+                        let ran = probe::command(command, env, processes, each, None).await;
+                        (
+                            ran.ok(),
+                            format!("{}{}", ran.describe(each), excerpt(&ran.tail)),
+                        )
+                    }
+                };
+                if ready {
+                    log.info(&format!("ready after {polls} poll(s): {last}"));
+                    return Ok((format!("ready after {polls} poll(s)"), last));
+                }
+                if Instant::now() + w.interval >= deadline {
+                    return Err(StepError::Retryable(format!(
+                        "not ready within {} ({polls} polls); last: {last}",
+                        humantime::format_duration(h.timeout)
+                    )));
+                }
+                log.debug(&format!(
+                    "not ready yet ({last}); polling again in {}",
+                    humantime::format_duration(w.interval)
+                ));
+                tokio::time::sleep(w.interval).await;
+            }
+        }
+    }
+}
+
+/// The hook's `delete:` command under `policy`, as a step of its own (never a failing one).
+async fn delete(
+    run: &Run<'_>,
+    event: Event,
+    h: &Hook,
+    policy: DeletePolicy,
+    vars: &Vars,
+) -> Result<Option<DeleteRun>, Stop> {
+    let Some(command) = h.delete.clone() else {
+        return Ok(None);
+    };
+    let name = StepName::HookDelete {
+        policy,
+        event,
+        name: h.name.clone(),
+    };
+    let log = run
+        .env
+        .log
+        .with_source(format!("hook:{}", h.name))
+        .for_deployment(run.ctx.id());
+    let (log, command) = (&log, &command);
+    let step_policy = RetryPolicy {
+        max_retries: 3,
+        timeout: Some(h.timeout + Duration::from_secs(10)),
+        ..super::steps::internal()
+    };
+    let r = run
+        .ctx
+        .step(name, &step_policy, |info| async move {
+            let mut env = environment(run, event, h, vars, Some(&info));
+            env.insert("MANENT_DELETE_POLICY".into(), policy.as_str().into());
+            env.extend(secrets(run, h).await?);
+            log.info(&format!("delete ({})", policy.as_str()));
+            let ran = probe::command(command, &env, &run.env.processes, h.timeout, Some(log)).await;
+            if !ran.ok() {
+                log.warn(&format!(
+                    "delete ({}) failed: {}",
+                    policy.as_str(),
+                    ran.describe(h.timeout)
+                ));
+            }
+            Ok(DeleteRun {
+                ok: ran.ok(),
+                message: ran.describe(h.timeout),
+                output: ran.tail,
+            })
+        })
+        .await?;
+    Ok(r.ok())
+}
