@@ -48,6 +48,22 @@ strategy:
 parallelism: 3
 max_retries: 3
 backoff: {base: 500ms, max: 2s}
+# Hooks run around the deploy in weight order; `t` in the console runs the test ones.
+hooks:
+  - name: migrate
+    events: [pre-deploy]
+    weight: \"-5\"
+    command: \"echo simulated: schema migration for $MANENT_VERSION\"
+  - name: warm-cache
+    events: [pre-promote]
+    command: \"echo simulated: caches warmed on the candidate\"
+  - name: smoke
+    events: [post-deploy, test]
+    weight: 5
+    command: \"echo simulated: smoke test of $MANENT_VERSION passed\"
+  - name: notify
+    events: [post-rollback]
+    command: \"echo simulated: told the on-call channel about the rollback\"
 environments:
   staging:
     targets:
@@ -134,8 +150,7 @@ fn demo_operator() -> Operator {
 }
 
 /// What the console says when it opens on the demo's deploy.
-pub const STARTED: &str =
-    "demo: a canary of shop 2.4.0 in prod; it waits at 10% for you (p promotes, x reverts)";
+pub const STARTED: &str = "demo: shop 2.4.0 goes to prod as a canary; it waits at 10% (p promotes)";
 
 /// Deploys shop 2.3.0 everywhere, as fast as the simulator goes.
 async fn seed(config: &Path) -> Result<(), String> {

@@ -10,6 +10,7 @@
 #[path = "console/fixture.rs"]
 mod fixture;
 
+use manent::config::Event;
 use manent::console::action::Action;
 use manent::console::app::{App, CONFIRM_GUARD_MS, Choice, Focus, Modal, Screen};
 use manent::console::keymap::{self, Mode};
@@ -504,13 +505,84 @@ fn messages_last_until_the_next_key_and_tab_stops_only_where_panels_show() {
     assert_eq!(d.focus, Focus::Targets);
     d.update(Action::Resize(120, 40));
     key(&mut d, BackTab);
-    assert_eq!(d.focus, Focus::Canary, "wide: hooks and canary show");
-    d.update(Action::Resize(80, 24));
+    assert_eq!(d.focus, Focus::Logs, "no hooks, not a canary: nothing else");
+    // A canary, wide: its side panel is a stop; narrowed, it is gone.
+    let mut c = app_on_deployment(CANARY);
+    c.update(Action::Resize(120, 40));
+    key(&mut c, BackTab);
+    assert_eq!(c.focus, Focus::Canary, "wide: the canary panel shows");
+    c.update(Action::Resize(80, 24));
     assert_eq!(
-        d.focus,
+        c.focus,
         Focus::Targets,
         "narrowed: back on a panel that shows"
     );
+    // Hooks are a stop at any width: the narrow screen's hooks line takes ↑↓ and Enter.
+    let mut h = fixture::app_on_hooked();
+    key(&mut h, BackTab);
+    assert_eq!(h.focus, Focus::Hooks);
+    h.update(Action::Resize(120, 40));
+    assert_eq!(h.focus, Focus::Hooks);
+}
+
+#[test]
+fn the_hooks_panel_selects_a_hook_and_enter_opens_it() {
+    let mut app = fixture::app_on_hooked();
+    key(&mut app, Tab);
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Hooks);
+    for _ in 0..3 {
+        key(&mut app, Down);
+    }
+    assert_eq!(app.hook_row, 3);
+    key(&mut app, Enter);
+    match app.modals.last() {
+        Some(Modal::Hook { event, name, .. }) => {
+            assert_eq!((*event, name.as_str()), (Event::PostDeploy, "smoke"));
+        }
+        other => panic!("no hook detail: {other:?}"),
+    }
+    assert_eq!(app.mode(), Mode::List);
+    key(&mut app, Esc);
+    assert!(app.modals.is_empty());
+    // The selection stops at the last hook.
+    for _ in 0..10 {
+        key(&mut app, Down);
+    }
+    assert_eq!(app.hook_row, 4);
+}
+
+#[test]
+fn t_asks_then_runs_the_test_hooks_and_readonly_refuses() {
+    let mut app = fixture::app_on_hooked();
+    assert_eq!(ch(&mut app, 't'), None);
+    let c = confirm_of(&app);
+    assert!(
+        c.title.contains("test hooks of shop in staging"),
+        "{}",
+        c.title
+    );
+    assert!(c.title.contains("(smoke)"), "{}", c.title);
+    assert!(c.lines.iter().any(|l| l.contains("no target is touched")));
+    later(&mut app);
+    assert_eq!(key(&mut app, Enter), None, "Cancel is the default");
+    assert!(app.modals.is_empty());
+    ch(&mut app, 't');
+    later(&mut app);
+    key(&mut app, Right);
+    assert_eq!(
+        key(&mut app, Enter),
+        Some(Command::Test {
+            application: "shop".into(),
+            environment: "staging".into(),
+            reason: None,
+        })
+    );
+    let mut ro = fixture::app_on_hooked();
+    ro.readonly = true;
+    assert_eq!(ch(&mut ro, 't'), None);
+    assert!(ro.modals.is_empty());
+    assert!(ro.flash.as_ref().unwrap().text.contains("read-only"));
 }
 
 #[test]
@@ -860,7 +932,20 @@ mod snapshots {
             key(&mut weight, Right);
         }
         key(&mut weight, Enter);
+        let hooked = fixture::app_on_hooked();
+        let mut hooks = fixture::app_on_hooked();
+        key(&mut hooks, BackTab);
+        key(&mut hooks, Down);
+        let mut hook = fixture::app_on_hooked();
+        key(&mut hook, BackTab);
+        key(&mut hook, Enter);
+        let mut test = fixture::app_on_hooked();
+        ch(&mut test, 't');
         vec![
+            ("deployment_hooks", hooked),
+            ("hooks_focused", hooks),
+            ("hook_detail", hook),
+            ("confirm_test", test),
             ("canary_paused", canary),
             ("canary_pending", pending),
             ("confirm_canary_weight", weight),
@@ -911,6 +996,22 @@ mod snapshots {
             let t = draw(&app, theme, 120, 40);
             insta::assert_debug_snapshot!(
                 format!("{theme}_canary_pending_120x40"),
+                t.backend().buffer()
+            );
+        }
+    }
+
+    #[test]
+    fn the_hooks_panel_in_every_theme_at_120x40() {
+        let mut app = fixture::app_on_hooked();
+        key(&mut app, BackTab);
+        key(&mut app, Down);
+        key(&mut app, Down);
+        key(&mut app, Down);
+        for theme in ["default", "light", "high-contrast", "mono"] {
+            let t = draw(&app, theme, 120, 40);
+            insta::assert_debug_snapshot!(
+                format!("{theme}_hooks_focused_120x40"),
                 t.backend().buffer()
             );
         }

@@ -220,6 +220,12 @@ pub struct Hook {
     /// Secrets it reads (`MANENT_SECRET_<NAME>`), by reference.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Variables it gets, as written.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of the engine's own environment it gets (nothing else of it is passed).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 impl Hook {
@@ -292,6 +298,10 @@ struct HookSpec {
     on_failure: Option<OnFailureSpec>,
     #[serde(default)]
     secrets: Vec<SecretName>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pass_env: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -428,6 +438,23 @@ impl HookSpec {
                 )));
             }
         };
+        for name in self.env.keys().chain(&self.pass_env) {
+            let ok = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(E::custom(format!(
+                    "hook `{}`: `{name}` is not a variable name (letters, digits and _)",
+                    self.name
+                )));
+            }
+            if name.starts_with("MANENT_") {
+                return Err(E::custom(format!(
+                    "hook `{}`: `{name}`: MANENT_ variables are manent's own",
+                    self.name
+                )));
+            }
+        }
         let on_failure = self.on_failure.map_or(OnFailure::Fail, |o| o.0);
         if on_failure == OnFailure::Continue
             && let Some(pre) = events.iter().find(|e| !e.is_post() && **e != Event::Test)
@@ -436,6 +463,22 @@ impl HookSpec {
                 "hook `{}`: on_failure: continue is only for post-events (post-deploy, \
                  post-rollback, post-promote); a failing {pre} hook must stop what it guards",
                 self.name
+            )));
+        }
+        let timeout = self.timeout.map_or(Duration::from_secs(300), |d| d.0);
+        let interval = match &kind {
+            HookKind::Wait(w) => w.interval,
+            _ => Duration::from_secs(1),
+        };
+        if timeout.is_zero() || interval.is_zero() {
+            return Err(E::custom(format!(
+                "hook `{}`: a zero {} would never let it run; give a duration like `30s` or `5m`",
+                self.name,
+                if timeout.is_zero() {
+                    "timeout"
+                } else {
+                    "wait interval"
+                }
             )));
         }
         let delete_policy: Vec<DeletePolicy> = match self.delete_policy {
@@ -447,12 +490,14 @@ impl HookSpec {
             events,
             weight,
             kind,
-            timeout: self.timeout.map_or(Duration::from_secs(300), |d| d.0),
+            timeout,
             retries: self.retries.unwrap_or(0),
             delete: self.delete.filter(|d| !d.trim().is_empty()),
             delete_policy,
             on_failure,
             secrets: self.secrets.into_iter().map(|s| s.0).collect(),
+            env: self.env,
+            pass_env: self.pass_env,
         })
     }
 }
@@ -464,8 +509,12 @@ impl<'de> Deserialize<'de> for EventSpec {
         let s = String::deserialize(d)?;
         Event::parse(s.trim()).map(EventSpec).ok_or_else(|| {
             let names = EVENTS.map(Event::as_str);
-            let guess = nearest(s.trim(), names.iter().copied())
-                .map(|g| format!("did you mean `{g}`? "))
+            let guess = helm(s.trim())
+                .map(|e| format!("Helm's `{}` is manent's `{e}`; ", s.trim()))
+                .or_else(|| {
+                    nearest(s.trim(), names.iter().copied())
+                        .map(|g| format!("did you mean `{g}`? "))
+                })
                 .unwrap_or_default();
             de::Error::custom(format!(
                 "unknown hook event `{s}` ({guess}events: {})",
@@ -473,6 +522,15 @@ impl<'de> Deserialize<'de> for EventSpec {
             ))
         })
     }
+}
+
+/// Helm's hook events, for those who write them here: an install and an upgrade are both deploys.
+fn helm(event: &str) -> Option<&'static str> {
+    Some(match event {
+        "pre-install" | "pre-upgrade" => "pre-deploy",
+        "post-install" | "post-upgrade" => "post-deploy",
+        _ => return None,
+    })
 }
 
 struct PolicySpec(DeletePolicy);
@@ -610,7 +668,11 @@ mod tests {
             ),
             (
                 "- {name: a, events: [pre-install], command: x}",
-                "unknown hook event `pre-install`",
+                "unknown hook event `pre-install` (Helm's `pre-install` is manent's `pre-deploy`",
+            ),
+            (
+                "- {name: a, events: [post-upgrade], command: x}",
+                "Helm's `post-upgrade` is manent's `post-deploy`",
             ),
             (
                 "- {name: a, events: [test], command: x, delete_policy: [hook-succeed]}",
@@ -621,6 +683,14 @@ mod tests {
                 "unknown field `comand`",
             ),
             ("- {name: a, events: [test]}", "does nothing"),
+            (
+                "- {name: a, events: [test], command: x, timeout: 0s}",
+                "a zero timeout would never let it run",
+            ),
+            (
+                "- {name: a, events: [test], wait: {command: x, interval: 0s}}",
+                "a zero wait interval",
+            ),
             (
                 "- {name: a, events: [test], command: x, http: {url: 'http://x'}}",
                 "more than one kind",

@@ -86,6 +86,13 @@ pub enum Modal {
         name: String,
         scroll: usize,
     },
+    /// One hook run in full: its message, output, delete actions, its log lines.
+    Hook {
+        deployment: String,
+        event: crate::config::Event,
+        name: String,
+        scroll: usize,
+    },
 }
 
 /// A message at the bottom of the screen.
@@ -116,6 +123,8 @@ pub struct App {
     pub deployment_row: usize,
     /// Selected target on the deployment screen.
     pub target_row: usize,
+    /// Selected hook on the deployment screen.
+    pub hook_row: usize,
     /// Dialogs, topmost last.
     pub modals: Vec<Modal>,
     /// The latest message.
@@ -157,6 +166,7 @@ impl App {
             app_row: 0,
             deployment_row: 0,
             target_row: 0,
+            hook_row: 0,
             modals: Vec::new(),
             flash: None,
             readonly,
@@ -184,7 +194,7 @@ impl App {
             Some(Modal::Plan { .. }) => Mode::Plan,
             Some(Modal::Search { .. }) => Mode::Prompt,
             Some(Modal::Versions(v)) if v.typing.is_some() => Mode::Prompt,
-            Some(Modal::Versions(_) | Modal::Target { .. }) => Mode::List,
+            Some(Modal::Versions(_) | Modal::Target { .. } | Modal::Hook { .. }) => Mode::List,
         }
     }
 
@@ -415,9 +425,7 @@ impl App {
             Action::PromoteFull => self.ask_canary(Topic::Promote, dialogs::promote_full),
             Action::Revert => self.ask_canary(Topic::Revert, dialogs::revert),
             Action::StepBack => self.ask_back(),
-            Action::TestHooks => {
-                self.say(Level::Warn, "this deployment defines no test hooks");
-            }
+            Action::TestHooks => self.ask_tests(),
             Action::Search => self.modals.push(Modal::Search {
                 text: self.logs.filter.describe(),
             }),
@@ -519,6 +527,29 @@ impl App {
         self.confirm(c);
     }
 
+    /// `t`: the test hooks of the selected application and environment, asked first.
+    fn ask_tests(&mut self) {
+        if self.refuse_readonly("running the test hooks (it records a run)") {
+            return;
+        }
+        let Some(a) = self.plan_or_selected_app().cloned() else {
+            self.say(Level::Warn, "select an application and environment first");
+            return;
+        };
+        if a.tests.is_empty() {
+            self.say(
+                Level::Warn,
+                format!(
+                    "{}/{} has no test hooks (a hook with `events: [test]`)",
+                    a.application, a.environment
+                ),
+            );
+            return;
+        }
+        let c = dialogs::tests(&a, self.now);
+        self.confirm(c);
+    }
+
     /// `b`: back to the previous step's weight.
     fn ask_back(&mut self) {
         let Some(d) = self.canary().cloned() else {
@@ -592,7 +623,11 @@ impl App {
             }
             Focus::Logs if delta < 0 => self.logs.scroll_up(delta.unsigned_abs(), rows),
             Focus::Logs => self.logs.scroll_down(delta.unsigned_abs(), rows),
-            Focus::Hooks | Focus::Canary => {}
+            Focus::Hooks => {
+                let len = self.deployment().map_or(0, |d| d.hooks.len());
+                self.hook_row = step(self.hook_row, len);
+            }
+            Focus::Canary => {}
         }
     }
 
@@ -629,14 +664,22 @@ impl App {
         }
     }
 
-    /// The panels one can move between: only those on screen.
-    fn panels(&self) -> &'static [Focus] {
+    /// The panels one can move between: only those on screen (hooks when there are some, the
+    /// canary's side panel on a wide screen).
+    fn panels(&self) -> Vec<Focus> {
         match self.screen {
-            Screen::Home => &[Focus::Apps, Focus::Deployments],
-            Screen::Deployment(_) if self.size.0 >= layout::WIDE => {
-                &[Focus::Targets, Focus::Logs, Focus::Hooks, Focus::Canary]
+            Screen::Home => vec![Focus::Apps, Focus::Deployments],
+            Screen::Deployment(_) => {
+                let mut v = vec![Focus::Targets, Focus::Logs];
+                let d = self.deployment();
+                if d.is_some_and(|d| !d.hooks.is_empty()) {
+                    v.push(Focus::Hooks);
+                }
+                if self.size.0 >= layout::WIDE && d.is_some_and(|d| d.canary.is_some()) {
+                    v.push(Focus::Canary);
+                }
+                v
             }
-            Screen::Deployment(_) => &[Focus::Targets, Focus::Logs],
         }
     }
 
@@ -669,6 +712,20 @@ impl App {
                     self.modals.push(Modal::Target {
                         deployment: id.clone(),
                         name: t.name.clone(),
+                        scroll: 0,
+                    });
+                }
+            }
+            (Screen::Deployment(id), Focus::Hooks) => {
+                let hook = self
+                    .deployment()
+                    .and_then(|d| d.hooks.get(self.hook_row))
+                    .map(|h| (h.event, h.name.clone()));
+                if let Some((event, name)) = hook {
+                    self.modals.push(Modal::Hook {
+                        deployment: id.clone(),
+                        event,
+                        name,
                         scroll: 0,
                     });
                 }
@@ -1019,6 +1076,21 @@ impl App {
                 }
                 None
             }
+            Modal::Hook { scroll, .. } => {
+                match action {
+                    Action::Dismiss => {
+                        self.modals.pop();
+                    }
+                    Action::Up => *scroll = scroll.saturating_sub(1),
+                    Action::Down => *scroll += 1,
+                    Action::PageUp => *scroll = scroll.saturating_sub(log_rows),
+                    Action::PageDown => *scroll += log_rows,
+                    Action::Top => *scroll = 0,
+                    Action::Bottom => *scroll = usize::MAX / 2,
+                    _ => {}
+                }
+                None
+            }
             Modal::Target { scroll, .. } => {
                 match action {
                     Action::Dismiss => {
@@ -1143,6 +1215,11 @@ impl App {
             ..
         }
         | Command::Rollback {
+            application,
+            environment,
+            ..
+        }
+        | Command::Test {
             application,
             environment,
             ..

@@ -137,14 +137,20 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let app = ctx.app;
     let mut keys: Vec<(&str, &str)> = match app.screen {
-        Screen::Home => vec![
-            ("Enter", "plan/open"),
-            ("D", "deploy"),
-            ("R", "rollback"),
-            ("d", "dry-run"),
-            ("c", "cancel"),
-            ("Tab", "panel"),
-        ],
+        Screen::Home => {
+            let mut k = vec![
+                ("Enter", "plan/open"),
+                ("D", "deploy"),
+                ("R", "rollback"),
+                ("d", "dry-run"),
+                ("c", "cancel"),
+            ];
+            if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
+                k.push(("t", "test"));
+            }
+            k.push(("Tab", "panel"));
+            k
+        }
         Screen::Deployment(_) => deployment_keys(app),
     };
     // `? help` and `q quit` always show; others go from the right when the line is full.
@@ -206,6 +212,9 @@ fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
         }
         if d.status.is_live() {
             keys.push(("c", "cancel"));
+        }
+        if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
+            keys.push(("t", "test"));
         }
     }
     if app.pending().is_none() {

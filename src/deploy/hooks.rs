@@ -239,6 +239,12 @@ fn environment(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
+    for name in &h.pass_env {
+        if let Ok(v) = std::env::var(name) {
+            env.insert(name.clone(), v);
+        }
+    }
+    env.extend(h.env.clone());
     if let Some(i) = info {
         env.insert("MANENT_IDEMPOTENCY_KEY".into(), i.idempotency_key.clone());
         env.insert("MANENT_ATTEMPT".into(), i.attempt.to_string());

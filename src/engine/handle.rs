@@ -40,6 +40,12 @@ pub enum Command {
         environment: String,
         reason: Option<String>,
     },
+    /// Run an environment's `test` hooks against what is live.
+    Test {
+        application: String,
+        environment: String,
+        reason: Option<String>,
+    },
     /// An operator command on a deployment (pause, resume, cancel, retry, skip, abort).
     Operator {
         id: String,
@@ -94,6 +100,9 @@ pub struct AppEnv {
     pub rollback: Transitions,
     /// Versions recorded in its history, newest first (the version picker offers them).
     pub versions: Vec<String>,
+    /// Its `test` hooks, in the order they run.
+    #[serde(default)]
+    pub tests: Vec<String>,
 }
 
 /// A line for the operator about something they did (or that went wrong doing it).
@@ -337,6 +346,11 @@ impl Actor {
                 command,
                 reason,
             } => self.operate(&id, &command, reason.as_deref()).await,
+            Command::Test {
+                application,
+                environment,
+                reason,
+            } => self.test(&application, &environment, reason).await,
             Command::LoadLogs { id } => {
                 self.load_logs(id).await;
                 Ok(String::new())
@@ -418,6 +432,33 @@ impl Actor {
                 format!("{id}: the same {what} failed on targets; retrying them")
             }
         })
+    }
+
+    async fn test(
+        &mut self,
+        application: &str,
+        environment: &str,
+        reason: Option<String>,
+    ) -> Result<String, String> {
+        let spec = self
+            .config
+            .environment(application, environment)
+            .map_err(|e| e.to_string())?;
+        let sub = Submission {
+            operator: &self.operator,
+            reason: reason.as_deref(),
+            max_recovery_attempts: self.config.engine.max_recovery_attempts,
+        };
+        let submitted = submit::test(self.store.as_ref(), &spec, &sub)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = &self.engine {
+            e.run(submitted.id()).await.map_err(|e| e.to_string())?;
+        }
+        Ok(format!(
+            "{}: the test hooks of {application} in {environment} started",
+            submitted.id()
+        ))
     }
 
     /// The lines `id` stored up to when this console opened (the last ones the pane holds).
@@ -567,6 +608,10 @@ fn apps_of(config: &Config) -> Vec<AppEnv> {
                 live_by_target: std::collections::BTreeMap::new(),
                 rollback: Transitions::default(),
                 versions: Vec::new(),
+                tests: crate::config::hooks::ordered(&spec.hooks, crate::config::Event::Test)
+                    .iter()
+                    .map(|h| h.name.clone())
+                    .collect(),
             });
         }
     }

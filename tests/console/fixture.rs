@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use manent::config::Event;
 use manent::console::action::Action;
 use manent::console::app::App;
 use manent::deploy::records::JournalEntry;
 use manent::deploy::releases::{Transition, Transitions};
 use manent::deploy::state::{DeploymentState, Ending, Kind, Phase, TargetState, Topic};
-use manent::deploy::view::{AttemptView, DeploymentView, TargetView};
+use manent::deploy::view::{AttemptView, DeploymentView, HookState, HookView, TargetView};
 use manent::deploy::{Report, TargetReport};
 use manent::engine::handle::{AppEnv, EngineMode, Snapshot};
 use manent::plugin::{Level, LogLine};
@@ -302,6 +303,7 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
             targets: n,
         }]),
         versions: vec!["2.3.0".into(), "2.2.0".into()],
+        tests: Vec::new(),
     }
 }
 
@@ -369,6 +371,91 @@ pub fn logs() -> Vec<LogLine> {
     out
 }
 
+pub const HOOKED: &str = "dep-20261129-100800-eeee";
+
+fn hook(event: Event, name: &str, weight: i32, state: HookState, ms: Option<u64>) -> HookView {
+    HookView {
+        event,
+        name: name.into(),
+        kind: if name == "ready" { "wait" } else { "command" }.into(),
+        weight,
+        moniker: format!("staging::shop::hook::{name}"),
+        state,
+        attempt: u32::from(state != HookState::Pending),
+        duration_ms: ms,
+        message: String::new(),
+        output: String::new(),
+        deletes: Vec::new(),
+    }
+}
+
+/// A staging deploy with its hooks: two pre-deploy hooks passed, every target deployed, the
+/// post-deploy smoke test failed once and waits for its retry.
+pub fn hooked() -> DeploymentView {
+    let mut d = failed();
+    d.id = HOOKED.into();
+    d.state = DeploymentState::Running;
+    d.created_at = NOW - 95_000;
+    d.accepts = vec![Topic::Abort];
+    for t in &mut d.targets {
+        t.state = TargetState::Deployed;
+        t.attempt = t.attempt.max(1);
+        t.duration_ms = t.duration_ms.or(Some(1400));
+    }
+    d.phase = Some(Phase::Hook {
+        event: Event::PostDeploy,
+        name: "smoke".into(),
+        index: 2,
+        of: 3,
+    });
+    let mut migrate = hook(
+        Event::PreDeploy,
+        "migrate",
+        -5,
+        HookState::Passed,
+        Some(2_140),
+    );
+    migrate.message = "exit 0".into();
+    migrate.output = "applied 2 migrations: 0041_orders_index, 0042_carts_ttl".into();
+    migrate.deletes = vec!["hook-succeeded: exit 0".into()];
+    let mut smoke = hook(Event::PostDeploy, "smoke", 0, HookState::Retrying, None);
+    smoke.message = "exit status 1: GET /checkout answered 502".into();
+    smoke.output = "checking /healthz ... ok\nchecking /checkout ... 502 Bad Gateway".into();
+    d.hooks = vec![
+        migrate,
+        hook(
+            Event::PreDeploy,
+            "warm-cache",
+            0,
+            HookState::Passed,
+            Some(410),
+        ),
+        hook(
+            Event::PostDeploy,
+            "ready",
+            -1,
+            HookState::Passed,
+            Some(3_020),
+        ),
+        smoke,
+        hook(Event::PostDeploy, "notify", 10, HookState::Pending, None),
+    ];
+    d
+}
+
+/// The console on [`hooked`], its environment with a `test` hook.
+pub fn app_on_hooked() -> App {
+    let mut snap = snapshot();
+    snap.apps[0].tests = vec!["smoke".into()];
+    snap.deployments.push(hooked());
+    let mut app = App::new(false, NOW);
+    app.update(Action::Snapshot(Arc::new(snap)));
+    for l in logs() {
+        app.update(Action::Log(l));
+    }
+    open(app, HOOKED)
+}
+
 pub fn app_on_home() -> App {
     let mut app = App::new(false, NOW);
     app.update(Action::Snapshot(Arc::new(snapshot())));
@@ -379,7 +466,10 @@ pub fn app_on_home() -> App {
 }
 
 pub fn app_on_deployment(id: &str) -> App {
-    let mut app = app_on_home();
+    open(app_on_home(), id)
+}
+
+fn open(mut app: App, id: &str) -> App {
     app.show(id.to_owned());
     // The first update asks for the deployment's earlier log lines.
     assert_eq!(

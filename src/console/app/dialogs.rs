@@ -116,6 +116,15 @@ impl Confirm {
                 command,
                 reason,
             },
+            Command::Test {
+                application,
+                environment,
+                ..
+            } => Command::Test {
+                application,
+                environment,
+                reason,
+            },
             other => other,
         }
     }
@@ -433,6 +442,29 @@ impl Versions {
         }
         Picked::Nothing
     }
+}
+
+/// Run the test hooks of `a` against what is live.
+pub fn tests(a: &AppEnv, now: i64) -> Confirm {
+    let title = format!(
+        "Run the test hooks of {} in {} against what is live ({})?",
+        a.application,
+        a.environment,
+        a.tests.join(", ")
+    );
+    let mut lines = vec![
+        "every test hook runs, even after one fails; each is recorded with its output".to_owned(),
+        "no target is touched".to_owned(),
+    ];
+    if a.production {
+        lines.push(production_line(&a.environment));
+    }
+    let command = Command::Test {
+        application: a.application.clone(),
+        environment: a.environment.clone(),
+        reason: None,
+    };
+    Confirm::new(title, lines, command, a.production, now).buttons("Cancel", "Run tests")
 }
 
 /// `stable 70% / candidate 30%`

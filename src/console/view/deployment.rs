@@ -8,11 +8,11 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, 
 
 use super::ViewCtx;
 use super::canary;
-use super::widgets::{clock, elapsed, fit, panel, row_highlight};
+use super::widgets::{clock, elapsed, fit, panel, row_highlight, took};
 use crate::console::app::Focus;
 use crate::console::layout;
 use crate::deploy::state::TargetState;
-use crate::deploy::view::DeploymentView;
+use crate::deploy::view::{DeploymentView, HookState};
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let Some(d) = ctx.app.deployment() else {
@@ -39,18 +39,26 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     render_targets(frame, targets, d, ctx);
     if side.is_none() {
         let t = ctx.theme;
+        let hooks_focused = ctx.app.focus == Focus::Hooks;
         match &d.canary {
             Some(c) => {
-                let lines = canary::strip(d, c, usize::from(strip.width), ctx);
+                let mut lines = canary::strip(d, c, usize::from(strip.width), ctx);
+                if hooks_focused && let Some(l) = lines.last_mut() {
+                    *l = hook_strip(d, ctx);
+                }
                 frame.render_widget(Paragraph::new(lines), strip);
             }
             None => {
-                let line = Line::from(vec![
-                    Span::styled(" hooks ", t.get("muted")),
-                    Span::raw("none defined"),
-                    Span::styled("  canary ", t.get("muted")),
-                    Span::raw(format!("not a canary deployment ({})", d.kind)),
-                ]);
+                let line = if d.hooks.is_empty() {
+                    Line::from(vec![
+                        Span::styled(" hooks ", t.get("muted")),
+                        Span::raw("none defined"),
+                        Span::styled("  canary ", t.get("muted")),
+                        Span::raw(format!("not a canary deployment ({})", d.kind)),
+                    ])
+                } else {
+                    hook_strip(d, ctx)
+                };
                 frame.render_widget(Paragraph::new(line), strip);
             }
         }
@@ -131,6 +139,107 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
     frame.render_stateful_widget(table, area, &mut state);
 }
 
+/// A hook's state style.
+pub fn hook_style(s: HookState, t: &crate::console::theme::Theme) -> ratatui::style::Style {
+    t.get(match s {
+        HookState::Pending => "status.pending",
+        HookState::Running => "status.running",
+        HookState::Retrying => "status.retrying",
+        HookState::Passed => "status.ok",
+        HookState::Failed => "status.failed",
+    })
+}
+
+/// The narrow screen's hooks line: how many ran and the one running (or the selected one, with
+/// the focus on hooks: ↑↓ choose, Enter opens it).
+fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Line<'static> {
+    let t = ctx.theme;
+    let done = d
+        .hooks
+        .iter()
+        .filter(|h| matches!(h.state, HookState::Passed | HookState::Failed))
+        .count();
+    let focused = ctx.app.focus == Focus::Hooks;
+    let shown = if focused {
+        d.hooks
+            .get(ctx.app.hook_row.min(d.hooks.len().saturating_sub(1)))
+    } else {
+        d.hooks
+            .iter()
+            .find(|h| matches!(h.state, HookState::Running | HookState::Retrying))
+            .or_else(|| d.hooks.iter().rev().find(|h| h.state != HookState::Pending))
+            .or_else(|| d.hooks.first())
+    };
+    let mut spans = vec![Span::styled(
+        format!(" hooks {done}/{} ", d.hooks.len()),
+        if focused {
+            t.get("selection")
+        } else {
+            t.get("muted")
+        },
+    )];
+    if let Some(h) = shown {
+        spans.push(Span::raw(format!(
+            "{}{} {} ",
+            if focused { "› " } else { "" },
+            h.event,
+            h.name
+        )));
+        spans.push(Span::styled(h.state.as_str(), hook_style(h.state, t)));
+        if let Some(ms) = h.duration_ms {
+            spans.push(Span::styled(format!(" {}", took(ms)), t.get("muted")));
+        }
+        if focused {
+            spans.push(Span::styled("  ↑↓ Enter", t.get("muted")));
+        }
+    }
+    Line::from(spans)
+}
+
+/// The side panel's hooks, grouped by event in the order they run: a header, then per event its
+/// name and its hooks (weight, name, state, time), each line with the hook it shows.
+fn hook_table(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Vec<(Option<usize>, Line<'static>)> {
+    let t = ctx.theme;
+    let mut out = vec![(
+        None,
+        Line::from(Span::styled(
+            "    WGT NAME         STATUS   TIME",
+            t.get("muted"),
+        )),
+    )];
+    if d.hooks.is_empty() {
+        out.push((None, Line::from("none defined for this deployment")));
+        return out;
+    }
+    let focused = ctx.app.focus == Focus::Hooks;
+    let selected = ctx.app.hook_row.min(d.hooks.len() - 1);
+    let mut event = None;
+    for (i, h) in d.hooks.iter().enumerate() {
+        if event != Some(h.event) {
+            event = Some(h.event);
+            out.push((
+                None,
+                Line::from(Span::styled(h.event.as_str(), t.get("title"))),
+            ));
+        }
+        let mark = if focused && i == selected { "›" } else { " " };
+        let line = Line::from(vec![
+            Span::raw(format!("{mark}{:>6} {:<13}", h.weight, fit(&h.name, 12))),
+            Span::styled(format!("{:<9}", h.state.as_str()), hook_style(h.state, t)),
+            Span::styled(h.duration_ms.map(took).unwrap_or_default(), t.get("muted")),
+        ]);
+        out.push((
+            Some(i),
+            if focused && i == selected {
+                line.style(t.get("selection"))
+            } else {
+                line
+            },
+        ));
+    }
+    out
+}
+
 fn batch_sizes(d: &DeploymentView) -> String {
     let first = d.targets.iter().filter(|t| t.batch == 1).count();
     if d.batches <= 1 {
@@ -142,25 +251,32 @@ fn batch_sizes(d: &DeploymentView) -> String {
 
 fn render_side(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let t = ctx.theme;
-    let canary_rows = d.canary.as_ref().map_or(6, |c| {
+    let canary_rows = d.canary.as_ref().map_or(4, |c| {
         u16::try_from(c.plan.steps.len().min(10)).unwrap_or(10) + 7
     });
+    let hook_lines = hook_table(d, ctx);
+    let hook_rows = u16::try_from(hook_lines.len().clamp(2, 11)).unwrap_or(11) + 2;
     let [hooks, canary_area, info] = Layout::vertical([
-        Constraint::Length(5),
+        Constraint::Length(hook_rows),
         Constraint::Length(canary_rows),
         Constraint::Min(3),
     ])
     .areas(area);
     let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.focus == focus, t);
+    // The header stays; the rows scroll to keep the selected hook in sight.
+    let rows = usize::from(hooks.height.saturating_sub(3)).max(1);
+    let selected = ctx.app.hook_row.min(d.hooks.len().saturating_sub(1));
+    let mut lines = hook_lines.into_iter();
+    let mut shown: Vec<Line<'static>> = lines.next().map(|(_, l)| l).into_iter().collect();
+    let body: Vec<(Option<usize>, Line<'static>)> = lines.collect();
+    let at = body
+        .iter()
+        .position(|(i, _)| *i == Some(selected))
+        .unwrap_or(0);
+    let first = (at + 1).saturating_sub(rows);
+    shown.extend(body.into_iter().skip(first).take(rows).map(|(_, l)| l));
     frame.render_widget(
-        Paragraph::new(vec![
-            Line::from(Span::styled(
-                "EVENT  WEIGHT  KIND  NAME  STATUS",
-                t.get("muted"),
-            )),
-            Line::from("none defined for this deployment"),
-        ])
-        .block(boxed(" Hooks ", Focus::Hooks)),
+        Paragraph::new(shown).block(boxed(" Hooks ", Focus::Hooks)),
         hooks,
     );
     match &d.canary {

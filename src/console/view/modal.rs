@@ -94,6 +94,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             name,
             scroll,
         } => target(frame, area, deployment, name, *scroll, ctx),
+        Modal::Hook {
+            deployment,
+            event,
+            name,
+            scroll,
+        } => hook(frame, area, deployment, *event, name, *scroll, ctx),
         Modal::Search { text } => {
             let lines = vec![
                 Line::from(vec![
@@ -396,6 +402,104 @@ fn target(
         fit(&x.moniker, inner.saturating_sub(8))
     );
     let hint = "r retry · s skip · f its logs in the pane · ↑↓ PgUp PgDn scroll · Esc";
+    scrolled(frame, area, &title, body, scroll, width, hint, ctx);
+}
+
+fn hook(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    deployment: &str,
+    event: crate::config::Event,
+    name: &str,
+    scroll: usize,
+    ctx: &ViewCtx<'_>,
+) {
+    let t = ctx.theme;
+    let Some(d) = ctx.app.snap.deployments.iter().find(|d| d.id == deployment) else {
+        return;
+    };
+    let Some(h) = d.hooks.iter().find(|h| h.event == event && h.name == name) else {
+        return;
+    };
+    let width = area.width.saturating_sub(4).min(110);
+    let inner = usize::from(width.saturating_sub(2));
+    let mut body: Vec<Line<'_>> = vec![Line::from(vec![
+        Span::styled(
+            format!(" {} ", h.state.as_str().to_uppercase()),
+            super::deployment::hook_style(h.state, t),
+        ),
+        Span::raw(format!(
+            "  {} · weight {} · {} · attempt {}{}",
+            h.event,
+            h.weight,
+            h.kind,
+            h.attempt,
+            h.duration_ms
+                .map(|ms| format!(" · took {}", super::widgets::took(ms)))
+                .unwrap_or_default()
+        )),
+    ])];
+    for l in wrap(&h.message, inner) {
+        body.push(Line::from(l));
+    }
+    if !h.deletes.is_empty() {
+        body.push(Line::from(""));
+        body.push(Line::from(Span::styled(
+            "DELETE POLICY ACTIONS",
+            t.get("muted"),
+        )));
+        for d in &h.deletes {
+            body.push(Line::from(format!("  {d}")));
+        }
+    }
+    if !h.output.is_empty() {
+        body.push(Line::from(""));
+        body.push(Line::from(Span::styled(
+            "OUTPUT (its last lines)",
+            t.get("muted"),
+        )));
+        for l in h.output.lines() {
+            for w in wrap(l, inner) {
+                body.push(Line::from(w));
+            }
+        }
+    }
+    body.push(Line::from(""));
+    body.push(Line::from(Span::styled(
+        format!("LOG LINES of hook:{name}"),
+        t.get("muted"),
+    )));
+    let source = format!("hook:{name}");
+    let mut logged = 0;
+    for l in ctx
+        .app
+        .logs
+        .lines()
+        .filter(|l| l.deployment_id.as_deref() == Some(deployment) && l.source == source)
+    {
+        logged += 1;
+        let mut lines = wrap(&l.message, inner.saturating_sub(15)).into_iter();
+        body.push(Line::from(vec![
+            Span::styled(clock(l.at), t.get("muted")),
+            Span::styled(format!(" {:<5} ", l.level.as_str()), t.level(l.level)),
+            Span::raw(lines.next().unwrap_or_default()),
+        ]));
+        for more in lines {
+            body.push(Line::from(format!("{:15}{more}", "")));
+        }
+    }
+    if logged == 0 {
+        body.push(Line::from(Span::styled(
+            "none held by this console (`manent logs` has them all)",
+            t.get("muted"),
+        )));
+    }
+    let title = format!(
+        " hook {} · {} ",
+        h.name,
+        fit(&h.moniker, inner.saturating_sub(8))
+    );
+    let hint = "↑↓ PgUp PgDn scroll · Esc";
     scrolled(frame, area, &title, body, scroll, width, hint, ctx);
 }
 

@@ -36,6 +36,16 @@ pub fn elapsed(ms: i64) -> String {
     }
 }
 
+/// How long a short step took: `410ms`, `2.1s`, then as [`elapsed`] from ten seconds on (a hook
+/// of a fraction of a second is not `0s`).
+pub fn took(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms}ms"),
+        1000..10_000 => format!("{}.{}s", ms / 1000, ms % 1000 / 100),
+        _ => elapsed(i64::try_from(ms).unwrap_or(i64::MAX)),
+    }
+}
+
 /// `HH:MM:SS` (UTC) of an epoch-ms time.
 pub fn clock(ms: i64) -> String {
     let s = ms.max(0) / 1000 % 86_400;
@@ -47,6 +57,14 @@ pub fn progress(d: &DeploymentView) -> String {
     match &d.canary {
         Some(c) if d.status.is_live() && d.done() == d.targets.len() => {
             format!("{}%", c.status.weight)
+        }
+        _ if d.kind == crate::deploy::state::Kind::Test => {
+            let passed = d
+                .hooks
+                .iter()
+                .filter(|h| h.state == crate::deploy::view::HookState::Passed)
+                .count();
+            format!("{passed}/{}", d.hooks.len())
         }
         _ => format!("{}/{}", d.done(), d.targets.len()),
     }
