@@ -139,6 +139,10 @@ pub struct EnvSpec {
     /// Lifecycle hooks (in the order written; [`hooks::ordered`] gives an event's run order).
     #[serde(default)]
     pub hooks: Vec<Hook>,
+    /// Where its hook and analysis commands run: the descriptor's directory, made absolute when
+    /// the deployment was submitted (so a worker started elsewhere runs them in the same place).
+    #[serde(default)]
+    pub workdir: PathBuf,
 }
 
 impl EnvSpec {
@@ -703,6 +707,10 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
             .production
             .unwrap_or_else(|| is_production_name(env_name)),
         descriptor: d.file.clone(),
+        workdir: {
+            let dir = d.file.parent().filter(|p| !p.as_os_str().is_empty());
+            std::path::absolute(dir.unwrap_or(Path::new("."))).unwrap_or_default()
+        },
         artifact,
         plugin: deploy.plugin.0.clone(),
         resource_type: deploy

@@ -578,6 +578,24 @@ fn t_asks_then_runs_the_test_hooks_and_readonly_refuses() {
             reason: None,
         })
     );
+    // The run it starts opens, though it finished before the console saw it running.
+    let mut snap = (*app.snap).clone();
+    let mut run = fixture::hooked();
+    run.id = "dep-20261129-100900-ffff".into();
+    run.kind = manent::deploy::state::Kind::Test;
+    run.status = manent::workflow::store::WorkflowStatus::Success;
+    snap.deployments.insert(0, run.clone());
+    app.update(Action::Snapshot(std::sync::Arc::new(snap.clone())));
+    assert_eq!(app.screen, Screen::Deployment(run.id.clone()));
+    // A start the engine refused opens nothing when, much later, another run appears.
+    let mut refused = fixture::app_on_hooked();
+    ch(&mut refused, 't');
+    later(&mut refused);
+    key(&mut refused, Right);
+    assert!(key(&mut refused, Enter).is_some());
+    refused.update(Action::Tick(refused.now + 60_000));
+    refused.update(Action::Snapshot(std::sync::Arc::new(snap)));
+    assert_eq!(refused.screen, Screen::Deployment(fixture::HOOKED.into()));
     let mut ro = fixture::app_on_hooked();
     ro.readonly = true;
     assert_eq!(ch(&mut ro, 't'), None);
@@ -941,7 +959,10 @@ mod snapshots {
         key(&mut hook, Enter);
         let mut test = fixture::app_on_hooked();
         ch(&mut test, 't');
+        let mut test_run = fixture::app_on_test_run();
+        key(&mut test_run, Down);
         vec![
+            ("test_run", test_run),
             ("deployment_hooks", hooked),
             ("hooks_focused", hooks),
             ("hook_detail", hook),

@@ -27,6 +27,15 @@ struct Tmux {
 
 impl Tmux {
     fn start(name: &str, command: &str, env: &[(&str, &str)]) -> Option<Tmux> {
+        Tmux::start_sized(name, command, env, (80, 24))
+    }
+
+    fn start_sized(
+        name: &str,
+        command: &str,
+        env: &[(&str, &str)],
+        (w, h): (u16, u16),
+    ) -> Option<Tmux> {
         if Command::new("tmux").arg("-V").output().is_err() {
             assert!(std::env::var_os("CI").is_none(), "tmux is required in CI");
             skipped("tmux is not installed");
@@ -42,9 +51,9 @@ impl Tmux {
             "new-session",
             "-d",
             "-x",
-            "80",
+            &w.to_string(),
             "-y",
-            "24",
+            &h.to_string(),
         ]);
         for (k, v) in env {
             cmd.arg("-e").arg(format!("{k}={v}"));
@@ -456,4 +465,78 @@ fn sigterm_restores_the_terminal_and_drains() {
         last.1 == "SUCCESS" || last.1 == "PENDING",
         "finished, or left to resume: {last:?}"
     );
+}
+
+#[test]
+fn the_hooks_panel_shows_the_order_plan_and_history_show() {
+    // Weights -5, 0, 5, 10 (two as strings, as Helm writes them); at weight 0 a command runs
+    // before a wait, and names break the remaining tie.
+    let hook = |name: &str, more: &str| {
+        format!("  - name: {name}\n    events: [pre-deploy]\n{more}    command: 'true'\n")
+    };
+    let hooks = [
+        hook("ten", "    weight: \"10\"\n"),
+        hook("minus-five", "    weight: \"-5\"\n"),
+        hook("b-zero", ""),
+        hook("five", "    weight: 5\n"),
+        hook("a-zero", "    weight: 0\n"),
+        "  - name: aa-wait\n    events: [pre-deploy]\n    wait: {command: 'true', interval: 100ms}\n"
+            .to_owned(),
+    ]
+    .concat();
+    let app = format!(
+        "application: web\nartifact: {{version: \"1.0.0\"}}\ndeploy:\n  plugin: simulate\nhooks:\n{hooks}environments:\n  prod:\n    targets: [{{name: a}}]\n"
+    );
+    let fx = fleet::Fixture::new("", &[("web", &app)]);
+    let expected = ["minus-five", "a-zero", "b-zero", "aa-wait", "five", "ten"];
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", fleet::text(&out.stderr));
+    let h = fx.run(&["history", "web", "prod", "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    let names: Vec<&str> = h["deployments"][0]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, expected, "history");
+    let Some(t) = Tmux::start_sized(
+        "hooks",
+        &format!("{MANENT} --config {} console", fx.config().display()),
+        &[],
+        (120, 40),
+    ) else {
+        return;
+    };
+    t.wait_for("Deployments", LONG);
+    t.keys(&["Tab", "Enter"]);
+    let screen = t.wait_for("pre-deploy", SHORT);
+    // The side panel's rows, top to bottom: each hook's name after its weight.
+    let shown: Vec<String> = screen
+        .lines()
+        .filter_map(|l| {
+            let side: String = l.chars().skip(83).collect();
+            let f: Vec<&str> = side
+                .trim_matches(|c| c == '│' || c == ' ')
+                .split_whitespace()
+                .collect();
+            (f.len() >= 3 && f[0].parse::<i32>().is_ok()).then(|| f[1].to_owned())
+        })
+        .collect();
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|n| {
+            if n.chars().count() > 9 {
+                format!("{}…", n.chars().take(8).collect::<String>())
+            } else {
+                (*n).to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(shown, expected, "the console:\n{screen}");
+    // Tab reaches the hooks; Enter opens the selected one's run.
+    t.keys(&["BTab", "Down", "Enter"]);
+    t.wait_for("hook a-zero", SHORT);
+    t.keys(&["Escape", "q"]);
+    t.wait_for("EXITED 0", LONG);
 }

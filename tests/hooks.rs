@@ -533,3 +533,57 @@ impl Drop for Server {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+#[test]
+fn a_hook_runs_in_its_descriptors_directory_with_only_what_it_is_given() {
+    let manent = format!("{MANENT}secrets:\n  token: env:HOOK_TOKEN\n");
+    let hooks = "  - name: check\n    events: [test]\n    pass_env: [FIXTURE]\n    env: {GREETING: hello}\n    secrets: [token]\n    command: ./check.sh\n";
+    let fx = Fixture::new(&manent, &[("web", &app(hooks, ""))]);
+    let script = fx.path().join("apps/check.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"dir $(pwd -P) greeting $GREETING engine ${ENGINE_ONLY:-absent} \
+         token-len ${#MANENT_SECRET_TOKEN}\" >> \"$FIXTURE/seen\"\necho \"using $MANENT_SECRET_TOKEN\"\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&script).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).unwrap();
+    // Started from elsewhere: `./check.sh` is still the one beside the descriptor.
+    let out = fx
+        .command(&["test", "web", "prod", "--yes", "--json"])
+        .current_dir("/")
+        .env("HOOK_TOKEN", "hunter2-hook-secret")
+        .env("ENGINE_ONLY", "leaked")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let seen = std::fs::read_to_string(fx.path().join("seen")).unwrap();
+    let apps = fx.path().join("apps").canonicalize().unwrap();
+    assert_eq!(
+        seen.trim(),
+        format!(
+            "dir {} greeting hello engine absent token-len 19",
+            apps.display()
+        )
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = v["id"].as_str().unwrap();
+    let logs = fx.run(&["logs", id]);
+    let all = format!(
+        "{}{}{}",
+        text(&out.stdout),
+        text(&logs.stdout),
+        text(&logs.stderr)
+    );
+    assert!(!all.contains("hunter2"), "{all}");
+    assert!(all.contains("using [redacted]"), "{all}");
+    let db = std::fs::read(fx.db_path()).unwrap();
+    let wal = std::fs::read(fx.db_path().with_extension("db-wal")).unwrap_or_default();
+    for bytes in [db, wal] {
+        assert!(
+            !bytes.windows(7).any(|w| w == b"hunter2"),
+            "the secret reached the database"
+        );
+    }
+}

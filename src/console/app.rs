@@ -16,7 +16,7 @@ use super::keymap::Mode;
 use super::layout;
 use super::logpane::LogPane;
 use crate::deploy::command::{OperatorCommand, why_not};
-use crate::deploy::state::{DeploymentState, TargetState, Topic};
+use crate::deploy::state::{DeploymentState, Kind, TargetState, Topic};
 use crate::deploy::view::{DeploymentView, TargetView};
 use crate::engine::handle::{AppEnv, Command, EngineMode, Snapshot};
 use crate::plugin::Level;
@@ -95,6 +95,9 @@ pub enum Modal {
     },
 }
 
+/// How long the console waits for a deployment it started to show before it stops looking.
+const FOLLOW_STARTED_MS: i64 = 15_000;
+
 /// A message at the bottom of the screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flash {
@@ -141,9 +144,10 @@ pub struct App {
     pub dirty: bool,
     /// Open the next live deployment that appears (the demo starts on its deploy).
     pub follow_next: bool,
-    /// Open the deployment a command of this console starts: its subject, and the deployments
-    /// there were when it was sent.
-    pub follow_started: Option<(String, Vec<String>)>,
+    /// Open the deployment a command of this console starts: its subject, the deployments there
+    /// were when it was sent, and until when to look (a start the engine refused opens nothing
+    /// later).
+    pub follow_started: Option<(String, Vec<String>, i64)>,
     /// Keep the first unfinished target in view (until the operator moves the selection).
     pub follow_targets: bool,
     /// Quitting stops this console's deployments instead of handing them to a worker (demo).
@@ -362,12 +366,20 @@ impl App {
             self.follow_next = false;
             self.show(id);
         }
-        if let Some((subject, known)) = &self.follow_started
+        if self
+            .follow_started
+            .as_ref()
+            .is_some_and(|(_, _, until)| self.now > *until)
+        {
+            self.follow_started = None;
+        }
+        // Finished already (a quick test run) or running: either way it is what was asked for.
+        if let Some((subject, known, _)) = &self.follow_started
             && let Some(id) = self
                 .snap
                 .deployments
                 .iter()
-                .find(|d| d.status.is_live() && d.subject() == *subject && !known.contains(&d.id))
+                .find(|d| d.subject() == *subject && !known.contains(&d.id))
                 .map(|d| d.id.clone())
         {
             self.follow_started = None;
@@ -669,6 +681,9 @@ impl App {
     fn panels(&self) -> Vec<Focus> {
         match self.screen {
             Screen::Home => vec![Focus::Apps, Focus::Deployments],
+            Screen::Deployment(_) if self.deployment().is_some_and(|d| d.kind == Kind::Test) => {
+                vec![Focus::Hooks, Focus::Logs]
+            }
             Screen::Deployment(_) => {
                 let mut v = vec![Focus::Targets, Focus::Logs];
                 let d = self.deployment();
@@ -740,7 +755,12 @@ impl App {
         self.logs.filter.target = None;
         self.logs.follow();
         self.screen = Screen::Deployment(id);
-        self.focus = Focus::Targets;
+        self.hook_row = 0;
+        self.focus = if self.deployment().is_some_and(|d| d.kind == Kind::Test) {
+            Focus::Hooks
+        } else {
+            Focus::Targets
+        };
         self.follow_targets = true;
         self.target_row = self.first_to_watch().unwrap_or(0);
     }
@@ -1227,7 +1247,11 @@ impl App {
         {
             // Open what the command starts, once it shows.
             let known = self.snap.deployments.iter().map(|d| d.id.clone()).collect();
-            self.follow_started = Some((format!("{application}/{environment}"), known));
+            self.follow_started = Some((
+                format!("{application}/{environment}"),
+                known,
+                self.now + FOLLOW_STARTED_MS,
+            ));
         }
         Some(command)
     }

@@ -218,7 +218,11 @@ fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
         }
     }
     if app.pending().is_none() {
-        keys.extend([("Enter", "target"), ("Esc", "back")]);
+        let enter = match app.focus {
+            crate::console::app::Focus::Hooks => "hook",
+            _ => "target",
+        };
+        keys.extend([("Enter", enter), ("Esc", "back")]);
     }
     keys.extend([("/", "filter"), ("Tab", "panel"), ("L", "level")]);
     keys

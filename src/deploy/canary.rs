@@ -783,6 +783,7 @@ impl Flight {
         };
         let processes = &run.env.processes;
         let (check, env, tester_header) = (&a.check, &env, &tester_header);
+        let dir = run.spec.workdir.as_path();
         run.ctx
             .step(
                 StepName::Canary(CanaryCall::Check),
@@ -792,6 +793,7 @@ impl Flight {
                         env: env.clone(),
                         tester_header: tester_header.clone(),
                         processes,
+                        dir,
                     };
                     Ok(analysis::run(check, &cx, limit).await)
                 },

@@ -336,7 +336,15 @@ async fn kind(
     let processes = &run.env.processes;
     match &h.kind {
         HookKind::Command { command } => {
-            let ran = probe::command(command, env, processes, h.timeout, Some(log)).await;
+            let ran = probe::command(
+                command,
+                &run.spec.workdir,
+                env,
+                processes,
+                h.timeout,
+                Some(log),
+            )
+            .await;
             if ran.ok() {
                 Ok((ran.describe(h.timeout), ran.tail))
             } else {
@@ -384,7 +392,9 @@ async fn kind(
                         }
                     }
                     WaitCheck::Command { command } => {
-                        let ran = probe::command(command, env, processes, each, None).await;
+                        let ran =
+                            probe::command(command, &run.spec.workdir, env, processes, each, None)
+                                .await;
                         (
                             ran.ok(),
                             format!("{}{}", ran.describe(each), excerpt(&ran.tail)),
@@ -445,7 +455,15 @@ async fn delete(
             env.insert("MANENT_DELETE_POLICY".into(), policy.as_str().into());
             env.extend(secrets(run, h).await?);
             log.info(&format!("delete ({})", policy.as_str()));
-            let ran = probe::command(command, &env, &run.env.processes, h.timeout, Some(log)).await;
+            let ran = probe::command(
+                command,
+                &run.spec.workdir,
+                &env,
+                &run.env.processes,
+                h.timeout,
+                Some(log),
+            )
+            .await;
             if !ran.ok() {
                 log.warn(&format!(
                     "delete ({}) failed: {}",

@@ -3,6 +3,7 @@
 //! the log and its tail kept; and an HTTP request (hyper; https with the system's CAs).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,7 @@ impl Ran {
 /// environment), within `limit`; each output line goes to `log` when given.
 pub async fn command(
     script: &str,
+    dir: &Path,
     env: &BTreeMap<String, String>,
     processes: &Processes,
     limit: Duration,
@@ -62,6 +64,10 @@ pub async fn command(
 ) -> Ran {
     let mut cmd = tokio::process::Command::new("/bin/sh");
     cmd.arg("-c").arg(script).env_clear();
+    // An empty `dir` (a deployment stored before it was recorded) runs in the engine's own.
+    if !dir.as_os_str().is_empty() {
+        cmd.current_dir(dir);
+    }
     for k in KEPT {
         if let Ok(v) = std::env::var(k) {
             cmd.env(k, v);

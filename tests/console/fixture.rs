@@ -443,17 +443,56 @@ pub fn hooked() -> DeploymentView {
     d
 }
 
-/// The console on [`hooked`], its environment with a `test` hook.
-pub fn app_on_hooked() -> App {
+pub const TEST_RUN: &str = "dep-20261129-100900-ffff";
+
+/// `manent test shop staging`: smoke passed, checkout failed after its retry.
+pub fn test_run() -> DeploymentView {
+    let mut d = hooked();
+    d.id = TEST_RUN.into();
+    d.kind = Kind::Test;
+    d.version = "2.3.0".into();
+    d.status = WorkflowStatus::Error;
+    d.state = DeploymentState::Failed;
+    d.phase = None;
+    d.accepts = Vec::new();
+    d.targets.clear();
+    d.batches = 0;
+    d.created_at = NOW - 20_000;
+    d.completed_at = Some(NOW - 12_000);
+    let mut smoke = hook(Event::Test, "smoke", 0, HookState::Passed, Some(1_250));
+    smoke.message = "exit 0".into();
+    let mut checkout = hook(Event::Test, "checkout", 5, HookState::Failed, None);
+    checkout.attempt = 2;
+    checkout.message = "exit status 1: POST /checkout answered 500 (failed 2 attempts)".into();
+    d.hooks = vec![smoke, checkout];
+    d.report = Some(Report {
+        message: "1 of 2 test hook(s) of shop/staging failed: checkout".into(),
+        ..Report::new(Kind::Test, "2.3.0")
+    });
+    d
+}
+
+/// The console with `extra` deployments listed and `shop/staging` given a `test` hook, on `id`.
+fn app_with(extra: Vec<DeploymentView>, id: &str) -> App {
     let mut snap = snapshot();
     snap.apps[0].tests = vec!["smoke".into()];
-    snap.deployments.push(hooked());
+    snap.deployments.extend(extra);
     let mut app = App::new(false, NOW);
     app.update(Action::Snapshot(Arc::new(snap)));
     for l in logs() {
         app.update(Action::Log(l));
     }
-    open(app, HOOKED)
+    open(app, id)
+}
+
+/// The console on [`hooked`], its environment with a `test` hook.
+pub fn app_on_hooked() -> App {
+    app_with(vec![hooked()], HOOKED)
+}
+
+/// The console on [`test_run`].
+pub fn app_on_test_run() -> App {
+    app_with(vec![test_run()], TEST_RUN)
 }
 
 pub fn app_on_home() -> App {

@@ -539,8 +539,12 @@ pub fn promote(d: &DeploymentView, now: i64) -> Confirm {
             || "then the candidate becomes the stable release".to_owned(),
             |s| format!("next: {s}"),
         );
+    let last = c.is_some_and(|c| usize::try_from(step).unwrap_or(0) >= c.plan.steps.len());
     let title = format!("Promote {} past step {step}/{of}?", canary_of(d));
     let mut lines = vec![where_now(d), next];
+    if last {
+        lines.extend(pre_promote(d));
+    }
     if d.production {
         lines.push(production_line(&d.environment));
     }
@@ -567,6 +571,7 @@ pub fn promote_full(d: &DeploymentView, now: i64) -> Confirm {
             crate::deploy::plan::count(d.targets.len(), "target")
         ),
     ];
+    lines.extend(pre_promote(d));
     if d.production {
         lines.push(format!(
             "{} is production: type its name to confirm",
@@ -586,6 +591,22 @@ pub fn promote_full(d: &DeploymentView, now: i64) -> Confirm {
     } else {
         c
     }
+}
+
+/// What runs before a promotion, when the canary has `pre-promote` hooks.
+fn pre_promote(d: &DeploymentView) -> Option<String> {
+    let names: Vec<&str> = d
+        .hooks
+        .iter()
+        .filter(|h| h.event == crate::config::Event::PrePromote)
+        .map(|h| h.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| {
+        format!(
+            "first its pre-promote hooks run ({}); one that fails reverts the canary",
+            names.join(", ")
+        )
+    })
 }
 
 /// Take a canary's candidate out of traffic.

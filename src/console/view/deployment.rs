@@ -11,7 +11,7 @@ use super::canary;
 use super::widgets::{clock, elapsed, fit, panel, row_highlight, took};
 use crate::console::app::Focus;
 use crate::console::layout;
-use crate::deploy::state::TargetState;
+use crate::deploy::state::{Kind, TargetState};
 use crate::deploy::view::{DeploymentView, HookState};
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -23,7 +23,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         return;
     };
     let failure = d.headline_failure();
-    let l = layout::deployment(area, d.targets.len(), failure.is_some(), d.canary.is_some());
+    let test = d.kind == Kind::Test;
+    let rows = if test { d.hooks.len() } else { d.targets.len() };
+    let l = layout::deployment(area, rows, failure.is_some(), d.canary.is_some());
     if let Some(f) = failure {
         // What failed, in the operator's first two lines; the rest is one Enter away.
         frame.render_widget(
@@ -36,6 +38,25 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         );
     }
     let (targets, strip, logs, side) = (l.targets, l.strip, l.logs, l.side);
+    if test {
+        // A test run touches no target: its hooks are the main table.
+        render_test_hooks(frame, targets, d, ctx);
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled(
+                format!(
+                    " the test hooks against the live release {}; no target is touched",
+                    d.version
+                ),
+                ctx.theme.get("muted"),
+            ))),
+            strip,
+        );
+        super::logs::render(frame, logs, ctx);
+        if let Some(side) = side {
+            render_side(frame, side, d, ctx);
+        }
+        return;
+    }
     render_targets(frame, targets, d, ctx);
     if side.is_none() {
         let t = ctx.theme;
@@ -43,8 +64,16 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         match &d.canary {
             Some(c) => {
                 let mut lines = canary::strip(d, c, usize::from(strip.width), ctx);
-                if hooks_focused && let Some(l) = lines.last_mut() {
-                    *l = hook_strip(d, ctx);
+                if let Some(l) = lines.last_mut()
+                    && !d.hooks.is_empty()
+                {
+                    if hooks_focused {
+                        *l = hook_strip(d, ctx, false);
+                    } else {
+                        // The hooks' count, or the one at work, after the weights: Tab shows them.
+                        l.spans.push(Span::styled(" ·", t.get("muted")));
+                        l.spans.extend(hook_strip(d, ctx, true).spans);
+                    }
                 }
                 frame.render_widget(Paragraph::new(lines), strip);
             }
@@ -57,7 +86,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                         Span::raw(format!("not a canary deployment ({})", d.kind)),
                     ])
                 } else {
-                    hook_strip(d, ctx)
+                    hook_strip(d, ctx, false)
                 };
                 frame.render_widget(Paragraph::new(line), strip);
             }
@@ -139,6 +168,74 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
     frame.render_stateful_widget(table, area, &mut state);
 }
 
+/// A test run's hooks, as the targets table shows a deploy's targets.
+fn render_test_hooks(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let wide = area.width >= 100;
+    let visible = usize::from(area.height.saturating_sub(3)).max(1);
+    let selected = app.hook_row.min(d.hooks.len().saturating_sub(1));
+    let offset = (selected + 1).saturating_sub(visible);
+    let rows = d.hooks.iter().skip(offset).take(visible).map(|h| {
+        let took = match (h.duration_ms, h.state) {
+            (Some(ms), _) => took(ms),
+            (None, HookState::Running) => "…".into(),
+            _ => String::new(),
+        };
+        Row::new(vec![
+            Cell::from(if wide {
+                h.moniker.clone()
+            } else {
+                h.name.clone()
+            }),
+            Cell::from(h.kind.clone()),
+            Cell::from(Span::styled(h.state.as_str(), hook_style(h.state, t))),
+            Cell::from(if h.attempt == 0 {
+                String::new()
+            } else {
+                h.attempt.to_string()
+            }),
+            Cell::from(took),
+            Cell::from(h.message.clone()),
+        ])
+    });
+    let widths = [
+        Constraint::Length(if wide { 34 } else { 14 }),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Length(3),
+        Constraint::Length(6),
+        Constraint::Min(10),
+    ];
+    let focused = app.focus == Focus::Hooks;
+    let passed = d
+        .hooks
+        .iter()
+        .filter(|h| h.state == HookState::Passed)
+        .count();
+    let title = format!(" Test hooks {passed}/{} passed ", d.hooks.len());
+    let table = Table::new(rows, widths)
+        .header(
+            Row::new(vec![
+                if wide { "MONIKER" } else { "HOOK" },
+                "KIND",
+                "STATUS",
+                "TRY",
+                "TIME",
+                "MESSAGE",
+            ])
+            .style(t.get("muted")),
+        )
+        .block(panel(
+            fit(&title, usize::from(area.width.saturating_sub(4))),
+            focused,
+            t,
+        ))
+        .row_highlight_style(row_highlight(focused, t))
+        .highlight_symbol("› ");
+    let mut state = TableState::default().with_selected(Some(selected - offset));
+    frame.render_stateful_widget(table, area, &mut state);
+}
+
 /// A hook's state style.
 pub fn hook_style(s: HookState, t: &crate::console::theme::Theme) -> ratatui::style::Style {
     t.get(match s {
@@ -152,7 +249,9 @@ pub fn hook_style(s: HookState, t: &crate::console::theme::Theme) -> ratatui::st
 
 /// The narrow screen's hooks line: how many ran and the one running (or the selected one, with
 /// the focus on hooks: ↑↓ choose, Enter opens it).
-fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Line<'static> {
+///
+/// `brief` (after a canary's weights): the count, and a hook only while one is at work or failed.
+fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>, brief: bool) -> Line<'static> {
     let t = ctx.theme;
     let done = d
         .hooks
@@ -164,11 +263,17 @@ fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Line<'static> {
         d.hooks
             .get(ctx.app.hook_row.min(d.hooks.len().saturating_sub(1)))
     } else {
-        d.hooks
+        let busy = d
+            .hooks
             .iter()
             .find(|h| matches!(h.state, HookState::Running | HookState::Retrying))
-            .or_else(|| d.hooks.iter().rev().find(|h| h.state != HookState::Pending))
-            .or_else(|| d.hooks.first())
+            .or_else(|| d.hooks.iter().find(|h| h.state == HookState::Failed));
+        if brief {
+            busy
+        } else {
+            busy.or_else(|| d.hooks.iter().rev().find(|h| h.state != HookState::Pending))
+                .or_else(|| d.hooks.first())
+        }
     };
     let mut spans = vec![Span::styled(
         format!(" hooks {done}/{} ", d.hooks.len()),
@@ -186,6 +291,9 @@ fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Line<'static> {
             h.name
         )));
         spans.push(Span::styled(h.state.as_str(), hook_style(h.state, t)));
+        if h.attempt > 1 {
+            spans.push(Span::styled(format!(" try {}", h.attempt), t.get("muted")));
+        }
         if let Some(ms) = h.duration_ms {
             spans.push(Span::styled(format!(" {}", took(ms)), t.get("muted")));
         }
@@ -197,13 +305,14 @@ fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Line<'static> {
 }
 
 /// The side panel's hooks, grouped by event in the order they run: a header, then per event its
-/// name and its hooks (weight, name, state, time), each line with the hook it shows.
+/// name and its hooks (weight, name, kind, state, attempt, time), each line with the hook it
+/// shows.
 fn hook_table(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Vec<(Option<usize>, Line<'static>)> {
     let t = ctx.theme;
     let mut out = vec![(
         None,
         Line::from(Span::styled(
-            "    WGT NAME         STATUS   TIME",
+            " WGT NAME      KIND STATUS   # TIME",
             t.get("muted"),
         )),
     )];
@@ -224,8 +333,18 @@ fn hook_table(d: &DeploymentView, ctx: &ViewCtx<'_>) -> Vec<(Option<usize>, Line
         }
         let mark = if focused && i == selected { "›" } else { " " };
         let line = Line::from(vec![
-            Span::raw(format!("{mark}{:>6} {:<13}", h.weight, fit(&h.name, 12))),
-            Span::styled(format!("{:<9}", h.state.as_str()), hook_style(h.state, t)),
+            Span::raw(format!(
+                "{mark}{:>3} {:<9} {:<4} ",
+                h.weight,
+                fit(&h.name, 9),
+                if h.kind == "command" { "cmd" } else { &h.kind }
+            )),
+            Span::styled(format!("{:<8} ", h.state.as_str()), hook_style(h.state, t)),
+            Span::raw(if h.attempt == 0 {
+                "  ".to_owned()
+            } else {
+                format!("{} ", h.attempt)
+            }),
             Span::styled(h.duration_ms.map(took).unwrap_or_default(), t.get("muted")),
         ]);
         out.push((

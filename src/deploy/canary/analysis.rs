@@ -60,6 +60,8 @@ pub struct Context<'a> {
     pub tester_header: Option<(String, String)>,
     /// Where the engine records the processes it starts.
     pub processes: &'a Processes,
+    /// Where a command runs (the descriptor's directory).
+    pub dir: &'a std::path::Path,
 }
 
 /// Runs `check` once, within `limit`.
@@ -96,7 +98,8 @@ async fn run_command(
     cx: &Context<'_>,
     limit: Duration,
 ) -> (Verdict, String, String) {
-    let ran = crate::deploy::probe::command(command, &cx.env, cx.processes, limit, None).await;
+    let ran =
+        crate::deploy::probe::command(command, cx.dir, &cx.env, cx.processes, limit, None).await;
     let excerpt = tail(&ran.tail, EXCERPT);
     let value = ran.describe(limit);
     let verdict = match (&ran.code, ran.timed_out) {
@@ -165,6 +168,7 @@ mod tests {
             env: BTreeMap::from([("MANENT_CANARY_WEIGHT".into(), "25".into())]),
             tester_header: None,
             processes: p,
+            dir: std::path::Path::new(""),
         }
     }
 
