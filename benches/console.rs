@@ -467,6 +467,7 @@ async fn log_flood() {
                 version: None,
                 dry_run: false,
                 reason: None,
+                force: false,
             })
             .await
             .unwrap();

@@ -80,11 +80,7 @@ async fn engine_run(sync: &str) -> Run {
         name: "bench".into(),
         client: None,
     };
-    let sub = Submission {
-        operator: &op,
-        reason: None,
-        max_recovery_attempts: 5,
-    };
+    let sub = Submission::new(&op, None, 5);
     let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
         .await
         .unwrap()

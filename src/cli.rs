@@ -99,6 +99,14 @@ pub enum Command {
     Back(ControlArgs),
     /// Run an application's `test` hooks against what is live, each recorded passed or failed.
     Test(TestArgs),
+    /// Lock an application's environment: deploys, rollbacks and canaries there are refused
+    /// (naming you and your reason) until `unlock` or the expiry.
+    Lock(LockArgs),
+    /// Lift the lock on an application's environment.
+    Unlock(UnlockArgs),
+    /// What waits on a human: canaries at a gate, failed deployments awaiting a decision,
+    /// paused and dead-lettered ones, locks about to expire.
+    Inbox(JsonArg),
     /// Print a deployment's log lines.
     Logs(LogsArgs),
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
@@ -210,6 +218,9 @@ pub struct DeployArgs {
     /// Why, for the audit journal.
     #[arg(long)]
     pub reason: Option<String>,
+    /// Go through a deploy lock (a break-glass, journaled; needs --reason).
+    #[arg(long, requires = "reason")]
+    pub force: bool,
     /// Also print info-level log lines on stderr.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -232,6 +243,9 @@ pub struct RollbackArgs {
     /// Why, for the audit journal.
     #[arg(long)]
     pub reason: Option<String>,
+    /// Go through a deploy lock (a break-glass, journaled; needs --reason).
+    #[arg(long, requires = "reason")]
+    pub force: bool,
     /// Also print info-level log lines on stderr.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -253,6 +267,40 @@ pub struct TestArgs {
     /// Also print info-level log lines on stderr (the hooks' output).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `lock`
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The application.
+    pub app: String,
+    /// The environment.
+    pub env: String,
+    /// Why: shown to whoever is refused.
+    #[arg(long)]
+    pub reason: String,
+    /// For how long (`30m`, `2h`); without it, until `manent unlock`.
+    #[arg(long = "for", value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Replace another operator's lock.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `unlock`
+#[derive(Debug, Args)]
+pub struct UnlockArgs {
+    /// The application.
+    pub app: String,
+    /// The environment.
+    pub env: String,
+    /// Why, for the audit journal.
+    #[arg(long)]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -487,6 +535,9 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         }
         Command::Logs(a) => inspect::logs(&cli.config, &a, out).await,
         Command::Test(a) => run::test(&cli.config, &a, out).await,
+        Command::Lock(a) => control::lock(&cli.config, &a, out).await,
+        Command::Unlock(a) => control::unlock(&cli.config, &a, out).await,
+        Command::Inbox(a) => inspect::inbox(&cli.config, a.json, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]

@@ -8,6 +8,7 @@ pub mod command;
 mod glue;
 pub mod hook_tests;
 pub mod hooks;
+pub mod inbox;
 pub mod plan;
 pub mod probe;
 pub mod records;

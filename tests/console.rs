@@ -100,7 +100,12 @@ fn moving_focus_and_opening() {
     key(&mut app, Tab);
     assert_eq!(app.focus, Focus::Deployments);
     ch(&mut app, 'l');
-    assert_eq!(app.focus, Focus::Apps, "l moves to the next panel (wraps)");
+    assert_eq!(
+        app.focus,
+        Focus::Inbox,
+        "l moves to the next panel (wraps to the top: what waits on you)"
+    );
+    ch(&mut app, 'l');
     key(&mut app, Enter);
     assert!(
         matches!(app.modals.last(), Some(Modal::Plan { environment, .. }) if environment == "prod")
@@ -169,6 +174,7 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
             version: Some("2.4.0".into()),
             dry_run: false,
             reason: Some("hotfix 123".into()),
+            force: false,
         })
     );
     // Esc cancels too.
@@ -278,7 +284,8 @@ fn a_production_rollback_wants_the_environment_name_typed() {
         Some(Command::Rollback {
             application: "shop".into(),
             environment: "prod".into(),
-            reason: None
+            reason: None,
+            force: false,
         })
     );
     // Staging has a failed deploy waiting for a decision: abort is what undoes it.
@@ -490,13 +497,22 @@ fn messages_last_until_the_next_key_and_tab_stops_only_where_panels_show() {
     assert!(app.flash.is_some());
     key(&mut app, Down);
     assert!(app.flash.is_none(), "the next key clears an old message");
-    // Home: Tab and Shift-Tab between the two lists.
+    // Home: Tab and Shift-Tab between the inbox and the two lists.
     key(&mut app, Tab);
     assert_eq!(app.focus, Focus::Deployments);
     key(&mut app, BackTab);
     assert_eq!(app.focus, Focus::Apps);
     key(&mut app, BackTab);
+    assert_eq!(app.focus, Focus::Inbox);
+    key(&mut app, BackTab);
     assert_eq!(app.focus, Focus::Deployments);
+    // Nothing waiting: no inbox stop.
+    let mut quiet = app_on_home();
+    let mut s = (*quiet.snap).clone();
+    s.deployments.retain(|d| !d.state.is_live());
+    quiet.update(Action::Snapshot(std::sync::Arc::new(s)));
+    key(&mut quiet, BackTab);
+    assert_eq!(quiet.focus, Focus::Deployments);
     // 80 columns show targets and logs only: no invisible stops.
     let mut d = app_on_deployment(RUNNING);
     key(&mut d, Tab);
@@ -601,6 +617,96 @@ fn t_asks_then_runs_the_test_hooks_and_readonly_refuses() {
     assert_eq!(ch(&mut ro, 't'), None);
     assert!(ro.modals.is_empty());
     assert!(ro.flash.as_ref().unwrap().text.contains("read-only"));
+}
+
+#[test]
+fn a_locked_environment_shows_its_lock_and_deploys_only_through_a_typed_break_glass() {
+    let mut app = fixture::app_on_locked_home();
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    key(&mut app, Enter);
+    assert_eq!(app.mode(), Mode::TypedConfirm);
+    let c = confirm_of(&app);
+    assert!(
+        c.lines.iter().any(
+            |l| l.starts_with("LOCKED by bob on bastion-2") && l.contains("investigating 502s")
+        ),
+        "{:?}",
+        c.lines
+    );
+    later(&mut app);
+    for c in "prod".chars() {
+        ch(&mut app, c);
+    }
+    // The name alone is not enough: a break-glass needs its reason.
+    assert_eq!(key(&mut app, Enter), None);
+    assert!(
+        app.flash.as_ref().unwrap().text.contains("type why"),
+        "{:?}",
+        app.flash
+    );
+    for c in "hotfix".chars() {
+        ch(&mut app, c);
+    }
+    // Backspace takes the reason first, then the name.
+    key(&mut app, crossterm::event::KeyCode::Backspace);
+    ch(&mut app, 'x');
+    assert_eq!(
+        key(&mut app, Enter),
+        Some(Command::Deploy {
+            application: "shop".into(),
+            environment: "prod".into(),
+            version: Some("2.4.0".into()),
+            dry_run: false,
+            reason: Some("hotfix".into()),
+            force: true,
+        })
+    );
+    // Staging is not locked: its dialog is the ordinary one.
+    key(&mut app, Up);
+    ch(&mut app, 'D');
+    key(&mut app, Enter);
+    assert_eq!(app.mode(), Mode::Confirm);
+    assert!(!confirm_of(&app).needs_reason);
+}
+
+#[test]
+fn the_inbox_lists_what_waits_most_urgent_first_and_enter_jumps_to_it() {
+    let mut app = fixture::app_on_locked_home();
+    let items = app.inbox();
+    let kinds: Vec<&str> = items.iter().map(|i| i.waiting.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["decide", "canary"],
+        "the lock expires in 50m: not yet"
+    );
+    assert!(items[0].what.contains("failed on web-07"), "{:?}", items[0]);
+    assert_eq!(items[0].verbs, format!("manent retry|skip|abort {FAILED}"));
+    // A lock within 30 minutes of its expiry joins the end of the list.
+    app.now += 25 * 60 * 1000;
+    let items = app.inbox();
+    assert_eq!(items.len(), 3);
+    assert!(
+        items[2]
+            .what
+            .starts_with("locked by bob on bastion-2 (investigating 502s) expires in"),
+        "{:?}",
+        items[2]
+    );
+    key(&mut app, BackTab);
+    assert_eq!(app.focus, Focus::Inbox);
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    assert_eq!(app.screen, Screen::Deployment(CANARY.into()));
+    key(&mut app, Esc);
+    key(&mut app, BackTab);
+    key(&mut app, BackTab);
+    assert_eq!(app.focus, Focus::Inbox);
+    key(&mut app, Down);
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    assert_eq!(app.focus, Focus::Apps, "a lock: its environment's row");
+    assert_eq!(app.app_row, 1);
 }
 
 #[test]
@@ -961,7 +1067,18 @@ mod snapshots {
         ch(&mut test, 't');
         let mut test_run = fixture::app_on_test_run();
         key(&mut test_run, Down);
+        let mut locked = fixture::app_on_locked_home();
+        key(&mut locked, Down);
+        let mut glass = fixture::app_on_locked_home();
+        key(&mut glass, Down);
+        ch(&mut glass, 'D');
+        key(&mut glass, Enter);
+        for c in "prodhotfix".chars() {
+            ch(&mut glass, c);
+        }
         vec![
+            ("home_locked", locked),
+            ("confirm_break_glass", glass),
             ("test_run", test_run),
             ("deployment_hooks", hooked),
             ("hooks_focused", hooks),

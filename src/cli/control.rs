@@ -290,3 +290,136 @@ async fn run_and_follow(
     };
     follow::to_end(runner, id, verbose, json, expect, out).await
 }
+
+#[derive(Serialize)]
+struct Locked<'a> {
+    locked: bool,
+    lock: Option<&'a crate::deploy::records::Lock>,
+    message: &'a str,
+}
+
+/// The subject of `app env`, or exit 2 naming what does not exist.
+fn subject_of(
+    config: &crate::config::Config,
+    app: &str,
+    env: &str,
+    out: &mut Out,
+) -> Option<String> {
+    match config.environment(app, env) {
+        Ok(spec) => Some(spec.subject()),
+        Err(e) => {
+            out.error(e);
+            None
+        }
+    }
+}
+
+/// `manent lock APP ENV --reason … [--for 2h]`
+pub async fn lock(config_path: &Path, a: &super::LockArgs, out: &mut Out) -> u8 {
+    let (config, store) = match output::open(config_path, out) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let Some(subject) = subject_of(&config, &a.app, &a.env, out) else {
+        return exit::BAD_INPUT;
+    };
+    if a.reason.trim().is_empty() {
+        out.error("a lock needs a reason (`--reason \"…\"`): it is what the next deployer reads");
+        return exit::BAD_INPUT;
+    }
+    let operator = Operator::from_env();
+    let now = crate::sys::now_ms();
+    let expires_at = a
+        .duration
+        .map(|d| now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
+    let lock = crate::deploy::records::Lock {
+        subject: subject.clone(),
+        operator: operator.name.clone(),
+        client: operator.client.clone(),
+        host: crate::sys::hostname(),
+        reason: a.reason.trim().to_owned(),
+        since: now,
+        expires_at,
+    };
+    let until = match expires_at {
+        Some(at) => format!("until {}", output::time(at)),
+        None => "until `manent unlock`".to_owned(),
+    };
+    let entry = operator.journal(
+        "lock",
+        None,
+        Some(&subject),
+        Some(until.clone()),
+        Some(&lock.reason),
+    );
+    use crate::deploy::records::Records;
+    match store.lock(lock.clone(), a.force, entry).await {
+        Ok(Ok(())) => {
+            let message = format!("{subject} locked {until}: {}", lock.reason);
+            if a.json.json {
+                out.json(&Locked {
+                    locked: true,
+                    lock: Some(&lock),
+                    message: &message,
+                });
+            } else {
+                out.line(message);
+            }
+            exit::OK
+        }
+        Ok(Err(held)) => {
+            out.error(format!(
+                "{subject} is already locked by {} since {}: {} — `--force` replaces their lock",
+                held.owner(),
+                output::time(held.since),
+                held.reason
+            ));
+            exit::BAD_INPUT
+        }
+        Err(e) => output::db_error(&config.database, &e, out),
+    }
+}
+
+/// `manent unlock APP ENV`
+pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) -> u8 {
+    let (config, store) = match output::open(config_path, out) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let Some(subject) = subject_of(&config, &a.app, &a.env, out) else {
+        return exit::BAD_INPUT;
+    };
+    let operator = Operator::from_env();
+    let mut entry = operator.journal("unlock", None, Some(&subject), None, a.reason.as_deref());
+    use crate::deploy::records::Records;
+    let held = crate::deploy::records::Records::locks(&store, entry.at)
+        .await
+        .ok()
+        .and_then(|l| l.into_iter().find(|l| l.subject == subject));
+    entry.detail = held
+        .as_ref()
+        .map(|l| format!("the lock of {} ({})", l.owner(), l.reason));
+    match store.unlock(&subject, entry).await {
+        Ok(lifted) => {
+            let message = match &lifted {
+                Some(l) => format!(
+                    "{subject} unlocked (it was locked by {}: {})",
+                    l.owner(),
+                    l.reason
+                ),
+                None => format!("{subject} was not locked"),
+            };
+            if a.json.json {
+                out.json(&Locked {
+                    locked: false,
+                    lock: lifted.as_ref(),
+                    message: &message,
+                });
+            } else {
+                out.line(message);
+            }
+            exit::OK
+        }
+        Err(e) => output::db_error(&config.database, &e, out),
+    }
+}

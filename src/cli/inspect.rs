@@ -327,6 +327,92 @@ async fn views(
     Ok(out)
 }
 
+#[derive(Serialize)]
+struct Inbox {
+    items: Vec<crate::deploy::inbox::Item>,
+    locks: Vec<crate::deploy::records::Lock>,
+}
+
+/// `manent inbox`: what waits on a human, most urgent first, and the locks in force.
+pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let store = match existing_store(&config) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            if json {
+                out.json(&Inbox {
+                    items: Vec::new(),
+                    locks: Vec::new(),
+                });
+            } else {
+                out.line("nothing waits on you (no deployments yet)");
+            }
+            return exit::OK;
+        }
+        Err(e) => return output::db_error(&config.database, &e, out),
+    };
+    let now = crate::sys::now_ms();
+    let query = WorkflowQuery {
+        subject: None,
+        live_only: false,
+        limit: 500,
+    };
+    let loaded = match store.workflows(query).await {
+        Ok(rows) => match views(&store, rows).await {
+            Ok(v) => store.locks(now).await.map(|l| (v, l)),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let (views, locks) = match loaded {
+        Ok(x) => x,
+        Err(e) => return output::db_error(&config.database, &e, out),
+    };
+    let items = crate::deploy::inbox::items(&views, &locks, now);
+    if json {
+        out.json(&Inbox { items, locks });
+        return exit::OK;
+    }
+    if items.is_empty() {
+        out.line("nothing waits on you");
+    }
+    for i in &items {
+        out.line(format!(
+            "{:<7} {:<22} {:<26} {}",
+            i.waiting.as_str(),
+            i.subject,
+            i.deployment.as_deref().unwrap_or("-"),
+            i.what
+        ));
+        out.line(format!("{:<7} {:<22} {:<26} → {}", "", "", "", i.verbs));
+    }
+    print_locks(&locks, out);
+    exit::OK
+}
+
+/// The locks in force, one line each.
+fn print_locks(locks: &[crate::deploy::records::Lock], out: &mut Out) {
+    if locks.is_empty() {
+        return;
+    }
+    out.line("");
+    for l in locks {
+        let until = l.expires_at.map_or_else(
+            || "until unlocked".to_owned(),
+            |e| format!("until {}", output::time(e)),
+        );
+        out.line(format!(
+            "locked  {:<22} by {} since {} {until}: {}",
+            l.subject,
+            l.owner(),
+            output::time(l.since),
+            l.reason
+        ));
+    }
+}
+
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     let (config, store) = match output::open(config_path, out) {
@@ -375,8 +461,10 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         out.json(&views);
         return exit::OK;
     }
+    let locks = store.locks(crate::sys::now_ms()).await.unwrap_or_default();
     if views.is_empty() {
         out.line("no deployments yet");
+        print_locks(&locks, out);
         return exit::OK;
     }
     out.line(format!(
@@ -397,6 +485,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             output::time(v.created_at)
         ));
     }
+    print_locks(&locks, out);
     exit::OK
 }
 

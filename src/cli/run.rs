@@ -77,6 +77,11 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         ));
         return exit::BAD_INPUT;
     }
+    if !a.dry_run
+        && let Err(code) = refuse_if_locked(&config, &spec, a.force, a.reason.as_deref(), out).await
+    {
+        return code;
+    }
     if !a.yes && !a.dry_run {
         let mut what = format!(
             "deploy {} {} to {} ({})",
@@ -107,11 +112,12 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let sub = Submission {
-        operator: &operator,
-        reason: a.reason.as_deref(),
-        max_recovery_attempts: config.engine.max_recovery_attempts,
-    };
+    let mut sub = Submission::new(
+        &operator,
+        a.reason.as_deref(),
+        config.engine.max_recovery_attempts,
+    );
+    sub.force = a.force;
     let submitted = submit::deploy(runner.store(), &spec, a.dry_run, &sub).await;
     let what = format!(
         "{}{} {} to",
@@ -167,11 +173,11 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let sub = Submission {
-        operator: &operator,
-        reason: a.reason.as_deref(),
-        max_recovery_attempts: config.engine.max_recovery_attempts,
-    };
+    let sub = Submission::new(
+        &operator,
+        a.reason.as_deref(),
+        config.engine.max_recovery_attempts,
+    );
     let submitted = match submit::test(runner.store(), &spec, &sub).await {
         Ok(s) => s,
         Err(e) => {
@@ -215,6 +221,9 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         }
     };
     let transitions = Transitions::of(&moves);
+    if let Err(code) = refuse_if_locked(&config, &spec, a.force, a.reason.as_deref(), out).await {
+        return code;
+    }
     if !a.yes {
         let what = format!(
             "roll back {} in {}: {transitions}",
@@ -229,11 +238,12 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let sub = Submission {
-        operator: &operator,
-        reason: a.reason.as_deref(),
-        max_recovery_attempts: config.engine.max_recovery_attempts,
-    };
+    let mut sub = Submission::new(
+        &operator,
+        a.reason.as_deref(),
+        config.engine.max_recovery_attempts,
+    );
+    sub.force = a.force;
     let submitted = submit::rollback(runner.store(), &spec, &sub).await;
     let what = format!("rolling back {} ({transitions}) in", spec.application);
     start_and_follow(
@@ -246,6 +256,38 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         out,
     )
     .await
+}
+
+/// Refuses (exit 2) before any question when the environment is locked and this is not a
+/// break-glass with a reason; a break-glass is said aloud.
+async fn refuse_if_locked(
+    config: &crate::config::Config,
+    spec: &EnvSpec,
+    force: bool,
+    reason: Option<&str>,
+    out: &mut Out,
+) -> Result<(), u8> {
+    let Ok(Some(store)) = super::output::existing_store(config) else {
+        return Ok(());
+    };
+    let operator = Operator::from_env();
+    let mut sub = Submission::new(&operator, reason, 0);
+    sub.force = force;
+    match submit::through_lock(&store, spec, "deploy", &sub).await {
+        Ok(forced) if forced.is_empty() => Ok(()),
+        Ok(_) => {
+            out.note(format!(
+                "manent: {} is locked; going through the lock (a break-glass, journaled)",
+                spec.subject()
+            ));
+            Ok(())
+        }
+        Err(e @ (submit::SubmitError::Locked(_) | submit::SubmitError::BadInput(_))) => {
+            out.error(e);
+            Err(exit::BAD_INPUT)
+        }
+        Err(_) => Ok(()),
+    }
 }
 
 /// Says what was submitted, runs it, and follows it to its end.

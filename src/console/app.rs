@@ -41,6 +41,8 @@ pub enum Screen {
 /// Which panel has the keyboard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Focus {
+    /// Home: what waits on a human.
+    Inbox,
     /// Home: applications and environments.
     Apps,
     /// Home: deployments.
@@ -128,6 +130,8 @@ pub struct App {
     pub target_row: usize,
     /// Selected hook on the deployment screen.
     pub hook_row: usize,
+    /// The selected row of home's "waiting on you" panel.
+    pub inbox_row: usize,
     /// Dialogs, topmost last.
     pub modals: Vec<Modal>,
     /// The latest message.
@@ -171,6 +175,7 @@ impl App {
             deployment_row: 0,
             target_row: 0,
             hook_row: 0,
+            inbox_row: 0,
             modals: Vec::new(),
             flash: None,
             readonly,
@@ -218,6 +223,15 @@ impl App {
         }
     }
 
+    /// The deploy lock on an application's environment, if any.
+    pub fn lock_of(
+        &self,
+        application: &str,
+        environment: &str,
+    ) -> Option<&crate::deploy::records::Lock> {
+        self.app_of(application, environment)?.lock.as_ref()
+    }
+
     fn app_of(&self, application: &str, environment: &str) -> Option<&AppEnv> {
         self.snap
             .apps
@@ -225,10 +239,25 @@ impl App {
             .find(|a| a.application == application && a.environment == environment)
     }
 
+    /// What waits on a human, most urgent first (home's first panel).
+    pub fn inbox(&self) -> Vec<crate::deploy::inbox::Item> {
+        let locks: Vec<_> = self
+            .snap
+            .apps
+            .iter()
+            .filter_map(|a| a.lock.clone())
+            .collect();
+        crate::deploy::inbox::items(&self.snap.deployments, &locks, self.now)
+    }
+
     /// The selected deployment (Home list or the deployment screen).
     pub fn selected_deployment(&self) -> Option<&DeploymentView> {
         self.deployment().or_else(|| match self.focus {
             Focus::Deployments => self.snap.deployments.get(self.deployment_row),
+            Focus::Inbox => {
+                let id = self.inbox().get(self.inbox_row)?.deployment.clone()?;
+                self.snap.deployments.iter().find(|d| d.id == id)
+            }
             _ => None,
         })
     }
@@ -624,6 +653,7 @@ impl App {
         };
         let rows = self.log_rows();
         match self.focus {
+            Focus::Inbox => self.inbox_row = step(self.inbox_row, self.inbox().len()),
             Focus::Apps => self.app_row = step(self.app_row, self.snap.apps.len()),
             Focus::Deployments => {
                 self.deployment_row = step(self.deployment_row, self.snap.deployments.len())
@@ -680,7 +710,8 @@ impl App {
     /// canary's side panel on a wide screen).
     fn panels(&self) -> Vec<Focus> {
         match self.screen {
-            Screen::Home => vec![Focus::Apps, Focus::Deployments],
+            Screen::Home if self.inbox().is_empty() => vec![Focus::Apps, Focus::Deployments],
+            Screen::Home => vec![Focus::Inbox, Focus::Apps, Focus::Deployments],
             Screen::Deployment(_) if self.deployment().is_some_and(|d| d.kind == Kind::Test) => {
                 vec![Focus::Hooks, Focus::Logs]
             }
@@ -715,6 +746,22 @@ impl App {
                         environment: a.environment.clone(),
                         scroll: 0,
                     });
+                }
+            }
+            (Screen::Home, Focus::Inbox) => {
+                let Some(item) = self.inbox().into_iter().nth(self.inbox_row) else {
+                    return;
+                };
+                match item.deployment {
+                    Some(id) => self.show(id),
+                    None => {
+                        if let Some(row) = self.snap.apps.iter().position(|a| {
+                            format!("{}/{}", a.application, a.environment) == item.subject
+                        }) {
+                            self.app_row = row;
+                            self.focus = Focus::Apps;
+                        }
+                    }
                 }
             }
             (Screen::Home, _) => {
@@ -848,6 +895,7 @@ impl App {
             version: None,
             dry_run: true,
             reason: None,
+            force: false,
         })
     }
 
@@ -1165,24 +1213,25 @@ impl App {
                         c.choice = c.choice.flip();
                         None
                     }
+                    // A typed confirmation: the name first; once it matches, the reason.
                     Action::Input(ch) => {
                         match &mut c.typed {
-                            Some((_, typed)) => typed.push(ch),
-                            None => c.reason.push(ch),
+                            Some((expected, typed)) if typed != expected => typed.push(ch),
+                            _ => c.reason.push(ch),
                         }
                         None
                     }
                     Action::Backspace => {
                         match &mut c.typed {
-                            Some((_, typed)) => typed.pop(),
-                            None => c.reason.pop(),
+                            Some((_, typed)) if c.reason.is_empty() => typed.pop(),
+                            _ => c.reason.pop(),
                         };
                         None
                     }
                     Action::ClearInput => {
-                        match &mut c.typed {
-                            Some((_, typed)) => typed.clear(),
-                            None => c.reason.clear(),
+                        c.reason.clear();
+                        if let Some((_, typed)) = &mut c.typed {
+                            typed.clear();
                         }
                         None
                     }
@@ -1214,6 +1263,13 @@ impl App {
             }
             None => c.choice == Choice::Confirm,
         };
+        if go && c.needs_reason && c.reason.trim().is_empty() {
+            self.say(
+                Level::Warn,
+                "the environment is locked: type why you go through the lock (Esc cancels)",
+            );
+            return None;
+        }
         self.modals.pop();
         if !go {
             self.say(Level::Info, "cancelled: nothing was done");

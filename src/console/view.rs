@@ -5,7 +5,7 @@ mod deployment;
 mod home;
 mod logs;
 mod modal;
-mod widgets;
+pub(crate) mod widgets;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -92,6 +92,13 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 theme.get(badge),
             ));
             spans.push(Span::styled(format!(" {} {}", d.application, d.version), h));
+            if let Some(lock) = app.lock_of(&d.application, &d.environment) {
+                spans.push(sep.clone());
+                spans.push(Span::styled(
+                    format!("LOCKED by {}", lock.operator),
+                    theme.get("production"),
+                ));
+            }
             spans.push(sep.clone());
             spans.push(Span::styled(d.kind.to_string(), h));
             spans.push(sep.clone());
@@ -111,6 +118,24 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             spans.push(Span::styled(format!("by {}", d.operator), h));
         }
         None => {
+            // A lock on the selected environment before anything else: it is why a deploy
+            // would be refused.
+            if let Some(a) = app.selected_app()
+                && let Some(lock) = &a.lock
+            {
+                spans.push(sep.clone());
+                spans.push(Span::styled(
+                    format!(
+                        "{}/{} LOCKED by {} since {}: {}",
+                        a.application,
+                        a.environment,
+                        lock.owner(),
+                        widgets::clock(lock.since),
+                        lock.reason
+                    ),
+                    theme.get("production"),
+                ));
+            }
             spans.push(sep.clone());
             let engine = match &app.snap.mode {
                 Some(EngineMode::InProcess) => "engine in this console".to_owned(),

@@ -89,6 +89,41 @@ pub struct LogRecord {
     pub attrs: Option<String>,
 }
 
+/// A deploy lock on an application's environment: deploys, rollbacks and canaries there are
+/// refused until it is lifted or expires (a break-glass `--force --reason` goes through it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    /// `application/environment`.
+    pub subject: String,
+    /// Who locked it.
+    pub operator: String,
+    /// Their ssh client address, if any.
+    pub client: Option<String>,
+    /// The host they locked it from.
+    pub host: String,
+    /// Why (required).
+    pub reason: String,
+    /// Epoch ms.
+    pub since: i64,
+    /// Epoch ms after which it no longer blocks (`None`: until unlocked).
+    pub expires_at: Option<i64>,
+}
+
+impl Lock {
+    /// Still blocking at `now` (epoch ms).
+    pub fn active_at(&self, now: i64) -> bool {
+        self.expires_at.is_none_or(|e| e > now)
+    }
+
+    /// `alice on bastion-1`.
+    pub fn owner(&self) -> String {
+        match &self.client {
+            Some(c) => format!("{} (from {c}) on {}", self.operator, self.host),
+            None => format!("{} on {}", self.operator, self.host),
+        }
+    }
+}
+
 const RELEASE: &str = "release";
 const ROLLED_BACK: &str = "rolled_back";
 const JOURNAL: &str = "journal";
@@ -153,6 +188,20 @@ pub trait Records: Send + Sync {
     async fn last_log_id(&self) -> Result<i64, StoreError>;
     /// Deletes log lines written before `before` (epoch ms); returns how many.
     async fn prune_logs(&self, before: i64) -> Result<u64, StoreError>;
+    /// Locks `lock.subject`, journaling `entry` in the same transaction. An active lock of
+    /// another operator is kept and returned (`Err`) unless `replace`; the same operator's is
+    /// updated (a new reason or expiry).
+    async fn lock(
+        &self,
+        lock: Lock,
+        replace: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<(), Lock>, StoreError>;
+    /// Lifts the lock on `subject`, journaling `entry` with it; the lock lifted (`None`: there
+    /// was no active one, and nothing is journaled).
+    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError>;
+    /// The locks active at `now` (epoch ms), by subject.
+    async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError>;
 }
 
 /// The system database as deploys use it: the engine's store and deploys' records.

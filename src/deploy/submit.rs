@@ -6,13 +6,14 @@
 use super::command::{self, OperatorCommand};
 use super::plan;
 use super::records::Db;
+use super::records::Lock;
 use super::releases::{self, Move, Transitions};
 use super::state::Phase;
 use super::{CANARY, DEPLOY, DeployInput, ROLLBACK, RollbackInput, TEST, VERSION};
 use crate::config::EnvSpec;
 use crate::operator::Operator;
 use crate::workflow::StoreError;
-use crate::workflow::store::{NewWorkflow, Started, WorkflowRow};
+use crate::workflow::store::{NewWorkflow, Record, Started, WorkflowRow};
 
 /// What a submission did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,9 +54,24 @@ pub enum SubmitError {
     /// What was asked cannot be deployed (a version that is not a version).
     #[error("{0}")]
     BadInput(String),
+    /// The application's environment is locked.
+    #[error(
+        "{} is locked by {} since {}{}: {} — wait for `manent unlock {}`, or go through \
+         it with `--force --reason \"…\"` (journaled as a break-glass)",
+        .0.subject, .0.owner(), crate::cli::output::time(.0.since), until(.0), .0.reason,
+        .0.subject.replacen('/', " ", 1)
+    )]
+    Locked(Box<Lock>),
     /// The database refused.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+fn until(lock: &Lock) -> String {
+    match lock.expires_at {
+        Some(at) => format!(" until {}", crate::cli::output::time(at)),
+        None => String::new(),
+    }
 }
 
 /// Who submits, why, and the engine's crash-loop limit.
@@ -67,6 +83,67 @@ pub struct Submission<'a> {
     pub reason: Option<&'a str>,
     /// Crashed runs before the deployment is dead-lettered.
     pub max_recovery_attempts: u32,
+    /// Go through a deploy lock (a break-glass: needs a reason, and is journaled).
+    pub force: bool,
+}
+
+impl<'a> Submission<'a> {
+    /// A submission by `operator`, for `reason`, that respects locks.
+    pub fn new(
+        operator: &'a Operator,
+        reason: Option<&'a str>,
+        max_recovery_attempts: u32,
+    ) -> Self {
+        Submission {
+            operator,
+            reason,
+            max_recovery_attempts,
+            force: false,
+        }
+    }
+}
+
+/// Refuses a start on a locked subject, or — forced, with a reason — returns the break-glass
+/// journal entry that commits with the start (empty when nothing is locked).
+pub async fn through_lock(
+    db: &dyn Db,
+    spec: &EnvSpec,
+    kind: &str,
+    sub: &Submission<'_>,
+) -> Result<Vec<Record>, SubmitError> {
+    let subject = spec.subject();
+    let now = crate::sys::now_ms();
+    let Some(lock) = db
+        .locks(now)
+        .await?
+        .into_iter()
+        .find(|l| l.subject == subject)
+    else {
+        return Ok(Vec::new());
+    };
+    if !sub.force {
+        return Err(SubmitError::Locked(Box::new(lock)));
+    }
+    if sub.reason.is_none_or(|r| r.trim().is_empty()) {
+        return Err(SubmitError::BadInput(format!(
+            "{subject} is locked by {}: a forced {kind} needs a reason (`--reason \"…\"`) for \
+             the journal",
+            lock.owner()
+        )));
+    }
+    let detail = format!(
+        "{kind} through the lock of {} ({})",
+        lock.owner(),
+        lock.reason
+    );
+    let entry = sub.operator.journal(
+        "break-glass",
+        None,
+        Some(&subject),
+        Some(detail),
+        sub.reason,
+    );
+    Ok(vec![entry.record()])
 }
 
 /// A fresh deployment id: `dep-YYYYMMDD-HHMMSS-xxxx` (UTC), sortable and easy to read aloud.
@@ -132,9 +209,23 @@ pub async fn deploy(
     } else {
         DEPLOY
     };
+    let forced = if dry_run {
+        Vec::new()
+    } else {
+        through_lock(db, spec, workflow, sub).await?
+    };
     let mut replaced = false;
     loop {
-        let live = match submit(db, workflow, inputs.clone(), spec, detail.clone(), sub).await? {
+        let started = submit(
+            db,
+            workflow,
+            inputs.clone(),
+            spec,
+            detail.clone(),
+            sub,
+            &forced,
+        );
+        let live = match started.await? {
             Ok(id) => return Ok(Submitted::Started(id)),
             Err(live) => live,
         };
@@ -216,7 +307,8 @@ pub async fn rollback(
     };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     let detail = Transitions::of(&moves).to_string();
-    match submit(db, ROLLBACK, inputs, spec, detail, sub).await? {
+    let forced = through_lock(db, spec, ROLLBACK, sub).await?;
+    match submit(db, ROLLBACK, inputs, spec, detail, sub, &forced).await? {
         Ok(id) => Ok(Submitted::Started(id)),
         Err(live) => {
             let phase = phase_of(db, &live.id).await;
@@ -276,6 +368,7 @@ pub async fn test(
         detail,
         sub,
         format!("{}#test", spec.subject()),
+        &[],
     )
     .await?
     {
@@ -296,11 +389,17 @@ async fn submit(
     spec: &EnvSpec,
     detail: String,
     sub: &Submission<'_>,
+    forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
-    submit_keyed(db, kind, inputs, spec, detail, sub, spec.subject()).await
+    submit_keyed(db, kind, inputs, spec, detail, sub, spec.subject(), forced).await
 }
 
-/// [`submit`], one live workflow per `dedup` key.
+/// [`submit`], one live workflow per `dedup` key; `forced` (a break-glass entry) commits with
+/// the start, naming the new deployment.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one private helper's whole input"
+)]
 async fn submit_keyed(
     db: &dyn Db,
     kind: &str,
@@ -309,6 +408,7 @@ async fn submit_keyed(
     detail: String,
     sub: &Submission<'_>,
     dedup: String,
+    forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
     let id = new_id();
     let subject = spec.subject();
@@ -323,7 +423,11 @@ async fn submit_keyed(
         subject: Some(subject),
         dedup_key: Some(dedup),
         max_recovery_attempts: sub.max_recovery_attempts,
-        records: vec![journal.record()],
+        records: forced
+            .iter()
+            .map(|r| with_workflow(r, &id))
+            .chain(std::iter::once(journal.record()))
+            .collect(),
     };
     // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
     let started = crate::workflow::retry::until_committed(
@@ -337,4 +441,16 @@ async fn submit_keyed(
         Started::Created | Started::Existing(_) => Ok(id),
         Started::Duplicate(live) => Err(live),
     })
+}
+
+/// A journal record that names the deployment it went with.
+fn with_workflow(r: &Record, id: &str) -> Record {
+    let mut r = r.clone();
+    if let Some(o) = r.body.as_object_mut() {
+        o.insert(
+            "workflow_id".into(),
+            serde_json::Value::String(id.to_owned()),
+        );
+    }
+    r
 }

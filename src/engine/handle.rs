@@ -33,12 +33,16 @@ pub enum Command {
         version: Option<String>,
         dry_run: bool,
         reason: Option<String>,
+        /// Through a deploy lock (a break-glass).
+        force: bool,
     },
     /// Roll an environment back to its previous release.
     Rollback {
         application: String,
         environment: String,
         reason: Option<String>,
+        /// Through a deploy lock (a break-glass).
+        force: bool,
     },
     /// Run an environment's `test` hooks against what is live.
     Test {
@@ -103,6 +107,9 @@ pub struct AppEnv {
     /// Its `test` hooks, in the order they run.
     #[serde(default)]
     pub tests: Vec<String>,
+    /// The deploy lock on it, if any.
+    #[serde(default)]
+    pub lock: Option<crate::deploy::records::Lock>,
 }
 
 /// A line for the operator about something they did (or that went wrong doing it).
@@ -329,16 +336,19 @@ impl Actor {
                 version,
                 dry_run,
                 reason,
+                force,
             } => {
-                self.submit(&application, &environment, version, Some(dry_run), reason)
+                let how = (Some(dry_run), force);
+                self.submit(&application, &environment, version, how, reason)
                     .await
             }
             Command::Rollback {
                 application,
                 environment,
                 reason,
+                force,
             } => {
-                self.submit(&application, &environment, None, None, reason)
+                self.submit(&application, &environment, None, (None, force), reason)
                     .await
             }
             Command::Operator {
@@ -393,7 +403,7 @@ impl Actor {
         application: &str,
         environment: &str,
         version: Option<String>,
-        deploy: Option<bool>,
+        (deploy, force): (Option<bool>, bool),
         reason: Option<String>,
     ) -> Result<String, String> {
         let mut spec = self
@@ -403,11 +413,12 @@ impl Actor {
         if let Some(v) = version {
             spec.artifact.version = v;
         }
-        let sub = Submission {
-            operator: &self.operator,
-            reason: reason.as_deref(),
-            max_recovery_attempts: self.config.engine.max_recovery_attempts,
-        };
+        let mut sub = Submission::new(
+            &self.operator,
+            reason.as_deref(),
+            self.config.engine.max_recovery_attempts,
+        );
+        sub.force = force;
         let submitted = match deploy {
             Some(dry_run) => submit::deploy(self.store.as_ref(), &spec, dry_run, &sub).await,
             None => submit::rollback(self.store.as_ref(), &spec, &sub).await,
@@ -444,11 +455,11 @@ impl Actor {
             .config
             .environment(application, environment)
             .map_err(|e| e.to_string())?;
-        let sub = Submission {
-            operator: &self.operator,
-            reason: reason.as_deref(),
-            max_recovery_attempts: self.config.engine.max_recovery_attempts,
-        };
+        let sub = Submission::new(
+            &self.operator,
+            reason.as_deref(),
+            self.config.engine.max_recovery_attempts,
+        );
         let submitted = submit::test(self.store.as_ref(), &spec, &sub)
             .await
             .map_err(|e| e.to_string())?;
@@ -528,8 +539,15 @@ impl Actor {
             .await
             .unwrap_or_default();
         let mut apps = self.apps.clone();
+        // Read at every refresh, so an expired lock stops showing by itself.
+        let locks = self
+            .store
+            .locks(crate::sys::now_ms())
+            .await
+            .unwrap_or_default();
         for a in &mut apps {
             let subject = format!("{}/{}", a.application, a.environment);
+            a.lock = locks.iter().find(|l| l.subject == subject).cloned();
             let rows = self.store.releases(&subject).await.unwrap_or_default();
             let mut versions: Vec<String> = Vec::new();
             for r in rows.iter().rev() {
@@ -612,6 +630,7 @@ fn apps_of(config: &Config) -> Vec<AppEnv> {
                     .iter()
                     .map(|h| h.name.clone())
                     .collect(),
+                lock: None,
             });
         }
     }

@@ -304,6 +304,7 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
         }]),
         versions: vec!["2.3.0".into(), "2.2.0".into()],
         tests: Vec::new(),
+        lock: None,
     }
 }
 
@@ -573,5 +574,24 @@ pub fn app_with_every_state() -> App {
         .collect();
     let mut app = App::new(false, NOW);
     app.update(Action::Snapshot(Arc::new(snap)));
+    app
+}
+
+/// Home with `shop/prod` locked by bob.
+pub fn app_on_locked_home() -> App {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.apps[1].lock = Some(manent::deploy::records::Lock {
+        subject: "shop/prod".into(),
+        operator: "bob".into(),
+        client: None,
+        host: "bastion-2".into(),
+        reason: "investigating 502s".into(),
+        since: NOW - 600_000,
+        expires_at: Some(NOW + 3_000_000),
+    });
+    app.update(manent::console::action::Action::Snapshot(
+        std::sync::Arc::new(s),
+    ));
     app
 }

@@ -50,6 +50,8 @@ pub struct Confirm {
     pub opened_at: i64,
     /// The environment is production.
     pub production: bool,
+    /// A break-glass through a deploy lock: Enter needs a reason.
+    pub needs_reason: bool,
 }
 
 impl Confirm {
@@ -71,6 +73,7 @@ impl Confirm {
             reason: String::new(),
             opened_at: now,
             production,
+            needs_reason: false,
         }
     }
 
@@ -94,6 +97,7 @@ impl Confirm {
                 environment,
                 version,
                 dry_run,
+                force,
                 ..
             } => Command::Deploy {
                 application,
@@ -101,15 +105,18 @@ impl Confirm {
                 version,
                 dry_run,
                 reason,
+                force,
             },
             Command::Rollback {
                 application,
                 environment,
+                force,
                 ..
             } => Command::Rollback {
                 application,
                 environment,
                 reason,
+                force,
             },
             Command::Operator { id, command, .. } => Command::Operator {
                 id,
@@ -128,6 +135,35 @@ impl Confirm {
             other => other,
         }
     }
+}
+
+/// A dialog on a locked environment: the lock is named, and going through it is a typed
+/// break-glass with a reason.
+fn through_lock(mut c: Confirm, a: &AppEnv) -> Confirm {
+    let Some(lock) = &a.lock else {
+        return c;
+    };
+    let until = lock
+        .expires_at
+        .map(|e| format!(" until {}", crate::console::view::widgets::clock(e)))
+        .unwrap_or_default();
+    c.lines.push(format!(
+        "LOCKED by {} since {}{until}: {}",
+        lock.owner(),
+        crate::console::view::widgets::clock(lock.since),
+        lock.reason
+    ));
+    c.lines
+        .push("going through the lock is a break-glass: it is journaled with your reason".into());
+    c.needs_reason = true;
+    match &mut c.command {
+        Command::Deploy { force, .. } | Command::Rollback { force, .. } => *force = true,
+        _ => {}
+    }
+    if c.typed.is_none() {
+        c = c.typed_in(&a.environment);
+    }
+    c
 }
 
 fn production_line(environment: &str) -> String {
@@ -162,8 +198,10 @@ pub fn deploy(a: &AppEnv, version: String, now: i64) -> Confirm {
         version: Some(version),
         dry_run: false,
         reason: None,
+        force: false,
     };
-    Confirm::new(title, lines, command, a.production, now).buttons("Cancel", "Deploy")
+    let c = Confirm::new(title, lines, command, a.production, now).buttons("Cancel", "Deploy");
+    through_lock(c, a)
 }
 
 /// Roll `a` back: where each target goes, from the records.
@@ -189,13 +227,15 @@ pub fn rollback(a: &AppEnv, now: i64) -> Confirm {
         application: a.application.clone(),
         environment: a.environment.clone(),
         reason: None,
+        force: false,
     };
     let c = Confirm::new(title, lines, command, a.production, now).buttons("Cancel", "Roll back");
-    if a.production {
+    let c = if a.production {
         c.typed_in(&a.environment)
     } else {
         c
-    }
+    };
+    through_lock(c, a)
 }
 
 fn operator(d: &DeploymentView, command: OperatorCommand) -> Command {

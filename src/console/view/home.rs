@@ -10,6 +10,17 @@ use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
 use crate::console::app::Focus;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    // What waits on a human comes first, when anything does.
+    let inbox = ctx.app.inbox();
+    let area = if inbox.is_empty() {
+        area
+    } else {
+        let height = u16::try_from(inbox.len().min(4) + 2).unwrap_or(6);
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(height), Constraint::Min(8)]).areas(area);
+        render_inbox(frame, top, &inbox, ctx);
+        rest
+    };
     let apps_height = u16::try_from(ctx.app.snap.apps.len())
         .unwrap_or(u16::MAX)
         .saturating_add(3);
@@ -29,6 +40,55 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     } else {
         render_deployments(frame, bottom, ctx);
     }
+}
+
+/// "Waiting on you": decisions, canaries at a gate, paused and dead-lettered deployments,
+/// locks about to expire; Enter jumps to one.
+fn render_inbox(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    items: &[crate::deploy::inbox::Item],
+    ctx: &ViewCtx<'_>,
+) {
+    let (app, t) = (ctx.app, ctx.theme);
+    let wide = area.width >= 100;
+    let rows = items.iter().map(|i| {
+        let id = i.deployment.as_deref().map_or("-", |id| {
+            if wide {
+                id
+            } else {
+                id.get(id.len().saturating_sub(11)..).unwrap_or(id)
+            }
+        });
+        let mut cells = vec![
+            Cell::from(Span::styled(i.waiting.as_str(), t.get("notice.warn"))),
+            Cell::from(fit(&i.subject, 18)),
+            Cell::from(id.to_owned()),
+            Cell::from(i.what.clone()),
+        ];
+        if wide {
+            cells.push(Cell::from(Span::styled(i.verbs.clone(), t.get("muted"))));
+        }
+        Row::new(cells)
+    });
+    let mut widths = vec![
+        Constraint::Length(6),
+        Constraint::Length(18),
+        Constraint::Length(if wide { 25 } else { 11 }),
+        Constraint::Min(20),
+    ];
+    if wide {
+        widths.push(Constraint::Length(40));
+    }
+    let focused = app.focus == Focus::Inbox;
+    let title = format!(" Waiting on you: {} · Shift-Tab, Enter opens ", items.len());
+    let table = Table::new(rows, widths)
+        .block(panel(&title, focused, t))
+        .row_highlight_style(row_highlight(focused, t))
+        .highlight_symbol("› ");
+    let selected = app.inbox_row.min(items.len().saturating_sub(1));
+    let mut state = TableState::default().with_selected(focused.then_some(selected));
+    frame.render_stateful_widget(table, area, &mut state);
 }
 
 /// Who did what, newest first: the audit journal `manent history` also shows.
@@ -91,11 +151,15 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         } else {
             a.live.join(",")
         };
+        let mut name = vec![Span::raw(format!("{} ", a.application)), env];
+        if let Some(lock) = &a.lock {
+            name.push(Span::styled(
+                format!(" locked:{}", lock.operator),
+                t.get("production"),
+            ));
+        }
         let mut cells = vec![
-            Cell::from(Line::from(vec![
-                Span::raw(format!("{} ", a.application)),
-                env,
-            ])),
+            Cell::from(Line::from(name)),
             Cell::from(a.version.clone()),
             Cell::from(live),
             Cell::from(a.targets.to_string()),

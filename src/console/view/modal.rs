@@ -23,7 +23,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             let t = ctx.theme;
             let mut lines = vec![Line::from(Span::styled(c.title.clone(), t.get("title")))];
             lines.extend(c.lines.iter().map(|l| {
-                if c.production && l.contains("PRODUCTION") {
+                if (c.production && l.contains("PRODUCTION")) || l.starts_with("LOCKED") {
                     Line::from(Span::styled(l.clone(), t.get("production")))
                 } else {
                     Line::from(l.clone())
@@ -32,12 +32,28 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             lines.push(Line::from(""));
             match &c.typed {
                 Some((expected, typed)) => {
+                    let matched = typed == expected;
+                    let cursor = if matched { "" } else { "_" };
                     lines.push(Line::from(vec![
                         Span::raw(format!("type {expected}: ")),
-                        Span::styled(format!("{typed}_"), t.get("selection")),
+                        Span::styled(format!("{typed}{cursor}"), t.get("selection")),
+                    ]));
+                    let label = if c.needs_reason {
+                        "reason (required): "
+                    } else {
+                        "reason (optional): "
+                    };
+                    let reason = if matched {
+                        format!("{}_", c.reason)
+                    } else {
+                        c.reason.clone()
+                    };
+                    lines.push(Line::from(vec![
+                        Span::styled(label, t.get("muted")),
+                        Span::raw(reason),
                     ]));
                     lines.push(Line::from(Span::styled(
-                        "Enter confirms once it matches · Esc cancels",
+                        "Enter confirms once the name matches · Esc cancels",
                         t.get("muted"),
                     )));
                 }

@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
 use super::{
-    JOURNAL, JournalEntry, LogRecord, RELEASE, ROLLED_BACK, Records, ReleaseRecord, RolledBack,
+    JOURNAL, JournalEntry, Lock, LogRecord, RELEASE, ROLLED_BACK, Records, ReleaseRecord,
+    RolledBack,
 };
 use crate::workflow::sqlite::Extension;
 use crate::workflow::store::Record;
@@ -17,7 +18,8 @@ pub struct DeployRecords;
 
 /// `IF NOT EXISTS`: databases made before deploys had their own schema version already have
 /// these tables.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 -- What is live on each moniker, and what was: appended by deploys, marked by rollbacks.
 CREATE TABLE IF NOT EXISTS releases (
   id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -60,7 +62,20 @@ CREATE TABLE IF NOT EXISTS logs (
   attrs       TEXT
 );
 CREATE INDEX IF NOT EXISTS logs_workflow ON logs(workflow_id, id);
-"];
+",
+    r"
+-- Deploy locks: one per application and environment; an expired one no longer blocks.
+CREATE TABLE locks (
+  subject    TEXT PRIMARY KEY,
+  operator   TEXT NOT NULL,
+  client     TEXT,
+  host       TEXT NOT NULL,
+  reason     TEXT NOT NULL,
+  since      INTEGER NOT NULL,
+  expires_at INTEGER
+);
+",
+];
 
 fn body<T: serde::de::DeserializeOwned>(r: &Record) -> Result<T, StoreError> {
     serde_json::from_value(r.body.clone())
@@ -130,6 +145,31 @@ fn insert_journal(conn: &Connection, e: &JournalEntry) -> Result<(), StoreError>
             e.reason
         ],
     )
+}
+
+const LOCK_COLUMNS: &str = "subject, operator, client, host, reason, since, expires_at";
+
+fn lock_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Lock> {
+    Ok(Lock {
+        subject: r.get(0)?,
+        operator: r.get(1)?,
+        client: r.get(2)?,
+        host: r.get(3)?,
+        reason: r.get(4)?,
+        since: r.get(5)?,
+        expires_at: r.get(6)?,
+    })
+}
+
+fn active_lock(conn: &Connection, subject: &str, now: i64) -> Result<Option<Lock>, StoreError> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {LOCK_COLUMNS} FROM locks WHERE subject = ?1 \
+             AND (expires_at IS NULL OR expires_at > ?2)"
+        ))?
+        .query_row(params![subject, now], lock_row)
+        .optional()?)
 }
 
 fn log_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRecord> {
@@ -276,6 +316,68 @@ impl Records for SqliteStore {
                 .prepare_cached("DELETE FROM logs WHERE at < ?1")?
                 .execute([before])?;
             Ok(u64::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
+
+    async fn lock(
+        &self,
+        lock: Lock,
+        replace: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<(), Lock>, StoreError> {
+        self.write(move |c| {
+            if let Some(held) = active_lock(c, &lock.subject, lock.since)?
+                && held.operator != lock.operator
+                && !replace
+            {
+                return Ok(Err(held));
+            }
+            exec(
+                c,
+                &format!(
+                    "INSERT OR REPLACE INTO locks ({LOCK_COLUMNS}) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                ),
+                params![
+                    lock.subject,
+                    lock.operator,
+                    lock.client,
+                    lock.host,
+                    lock.reason,
+                    lock.since,
+                    lock.expires_at
+                ],
+            )?;
+            insert_journal(c, &entry)?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError> {
+        let subject = subject.to_owned();
+        self.write(move |c| {
+            let held = active_lock(c, &subject, entry.at)?;
+            exec(c, "DELETE FROM locks WHERE subject = ?1", [&subject])?;
+            if held.is_some() {
+                insert_journal(c, &entry)?;
+            }
+            Ok(held)
+        })
+        .await
+    }
+
+    async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {LOCK_COLUMNS} FROM locks \
+                 WHERE expires_at IS NULL OR expires_at > ?1 ORDER BY subject"
+            ))?;
+            let rows = stmt
+                .query_map([now], lock_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
         })
         .await
     }

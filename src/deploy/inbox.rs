@@ -1,0 +1,150 @@
+//! "Waiting on you": everything that waits on a human across applications and environments —
+//! canaries paused at a gate, failed deployments awaiting a decision, deployments paused by an
+//! operator or dead-lettered, and deploy locks about to expire. The console's home starts with
+//! it; `manent inbox` lists the same.
+
+use serde::Serialize;
+
+use super::records::Lock;
+use super::state::{DeploymentState, Phase};
+use super::view::DeploymentView;
+use crate::workflow::store::WorkflowStatus;
+
+/// A lock expiring within this long is in the inbox (its owner may want to extend or lift it).
+pub const LOCK_EXPIRING_MS: i64 = 30 * 60 * 1000;
+
+/// What waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Waiting {
+    /// Targets failed: retry, skip or abort.
+    Decision,
+    /// A canary at a gate: promote, revert, weight or back.
+    Canary,
+    /// Paused by an operator: resume or cancel.
+    Paused,
+    /// Dead-lettered after crashing runs: resume after a look at its log.
+    DeadLettered,
+    /// A deploy lock that expires soon.
+    LockExpiring,
+}
+
+impl Waiting {
+    /// A short word for a column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Waiting::Decision => "decide",
+            Waiting::Canary => "canary",
+            Waiting::Paused => "paused",
+            Waiting::DeadLettered => "dead",
+            Waiting::LockExpiring => "lock",
+        }
+    }
+}
+
+/// One thing waiting on a human.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Item {
+    /// What waits.
+    pub waiting: Waiting,
+    /// `application/environment`.
+    pub subject: String,
+    /// The deployment, when it is one.
+    pub deployment: Option<String>,
+    /// Since when (epoch ms): the deployment's start, or the lock's expiry.
+    pub at: i64,
+    /// One line: what and why.
+    pub what: String,
+    /// What moves it on.
+    pub verbs: String,
+}
+
+/// The inbox, most urgent first: decisions, canaries, dead-lettered, paused, then locks.
+pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<Item> {
+    let mut out: Vec<Item> = deployments.iter().filter_map(item_of).collect();
+    for l in locks {
+        let Some(expires) = l.expires_at else {
+            continue;
+        };
+        if expires <= now || expires - now > LOCK_EXPIRING_MS {
+            continue;
+        }
+        out.push(Item {
+            waiting: Waiting::LockExpiring,
+            subject: l.subject.clone(),
+            deployment: None,
+            at: expires,
+            what: format!(
+                "locked by {} ({}) expires in {}m",
+                l.owner(),
+                l.reason,
+                (expires - now + 59_999) / 60_000
+            ),
+            verbs: format!(
+                "manent lock {} --reason … --for …, or unlock",
+                l.subject.replacen('/', " ", 1)
+            ),
+        });
+    }
+    out.sort_by_key(|i| (rank(i.waiting), i.at));
+    out
+}
+
+fn rank(w: Waiting) -> u8 {
+    match w {
+        Waiting::Decision => 0,
+        Waiting::Canary => 1,
+        Waiting::DeadLettered => 2,
+        Waiting::Paused => 3,
+        Waiting::LockExpiring => 4,
+    }
+}
+
+fn item_of(d: &DeploymentView) -> Option<Item> {
+    let (waiting, what, verbs) = if d.status == WorkflowStatus::MaxRecoveryAttemptsExceeded {
+        (
+            Waiting::DeadLettered,
+            format!(
+                "{} of {} stopped after {} crashed runs",
+                d.kind, d.version, d.runs
+            ),
+            format!("manent logs {}, then manent resume {}", d.id, d.id),
+        )
+    } else {
+        match d.state {
+            DeploymentState::FailedAwaiting => {
+                let failed = match &d.phase {
+                    Some(Phase::AwaitingDecision { failed, .. }) => failed.join(", "),
+                    _ => String::new(),
+                };
+                (
+                    Waiting::Decision,
+                    format!("{} of {}: failed on {failed}", d.kind, d.version),
+                    format!("manent retry|skip|abort {}", d.id),
+                )
+            }
+            DeploymentState::CanaryPaused => {
+                let weight = d.canary.as_ref().map_or(0, |c| c.status.weight);
+                (
+                    Waiting::Canary,
+                    format!("canary of {} paused at {weight}%", d.version),
+                    format!("manent promote|revert|weight|back {}", d.id),
+                )
+            }
+            DeploymentState::Paused => (
+                Waiting::Paused,
+                format!("{} of {} paused by an operator", d.kind, d.version),
+                format!("manent resume|cancel {}", d.id),
+            ),
+            _ => return None,
+        }
+    };
+    Some(Item {
+        waiting,
+        subject: d.subject(),
+        deployment: Some(d.id.clone()),
+        at: d.created_at,
+        what,
+        verbs,
+    })
+}
