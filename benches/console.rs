@@ -164,6 +164,7 @@ fn log_line(i: usize, at: i64) -> LogLine {
         source: "fleet".into(),
         deployment_id: Some("dep-20261129-100000-aaaa".into()),
         target: Some(t.clone()),
+        moniker: None,
         message: format!("simulated deploy on {t}: checking health ({i})"),
         attrs: Default::default(),
     }

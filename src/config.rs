@@ -43,6 +43,10 @@ pub struct Config {
     pub engine: EngineSettings,
     /// The console's theme, if set.
     pub theme: Option<String>,
+    /// Where Prometheus metrics are served, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The JSON log file, if on.
+    pub log_file: Option<LogFile>,
     /// Descriptors that parsed.
     pub descriptors: Vec<Descriptor>,
     /// Problems in descriptors (the rest stay usable: one broken file must not block an
@@ -50,6 +54,15 @@ pub struct Config {
     pub problems: Vec<ConfigError>,
     /// The plugins that exist (built-ins, discovery).
     pub catalog: Catalog,
+}
+
+/// The JSON log file's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFile {
+    /// Directory of the daily files.
+    pub dir: PathBuf,
+    /// Files kept.
+    pub keep: usize,
 }
 
 /// Engine settings with defaults applied.
@@ -356,6 +369,31 @@ impl Config {
             path,
             file.database.unwrap_or_else(|| ".manent/manent.db".into()),
         )?;
+        let metrics_listen = match &file.metrics.listen {
+            None => None,
+            Some(l) => Some(l.parse::<std::net::SocketAddr>().map_err(|e| ConfigError {
+                file: path.to_owned(),
+                position: locate(&text, "listen:", 0),
+                message: format!("metrics.listen: `{l}` is not an address to listen on ({e})"),
+                hint: Some("give an IP and a port, such as 127.0.0.1:9464 or [::1]:9464".into()),
+            })?),
+        };
+        let log_file = match (&file.log_file.dir, file.log_file.keep) {
+            (_, Some(0)) => {
+                return Err(ConfigError {
+                    file: path.to_owned(),
+                    position: locate(&text, "keep:", 0),
+                    message: "log_file.keep: 0 would delete every file; keep at least 1".into(),
+                    hint: Some("the default keeps 14 daily files".into()),
+                }
+                .into());
+            }
+            (Some(d), keep) => Some(LogFile {
+                dir: dir.join(d),
+                keep: keep.unwrap_or(14),
+            }),
+            (None, _) => None,
+        };
         let mut config = Config {
             file: path.to_owned(),
             database: dir.join(database),
@@ -366,6 +404,8 @@ impl Config {
             secrets: file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect(),
             engine,
             theme: file.console.theme,
+            metrics_listen,
+            log_file,
             descriptors: Vec::new(),
             problems: Vec::new(),
             catalog: *catalog,

@@ -37,6 +37,12 @@ pub enum EngineError {
     /// The directory that records the processes the engine starts cannot be used.
     #[error("cannot record the engine's processes in {path}: {reason}")]
     Processes { path: String, reason: String },
+    /// `metrics.listen` cannot be listened on (a taken port).
+    #[error(transparent)]
+    Metrics(#[from] crate::telemetry::metrics::ServeError),
+    /// The JSON log file cannot be written.
+    #[error(transparent)]
+    LogFile(#[from] crate::telemetry::logfile::LogFileError),
 }
 
 /// How long a starting engine retries a database that refuses its first write.
@@ -62,12 +68,14 @@ impl LogSink for LogHub {
             line.message = m;
         }
         line.attrs.values_mut().for_each(redact_value);
+        crate::telemetry::logfile::write(&line);
         if self.lines.receiver_count() > 0 {
             let _ = self.lines.send(line.clone());
         }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.to_store.try_send(line) {
             self.unstored
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::telemetry::metrics::get().log_lines_dropped("store", 1);
         }
     }
 }
@@ -125,6 +133,7 @@ fn unstored_line(n: u64) -> LogLine {
         source: "manent".into(),
         deployment_id: None,
         target: None,
+        moniker: None,
         message,
         attrs: Default::default(),
     }
@@ -233,6 +242,8 @@ pub struct Engine {
     watcher: tokio::task::JoinHandle<()>,
     trouble: Arc<std::sync::Mutex<Option<String>>>,
     recovered: Vec<String>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+    log_file: Option<crate::telemetry::logfile::Open>,
     _lease: Lease,
 }
 
@@ -249,11 +260,21 @@ impl Engine {
     /// left behind.
     pub async fn start(config: &Config) -> Result<Engine, EngineError> {
         let lease = Lease::acquire(&config.database)?;
+        // The JSON log file first: what recovery does below is in it.
+        let log_file = config
+            .log_file
+            .as_ref()
+            .map(crate::telemetry::logfile::open)
+            .transpose()?;
         let store: Arc<dyn Db> = Arc::new(records::open(
             &config.database,
             config.engine.synchronous,
             true,
         )?);
+        let metrics = match config.metrics_listen {
+            Some(addr) => Some(crate::telemetry::metrics::serve(addr, store.clone()).await?),
+            None => None,
+        };
         let (executor, pid, host) = (
             &config.engine.executor_id,
             std::process::id(),
@@ -340,6 +361,9 @@ impl Engine {
             config.engine.executor_id.clone(),
             deploy::definitions(env),
         );
+        if log_file.is_some() {
+            crate::telemetry::logfile::spawn_events(runtime.subscribe());
+        }
         let trouble = Arc::new(std::sync::Mutex::new(None));
         let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), &config.database);
         let recovered = runtime.recover().await?;
@@ -358,6 +382,8 @@ impl Engine {
             watcher,
             trouble,
             recovered,
+            metrics,
+            log_file,
             _lease: lease,
         })
     }
@@ -485,6 +511,11 @@ impl Engine {
         {
             tracing::warn!(error = %e, "the WAL could not be truncated at shutdown");
         }
+        if let Some(m) = self.metrics {
+            m.abort();
+        }
+        // Flushes what the log file's writer still holds.
+        drop(self.log_file);
         left
     }
 }
@@ -502,6 +533,7 @@ mod tests {
             source: "flood".into(),
             deployment_id: None,
             target: None,
+            moniker: None,
             message: format!("line {i}"),
             attrs: Default::default(),
         }

@@ -18,4 +18,5 @@ pub mod operator;
 pub mod plugin;
 pub mod redact;
 pub mod sys;
+pub mod telemetry;
 pub mod workflow;

@@ -44,11 +44,18 @@ fn init_tracing(command: &Command) {
         return;
     }
     let _ = command;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("MANENT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_filter(
+            EnvFilter::try_from_env("MANENT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        );
+    // The JSON log file's layer comes first; an engine switches it on (log_file: in manent.yml).
+    tracing_subscriber::registry()
+        .with(manent::telemetry::logfile::layer())
+        .with(stderr)
         .init();
 }

@@ -219,3 +219,254 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
     let status = text(&fx.run(&["status"]).stdout);
     assert!(status.contains("locked  web/prod"), "{status}");
 }
+
+fn sigterm(child: &std::process::Child) {
+    let ok = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:`port`: the status line and the body.
+fn http_get(port: u16, path: &str) -> Result<(String, String), String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut all = String::new();
+    s.read_to_string(&mut all).map_err(|e| e.to_string())?;
+    let (head, body) = all.split_once("\r\n\r\n").ok_or("no header end")?;
+    Ok((
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    ))
+}
+
+fn sample(exposition: &str, name_and_labels: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find(|l| l.starts_with(name_and_labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn a_worker_serves_metrics_that_promtool_accepts_and_count_every_target() {
+    let port = free_port();
+    let manent = format!("{LEDGER_MANENT}metrics:\n  listen: 127.0.0.1:{port}\n");
+    let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    fleet::wait_until(Duration::from_secs(20), "the metrics endpoint", || {
+        http_get(port, "/metrics").is_ok()
+    });
+    std::fs::write(fx.path().join("broken-web-5"), "").unwrap();
+    // Handed to the worker: it runs there, and this command follows it to its end.
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    std::fs::remove_file(fx.path().join("broken-web-5")).unwrap();
+    let out = fx.run(&["retry", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let (status, body) = http_get(port, "/metrics").unwrap();
+    assert!(status.contains("200"), "{status}");
+    let labels = r#"application="web",environment="prod",plugin="exec""#;
+    let deployed = format!(r#"manent_target_deploy_seconds_count{{{labels},status="deployed"}}"#);
+    let failed = format!(r#"manent_target_deploy_seconds_count{{{labels},status="failed"}}"#);
+    assert_eq!(sample(&body, &deployed), Some(6.0), "{body}");
+    // web-5 failed its first attempt and both retries (max_retries: 2) before the decision.
+    assert_eq!(sample(&body, &failed), Some(3.0), "{body}");
+    assert_eq!(
+        sample(&body, r#"manent_step_retries_total{step="deploy"}"#),
+        Some(2.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, r#"manent_workflows{kind="deploy",state="SUCCESS"}"#),
+        Some(1.0),
+        "{body}"
+    );
+    let (status, _) = http_get(port, "/nope").unwrap();
+    assert!(status.contains("404"), "{status}");
+
+    // The exposition passes Prometheus's own linter.
+    match std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(mut child) => {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "promtool: {}{}\n{body}",
+                text(&out.stdout),
+                text(&out.stderr)
+            );
+        }
+        Err(e) => assert!(
+            std::env::var_os("CI").is_none(),
+            "promtool is missing in CI ({e}): .ci/run installs Debian's prometheus"
+        ),
+    }
+    sigterm(&worker);
+    let _ = worker.wait();
+}
+
+#[test]
+fn a_taken_metrics_port_and_a_bad_listen_address_are_clear_errors() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let manent = format!("{LEDGER_MANENT}metrics:\n  listen: 127.0.0.1:{port}\n");
+    let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("metrics.listen 127.0.0.1:{port}")) && err.contains("free port"),
+        "{err}"
+    );
+    assert!(fx.deployments().is_empty(), "nothing started");
+
+    let fx = Fixture::new(
+        &format!("{LEDGER_MANENT}metrics:\n  listen: localhost-9464\n"),
+        &[("web", &ledger_app(""))],
+    );
+    let out = fx.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("manent.yml:5:3") && err.contains("127.0.0.1:9464"),
+        "{err}"
+    );
+}
+
+const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
+
+#[test]
+fn the_json_log_file_carries_every_line_with_its_level_and_attributes_and_no_secret() {
+    let manent = format!(
+        "plugins:\n  exec:\n    pass_env: [FIXTURE]\n  fix:\n    external:\n      command: \
+         {FIXTURE_PLUGIN}\n      start_timeout: 5s\nsecrets:\n  token: env:DEPLOY_TOKEN\n\
+         log_file:\n  dir: logs\n  keep: 3\n"
+    );
+    let api = r#"application: api
+artifact: {version: "1"}
+deploy:
+  plugin: exec
+  secrets: [token]
+  params:
+    secrets: [token]
+    deploy: |
+      echo "using $MANENT_SECRET_TOKEN"
+      echo "a warning on stderr" >&2
+environments:
+  prod:
+    targets: [{name: a}]
+"#;
+    let ext = r#"application: ext
+artifact: {version: "1"}
+deploy:
+  plugin: fix
+  params: {log_lines: 3}
+environments:
+  prod:
+    targets: [{name: t1}]
+"#;
+    let fx = Fixture::new(&manent, &[("api", api), ("ext", ext)]);
+    // Older files beyond the bound are pruned when the file opens.
+    let logs = fx.path().join("logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    for day in 1..=6 {
+        std::fs::write(logs.join(format!("manent.2026-01-0{day}.jsonl")), "{}\n").unwrap();
+    }
+    for app in ["api", "ext"] {
+        let out = fx.run_with(
+            &["deploy", app, "prod", "--yes"],
+            &[("DEPLOY_TOKEN", "hunter2-secret-value")],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let files: Vec<_> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.len() <= 3, "at most `keep` files: {files:?}");
+    let mut lines = Vec::new();
+    for f in &files {
+        let body = std::fs::read_to_string(f).unwrap();
+        assert!(
+            !body.contains("hunter2"),
+            "the secret reached {}",
+            f.display()
+        );
+        for l in body.lines() {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {l}", f.display()));
+            lines.push(v);
+        }
+    }
+    let find = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        lines
+            .iter()
+            .find(|v| pred(v))
+            .cloned()
+            .unwrap_or_else(|| panic!("no such line in {lines:#?}"))
+    };
+    // exec's lines: the command's stdout at info, its stderr at warn, with the stream.
+    let used = find(&|v| v["message"] == "using [redacted]");
+    assert_eq!(used["level"], "info");
+    assert_eq!(used["kind"], "plugin");
+    assert_eq!(used["source"], "exec");
+    assert_eq!(used["target"], "a");
+    assert_eq!(used["moniker"], "prod::api::exec::a");
+    assert_eq!(used["attrs"]["stream"], "stdout");
+    assert!(used["deployment"].as_str().unwrap().starts_with("dep-"));
+    let warned = find(&|v| v["message"] == "a warning on stderr");
+    assert_eq!(warned["level"], "warn");
+    assert_eq!(warned["attrs"]["stream"], "stderr");
+    // A go-plugin process's hclog lines keep their level, attributes and moniker.
+    for (n, level) in [(0, "debug"), (1, "info"), (2, "warn")] {
+        let l = find(&|v| v["message"] == format!("fixture line {n} for t1"));
+        assert_eq!(l["level"], level, "{l}");
+        assert_eq!(l["attrs"]["n"], n, "{l}");
+        assert_eq!(l["source"], "fix");
+        assert_eq!(l["moniker"], "prod::ext::fix::t1", "{l}");
+    }
+    // The engine's own lines are there too.
+    let ended = find(&|v| v["kind"] == "engine" && v["event"] == "workflow.ended");
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ended SUCCESS"),
+        "{ended}"
+    );
+    find(&|v| {
+        v["event"] == "step.finished"
+            && v["step"].as_str().is_some_and(|s| s.starts_with("deploy:"))
+    });
+}

@@ -36,6 +36,33 @@ pub struct ManentFile {
     /// Console settings.
     #[serde(default)]
     pub console: ConsoleSection,
+    /// Prometheus metrics (off unless `listen` is set).
+    #[serde(default)]
+    pub metrics: MetricsSection,
+    /// The JSON log file for a SIEM (off unless `dir` is set).
+    #[serde(default)]
+    pub log_file: LogFileSection,
+}
+
+/// `metrics:` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Address the exposition is served on (`127.0.0.1:9464`, `[::1]:9464`).
+    #[serde(default)]
+    pub listen: Option<String>,
+}
+
+/// `log_file:` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogFileSection {
+    /// Directory of the daily files (`manent.YYYY-MM-DD.jsonl`), relative to manent.yml.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// Files kept (default 14); older ones are deleted at rotation.
+    #[serde(default)]
+    pub keep: Option<usize>,
 }
 
 /// `console:` settings.

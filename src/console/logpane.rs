@@ -216,6 +216,7 @@ mod tests {
             source: source.into(),
             deployment_id: Some("dep-1".into()),
             target: target.map(Into::into),
+            moniker: None,
             message: format!("line {i}"),
             attrs: Default::default(),
         }

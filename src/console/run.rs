@@ -110,7 +110,10 @@ where
                         app.update(Action::Log(l));
                     }
                 }
-                Err(RecvError::Lagged(n)) => { app.update(Action::LogsDropped(n)); }
+                Err(RecvError::Lagged(n)) => {
+                    crate::telemetry::metrics::get().log_lines_dropped("subscriber", n);
+                    app.update(Action::LogsDropped(n));
+                }
                 Err(RecvError::Closed) => return Ok(Exit::EngineGone),
             },
             h = history.recv() => if let Ok((id, lines)) = h {

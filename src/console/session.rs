@@ -35,6 +35,7 @@ pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MANENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::registry()
+        .with(crate::telemetry::logfile::layer())
         .with(filter)
         .with(tui_logger::TuiTracingSubscriberLayer)
         .try_init();

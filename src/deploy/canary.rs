@@ -530,6 +530,11 @@ impl Flight {
             .await?;
         self.status.weight = set.set;
         self.status.actual = set.actual;
+        crate::telemetry::metrics::get().canary_weights(
+            (&run.spec.application, &run.spec.environment),
+            set.set,
+            set.actual,
+        );
         // What the router reported now replaces what was measured before.
         if !run.ctx.replaying() {
             publish_actual(run, set.actual, None).await;
@@ -1053,7 +1058,11 @@ async fn measure(run: &Run<'_>) {
     })
     .await;
     match read {
-        Ok(w) => publish_actual(run, Some(w), None).await,
+        Ok(w) => {
+            crate::telemetry::metrics::get()
+                .canary_actual((&run.spec.application, &run.spec.environment), w);
+            publish_actual(run, Some(w), None).await;
+        }
         Err(e) => publish_actual(run, None, Some(e.to_string())).await,
     }
 }

@@ -314,7 +314,15 @@ async fn run_hook(
             let started = Instant::now();
             let mut env = environment(run, event, h, vars, Some(&info));
             env.extend(secrets(run, h).await?);
-            let (message, output) = kind(run, h, &env, log).await?;
+            let ran = kind(run, h, &env, log).await;
+            crate::telemetry::metrics::get().hook_ran(
+                (&run.spec.application, &run.spec.environment),
+                event.as_str(),
+                &h.name,
+                ran.is_ok(),
+                started.elapsed().as_secs_f64(),
+            );
+            let (message, output) = ran?;
             Ok(HookRun {
                 message,
                 output,

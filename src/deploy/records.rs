@@ -202,6 +202,8 @@ pub trait Records: Send + Sync {
     async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError>;
     /// The locks active at `now` (epoch ms), by subject.
     async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError>;
+    /// Workflows by kind and status (`deploy`, `SUCCESS`, 12): the metrics' gauge.
+    async fn workflow_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
 }
 
 /// The system database as deploys use it: the engine's store and deploys' records.

@@ -163,6 +163,34 @@ pub async fn deploy_target(
     before: Option<&Live>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let started = Instant::now();
+    let done = deploy_call(env, spec, wf, plugin, t, before, info).await;
+    let status = match &done {
+        Ok((d, _)) if d.status == TargetState::Unchanged => "unchanged",
+        Ok(_) => "deployed",
+        Err(_) => "failed",
+    };
+    crate::telemetry::metrics::get().target_deployed(
+        crate::telemetry::metrics::TargetLabels {
+            application: spec.application.clone(),
+            environment: spec.environment.clone(),
+            plugin: plugin.name.clone(),
+            status: status.into(),
+        },
+        started.elapsed().as_secs_f64(),
+    );
+    done
+}
+
+async fn deploy_call(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+    wf: &str,
+    plugin: &PluginHandle,
+    t: &PlannedTarget,
+    before: Option<&Live>,
+    info: StepInfo,
+) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let (req, _open) = target_request(env, spec, wf, t, &info);
     let started = Instant::now();
     let result = plugin.deployer.deploy(&req).await.map_err(|e| {

@@ -645,6 +645,7 @@ fn line_of(l: LogRecord) -> LogLine {
         source: l.source,
         deployment_id: l.workflow_id,
         target: l.target,
+        moniker: None,
         message: l.message,
         attrs: l
             .attrs

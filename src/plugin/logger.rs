@@ -64,6 +64,9 @@ pub struct LogLine {
     pub deployment_id: Option<String>,
     /// The target it is about.
     pub target: Option<String>,
+    /// That target's moniker, when known (`prod::web::exec::web-1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moniker: Option<String>,
     /// The message.
     pub message: String,
     /// Attributes, as the plugin logged them.
@@ -91,6 +94,7 @@ pub struct Logger {
     source: String,
     deployment_id: Option<String>,
     target: Option<String>,
+    moniker: Option<String>,
     attrs: BTreeMap<String, serde_json::Value>,
 }
 
@@ -110,6 +114,7 @@ impl Logger {
             source: source.into(),
             deployment_id: None,
             target: None,
+            moniker: None,
             attrs: BTreeMap::new(),
         }
     }
@@ -142,6 +147,7 @@ impl Logger {
     pub fn for_target(&self, target: &Target) -> Self {
         let mut l = self.clone();
         l.target = Some(target.name().to_owned());
+        l.moniker = Some(target.moniker.to_string());
         l
     }
 
@@ -164,6 +170,7 @@ impl Logger {
             source: self.source.clone(),
             deployment_id: self.deployment_id.clone(),
             target: self.target.clone(),
+            moniker: self.moniker.clone(),
             message: redact(message).into_owned(),
             attrs: all,
         });

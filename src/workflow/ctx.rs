@@ -459,6 +459,7 @@ impl WfCtx {
                 error: message,
                 delay,
             });
+            crate::telemetry::metrics::get().step_retried(name.split(':').next().unwrap_or(&name));
             failpoint::hit("step.backoff", &name);
             self.sleep_in_memory(delay).await?;
             attempt += 1;

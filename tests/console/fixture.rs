@@ -365,6 +365,7 @@ pub fn logs() -> Vec<LogLine> {
             source: "fleet".into(),
             deployment_id: Some("dep-20261129-100000-aaaa".into()),
             target: Some(t),
+            moniker: None,
             message,
             attrs: BTreeMap::new(),
         });

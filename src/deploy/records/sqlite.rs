@@ -382,6 +382,20 @@ impl Records for SqliteStore {
         .await
     }
 
+    async fn workflow_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT name, status, COUNT(*) FROM workflow_status GROUP BY name, status \
+                 ORDER BY name, status",
+            )?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
     async fn last_log_id(&self) -> Result<i64, StoreError> {
         self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
             .await

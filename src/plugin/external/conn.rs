@@ -108,6 +108,15 @@ pub fn tls_incoming(
 #[derive(Clone)]
 pub struct H2 {
     send: hyper::client::conn::http2::SendRequest<tonic::body::Body>,
+    connection: tokio::task::AbortHandle,
+}
+
+impl H2 {
+    /// Closes the connection now, whoever still holds a client on it: after Shutdown, as
+    /// go-plugin's host does, so a plugin's graceful stop is not left waiting for it.
+    pub fn close(&self) {
+        self.connection.abort();
+    }
 }
 
 impl tower::Service<http::Request<tonic::body::Body>> for H2 {
@@ -143,8 +152,8 @@ pub async fn h2(
             .handshake(TokioIo::new(stream))
             .await
             .map_err(io::Error::other)?;
-    tokio::spawn(connection);
-    Ok(H2 { send })
+    let connection = tokio::spawn(connection).abort_handle();
+    Ok(H2 { send, connection })
 }
 
 /// The origin gRPC clients put in their requests (HTTP/2 needs one; the plugin ignores it).

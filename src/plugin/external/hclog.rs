@@ -78,6 +78,9 @@ pub fn format(line: &LogLine, module: &str) -> String {
     if let Some(t) = &line.target {
         map.insert("target".into(), Value::String(t.clone()));
     }
+    if let Some(m) = &line.moniker {
+        map.insert("moniker".into(), Value::String(m.clone()));
+    }
     if let Some(d) = &line.deployment_id {
         map.insert("deployment".into(), Value::String(d.clone()));
     }
@@ -130,6 +133,7 @@ mod tests {
             source: "x".into(),
             deployment_id: Some("dep-1".into()),
             target: Some("a".into()),
+            moniker: None,
             message: "hi".into(),
             attrs: BTreeMap::new(),
         };

@@ -63,6 +63,7 @@ pub struct Process {
     /// The broker for Secrets.
     pub broker: HostBroker,
     controller: GrpcControllerClient<H2>,
+    connection: H2,
     exited: watch::Receiver<Option<String>>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     _socket_dir: tempfile::TempDir,
@@ -132,6 +133,7 @@ impl Host {
     /// The running process, started (again) if there is none.
     pub async fn process(&self) -> Result<Arc<Process>, PluginError> {
         let mut current = self.current.lock().await;
+        let again = current.is_some();
         if let Some(p) = current.as_ref() {
             match p.exit() {
                 None => return Ok(p.clone()),
@@ -145,6 +147,7 @@ impl Host {
             }
         }
         let p = Arc::new(self.start().await?);
+        crate::telemetry::metrics::get().plugin_started(&self.spec.name, again);
         *current = Some(p.clone());
         Ok(p)
     }
@@ -163,6 +166,9 @@ impl Host {
             controller.shutdown(super::proto::goplugin::Empty {}),
         )
         .await;
+        // Then the connection goes, as go-plugin's host closes it: a server's graceful stop
+        // waits for its connections.
+        p.connection.close();
         let mut rx = p.exited.clone();
         if tokio::time::timeout(Duration::from_secs(2), rx.wait_for(Option::is_some))
             .await
@@ -304,7 +310,12 @@ impl Host {
         let (name, log) = (s.name.clone(), self.logger.clone());
         tokio::spawn(async move {
             let how = match child.wait().await {
-                Ok(st) => st.to_string(),
+                Ok(st) => {
+                    if !st.success() {
+                        crate::telemetry::metrics::get().plugin_crashed(&name);
+                    }
+                    st.to_string()
+                }
                 Err(e) => e.to_string(),
             };
             log.info(&format!("plugin {name} exited ({how})"));
@@ -399,7 +410,8 @@ impl Host {
             capabilities,
             deployer,
             broker: HostBroker::new(broker_tx, broker_tls, socket_dir.path().to_owned()),
-            controller: GrpcControllerClient::with_origin(channel, conn::origin()),
+            controller: GrpcControllerClient::with_origin(channel.clone(), conn::origin()),
+            connection: channel,
             exited,
             stderr_tail: tail,
             _socket_dir: socket_dir,
@@ -493,6 +505,7 @@ async fn forward_stderr(
                 source: plugin.clone(),
                 deployment_id: None,
                 target: None,
+                moniker: None,
                 message: format!(
                     "{dropped} more stderr lines the plugin wrote before its handshake were not \
                      kept (more than {BEFORE_HANDSHAKE})"
@@ -504,6 +517,7 @@ async fn forward_stderr(
         let mut attrs = p.attrs;
         let text = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_owned));
         let target = text(attrs.remove("target"));
+        let moniker = text(attrs.remove("moniker"));
         let deployment_id =
             text(attrs.remove("deployment")).or_else(|| text(attrs.remove("deployment_id")));
         sink.log(LogLine {
@@ -512,6 +526,7 @@ async fn forward_stderr(
             source: plugin.clone(),
             deployment_id,
             target,
+            moniker,
             message: p.message,
             attrs,
         });
@@ -523,6 +538,7 @@ async fn forward_stderr(
             source: plugin,
             deployment_id: None,
             target: None,
+            moniker: None,
             message: format!(
                 "{dropped} more stderr lines the plugin wrote before its handshake were not kept \
                  (more than {BEFORE_HANDSHAKE})"

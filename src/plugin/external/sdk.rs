@@ -215,11 +215,15 @@ impl GrpcController for Controller {
         &self,
         _: Request<goplugin::Empty>,
     ) -> Result<Response<goplugin::Empty>, Status> {
-        // Answer first, then stop serving: the host waits for the process to exit.
+        // Answer first, then stop serving: the host waits for the process to exit. A graceful
+        // stop waits for open streams; like go-plugin's own server (which stops hard here),
+        // the process then exits after a short grace whatever is still open.
         let stop = self.0.clone();
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             stop.notify_waiters();
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            std::process::exit(0);
         });
         Ok(Response::new(goplugin::Empty {}))
     }

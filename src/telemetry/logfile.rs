@@ -1,0 +1,364 @@
+//! The JSON log file for a SIEM (DESIGN §10): one JSON object per line, in daily files
+//! (`manent.YYYY-MM-DD.jsonl`, at most `keep` of them), written by tracing-appender's
+//! non-blocking writer — lossy past its buffer, so a slow disk never stalls a deploy.
+//!
+//! Two kinds of line share it: the engine's own tracing events (through a layer the process's
+//! subscriber carries from the start and the engine switches on), and every plugin and engine
+//! log line the [`LogHub`](crate::engine::LogHub) carries, with its original level, message and
+//! attributes, plugin, deployment, target and moniker. Both pass the secret redactor.
+
+use std::io::Write;
+use std::sync::{OnceLock, RwLock};
+
+use serde::Serialize;
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_appender::rolling::{Builder, Rotation};
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::registry::Registry;
+use tracing_subscriber::reload;
+
+use crate::plugin::LogLine;
+use crate::redact::redact;
+
+type FileLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
+
+/// The switch for the engine's events: off until an engine opens the file.
+static EVENTS: OnceLock<reload::Handle<FileLayer, Registry>> = OnceLock::new();
+/// Where log lines are written, while a file is open.
+static LINES: RwLock<Option<Redacting>> = RwLock::new(None);
+
+/// Lines the writer buffers before it drops (and counts) the newest.
+const BUFFERED_LINES: usize = 64_000;
+
+/// The layer a process's subscriber starts with (put it first: it is typed for the registry).
+pub fn layer() -> reload::Layer<FileLayer, Registry> {
+    let (layer, handle) = reload::Layer::new(None);
+    let _ = EVENTS.set(handle);
+    layer
+}
+
+/// Why the log file could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "log_file.dir {dir}: cannot write the JSON log file there ({reason}); make the directory \
+     writable, or remove `log_file:` from manent.yml"
+)]
+pub struct LogFileError {
+    dir: String,
+    reason: String,
+}
+
+/// The open file; dropping it flushes what is buffered and stops both kinds of line.
+#[must_use = "the file stays open while this lives"]
+pub struct Open {
+    _guard: WorkerGuard,
+}
+
+impl std::fmt::Debug for Open {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("logfile::Open")
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Ok(mut w) = LINES.write() {
+            *w = None;
+        }
+        if let Some(h) = EVENTS.get() {
+            let _ = h.reload(None);
+        }
+    }
+}
+
+/// Opens the daily files in `dir`, keeping at most `keep`.
+pub fn open(cfg: &crate::config::LogFile) -> Result<Open, LogFileError> {
+    let fail = |reason: String| LogFileError {
+        dir: cfg.dir.display().to_string(),
+        reason,
+    };
+    std::fs::create_dir_all(&cfg.dir).map_err(|e| fail(e.to_string()))?;
+    let appender = Builder::new()
+        .rotation(Rotation::DAILY)
+        .filename_prefix("manent")
+        .filename_suffix("jsonl")
+        .max_log_files(cfg.keep)
+        .build(&cfg.dir)
+        .map_err(|e| fail(e.to_string()))?;
+    let (writer, guard) = NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(BUFFERED_LINES)
+        .thread_name("manent-log-file")
+        .finish(appender);
+    let writer = Redacting(writer);
+    if let Some(h) = EVENTS.get() {
+        let events = tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(writer.clone())
+            .with_filter(LevelFilter::INFO);
+        let _ = h.reload(Some(
+            Box::new(events) as Box<dyn Layer<Registry> + Send + Sync>
+        ));
+    }
+    if let Ok(mut w) = LINES.write() {
+        *w = Some(writer);
+    }
+    Ok(Open { _guard: guard })
+}
+
+/// One log line as the file carries it.
+#[derive(Serialize)]
+struct FileLine<'a> {
+    timestamp: String,
+    level: &'a str,
+    /// `plugin` for a plugin's own line, `engine` for manent's.
+    kind: &'static str,
+    source: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deployment: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    moniker: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    attrs: &'a std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// Writes `line` (already redacted by the hub) when a file is open; never waits.
+pub fn write(line: &LogLine) {
+    if !LINES.read().is_ok_and(|w| w.is_some()) {
+        return;
+    }
+    let at = std::time::UNIX_EPOCH
+        + std::time::Duration::from_millis(u64::try_from(line.at).unwrap_or(0));
+    let engine = line.source == "engine" || line.source.starts_with("hook:");
+    let record = FileLine {
+        timestamp: humantime::format_rfc3339_millis(at).to_string(),
+        level: line.level.as_str(),
+        kind: if engine { "engine" } else { "plugin" },
+        source: &line.source,
+        message: &line.message,
+        deployment: line.deployment_id.as_deref(),
+        target: line.target.as_deref(),
+        moniker: line.moniker.as_deref(),
+        attrs: &line.attrs,
+    };
+    write_raw(&record);
+}
+
+/// The file's writer, with every line passed through the secret redactor.
+#[derive(Clone)]
+struct Redacting(NonBlocking);
+
+impl Write for Redacting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match std::str::from_utf8(buf) {
+            Ok(text) => match redact(text) {
+                std::borrow::Cow::Borrowed(_) => self.0.write_all(buf),
+                std::borrow::Cow::Owned(clean) => self.0.write_all(clean.as_bytes()),
+            },
+            Err(_) => self.0.write_all(buf),
+        }?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
+    type Writer = Redacting;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// One engine event as the file carries it.
+#[derive(Serialize)]
+struct EventLine<'a> {
+    timestamp: String,
+    level: &'static str,
+    kind: &'static str,
+    /// `workflow.claimed`, `step.started`, `step.retrying`, `step.finished`, `workflow.ended`…
+    event: &'static str,
+    deployment: &'a str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+}
+
+/// Writes the workflow runtime's events (claims, each step's attempts and results, ends) while
+/// a file is open; the task ends with the runtime's channel.
+pub fn spawn_events(
+    mut events: tokio::sync::broadcast::Receiver<crate::workflow::RuntimeEvent>,
+) -> tokio::task::JoinHandle<()> {
+    use crate::workflow::RuntimeEvent as R;
+    use crate::workflow::StepEvent as S;
+    use tokio::sync::broadcast::error::RecvError;
+    tokio::spawn(async move {
+        loop {
+            let e = match events.recv().await {
+                Ok(e) => e,
+                Err(RecvError::Lagged(n)) => {
+                    crate::telemetry::metrics::get().log_lines_dropped("log_file", n);
+                    continue;
+                }
+                Err(RecvError::Closed) => return,
+            };
+            let (level, event, deployment, message, step, attempt) = match &e {
+                R::Claimed {
+                    workflow_id,
+                    name,
+                    recovery_attempt,
+                } => (
+                    "info",
+                    "workflow.claimed",
+                    workflow_id,
+                    if *recovery_attempt > 0 {
+                        format!("{name} resumed (recovery {recovery_attempt})")
+                    } else {
+                        format!("{name} started")
+                    },
+                    None,
+                    None,
+                ),
+                R::Ended {
+                    workflow_id,
+                    status,
+                    reason,
+                } => (
+                    "info",
+                    "workflow.ended",
+                    workflow_id,
+                    match status {
+                        Some(s) => format!("ended {}: {reason}", s.as_str()),
+                        None => format!("stopped running here: {reason}"),
+                    },
+                    None,
+                    None,
+                ),
+                R::DeadLettered { workflow_id } => (
+                    "error",
+                    "workflow.dead_lettered",
+                    workflow_id,
+                    "too many runs crashed; it waits for an operator's resume".to_owned(),
+                    None,
+                    None,
+                ),
+                R::Step { workflow_id, event } => match event {
+                    S::Started { name, attempt, .. } => (
+                        "debug",
+                        "step.started",
+                        workflow_id,
+                        format!("{name} attempt {attempt}"),
+                        Some(name.as_str()),
+                        Some(*attempt),
+                    ),
+                    S::Retrying {
+                        name,
+                        attempt,
+                        error,
+                        delay,
+                        ..
+                    } => (
+                        "warn",
+                        "step.retrying",
+                        workflow_id,
+                        format!(
+                            "{name} attempt {attempt} failed ({error}); again in {}",
+                            humantime::format_duration(*delay)
+                        ),
+                        Some(name.as_str()),
+                        Some(*attempt),
+                    ),
+                    S::Finished {
+                        name,
+                        failure,
+                        replayed: false,
+                        ..
+                    } => match failure {
+                        None => (
+                            "info",
+                            "step.finished",
+                            workflow_id,
+                            format!("{name} done"),
+                            Some(name.as_str()),
+                            None,
+                        ),
+                        Some(f) => (
+                            "error",
+                            "step.failed",
+                            workflow_id,
+                            format!("{name} failed after {} attempts: {}", f.attempts, f.message),
+                            Some(name.as_str()),
+                            Some(f.attempts),
+                        ),
+                    },
+                    S::StoreDegraded { error, retries } => (
+                        "error",
+                        "store.degraded",
+                        workflow_id,
+                        format!("the database refuses writes ({error}); retry {retries}"),
+                        None,
+                        None,
+                    ),
+                    S::StoreRecovered => (
+                        "info",
+                        "store.recovered",
+                        workflow_id,
+                        "the database takes writes again".to_owned(),
+                        None,
+                        None,
+                    ),
+                    S::Parked { waiting } => (
+                        "info",
+                        "workflow.parked",
+                        workflow_id,
+                        if *waiting {
+                            "waits for an operator".to_owned()
+                        } else {
+                            "waits for a timer".to_owned()
+                        },
+                        None,
+                        None,
+                    ),
+                    S::Finished { replayed: true, .. } => continue,
+                },
+            };
+            let line = EventLine {
+                timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now())
+                    .to_string(),
+                level,
+                kind: "engine",
+                event,
+                deployment,
+                message: redact(&message).into_owned(),
+                step,
+                attempt,
+            };
+            write_raw(&line);
+        }
+    })
+}
+
+fn write_raw(record: &impl Serialize) {
+    let Ok(guard) = LINES.read() else {
+        return;
+    };
+    let Some(writer) = guard.as_ref() else {
+        return;
+    };
+    if let Ok(mut text) = serde_json::to_vec(record) {
+        text.push(b'\n');
+        let _ = writer.0.clone().write_all(&text);
+    }
+}
