@@ -310,6 +310,10 @@ pub struct UnlockArgs {
 pub struct StatusArgs {
     /// A deployment id; without it, every live deployment and the most recent ones.
     pub deployment: Option<String>,
+    /// Keep showing the deployment until it ends (or waits for a decision), redrawn in place
+    /// on a terminal, a line per change when piped; exits with its result code.
+    #[arg(long, short = 'w', requires = "deployment")]
+    pub watch: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }

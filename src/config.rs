@@ -47,6 +47,8 @@ pub struct Config {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The JSON log file, if on.
     pub log_file: Option<LogFile>,
+    /// Webhook receivers of transitions.
+    pub notify: Vec<Receiver>,
     /// Descriptors that parsed.
     pub descriptors: Vec<Descriptor>,
     /// Problems in descriptors (the rest stay usable: one broken file must not block an
@@ -54,6 +56,36 @@ pub struct Config {
     pub problems: Vec<ConfigError>,
     /// The plugins that exist (built-ins, discovery).
     pub catalog: Catalog,
+}
+
+/// What a webhook receiver hears of.
+pub const NOTIFY_EVENTS: &[&str] = &[
+    "started",
+    "waiting",
+    "target-failed",
+    "promoted",
+    "reverted",
+    "rolled-back",
+    "finished",
+];
+
+/// A webhook receiver of transitions (`notify:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receiver {
+    /// Its name in logs and metrics.
+    pub name: String,
+    /// Where transitions are POSTed.
+    pub url: String,
+    /// Headers; `${secret:NAME}` is substituted when sending.
+    pub headers: Vec<(String, String)>,
+    /// The transitions it hears.
+    pub events: Vec<String>,
+    /// Limit on one delivery.
+    pub timeout: Duration,
+    /// First retry delay.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
 }
 
 /// The JSON log file's settings.
@@ -306,6 +338,104 @@ fn database_path(text: &str, file: &Path, db: PathBuf) -> Result<PathBuf, Config
     })
 }
 
+/// The `notify:` receivers, checked: an http(s) URL, known events, declared secrets.
+fn receivers(
+    text: &str,
+    path: &Path,
+    sections: &[manent_file::NotifySection],
+    secrets: &BTreeMap<String, SecretRef>,
+) -> Result<Vec<Receiver>, ConfigError> {
+    let secret_ref = regex::Regex::new(r"\$\{secret:([^}]*)\}").ok();
+    let mut out: Vec<Receiver> = Vec::new();
+    for (i, n) in sections.iter().enumerate() {
+        let at = |needle: &str| locate(text, needle, 0).or_else(|| locate(text, "notify:", 0));
+        let fail = |needle: &str, message: String, hint: Option<String>| ConfigError {
+            file: path.to_owned(),
+            position: at(needle),
+            message,
+            hint,
+        };
+        let uri: http::Uri = n.url.parse().map_err(|e| {
+            fail(
+                &n.url,
+                format!("notify[{i}].url: `{}` is not a URL ({e})", n.url),
+                Some("give http://host:port/path or https://…".into()),
+            )
+        })?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(fail(
+                &n.url,
+                format!("notify[{i}].url: `{}` is not an http or https URL", n.url),
+                Some("give http://host:port/path or https://…".into()),
+            ));
+        }
+        let events = match &n.events {
+            None => NOTIFY_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
+            Some(list) => {
+                for e in list {
+                    if !NOTIFY_EVENTS.contains(&e.as_str()) {
+                        return Err(fail(
+                            e,
+                            format!("notify[{i}].events: unknown event `{e}`"),
+                            Some(match error::nearest(e, NOTIFY_EVENTS.iter().copied()) {
+                                Some(near) => format!(
+                                    "did you mean `{near}`? (one of {})",
+                                    NOTIFY_EVENTS.join(", ")
+                                ),
+                                None => format!("one of {}", NOTIFY_EVENTS.join(", ")),
+                            }),
+                        ));
+                    }
+                }
+                list.clone()
+            }
+        };
+        for v in n.headers.values() {
+            for c in secret_ref.iter().flat_map(|r| r.captures_iter(v)) {
+                let name = c.get(1).map_or("", |m| m.as_str());
+                if !secrets.contains_key(name) {
+                    return Err(fail(
+                        &format!("${{secret:{name}}}"),
+                        format!(
+                            "notify[{i}].headers: secret `{name}` is not declared under `secrets:`"
+                        ),
+                        Some(format!(
+                            "declare it, e.g. `secrets: {{{name}: env:{}}}`",
+                            name.to_uppercase()
+                        )),
+                    ));
+                }
+            }
+        }
+        let name = n
+            .name
+            .clone()
+            .unwrap_or_else(|| uri.host().unwrap_or("receiver").to_owned());
+        if out.iter().any(|r| r.name == name) {
+            return Err(fail(
+                "notify:",
+                format!("notify[{i}]: a second receiver named `{name}`"),
+                Some("give each receiver its own `name:`".into()),
+            ));
+        }
+        let backoff = n.backoff.unwrap_or_default();
+        out.push(Receiver {
+            name,
+            url: n.url.clone(),
+            headers: n
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            events,
+            timeout: n.timeout.map_or(Duration::from_secs(5), |d| d.0),
+            backoff_base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
+            backoff_max: backoff.max.map_or(Duration::from_secs(300), |d| d.0),
+        });
+    }
+    Ok(out)
+}
+
 /// Line and column (1-based) of the first `needle` in `text`.
 pub fn locate_text(text: &str, needle: &str) -> Option<(usize, usize)> {
     locate(text, needle, 0)
@@ -394,6 +524,9 @@ impl Config {
             }),
             (None, _) => None,
         };
+        let secrets: BTreeMap<String, SecretRef> =
+            file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect();
+        let notify = receivers(&text, path, &file.notify, &secrets)?;
         let mut config = Config {
             file: path.to_owned(),
             database: dir.join(database),
@@ -401,11 +534,12 @@ impl Config {
             plugin_dir: file.plugin_dir.map(|p| dir.join(p)),
             dir,
             plugins: file.plugins.0,
-            secrets: file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect(),
+            secrets,
             engine,
             theme: file.console.theme,
             metrics_listen,
             log_file,
+            notify,
             descriptors: Vec::new(),
             problems: Vec::new(),
             catalog: *catalog,

@@ -3,6 +3,7 @@
 //! shutdown. The headless commands and the console drive it; it knows nothing of either.
 
 pub mod handle;
+pub mod notify;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -243,6 +244,7 @@ pub struct Engine {
     trouble: Arc<std::sync::Mutex<Option<String>>>,
     recovered: Vec<String>,
     metrics: Option<tokio::task::JoinHandle<()>>,
+    notifier: Option<notify::Notifier>,
     log_file: Option<crate::telemetry::logfile::Open>,
     _lease: Lease,
 }
@@ -364,6 +366,14 @@ impl Engine {
         if log_file.is_some() {
             crate::telemetry::logfile::spawn_events(runtime.subscribe());
         }
+        // Subscribed before recovery: what recovered runs do is heard of.
+        let notifier = notify::Notifier::spawn(
+            &config.notify,
+            &config.secrets,
+            store.clone(),
+            runtime.subscribe(),
+            Logger::new(logs.clone(), "engine"),
+        );
         let trouble = Arc::new(std::sync::Mutex::new(None));
         let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), &config.database);
         let recovered = runtime.recover().await?;
@@ -383,6 +393,7 @@ impl Engine {
             trouble,
             recovered,
             metrics,
+            notifier,
             log_file,
             _lease: lease,
         })
@@ -499,6 +510,10 @@ impl Engine {
         self.poller.abort();
         self.pruner.abort();
         self.watcher.abort();
+        // What the drain changed is notified (within a few seconds; the rest at the next start).
+        if let Some(n) = self.notifier {
+            n.finish().await;
+        }
         // Plugins stop only after the deployments using them have drained.
         self.registry.shutdown().await;
         drop(self.registry);

@@ -745,3 +745,53 @@ fn an_abort_mid_batch_starts_no_new_target_and_rolls_back_the_ones_that_ran() {
         .collect();
     assert_eq!(rolled.len(), 2, "{rolled:?}");
 }
+
+#[test]
+fn status_watch_prints_a_line_per_change_and_exits_with_the_deployments_code() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    touch(&fx, "gate");
+    let mut deploy = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[]);
+    wait_until(Duration::from_secs(20), "the targets to start", || {
+        !fx.ledger().is_empty()
+    });
+    let id = fx.deployments().pop().unwrap();
+    let watcher = fx
+        .command(&["status", &id, "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    remove(&fx, "gate");
+    let out = watcher.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let changes: Vec<&str> = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("dep-"))
+        .collect();
+    assert!(
+        changes.len() >= 2 && changes[0].contains("running") && changes[0].contains("0/6"),
+        "a line per change, the first while it ran:\n{stdout}"
+    );
+    assert!(
+        changes.last().unwrap().contains("deployed") && changes.last().unwrap().contains("6/6"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{id}  deploy of web")),
+        "then the whole view:\n{stdout}"
+    );
+    assert!(deploy.wait().unwrap().success());
+
+    // A deploy that fails and waits for a decision: the watch ends there with 1.
+    touch(&fx, "broken-web-1");
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["status", &id, "--watch", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "failed_awaiting");
+    // --watch needs a deployment.
+    assert_eq!(fx.run(&["status", "--watch"]).status.code(), Some(2));
+}

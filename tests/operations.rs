@@ -470,3 +470,211 @@ environments:
             && v["step"].as_str().is_some_and(|s| s.starts_with("deploy:"))
     });
 }
+
+/// A webhook receiver on loopback: answers `fail_first` requests with 503 (or, `silent`,
+/// never), then 200; keeps the bodies it accepted and the headers it saw.
+struct Receiver {
+    port: u16,
+    accepted: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+    headers: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Receiver {
+    fn start(fail_first: usize, silent: bool) -> Receiver {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let headers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (a, h, n) = (accepted.clone(), headers.clone(), requests.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut len = 0usize;
+                let mut seen = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    let line = line.trim_end().to_owned();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                    seen.push(line);
+                }
+                let mut body = vec![0; len];
+                let _ = reader.read_exact(&mut body);
+                let i = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if silent {
+                    held.push(conn);
+                    continue;
+                }
+                let ok = i >= fail_first;
+                if ok {
+                    a.lock()
+                        .unwrap()
+                        .push(serde_json::from_slice(&body).unwrap());
+                    h.lock().unwrap().extend(seen);
+                }
+                let status = if ok {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+            }
+        });
+        Receiver {
+            port,
+            accepted,
+            headers,
+            requests,
+        }
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.accepted
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|v| v["event"].as_str().unwrap().to_owned())
+            .collect()
+    }
+}
+
+fn notify_manent(r: &Receiver, extra: &str) -> String {
+    format!(
+        "{LEDGER_MANENT}secrets:\n  hook: env:HOOK_TOKEN\nnotify:\n  - name: chat\n    url: \
+         http://127.0.0.1:{}/hooks/deploys\n    headers: {{Authorization: \"Bearer \
+         ${{secret:hook}}\"}}\n    backoff: {{base: 50ms, max: 200ms}}\n{extra}",
+        r.port
+    )
+}
+
+#[test]
+fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
+    let r = Receiver::start(0, false);
+    let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
+    std::fs::write(fx.path().join("broken-web-3"), "").unwrap();
+    let env = [("HOOK_TOKEN", "s3cr3t-hook-token")];
+    let out = fx.run_with(
+        &[
+            "deploy",
+            "web",
+            "prod",
+            "--yes",
+            "--version",
+            "2.0.0",
+            "--reason",
+            "JIRA-7",
+        ],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(r.events(), ["started", "target-failed", "waiting"]);
+    std::fs::remove_file(fx.path().join("broken-web-3")).unwrap();
+    let out = fx.run_with(&["retry", &id], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        r.events(),
+        ["started", "target-failed", "waiting", "finished"],
+        "each transition once, in order"
+    );
+    let all = r.accepted.lock().unwrap().clone();
+    assert_eq!(all[0]["deployment"], id.as_str());
+    assert_eq!(all[0]["application"], "web");
+    assert_eq!(all[0]["environment"], "prod");
+    assert_eq!(all[0]["version"], "2.0.0");
+    assert_eq!(all[0]["who"], "tester");
+    assert_eq!(all[0]["why"], "JIRA-7");
+    assert_eq!(all[1]["target"], "web-3");
+    assert!(
+        all[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken on purpose")
+    );
+    assert_eq!(all[3]["state"], "deployed");
+    let headers = r.headers.lock().unwrap().clone();
+    assert!(
+        headers
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case("authorization: Bearer s3cr3t-hook-token")),
+        "{headers:?}"
+    );
+    // The secret header value is nowhere in the database.
+    let db = std::fs::read(fx.db_path()).unwrap();
+    assert!(!db.windows(10).any(|w| w == b"s3cr3t-hoo"));
+}
+
+#[test]
+fn a_receiver_down_for_three_attempts_still_gets_everything_in_order() {
+    let r = Receiver::start(3, false);
+    let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
+    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(r.events(), ["started", "finished"]);
+    assert_eq!(
+        r.requests.load(std::sync::atomic::Ordering::SeqCst),
+        5,
+        "3 refused, then each once"
+    );
+    // Its failures are in the engine's log.
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["logs", &id]);
+    let _ = out;
+    let conn = fx.db();
+    let failures: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM logs WHERE message LIKE 'notify chat: the started notification%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let said: Vec<String> = conn
+        .prepare("SELECT message FROM logs WHERE message LIKE 'notify%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(failures, 3, "{said:?}");
+}
+
+#[test]
+fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
+    let r = Receiver::start(0, true);
+    let fx = Fixture::new(
+        &notify_manent(&r, "    timeout: 60s\n"),
+        &[("web", &ledger_app(""))],
+    );
+    let started = std::time::Instant::now();
+    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the deploy waited for a receiver that never answers"
+    );
+    // What was not delivered stays in the outbox for the next start.
+    let undelivered: i64 = fx
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM outbox WHERE delivered_at IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(undelivered, 2);
+}

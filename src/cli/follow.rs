@@ -223,7 +223,7 @@ pub async fn to_end(
 }
 
 /// The exit code of a settled deployment.
-fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
+pub(super) fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
     use DeploymentState as D;
     match v.state {
         D::Deployed | D::DeployedWithSkips | D::Planned | D::Passed => exit::OK,
@@ -243,7 +243,7 @@ fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
 
 /// Settled: finished, or waiting for a decision nobody in this process can make (a decision
 /// already in its mailbox, which it takes there, will move it on).
-fn settled(v: &DeploymentView, expect: Expect) -> bool {
+pub(super) fn settled(v: &DeploymentView, expect: Expect) -> bool {
     let decided = v
         .pending_commands
         .iter()

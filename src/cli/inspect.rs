@@ -420,6 +420,11 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     let engine_running = Lease::is_held(&config.database);
+    if let Some(id) = &a.deployment
+        && a.watch
+    {
+        return watch(&config, &store, id, a.json.json, out).await;
+    }
     if let Some(id) = &a.deployment {
         let v = match view::load(&store, id).await {
             Ok(Some(v)) => v,
@@ -487,6 +492,106 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     }
     print_locks(&locks, out);
     exit::OK
+}
+
+/// A `Write` whose bytes can be read back (a redraw is built whole, then written at once).
+#[derive(Clone, Default)]
+struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut b) = self.0.lock() {
+            b.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buffer {
+    fn take(&self) -> String {
+        self.0
+            .lock()
+            .map(|mut b| String::from_utf8_lossy(&std::mem::take(&mut *b)).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// How often `--watch` reads the deployment again.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// `manent status ID --watch`: the deployment, again at every change, until it ends or waits
+/// for a decision; exits with its result code (as `deploy` would).
+async fn watch(
+    config: &crate::config::Config,
+    store: &SqliteStore,
+    id: &str,
+    json: bool,
+    out: &mut Out,
+) -> u8 {
+    use std::io::IsTerminal;
+    let tty = !json && std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let v = match view::load(store, id).await {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                out.error(format!("no deployment with id {id} (see `manent status`)"));
+                return exit::BAD_INPUT;
+            }
+            Err(e) => return output::db_error(&config.database, &e, out),
+        };
+        let engine_running = Lease::is_held(&config.database);
+        let state = v.state_with(engine_running);
+        let ended = super::follow::settled(&v, super::follow::Expect::End)
+            || state == crate::deploy::state::DeploymentState::Interrupted;
+        if tty {
+            let buf = Buffer::default();
+            let mut screen = Out::to(buf.clone(), std::io::sink());
+            print_view(&v, engine_running, &mut screen);
+            let text = format!(
+                "{}\n(watching {id}: Ctrl-C stops watching; the deployment goes on)\n",
+                buf.take()
+            );
+            if text != last {
+                // Home, clear, the whole view: one write, so it never flickers half-drawn.
+                out.raw(&format!("\x1b[H\x1b[2J{text}"));
+                last = text;
+            }
+        } else if !json {
+            let done = v.done();
+            let line = format!(
+                "{}  {}  {}  {done}/{} targets",
+                output::time(crate::sys::now_ms()),
+                state,
+                v.phase
+                    .as_ref()
+                    .map_or_else(|| "-".into(), ToString::to_string),
+                v.targets.len()
+            );
+            // A line per change (the time aside).
+            let key = line.split_once("  ").map_or("", |(_, k)| k).to_owned();
+            if key != last {
+                out.line(line);
+                last = key;
+            }
+        }
+        if ended {
+            if json {
+                out.json(&v);
+            } else if !tty {
+                print_view(&v, engine_running, out);
+            }
+            if state == crate::deploy::state::DeploymentState::Interrupted {
+                return exit::INTERRUPTED;
+            }
+            return super::follow::code_of(&v, super::follow::Expect::End);
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
 }
 
 fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {

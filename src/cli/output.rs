@@ -46,6 +46,12 @@ impl Out {
         let _ = self.stdout.flush();
     }
 
+    /// Text on stdout as it is (a terminal redraw).
+    pub fn raw(&mut self, s: &str) {
+        let _ = write!(self.stdout, "{s}");
+        let _ = self.stdout.flush();
+    }
+
     /// A line of progress or error on stderr.
     pub fn note(&mut self, s: impl AsRef<str>) {
         let _ = writeln!(self.stderr, "{}", s.as_ref());

@@ -42,6 +42,32 @@ pub struct ManentFile {
     /// The JSON log file for a SIEM (off unless `dir` is set).
     #[serde(default)]
     pub log_file: LogFileSection,
+    /// Webhooks that hear of every deployment's transitions.
+    #[serde(default)]
+    pub notify: Vec<NotifySection>,
+}
+
+/// One `notify:` receiver.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifySection {
+    /// Its name in logs and metrics (default: the URL's host).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where each transition is POSTed as JSON (http or https).
+    pub url: String,
+    /// Extra headers; `${secret:NAME}` in a value is read from `secrets:` when sending.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The transitions it hears (default: all).
+    #[serde(default)]
+    pub events: Option<Vec<String>>,
+    /// How long one delivery may take (default 5s).
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    /// Retry backoff after a failed delivery (default 1s doubling to 5m).
+    #[serde(default)]
+    pub backoff: Option<super::descriptor::Backoff>,
 }
 
 /// `metrics:` settings.

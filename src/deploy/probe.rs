@@ -155,6 +155,17 @@ pub async fn request(
     headers: &[(String, String)],
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>), String> {
+    request_with_body(method, url, headers, bytes::Bytes::new(), timeout).await
+}
+
+/// [`request`] sending `body`.
+pub async fn request_with_body(
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: bytes::Bytes,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>), String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
     let https = uri.scheme_str() == Some("https");
     let host = uri
@@ -181,7 +192,7 @@ pub async fn request(
             req = req.header(k.as_str(), v.as_str());
         }
         let req = req
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .body(http_body_util::Full::new(body))
             .map_err(|e| format!("bad request header: {e}"))?;
         if https {
             let tls = tls_connector()?;
@@ -206,7 +217,7 @@ pub async fn request(
 
 async fn send<S>(
     stream: S,
-    req: http::Request<http_body_util::Empty<bytes::Bytes>>,
+    req: http::Request<http_body_util::Full<bytes::Bytes>>,
 ) -> Result<(u16, Vec<u8>), String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

@@ -124,6 +124,29 @@ impl Lock {
     }
 }
 
+/// A notification waiting in the outbox (or delivered).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxRow {
+    /// Row id: deliveries to one receiver go in this order.
+    #[serde(default)]
+    pub id: i64,
+    /// The receiver's name.
+    pub receiver: String,
+    /// The deployment.
+    pub workflow_id: String,
+    /// The transition's identity within the deployment (one row per receiver and mark).
+    pub mark: String,
+    /// `started`, `waiting`, …
+    pub event: String,
+    /// The JSON body.
+    pub body: String,
+    /// Failed deliveries so far.
+    #[serde(default)]
+    pub attempts: u32,
+    /// Not before (epoch ms).
+    pub next_at: i64,
+}
+
 const RELEASE: &str = "release";
 const ROLLED_BACK: &str = "rolled_back";
 const JOURNAL: &str = "journal";
@@ -202,6 +225,17 @@ pub trait Records: Send + Sync {
     async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError>;
     /// The locks active at `now` (epoch ms), by subject.
     async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError>;
+    /// Adds notifications not already there (by receiver, deployment and mark); how many were
+    /// new.
+    async fn enqueue(&self, rows: Vec<OutboxRow>) -> Result<usize, StoreError>;
+    /// `receiver`'s undelivered notifications, oldest first.
+    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
+    /// Records a delivery (`Ok`) or a failed attempt and when to try again.
+    async fn delivery(
+        &self,
+        id: i64,
+        outcome: Result<i64, (i64, String)>,
+    ) -> Result<(), StoreError>;
     /// Workflows by kind and status (`deploy`, `SUCCESS`, 12): the metrics' gauge.
     async fn workflow_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
 }

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
 use super::{
-    JOURNAL, JournalEntry, Lock, LogRecord, RELEASE, ROLLED_BACK, Records, ReleaseRecord,
-    RolledBack,
+    JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, RELEASE, ROLLED_BACK, Records,
+    ReleaseRecord, RolledBack,
 };
 use crate::workflow::sqlite::Extension;
 use crate::workflow::store::Record;
@@ -74,6 +74,24 @@ CREATE TABLE locks (
   since      INTEGER NOT NULL,
   expires_at INTEGER
 );
+",
+    r"
+-- Webhook notifications, written before they are sent: a receiver that is down gets them later.
+CREATE TABLE outbox (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  receiver     TEXT NOT NULL,
+  workflow_id  TEXT NOT NULL,
+  mark         TEXT NOT NULL,
+  event        TEXT NOT NULL,
+  body         TEXT NOT NULL,
+  created_at   INTEGER NOT NULL,
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  next_at      INTEGER NOT NULL,
+  delivered_at INTEGER,
+  last_error   TEXT,
+  UNIQUE (receiver, workflow_id, mark)
+);
+CREATE INDEX outbox_undelivered ON outbox(receiver, id) WHERE delivered_at IS NULL;
 ",
 ];
 
@@ -378,6 +396,77 @@ impl Records for SqliteStore {
                 .query_map([now], lock_row)?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
+        })
+        .await
+    }
+
+    async fn enqueue(&self, rows: Vec<OutboxRow>) -> Result<usize, StoreError> {
+        let now = crate::sys::now_ms();
+        self.write(move |c| {
+            let mut stmt = c.prepare_cached(
+                "INSERT OR IGNORE INTO outbox (receiver, workflow_id, mark, event, body, \
+                 created_at, next_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            let mut added = 0;
+            for r in &rows {
+                added += stmt.execute(params![
+                    r.receiver,
+                    r.workflow_id,
+                    r.mark,
+                    r.event,
+                    r.body,
+                    now,
+                    r.next_at
+                ])?;
+            }
+            Ok(added)
+        })
+        .await
+    }
+
+    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        let receiver = receiver.to_owned();
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at \
+                 FROM outbox WHERE delivered_at IS NULL AND receiver = ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt
+                .query_map(params![receiver, limit], |r| {
+                    Ok(OutboxRow {
+                        id: r.get(0)?,
+                        receiver: r.get(1)?,
+                        workflow_id: r.get(2)?,
+                        mark: r.get(3)?,
+                        event: r.get(4)?,
+                        body: r.get(5)?,
+                        attempts: r.get(6)?,
+                        next_at: r.get(7)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn delivery(
+        &self,
+        id: i64,
+        outcome: Result<i64, (i64, String)>,
+    ) -> Result<(), StoreError> {
+        self.write(move |c| match outcome {
+            Ok(at) => exec(
+                c,
+                "UPDATE outbox SET delivered_at = ?2, attempts = attempts + 1 WHERE id = ?1",
+                params![id, at],
+            ),
+            Err((next_at, error)) => exec(
+                c,
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?2, last_error = ?3 \
+                 WHERE id = ?1",
+                params![id, next_at, error],
+            ),
         })
         .await
     }

@@ -1,0 +1,489 @@
+//! Webhook notifications (`notify:` in manent.yml): one JSON object per transition of every
+//! deployment — started, waiting for an operator, target failed, promoted, reverted, rolled
+//! back, finished — with application, environment, versions, who and why.
+//!
+//! Transitions are read from the deployments' durable state, not from events in memory: a
+//! scanner compares each deployment with what the outbox already holds (a transition is a
+//! *mark*, one outbox row per receiver and mark) and adds what is new, so an engine that
+//! crashed between a transition and its notification adds it at its next start. One sender per
+//! receiver delivers the outbox in order, retrying with backoff; a receiver that is down or
+//! silent only delays its own queue, never a deploy.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{Notify, broadcast};
+
+use crate::config::{Receiver, SecretRef};
+use crate::deploy::records::{Db, JournalEntry, OutboxRow};
+use crate::deploy::state::{DeploymentState, Kind};
+use crate::deploy::view::{self, DeploymentView};
+use crate::plugin::Logger;
+use crate::plugin::secrets::ConfigSecrets;
+use crate::workflow::RuntimeEvent;
+use crate::workflow::store::WorkflowQuery;
+
+/// How often the scanner looks even when no event woke it.
+const SCAN_EVERY: Duration = Duration::from_secs(2);
+/// Deployments that ended longer ago than this when the engine started are not notified (a
+/// receiver added to manent.yml does not hear of last week's deploys).
+const RECENT_MS: i64 = 10 * 60 * 1000;
+/// Failed deliveries before a notification is given up (logged).
+const MAX_ATTEMPTS: u32 = 30;
+/// At shutdown, what is due is sent for at most this long; the rest goes at the next start.
+const FLUSH: Duration = Duration::from_secs(3);
+
+/// What a receiver gets.
+#[derive(Debug, Serialize)]
+struct Body<'a> {
+    event: &'a str,
+    deployment: &'a str,
+    kind: String,
+    application: &'a str,
+    environment: &'a str,
+    production: bool,
+    /// The version being deployed (a rollback: the one it leaves).
+    version: &'a str,
+    /// `2.3.0 → 2.4.0` per group of targets, from the records.
+    transitions: String,
+    /// The deployment's state now.
+    state: &'static str,
+    /// Who started the deployment.
+    operator: &'a str,
+    /// Who made this transition happen, when a person did (promote, revert, abort…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    who: Option<String>,
+    /// Their reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
+    message: String,
+    /// Epoch ms of the notification.
+    at: i64,
+}
+
+/// Who made a transition happen, and why (from the journal).
+type WhoWhy = (Option<String>, Option<String>);
+
+/// The notifier's tasks.
+pub struct Notifier {
+    stop: Arc<Notify>,
+    scanner: tokio::task::JoinHandle<()>,
+    senders: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Notifier")
+    }
+}
+
+impl Notifier {
+    /// Starts the scanner and one sender per receiver; `None` without receivers.
+    pub fn spawn(
+        receivers: &[Receiver],
+        secrets: &std::collections::BTreeMap<String, SecretRef>,
+        db: Arc<dyn Db>,
+        events: broadcast::Receiver<RuntimeEvent>,
+        log: Logger,
+    ) -> Option<Notifier> {
+        if receivers.is_empty() {
+            return None;
+        }
+        let stop = Arc::new(Notify::new());
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let queued = Arc::new(Notify::new());
+        let scanner = tokio::spawn(scan_loop(
+            receivers.to_vec(),
+            db.clone(),
+            events,
+            stop.clone(),
+            queued.clone(),
+            stopping.clone(),
+        ));
+        let secrets = Arc::new(ConfigSecrets::new(secrets.clone()));
+        let senders = receivers
+            .iter()
+            .map(|r| {
+                tokio::spawn(send_loop(
+                    r.clone(),
+                    db.clone(),
+                    secrets.clone(),
+                    queued.clone(),
+                    stopping.clone(),
+                    log.clone(),
+                ))
+            })
+            .collect();
+        Some(Notifier {
+            stop,
+            scanner,
+            senders,
+        })
+    }
+
+    /// A last scan, then what is due is sent for a few seconds at most; the rest stays in the
+    /// outbox for the next start.
+    pub async fn finish(mut self) {
+        self.stop.notify_one();
+        let _ = tokio::time::timeout(FLUSH, self.scanner).await;
+        let senders = futures::future::join_all(self.senders.iter_mut());
+        if tokio::time::timeout(FLUSH, senders).await.is_err() {
+            for s in &self.senders {
+                s.abort();
+            }
+        }
+    }
+}
+
+async fn scan_loop(
+    receivers: Vec<Receiver>,
+    db: Arc<dyn Db>,
+    mut events: broadcast::Receiver<RuntimeEvent>,
+    stop: Arc<Notify>,
+    queued: Arc<Notify>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let since = crate::sys::now_ms() - RECENT_MS;
+    let mut settled: HashSet<String> = HashSet::new();
+    loop {
+        let last = tokio::select! {
+            _ = events.recv() => {
+                // Coalesce a burst: one scan for everything that happened meanwhile.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                while events.try_recv().is_ok() {}
+                false
+            }
+            () = tokio::time::sleep(SCAN_EVERY) => false,
+            () = stop.notified() => true,
+        };
+        if scan(&receivers, db.as_ref(), since, &mut settled).await > 0 {
+            queued.notify_waiters();
+        }
+        if last {
+            stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+            queued.notify_waiters();
+            return;
+        }
+    }
+}
+
+/// Adds the transitions the outbox does not hold yet; how many were new.
+async fn scan(
+    receivers: &[Receiver],
+    db: &dyn Db,
+    since: i64,
+    settled: &mut HashSet<String>,
+) -> usize {
+    let Ok(rows) = db
+        .workflows(WorkflowQuery {
+            subject: None,
+            live_only: false,
+            limit: 50,
+        })
+        .await
+    else {
+        return 0;
+    };
+    let mut out = Vec::new();
+    for row in rows {
+        if settled.contains(&row.id) {
+            continue;
+        }
+        let terminal = row.status.is_terminal();
+        let Ok(v) = view::of_row(db, row).await else {
+            continue;
+        };
+        if terminal && v.completed_at.is_some_and(|t| t < since) {
+            settled.insert(v.id.clone());
+            continue;
+        }
+        let journal = db
+            .journal_entries(None, Some(&v.id), 50)
+            .await
+            .unwrap_or_default();
+        for (mark, event, body) in transitions(&v, &journal) {
+            for r in receivers
+                .iter()
+                .filter(|r| r.events.iter().any(|e| e == event))
+            {
+                out.push(OutboxRow {
+                    id: 0,
+                    receiver: r.name.clone(),
+                    workflow_id: v.id.clone(),
+                    mark: mark.clone(),
+                    event: event.to_owned(),
+                    body: body.clone(),
+                    attempts: 0,
+                    next_at: 0,
+                });
+            }
+        }
+        if terminal {
+            settled.insert(v.id.clone());
+        }
+    }
+    if out.is_empty() {
+        return 0;
+    }
+    db.enqueue(out).await.unwrap_or(0)
+}
+
+/// A deployment's transitions so far, in the order they happened: `(mark, event, body)`.
+fn transitions(
+    v: &DeploymentView,
+    journal: &[JournalEntry],
+) -> Vec<(String, &'static str, String)> {
+    let now = crate::sys::now_ms();
+    // The journal is newest first: the start is the oldest entry.
+    let start = journal.last();
+    let by = |actions: &[&str]| {
+        journal
+            .iter()
+            .find(|j| actions.contains(&j.action.as_str()))
+            .map(|j| (Some(j.operator.clone()), j.reason.clone()))
+            .unwrap_or((None, None))
+    };
+    let body = |event: &'static str,
+                target: Option<&str>,
+                message: String,
+                (who, why): (Option<String>, Option<String>)| {
+        let b = Body {
+            event,
+            deployment: &v.id,
+            kind: v.kind.to_string(),
+            application: &v.application,
+            environment: &v.environment,
+            production: v.production,
+            version: &v.version,
+            transitions: v.transitions.to_string(),
+            state: v.state.as_str(),
+            operator: &v.operator,
+            who,
+            why,
+            target,
+            message,
+            at: now,
+        };
+        serde_json::to_string(&b).unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    let what = format!(
+        "{} of {} {} to {}",
+        v.kind, v.application, v.version, v.environment
+    );
+    out.push((
+        "started".to_owned(),
+        "started",
+        body(
+            "started",
+            None,
+            format!("{what} started"),
+            start.map_or((None, None), |j| {
+                (Some(j.operator.clone()), j.reason.clone())
+            }),
+        ),
+    ));
+    for t in v.targets.iter().filter(|t| t.state.is_failed()) {
+        out.push((
+            format!("target-failed:{}:{}", t.name, t.attempt),
+            "target-failed",
+            body(
+                "target-failed",
+                Some(&t.name),
+                format!("{} failed on attempt {}: {}", t.name, t.attempt, t.message),
+                (None, None),
+            ),
+        ));
+    }
+    if matches!(
+        v.state,
+        DeploymentState::FailedAwaiting | DeploymentState::CanaryPaused | DeploymentState::Paused
+    ) {
+        let phase = v
+            .phase
+            .as_ref()
+            .map_or_else(|| v.state.as_str().to_owned(), ToString::to_string);
+        let attempts: u32 = v.targets.iter().map(|t| t.attempt).sum();
+        out.push((
+            format!("waiting:{phase}:{attempts}"),
+            "waiting",
+            body(
+                "waiting",
+                None,
+                format!("{what} waits for an operator: {phase}"),
+                by(&["pause"]),
+            ),
+        ));
+    }
+    if v.status.is_terminal() {
+        let ending: Option<(&'static str, WhoWhy)> = match v.state {
+            DeploymentState::Deployed | DeploymentState::DeployedWithSkips
+                if v.kind == Kind::Canary =>
+            {
+                Some(("promoted", by(&["promote"])))
+            }
+            DeploymentState::Reverted => Some(("reverted", by(&["revert"]))),
+            DeploymentState::RolledBack => Some(("rolled-back", by(&["rollback"]))),
+            DeploymentState::Aborted => Some(("rolled-back", by(&["abort"]))),
+            _ => None,
+        };
+        if let Some((event, who)) = ending {
+            out.push((
+                event.to_owned(),
+                event,
+                body(event, None, format!("{what}: {}", v.state.as_str()), who),
+            ));
+        }
+        let message = match v.report.as_ref().filter(|r| !r.message.is_empty()) {
+            Some(r) => r.message.clone(),
+            None => format!("{what}: {}", v.state.as_str()),
+        };
+        out.push((
+            "finished".to_owned(),
+            "finished",
+            body(
+                "finished",
+                None,
+                message,
+                by(&["cancel", "abort", "revert", "promote"]),
+            ),
+        ));
+    }
+    out
+}
+
+async fn send_loop(
+    r: Receiver,
+    db: Arc<dyn Db>,
+    secrets: Arc<ConfigSecrets>,
+    queued: Arc<Notify>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+    log: Logger,
+) {
+    let log = log.with_source("notify");
+    loop {
+        let woken = queued.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let stop = stopping.load(std::sync::atomic::Ordering::Relaxed);
+        let now = crate::sys::now_ms();
+        // The oldest undelivered first, due or not: a later one never overtakes one that waits
+        // for its retry.
+        let queue = db.undelivered(&r.name, 100).await.unwrap_or_default();
+        for row in queue {
+            if row.attempts >= MAX_ATTEMPTS {
+                continue;
+            }
+            if row.next_at > now {
+                break;
+            }
+            match deliver(&r, &secrets, &row).await {
+                Ok(()) => {
+                    crate::telemetry::metrics::get().notification(&r.name, true);
+                    let _ = db.delivery(row.id, Ok(crate::sys::now_ms())).await;
+                }
+                Err(e) => {
+                    crate::telemetry::metrics::get().notification(&r.name, false);
+                    let attempts = row.attempts + 1;
+                    let delay = backoff(&r, attempts);
+                    let next = crate::sys::now_ms()
+                        + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+                    let said = if attempts >= MAX_ATTEMPTS {
+                        format!(
+                            "notify {}: giving up the {} notification of {} after {attempts} \
+                             attempts: {e}",
+                            r.name, row.event, row.workflow_id
+                        )
+                    } else {
+                        format!(
+                            "notify {}: the {} notification of {} failed ({e}); again in {}",
+                            r.name,
+                            row.event,
+                            row.workflow_id,
+                            humantime::format_duration(delay)
+                        )
+                    };
+                    log.warn(&said);
+                    let _ = db.delivery(row.id, Err((next, e))).await;
+                    // In order: nothing later goes before this one.
+                    break;
+                }
+            }
+        }
+        if stop {
+            // Shutting down: go on until the queue is empty (finish() bounds how long).
+            let pending = db.undelivered(&r.name, 1).await.unwrap_or_default();
+            let Some(next) = pending.first() else {
+                return;
+            };
+            if next.attempts >= MAX_ATTEMPTS {
+                return;
+            }
+            let wait = (next.next_at - crate::sys::now_ms()).clamp(10, 1000);
+            tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(10))).await;
+            continue;
+        }
+        tokio::select! {
+            () = &mut woken => {}
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+fn backoff(r: &Receiver, attempts: u32) -> Duration {
+    let factor = 2u32.saturating_pow(attempts.saturating_sub(1).min(20));
+    r.backoff_base.saturating_mul(factor).min(r.backoff_max)
+}
+
+/// One POST; a 2xx is a delivery.
+async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Result<(), String> {
+    let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    for (k, v) in &r.headers {
+        headers.push((k.clone(), with_secrets(v, secrets).await?));
+    }
+    let (status, body) = crate::deploy::probe::request_with_body(
+        "POST",
+        &r.url,
+        &headers,
+        bytes::Bytes::from(row.body.clone()),
+        r.timeout,
+    )
+    .await?;
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        let text = String::from_utf8_lossy(&body);
+        Err(format!(
+            "HTTP {status}{}",
+            if text.trim().is_empty() {
+                String::new()
+            } else {
+                format!(": {}", crate::deploy::probe::tail(text.trim(), 200))
+            }
+        ))
+    }
+}
+
+/// `Bearer ${secret:token}` with the secret read now (and registered for redaction).
+async fn with_secrets(value: &str, secrets: &ConfigSecrets) -> Result<String, String> {
+    use crate::plugin::secrets::SecretSource;
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${secret:") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + "${secret:".len()..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let name = &after[..end];
+        out.push_str(&secrets.secret(name).await.map_err(|e| e.to_string())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
