@@ -23,6 +23,16 @@ fn fixture() -> Fixture {
     Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))])
 }
 
+/// The same fleet, its plugin unable to tell a target's current release.
+fn fixture_without_current_release() -> Fixture {
+    let app = ledger_app("").replace(
+        "    current_release: cat \"$FIXTURE/fleet/$MANENT_TARGET/VERSION\" 2>/dev/null || true\n",
+        "",
+    );
+    assert!(!app.contains("current_release"));
+    Fixture::new(LEDGER_MANENT, &[("web", &app)])
+}
+
 /// Runs `args` with `failpoints` and expects the process to die of SIGKILL.
 fn run_killed(fx: &Fixture, args: &[&str], failpoints: &str) {
     let out = fx.run_with(args, &[("MANENT_FAILPOINTS", failpoints)]);
@@ -76,9 +86,15 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
         "the checkpoint log differs from the golden run"
     );
     let mut starts: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for e in fx.ledger().into_iter().filter(|e| e.event == "start") {
-        starts.entry(e.key).or_default().push(e.attempt);
+    let mut dones: BTreeSet<(String, u32)> = BTreeSet::new();
+    for e in fx.ledger() {
+        if e.event == "start" {
+            starts.entry(e.key).or_default().push(e.attempt);
+        } else if e.event == "done" {
+            dones.insert((e.key, e.attempt));
+        }
     }
+    let reconciles = fx.reconciles();
     for (fid, name) in golden.iter().filter(|(_, n)| n.starts_with("deploy:")) {
         let key = format!("{id}/{fid}");
         let attempts = starts.get(&key).cloned().unwrap_or_default();
@@ -87,6 +103,18 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
                 attempts.len(),
                 1,
                 "{name} completed before the kill but ran again: {attempts:?}"
+            );
+        } else if before.started.contains(&key)
+            && reconciles
+            && attempts
+                .first()
+                .is_some_and(|a| dones.contains(&(key.clone(), *a)))
+        {
+            assert_eq!(
+                attempts.len(),
+                1,
+                "{name}: its cut-off call had finished; current_release reconciles it without \
+                 running it again: {attempts:?}"
             );
         } else if before.started.contains(&key) {
             assert_eq!(
@@ -137,7 +165,10 @@ fn golden() -> (Vec<(u32, String)>, usize) {
 
 /// Kill at a failpoint, start the same deploy again, and check every invariant.
 fn kill_and_resume(golden: &[(u32, String)], failpoints: &str) {
-    let fx = fixture();
+    kill_and_resume_on(fixture(), golden, failpoints);
+}
+
+fn kill_and_resume_on(fx: Fixture, golden: &[(u32, String)], failpoints: &str) {
     run_killed(&fx, DEPLOY, failpoints);
     let before = at_kill(&fx);
     let out = fx.run(DEPLOY);
@@ -171,6 +202,41 @@ fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
     for n in 1..=steps {
         kill_and_resume(&golden, &format!("step.before_checkpoint=kill@{n}"));
     }
+}
+
+/// The Mu seed's ResourceUnknown: a call cut off after the plugin finished the work is
+/// reconciled through current_release (the check above: ran once); a plugin without
+/// current_release runs it again with the same key, and status shows the target unknown
+/// while no engine runs.
+#[test]
+fn a_cut_off_call_without_current_release_runs_again_with_the_same_key_and_shows_unknown() {
+    let (golden, _) = golden();
+    let fx = fixture_without_current_release();
+    run_killed(&fx, DEPLOY, "step.before_checkpoint~deploy:b2:web-3=kill");
+    let id = fx.deployments().pop().unwrap();
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "interrupted", "{v:#}");
+    let web3 = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "web-3")
+        .unwrap()
+        .clone();
+    assert_eq!(web3["state"], "unknown", "{web3:#}");
+    let human = text(&fx.run(&["status", &id]).stdout);
+    assert!(human.contains("unknown"), "{human}");
+    let before = at_kill(&fx);
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    check(&fx, &golden, &before);
+    let web3: Vec<_> = fx
+        .ledger()
+        .into_iter()
+        .filter(|e| e.target == "web-3" && e.event == "start")
+        .collect();
+    assert_eq!(web3.len(), 2, "{web3:?}");
+    assert_eq!(web3[0].key, web3[1].key, "the same idempotency key");
 }
 
 #[test]
@@ -450,12 +516,14 @@ fn a_durable_pause_between_batches_is_not_restarted_by_a_crash() {
 
 /// A retried target is a step like any other, under its own new key: killed before its side
 /// effect it runs once more (as attempt 2); killed after the side effect and before the
-/// checkpoint it runs again with the same key; killed after the checkpoint it is not run again.
+/// checkpoint it is reconciled through current_release (not run again); killed after the
+/// checkpoint it is not run again.
 #[test]
 fn a_crash_during_a_retried_target_completes_it_once() {
     for (failpoint, runs) in [
         ("step.started~deploy:b2~2:web-3=kill", 1),
-        ("step.before_checkpoint~deploy:b2~2:web-3=kill", 2),
+        // Its plugin had finished: current_release reconciles it, it does not run again.
+        ("step.before_checkpoint~deploy:b2~2:web-3=kill", 1),
         ("step.after_checkpoint~deploy:b2~2:web-3=kill", 1),
     ] {
         let fx = fixture();

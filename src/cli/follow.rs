@@ -441,13 +441,14 @@ fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
     let detail = match t.state {
         T::Running => format!("running (attempt {})", t.attempt),
         T::Retrying => format!("attempt {} failed, retrying: {}", t.attempt, t.message),
-        T::Interrupted if v.status.is_live() => format!(
-            "attempt {} interrupted by an engine stop; it runs again",
+        T::Unknown if v.status.is_live() => format!(
+            "unknown: attempt {} was cut off by an engine stop; it is reconciled (or run again \
+             with the same key) next",
             t.attempt
         ),
-        T::Interrupted => format!(
-            "attempt {} interrupted by an engine stop; it runs again when the deployment is \
-             resumed",
+        T::Unknown => format!(
+            "unknown: attempt {} was cut off by an engine stop; it is reconciled (or run again) \
+             when the deployment is resumed",
             t.attempt
         ),
         T::Failed | T::RollbackFailed => {

@@ -437,6 +437,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             }
             Err(e) => return output::db_error(&config.database, &e, out),
         };
+        let v = v.honest(engine_running);
         if a.json.json {
             out.json(&v);
         } else {
@@ -453,8 +454,8 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         Ok(rows) => views(&store, rows).await,
         Err(e) => Err(e),
     };
-    let views = match views {
-        Ok(v) => v,
+    let views: Vec<DeploymentView> = match views {
+        Ok(v) => v.into_iter().map(|v| v.honest(engine_running)).collect(),
         Err(e) => return output::db_error(&config.database, &e, out),
     };
     if views.is_empty()
@@ -545,7 +546,8 @@ async fn watch(
             Err(e) => return output::db_error(&config.database, &e, out),
         };
         let engine_running = Lease::is_held(&config.database);
-        let state = v.state_with(engine_running);
+        let v = v.honest(engine_running);
+        let state = v.state;
         let ended = super::follow::settled(&v, super::follow::Expect::End)
             || state == crate::deploy::state::DeploymentState::Interrupted;
         if tty {

@@ -241,7 +241,7 @@ impl Theme {
             T::Retrying => "status.retrying",
             T::Failed | T::RollbackFailed => "status.failed",
             T::Skipped => "status.skipped",
-            T::Interrupted => "status.interrupted",
+            T::Unknown => "status.interrupted",
             T::Pending => "status.pending",
         })
     }

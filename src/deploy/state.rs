@@ -279,8 +279,9 @@ pub enum TargetState {
     Running,
     /// An attempt failed; the next one waits for its backoff.
     Retrying,
-    /// An engine stop cut an attempt off; it runs again.
-    Interrupted,
+    /// A crash or an engine stop cut its call off: whether it changed the target is unknown
+    /// until the plugin's current_release says (or the call runs again with the same key).
+    Unknown,
     /// The new release is live.
     Deployed,
     /// Already at the release: nothing changed.
@@ -308,7 +309,7 @@ impl TargetState {
             TargetState::Pending => "pending",
             TargetState::Running => "running",
             TargetState::Retrying => "retrying",
-            TargetState::Interrupted => "interrupted",
+            TargetState::Unknown => "unknown",
             TargetState::Deployed => "deployed",
             TargetState::Unchanged => "unchanged",
             TargetState::Failed => "failed",
@@ -343,7 +344,7 @@ impl TargetState {
     pub fn is_active(self) -> bool {
         matches!(
             self,
-            TargetState::Running | TargetState::Retrying | TargetState::Interrupted
+            TargetState::Running | TargetState::Retrying | TargetState::Unknown
         )
     }
 }

@@ -193,6 +193,11 @@ async fn deploy_call(
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let (req, _open) = target_request(env, spec, wf, t, &info);
     let started = Instant::now();
+    if info.after_cut_off
+        && let Some(done) = reconcile(env, spec, wf, plugin, t, &req, before, &info).await
+    {
+        return Ok(done);
+    }
     let result = plugin.deployer.deploy(&req).await.map_err(|e| {
         let what = context(plugin, t, &e);
         StepError::from(e.context(what))
@@ -232,6 +237,80 @@ async fn deploy_call(
             r.message
         ))),
     }
+}
+
+/// A target whose earlier call a crash cut off is in an unknown state: when the plugin can tell
+/// its current release and it is already the version being deployed, the call finished before
+/// the crash and is recorded as deployed without running again (the Mu seed's
+/// `ResourceUnknown` → `ResourceOK`). `None`: run the call again, with the same key.
+#[expect(clippy::too_many_arguments, reason = "the target step's whole context")]
+async fn reconcile(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+    wf: &str,
+    plugin: &PluginHandle,
+    t: &PlannedTarget,
+    req: &crate::plugin::Request,
+    before: Option<&Live>,
+    info: &StepInfo,
+) -> Option<(TargetDone, Vec<Effect>)> {
+    let log = env.log.for_deployment(wf);
+    let Some(ri) = plugin.deployer.release_inspector() else {
+        log.info(&format!(
+            "{}: a crash cut its call off and plugin {} cannot tell its current release: \
+             running it again with the same idempotency key",
+            t.name, plugin.name
+        ));
+        return None;
+    };
+    let version = &spec.artifact.version;
+    let seen = match ri.current_release(req).await {
+        Ok(seen) => seen,
+        Err(e) => {
+            log.warn(&format!(
+                "{}: a crash cut its call off and current_release failed ({e}): running it \
+                 again with the same idempotency key",
+                t.name
+            ));
+            return None;
+        }
+    };
+    let live = seen.iter().find(|r| r.host == t.host)?;
+    if &live.version != version {
+        log.info(&format!(
+            "{}: a crash cut its call off; {} reports {} live, not {version}: running it again \
+             with the same idempotency key",
+            t.name,
+            plugin.name,
+            if live.version.is_empty() {
+                "nothing"
+            } else {
+                &live.version
+            }
+        ));
+        return None;
+    }
+    log.info(&format!(
+        "{}: a crash cut its call off after {} had finished it ({version} is live): recorded as \
+         deployed without running it again",
+        t.name, plugin.name
+    ));
+    let already = before
+        .and_then(|l| l.current.as_ref())
+        .is_some_and(|c| &c.version == version);
+    let done = TargetDone {
+        status: TargetState::Deployed,
+        message: format!("reconciled: {version} was live (current_release) after a crash"),
+        duration_ms: 0,
+        attempt: info.attempt,
+        version: version.clone(),
+    };
+    let effects = if already {
+        Vec::new()
+    } else {
+        vec![release_record(spec, wf, t).effect()]
+    };
+    Some((done, effects))
 }
 
 /// One target's share of a canary's candidate: DeployCandidate on that target, the slots'

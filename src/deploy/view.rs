@@ -268,6 +268,26 @@ impl DeploymentView {
     }
 
     /// The state when no engine runs it (a live deployment is then interrupted).
+    /// The view as it stands when `engine_running` says whether any engine runs deployments:
+    /// with none, a live deployment is interrupted and a call it had under way cut off, so
+    /// that target's state is unknown (not running).
+    pub fn honest(mut self, engine_running: bool) -> DeploymentView {
+        let state = self.state_with(engine_running);
+        if state == DeploymentState::Interrupted && self.state != state {
+            for t in &mut self.targets {
+                if t.state == TargetState::Running {
+                    t.state = TargetState::Unknown;
+                    t.message = "no engine runs it: the call was cut off; `manent resume` \
+                                 reconciles it"
+                        .into();
+                }
+            }
+        }
+        self.state = state;
+        self
+    }
+
+    /// The deployment's state when `engine_running` says whether any engine runs.
     pub fn state_with(&self, engine_running: bool) -> DeploymentState {
         match self.state {
             DeploymentState::Running | DeploymentState::Queued | DeploymentState::Cancelling
@@ -490,7 +510,7 @@ fn build(
                 match (a.ended_at, a.outcome) {
                     (None, _) if finishing => t.state = TargetState::Running,
                     (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
-                        t.state = TargetState::Interrupted;
+                        t.state = TargetState::Unknown;
                         t.message = a.error.unwrap_or_default();
                     }
                     (_, Some(AttemptOutcome::Retryable)) => {

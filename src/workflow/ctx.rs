@@ -37,6 +37,9 @@ pub struct StepInfo {
     pub attempt: u32,
     /// `{workflow_id}/{function_id}`: the same for every attempt and restart (E2).
     pub idempotency_key: String,
+    /// This attempt follows one a crash or a stop cut off: what that one did is unknown (the
+    /// step may reconcile before acting again).
+    pub after_cut_off: bool,
 }
 
 /// Progress of steps, for observers (the engine's snapshot, the CLI's stderr).
@@ -351,6 +354,10 @@ impl WfCtx {
         let prior = prior.unwrap_or_default();
         let mut errors: Vec<String> = prior.iter().filter_map(|a| a.error.clone()).collect();
         let mut attempt = prior.last().map_or(1, |a| a.attempt + 1);
+        let mut after_cut_off = prior.last().is_some_and(|a| {
+            a.ended_at.is_none()
+                || a.outcome == Some(crate::workflow::store::AttemptOutcome::Interrupted)
+        });
         let budget = policy.max_retries.saturating_add(1);
         loop {
             let started_at = now_ms();
@@ -399,7 +406,9 @@ impl WfCtx {
                 name: name.clone(),
                 attempt,
                 idempotency_key: format!("{}/{id}", self.run.id),
+                after_cut_off,
             };
+            after_cut_off = false;
             let result = run_attempt(body(info), policy.timeout).await;
             failpoint::hit("step.before_checkpoint", &name);
             let message = match result {

@@ -140,6 +140,12 @@ impl Fixture {
             .collect()
     }
 
+    /// The fixture's descriptor gives its plugin a current_release.
+    pub fn reconciles(&self) -> bool {
+        std::fs::read_to_string(self.path().join("apps/web.yml"))
+            .is_ok_and(|t| t.contains("current_release"))
+    }
+
     pub fn integrity_ok(&self) {
         let v: String = self
             .db()
