@@ -689,7 +689,7 @@ fn the_inbox_lists_what_waits_most_urgent_first_and_enter_jumps_to_it() {
     assert!(
         items[2]
             .what
-            .starts_with("locked by bob on bastion-2 (investigating 502s) expires in"),
+            .starts_with("lock expires in 25m: bob on bastion-2 (investigating 502s)"),
         "{:?}",
         items[2]
     );

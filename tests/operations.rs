@@ -208,7 +208,7 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
         items[1]["what"]
             .as_str()
             .unwrap()
-            .contains("locked by tester"),
+            .contains("lock expires in 10m: tester on"),
         "{inbox}"
     );
     assert_eq!(inbox["locks"][0]["reason"], "look at web-3");

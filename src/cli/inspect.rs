@@ -521,6 +521,15 @@ impl Buffer {
     }
 }
 
+/// The terminal's width and height (80×24 when they cannot be told).
+fn terminal_size() -> (usize, usize) {
+    #[cfg(feature = "tui")]
+    if let Ok((cols, rows)) = crossterm::terminal::size() {
+        return (usize::from(cols.max(20)), usize::from(rows.max(6)));
+    }
+    (80, 24)
+}
+
 /// How often `--watch` reads the deployment again.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
 
@@ -554,10 +563,35 @@ async fn watch(
             let buf = Buffer::default();
             let mut screen = Out::to(buf.clone(), std::io::sink());
             print_view(&v, engine_running, &mut screen);
-            let text = format!(
-                "{}\n(watching {id}: Ctrl-C stops watching; the deployment goes on)\n",
-                buf.take()
-            );
+            let full = buf.take();
+            // While it runs, what fits the terminal (the state on top stays in sight); at the
+            // end, all of it.
+            let text = if ended {
+                full
+            } else {
+                let (cols, rows) = terminal_size();
+                // Room for the "more" line and the footer, and no scroll from the last newline.
+                let mut left = rows.saturating_sub(4);
+                let mut shown = String::new();
+                let mut hidden = 0;
+                for line in full.lines() {
+                    // A line wider than the terminal takes more than one row.
+                    let takes = line.chars().count().div_ceil(cols).max(1);
+                    if hidden > 0 || takes > left {
+                        hidden += 1;
+                        continue;
+                    }
+                    left -= takes;
+                    shown.push_str(line);
+                    shown.push('\n');
+                }
+                if hidden > 0 {
+                    shown.push_str(&format!(
+                        "… {hidden} more lines (all of them once it ends)\n"
+                    ));
+                }
+                format!("{shown}watching {id}: Ctrl-C stops watching (it goes on)")
+            };
             if text != last {
                 // Home, clear, the whole view: one write, so it never flickers half-drawn.
                 out.raw(&format!("\x1b[H\x1b[2J{text}"));

@@ -75,10 +75,10 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
             deployment: None,
             at: expires,
             what: format!(
-                "locked by {} ({}) expires in {}m",
+                "lock expires in {}m: {} ({})",
+                (expires - now + 59_999) / 60_000,
                 l.owner(),
-                l.reason,
-                (expires - now + 59_999) / 60_000
+                l.reason
             ),
             verbs: format!(
                 "manent lock {} --reason … --for …, or unlock",

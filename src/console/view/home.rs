@@ -152,11 +152,9 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             a.live.join(",")
         };
         let mut name = vec![Span::raw(format!("{} ", a.application)), env];
-        if let Some(lock) = &a.lock {
-            name.push(Span::styled(
-                format!(" locked:{}", lock.operator),
-                t.get("production"),
-            ));
+        if a.lock.is_some() {
+            name.push(Span::raw(" "));
+            name.push(Span::styled("LOCKED", t.get("production")));
         }
         let mut cells = vec![
             Cell::from(Line::from(name)),
