@@ -1,8 +1,15 @@
-//! External plugin costs: cold start (spawn → handshake → mutual TLS → health → Configure) and
-//! no-op Deploy round trips (p50, p99), for the Rust SDK plugin and the Go plugin through
-//! manent's host — and, as the anchor measured in the same run, the same plugins driven by a Go
-//! host written with hashicorp/go-plugin. Run with `cargo bench --bench plugins` (needs Go for
-//! the Go rows; they are skipped without it).
+//! External plugin costs through manent's go-plugin host, against hashicorp/go-plugin's own Go
+//! host on the same plugins (the Rust SDK plugin and the Go plugin), measured in the same run:
+//! cold start (spawn → handshake → mutual TLS → health → Configure), a no-op Deploy of one
+//! target (p50, p99), a Deploy of 100 targets in one call, and 100 calls at once on one process.
+//!
+//! A 2-core machine is noisy, so the hosts take turns: every round runs go-plugin's host, then
+//! manent's (the order swapped every other round), on a fresh plugin process each; a row reports
+//! the median of the per-round ratios and their spread. The requests are field for field the
+//! same (their encoded sizes are checked), and the machine's load is printed.
+//!
+//! `cargo bench --bench plugins` (needs Go for the anchor; without it only manent's figures).
+//! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000).
 
 #![allow(
     clippy::unwrap_used,
@@ -22,13 +29,52 @@ use manent::plugin::external::{ExternalSpec, Host, Remote};
 use manent::plugin::logger::Discard;
 use manent::plugin::{Artifact, Deployer, Request, Secrets, Target};
 
-const STARTS: usize = 10;
-const CALLS: usize = 2000;
+/// Cold starts per round (their median is the round's figure).
+const STARTS: usize = 3;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Single,
+    Batch100,
+    Concurrent100,
+}
+
+impl Mode {
+    fn arg(self) -> &'static str {
+        match self {
+            Mode::Single => "single",
+            Mode::Batch100 => "batch100",
+            Mode::Concurrent100 => "concurrent100",
+        }
+    }
+
+    fn targets(self) -> usize {
+        if self == Mode::Batch100 { 100 } else { 1 }
+    }
+
+    /// Calls per round for a budget of `calls` single calls.
+    fn calls(self, calls: usize) -> usize {
+        match self {
+            Mode::Single | Mode::Concurrent100 => calls,
+            Mode::Batch100 => (calls / 20).max(10),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Single => "Deploy, 1 target",
+            Mode::Batch100 => "Deploy, 100 targets in one call",
+            Mode::Concurrent100 => "100 concurrent Deploys, 1 process",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
 struct Figures {
     cold_p50_ms: f64,
     rtt_p50_ms: f64,
     rtt_p99_ms: f64,
+    calls_per_s: f64,
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -48,7 +94,8 @@ fn spec(command: &Path) -> ExternalSpec {
     }
 }
 
-fn request() -> Request {
+/// The request the Go host sends too (fixtures/go-plugin/host/main.go's `request`).
+fn request(n: usize) -> Request {
     Request {
         deployment_id: "bench".into(),
         application: "b".into(),
@@ -57,14 +104,19 @@ fn request() -> Request {
             version: "1".into(),
             ..Artifact::default()
         },
-        targets: vec![Target {
-            host: "h".into(),
-            moniker: Moniker::new("b", "b", "b", "h").unwrap(),
-            labels: Default::default(),
-        }],
+        targets: (0..n)
+            .map(|i| {
+                let h = format!("h{i:03}");
+                Target {
+                    moniker: Moniker::new("b", "b", "b", &h).unwrap(),
+                    host: h,
+                    labels: Default::default(),
+                }
+            })
+            .collect(),
         params: serde_json::json!({}),
         secrets: Secrets::none(),
-        parallelism: 1,
+        parallelism: u32::try_from(n).unwrap(),
         traffic: None,
         idempotency_key: "bench/1".into(),
         attempt: 1,
@@ -72,9 +124,17 @@ fn request() -> Request {
     }
 }
 
-async fn manent_host(plugin: &Path) -> Figures {
+fn request_bytes(n: usize) -> usize {
+    prost::Message::encoded_len(&manent::plugin::external::proto::request_to_wire(
+        &request(n),
+        0,
+    ))
+}
+
+async fn manent_host(plugin: &Path, mode: Mode, calls: usize) -> Figures {
     let mut cold = Vec::new();
     let mut rtt = Vec::new();
+    let mut wall = Duration::ZERO;
     for i in 0..STARTS {
         let t0 = Instant::now();
         let host = Arc::new(Host::new(
@@ -85,13 +145,34 @@ async fn manent_host(plugin: &Path) -> Figures {
         let p = host.process().await.unwrap();
         cold.push(t0.elapsed().as_secs_f64() * 1e3);
         if i == 0 {
-            let remote = Remote::new(host.clone(), p.capabilities.clone());
-            let req = request();
-            for _ in 0..CALLS {
-                let t1 = Instant::now();
-                remote.deploy(&req).await.unwrap();
-                rtt.push(t1.elapsed().as_secs_f64() * 1e3);
+            let remote = Arc::new(Remote::new(host.clone(), p.capabilities.clone()));
+            let req = Arc::new(request(mode.targets()));
+            let w0 = Instant::now();
+            if mode == Mode::Concurrent100 {
+                let mut tasks = Vec::new();
+                for _ in 0..100 {
+                    let (remote, req) = (remote.clone(), req.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let mut mine = Vec::with_capacity(calls / 100);
+                        for _ in 0..calls / 100 {
+                            let t1 = Instant::now();
+                            remote.deploy(&req).await.unwrap();
+                            mine.push(t1.elapsed().as_secs_f64() * 1e3);
+                        }
+                        mine
+                    }));
+                }
+                for t in tasks {
+                    rtt.extend(t.await.unwrap());
+                }
+            } else {
+                for _ in 0..calls {
+                    let t1 = Instant::now();
+                    remote.deploy(&req).await.unwrap();
+                    rtt.push(t1.elapsed().as_secs_f64() * 1e3);
+                }
             }
+            wall = w0.elapsed();
         }
         host.shutdown().await;
     }
@@ -99,13 +180,14 @@ async fn manent_host(plugin: &Path) -> Figures {
         cold_p50_ms: pct(&mut cold, 0.5),
         rtt_p50_ms: pct(&mut rtt, 0.5),
         rtt_p99_ms: pct(&mut rtt, 0.99),
+        calls_per_s: rtt.len() as f64 / wall.as_secs_f64(),
     }
 }
 
-fn go_host(host: &Path, plugin: &Path) -> Figures {
+fn go_host(host: &Path, plugin: &Path, mode: Mode, calls: usize) -> Figures {
     let out = std::process::Command::new(host)
         .arg(plugin)
-        .arg(CALLS.to_string())
+        .args([mode.arg(), &calls.to_string(), &STARTS.to_string()])
         .output()
         .unwrap();
     assert!(
@@ -114,28 +196,37 @@ fn go_host(host: &Path, plugin: &Path) -> Figures {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = v["request_bytes"].as_f64().unwrap() as usize;
+    assert_eq!(
+        bytes,
+        request_bytes(mode.targets()),
+        "the Go host's request differs from manent's"
+    );
     Figures {
         cold_p50_ms: v["cold_p50_ms"].as_f64().unwrap(),
         rtt_p50_ms: v["rtt_p50_ms"].as_f64().unwrap(),
         rtt_p99_ms: v["rtt_p99_ms"].as_f64().unwrap(),
+        calls_per_s: v["calls_per_s"].as_f64().unwrap(),
     }
 }
 
-fn row(name: &str, f: &Figures, anchor: Option<&Figures>) {
-    let ratio = anchor
-        .map(|a| {
-            format!(
-                "  (vs go-plugin host: cold {:.2}x, p50 {:.2}x, p99 {:.2}x)",
-                f.cold_p50_ms / a.cold_p50_ms,
-                f.rtt_p50_ms / a.rtt_p50_ms,
-                f.rtt_p99_ms / a.rtt_p99_ms
-            )
-        })
-        .unwrap_or_default();
-    println!(
-        "{name:<34} cold start p50 {:>7.2} ms   Deploy p50 {:>6.3} ms  p99 {:>6.3} ms{ratio}",
-        f.cold_p50_ms, f.rtt_p50_ms, f.rtt_p99_ms
-    );
+/// The median of `v` and its spread (min–max).
+fn median(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
@@ -143,26 +234,90 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let rounds = env_usize("MANENT_BENCH_ROUNDS", 7).max(1);
+    let calls = env_usize("MANENT_BENCH_CALLS", 2000).max(100);
     let rust_plugin = Path::new(env!("CARGO_BIN_EXE_manent-fixture-plugin"));
     println!(
-        "no-op Deploy round trips ({CALLS} calls) and cold starts ({STARTS}), AutoMTLS over Unix sockets"
+        "go-plugin protocol, AutoMTLS over Unix sockets; {rounds} interleaved rounds; request \
+         {} bytes (1 target), {} bytes (100 targets); load average before: {}",
+        request_bytes(1),
+        request_bytes(100),
+        loadavg()
     );
-    let rust_ours = rt.block_on(manent_host(rust_plugin));
-    match go::go_fixture() {
-        Some(go) => {
-            let go_anchor = go_host(&go.host, &go.plugin);
-            let rust_anchor = go_host(&go.host, rust_plugin);
-            let go_ours = rt.block_on(manent_host(&go.plugin));
-            row("go-plugin host   → Go plugin", &go_anchor, None);
-            row("manent host      → Go plugin", &go_ours, Some(&go_anchor));
-            row("go-plugin host   → Rust SDK plugin", &rust_anchor, None);
-            row(
-                "manent host      → Rust SDK plugin",
-                &rust_ours,
-                Some(&rust_anchor),
-            );
-        }
-        None => row("manent host      → Rust SDK plugin", &rust_ours, None),
+    let go = go::go_fixture();
+    let mut plugins: Vec<(&str, std::path::PathBuf)> = Vec::new();
+    if let Some(g) = &go {
+        plugins.push(("Go plugin", g.plugin.clone()));
     }
-    println!("goal: manent's host no slower than go-plugin's own host on the same plugin");
+    plugins.push(("Rust SDK plugin", rust_plugin.to_owned()));
+    for mode in [Mode::Single, Mode::Batch100, Mode::Concurrent100] {
+        let n = mode.calls(calls);
+        println!("\n{} ({n} calls a round)", mode.label());
+        for (name, plugin) in &plugins {
+            let mut ours: Vec<Figures> = Vec::new();
+            let mut anchor: Vec<Figures> = Vec::new();
+            for r in 0..rounds {
+                let run_go = |a: &mut Vec<Figures>| {
+                    if let Some(g) = &go {
+                        a.push(go_host(&g.host, plugin, mode, n));
+                    }
+                };
+                if r % 2 == 0 {
+                    run_go(&mut anchor);
+                    ours.push(rt.block_on(manent_host(plugin, mode, n)));
+                } else {
+                    ours.push(rt.block_on(manent_host(plugin, mode, n)));
+                    run_go(&mut anchor);
+                }
+            }
+            report(name, mode, &ours, &anchor);
+        }
+    }
+    println!("\nload average after: {}", loadavg());
+    println!(
+        "goal: manent host ÷ go-plugin host ≤ 0.8× at p50 and p99 for both plugins; cold start \
+         ≤ 0.8×"
+    );
+}
+
+fn report(plugin: &str, mode: Mode, ours: &[Figures], anchor: &[Figures]) {
+    let pick = |v: &[Figures], f: fn(&Figures) -> f64| {
+        let mut x: Vec<f64> = v.iter().map(f).collect();
+        median(&mut x).0
+    };
+    let fmt_row = |who: &str, v: &[Figures]| {
+        println!(
+            "  {who:<16} {plugin:<16} cold p50 {:>6.2} ms  p50 {:>7.3} ms  p99 {:>7.3} ms  {:>8.0} calls/s",
+            pick(v, |f| f.cold_p50_ms),
+            pick(v, |f| f.rtt_p50_ms),
+            pick(v, |f| f.rtt_p99_ms),
+            pick(v, |f| f.calls_per_s),
+        );
+    };
+    if !anchor.is_empty() {
+        fmt_row("go-plugin host", anchor);
+    }
+    fmt_row("manent host", ours);
+    if anchor.is_empty() {
+        return;
+    }
+    let ratio = |f: fn(&Figures) -> f64| {
+        let mut r: Vec<f64> = ours.iter().zip(anchor).map(|(o, a)| f(o) / f(a)).collect();
+        let (m, lo, hi) = median(&mut r);
+        format!("{m:.2}× ({lo:.2}–{hi:.2})")
+    };
+    let throughput = if mode == Mode::Concurrent100 {
+        format!(
+            "  wall per call {}",
+            ratio(|f| 1.0 / f.calls_per_s.max(f64::MIN_POSITIVE))
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "  manent ÷ go-plugin, median of rounds (spread): cold {}  p50 {}  p99 {}{throughput}",
+        ratio(|f| f.cold_p50_ms),
+        ratio(|f| f.rtt_p50_ms),
+        ratio(|f| f.rtt_p99_ms),
+    );
 }

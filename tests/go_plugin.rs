@@ -158,17 +158,24 @@ fn a_go_plugin_that_crashes_mid_call_is_restarted_and_the_deploy_completes() {
 fn hashicorp_go_plugins_own_host_drives_a_plugin_built_with_our_sdk() {
     let Some(go) = go::go_fixture() else { return };
     // go-plugin's client: handshake, AutoMTLS (P-521 both ways), Configure and Deploy calls.
-    let out = std::process::Command::new(&go.host)
-        .arg(env!("CARGO_BIN_EXE_manent-fixture-plugin"))
-        .arg("20")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["rtt_p50_ms"].as_f64().unwrap() > 0.0, "{v}");
+    // Sequential calls, a 100-target call, and 100 calls at once on one process.
+    for (mode, calls) in [
+        ("single", "20"),
+        ("batch100", "3"),
+        ("concurrent100", "200"),
+    ] {
+        let out = std::process::Command::new(&go.host)
+            .arg(env!("CARGO_BIN_EXE_manent-fixture-plugin"))
+            .args([mode, calls, "2"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["rtt_p50_ms"].as_f64().unwrap() > 0.0, "{mode}: {v}");
+    }
 }
