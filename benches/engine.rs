@@ -11,6 +11,9 @@
     reason = "a benchmark's report"
 )]
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 use std::time::{Duration, Instant};
 
 use manent::config::Config;
@@ -167,10 +170,7 @@ async fn baseline() -> Duration {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime::runtime();
     let base = rt.block_on(baseline());
     let full = rt.block_on(engine_run("full"));
     let normal = rt.block_on(engine_run("normal"));

@@ -9,13 +9,18 @@
 //! same (their encoded sizes are checked), and the machine's load is printed.
 //!
 //! `cargo bench --bench plugins` (needs Go for the anchor; without it only manent's figures).
-//! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000).
+//! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000); for profiling
+//! manent's side alone, `MANENT_BENCH_MODES=single` (or `batch100`, `concurrent100`, comma
+//! separated) and `MANENT_BENCH_ANCHOR=0`.
 
 #![allow(
     clippy::unwrap_used,
     clippy::print_stdout,
     reason = "a benchmark's report"
 )]
+
+#[path = "support/runtime.rs"]
+mod runtime;
 
 #[path = "../tests/support/go.rs"]
 mod go;
@@ -230,10 +235,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime::runtime();
     let rounds = env_usize("MANENT_BENCH_ROUNDS", 7).max(1);
     let calls = env_usize("MANENT_BENCH_CALLS", 2000).max(100);
     let rust_plugin = Path::new(env!("CARGO_BIN_EXE_manent-fixture-plugin"));
@@ -244,13 +246,18 @@ fn main() {
         request_bytes(100),
         loadavg()
     );
-    let go = go::go_fixture();
+    let anchor = std::env::var("MANENT_BENCH_ANCHOR").map_or(true, |v| v != "0");
+    let modes = std::env::var("MANENT_BENCH_MODES").unwrap_or_default();
+    let go = go::go_fixture().filter(|_| anchor);
     let mut plugins: Vec<(&str, std::path::PathBuf)> = Vec::new();
     if let Some(g) = &go {
         plugins.push(("Go plugin", g.plugin.clone()));
     }
     plugins.push(("Rust SDK plugin", rust_plugin.to_owned()));
     for mode in [Mode::Single, Mode::Batch100, Mode::Concurrent100] {
+        if !modes.is_empty() && !modes.split(',').any(|m| m == mode.arg()) {
+            continue;
+        }
         let n = mode.calls(calls);
         println!("\n{} ({n} calls a round)", mode.label());
         for (name, plugin) in &plugins {

@@ -230,18 +230,9 @@ fn a_second_engine_on_the_same_database_refuses_naming_the_holder() {
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("handing the work to that engine"));
-    manent_sigterm(&first);
+    fleet::sigterm(&first);
     let status = first.wait().unwrap();
     assert!(status.success(), "worker exit {status:?}");
-}
-
-fn manent_sigterm(child: &std::process::Child) {
-    let ok = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(ok.success());
 }
 
 #[test]

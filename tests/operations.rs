@@ -11,7 +11,7 @@ mod fleet;
 
 use std::time::Duration;
 
-use fleet::{Fixture, LEDGER_MANENT, ledger_app, text};
+use fleet::{Fixture, LEDGER_MANENT, free_port, ledger_app, sigterm, text};
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
@@ -218,23 +218,6 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
     // `status` shows the lock under its list too.
     let status = text(&fx.run(&["status"]).stdout);
     assert!(status.contains("locked  web/prod"), "{status}");
-}
-
-fn sigterm(child: &std::process::Child) {
-    let ok = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(ok.success());
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET path` on 127.0.0.1:`port`: the status line and the body.

@@ -212,9 +212,6 @@ async fn deploy_call(
     match r.status {
         TargetStatus::Deployed | TargetStatus::Unchanged => {
             let version = &spec.artifact.version;
-            let already = before
-                .and_then(|l| l.current.as_ref())
-                .is_some_and(|c| &c.version == version);
             let done = TargetDone {
                 status: r.status.into(),
                 message: r.message,
@@ -222,12 +219,7 @@ async fn deploy_call(
                 attempt: info.attempt,
                 version: version.clone(),
             };
-            let effects = if already {
-                Vec::new()
-            } else {
-                vec![release_record(spec, wf, t).effect()]
-            };
-            Ok((done, effects))
+            Ok(live_now(spec, wf, t, before, done))
         }
         other => Err(StepError::Retryable(format!(
             "{} reported {} for {}: {}",
@@ -295,9 +287,6 @@ async fn reconcile(
          deployed without running it again",
         t.name, plugin.name
     ));
-    let already = before
-        .and_then(|l| l.current.as_ref())
-        .is_some_and(|c| &c.version == version);
     let done = TargetDone {
         status: TargetState::Deployed,
         message: format!("reconciled: {version} was live (current_release) after a crash"),
@@ -305,12 +294,28 @@ async fn reconcile(
         attempt: info.attempt,
         version: version.clone(),
     };
+    Some(live_now(spec, wf, t, before, done))
+}
+
+/// A target now live on the version deployed, and its release recorded with the step —
+/// unless it ran this version already, so a redeploy never becomes the "previous" release a
+/// rollback goes to.
+fn live_now(
+    spec: &EnvSpec,
+    wf: &str,
+    t: &PlannedTarget,
+    before: Option<&Live>,
+    done: TargetDone,
+) -> (TargetDone, Vec<Effect>) {
+    let already = before
+        .and_then(|l| l.current.as_ref())
+        .is_some_and(|c| c.version == spec.artifact.version);
     let effects = if already {
         Vec::new()
     } else {
         vec![release_record(spec, wf, t).effect()]
     };
-    Some((done, effects))
+    (done, effects)
 }
 
 /// One target's share of a canary's candidate: DeployCandidate on that target, the slots'

@@ -215,3 +215,22 @@ environments:
 "#
     )
 }
+
+/// Asks a manent process to stop, as an operator's `kill` would.
+pub fn sigterm(child: &Child) {
+    let ok = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
