@@ -376,7 +376,19 @@ impl Engine {
         );
         let trouble = Arc::new(std::sync::Mutex::new(None));
         let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), &config.database);
-        let recovered = runtime.recover().await?;
+        let recovered = match runtime.recover().await {
+            Ok(r) => r,
+            Err(e) => {
+                // Nothing may outlive a failed start: the port is free again for the next one.
+                if let Some(m) = &metrics {
+                    m.abort();
+                }
+                if let Some(n) = notifier {
+                    n.abort();
+                }
+                return Err(e.into());
+            }
+        };
         let poller = runtime.spawn_poller(Duration::from_millis(250));
         let pruner = spawn_pruner(store.clone(), config.engine.log_retention);
         Ok(Engine {

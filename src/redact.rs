@@ -12,6 +12,13 @@ fn redactions() -> &'static RwLock<Vec<String>> {
 /// since output is read and shown line by line (a key file, a certificate).
 pub fn register_redaction(value: &str) {
     register_one(value);
+    // As JSON writes it (the JSON log file formats fields before it redacts them).
+    if let Ok(quoted) = serde_json::to_string(value) {
+        let escaped = &quoted[1..quoted.len() - 1];
+        if escaped != value {
+            register_one(escaped);
+        }
+    }
     if value.contains('\n') {
         for line in value.lines() {
             register_one(line.trim_end_matches('\r'));
@@ -55,6 +62,13 @@ pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_also_hidden_as_json_writes_it() {
+        register_redaction(r#"pa"ss\w0rd-xyz"#);
+        let json = serde_json::to_string(&serde_json::json!({"m": r#"pa"ss\w0rd-xyz"#})).unwrap();
+        assert!(!redact(&json).contains("w0rd-xyz"), "{}", redact(&json));
+    }
 
     #[test]
     fn a_secret_inside_another_does_not_break_the_longer_ones_redaction() {

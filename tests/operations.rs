@@ -567,12 +567,22 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let id = fx.deployments().pop().unwrap();
     assert_eq!(r.events(), ["started", "target-failed", "waiting"]);
+    // A retry that fails the same way is a new failure and a new wait.
+    let out = fx.run_with(&["retry", &id], &env);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     std::fs::remove_file(fx.path().join("broken-web-3")).unwrap();
     let out = fx.run_with(&["retry", &id], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         r.events(),
-        ["started", "target-failed", "waiting", "finished"],
+        [
+            "started",
+            "target-failed",
+            "waiting",
+            "target-failed",
+            "waiting",
+            "finished"
+        ],
         "each transition once, in order"
     );
     let all = r.accepted.lock().unwrap().clone();
@@ -589,7 +599,7 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
             .unwrap()
             .contains("broken on purpose")
     );
-    assert_eq!(all[3]["state"], "deployed");
+    assert_eq!(all[5]["state"], "deployed");
     let headers = r.headers.lock().unwrap().clone();
     assert!(
         headers

@@ -228,8 +228,14 @@ pub trait Records: Send + Sync {
     /// Adds notifications not already there (by receiver, deployment and mark); how many were
     /// new.
     async fn enqueue(&self, rows: Vec<OutboxRow>) -> Result<usize, StoreError>;
-    /// `receiver`'s undelivered notifications, oldest first.
-    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
+    /// `receiver`'s undelivered notifications not given up (fewer than `max_attempts` failed
+    /// deliveries), oldest first.
+    async fn undelivered(
+        &self,
+        receiver: &str,
+        max_attempts: u32,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>, StoreError>;
     /// Records a delivery (`Ok`) or a failed attempt and when to try again.
     async fn delivery(
         &self,

@@ -247,6 +247,19 @@ async fn reconcile(
     info: &StepInfo,
 ) -> Option<(TargetDone, Vec<Effect>)> {
     let log = env.log.for_deployment(wf);
+    let version = &spec.artifact.version;
+    if before
+        .and_then(|l| l.current.as_ref())
+        .is_some_and(|c| &c.version == version)
+    {
+        // It ran this version before the deploy: seeing it live proves nothing of the call.
+        log.info(&format!(
+            "{}: a crash cut its call off; it ran {version} already, so only running the call \
+             again (with the same idempotency key) tells",
+            t.name
+        ));
+        return None;
+    }
     let Some(ri) = plugin.deployer.release_inspector() else {
         log.info(&format!(
             "{}: a crash cut its call off and plugin {} cannot tell its current release: \
@@ -255,7 +268,6 @@ async fn reconcile(
         ));
         return None;
     };
-    let version = &spec.artifact.version;
     let seen = match ri.current_release(req).await {
         Ok(seen) => seen,
         Err(e) => {

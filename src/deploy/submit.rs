@@ -244,9 +244,11 @@ pub async fn deploy(
                     command::CommandError::Store(s) => SubmitError::Store(s),
                     other => SubmitError::Store(StoreError::Conflict(other.to_string())),
                 })?;
+            journal_forced(db, &forced, &live.id).await?;
             return Ok(Submitted::Retrying(live.id));
         }
         if same {
+            journal_forced(db, &forced, &live.id).await?;
             return Ok(Submitted::Resuming(live.id));
         }
         if awaiting && (live.name == DEPLOY || live.name == CANARY) && !replaced {
@@ -453,4 +455,14 @@ fn with_workflow(r: &Record, id: &str) -> Record {
         );
     }
     r
+}
+
+/// A break-glass that continues a live deployment (a retry, a resume) is journaled on its own.
+async fn journal_forced(db: &dyn Db, forced: &[Record], id: &str) -> Result<(), SubmitError> {
+    for r in forced {
+        let entry: super::records::JournalEntry = serde_json::from_value(with_workflow(r, id).body)
+            .map_err(|e| StoreError::Sql(format!("a break-glass entry does not decode: {e}")))?;
+        db.journal(entry).await?;
+    }
+    Ok(())
 }

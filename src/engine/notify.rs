@@ -25,6 +25,8 @@ use crate::plugin::secrets::ConfigSecrets;
 use crate::workflow::RuntimeEvent;
 use crate::workflow::store::WorkflowQuery;
 
+/// The shortest time between two scans.
+const MIN_SCAN_GAP: Duration = Duration::from_secs(1);
 /// How often the scanner looks even when no event woke it.
 const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// Deployments that ended longer ago than this when the engine started are not notified (a
@@ -125,11 +127,22 @@ impl Notifier {
         })
     }
 
+    /// Stops at once (an engine that failed to start).
+    pub fn abort(self) {
+        self.scanner.abort();
+        for s in &self.senders {
+            s.abort();
+        }
+    }
+
     /// A last scan, then what is due is sent for a few seconds at most; the rest stays in the
     /// outbox for the next start.
     pub async fn finish(mut self) {
         self.stop.notify_one();
-        let _ = tokio::time::timeout(FLUSH, self.scanner).await;
+        let scanner = self.scanner.abort_handle();
+        if tokio::time::timeout(FLUSH, self.scanner).await.is_err() {
+            scanner.abort();
+        }
         let senders = futures::future::join_all(self.senders.iter_mut());
         if tokio::time::timeout(FLUSH, senders).await.is_err() {
             for s in &self.senders {
@@ -149,6 +162,7 @@ async fn scan_loop(
 ) {
     let since = crate::sys::now_ms() - RECENT_MS;
     let mut settled: HashSet<String> = HashSet::new();
+    let mut previous = tokio::time::Instant::now() - MIN_SCAN_GAP;
     loop {
         let last = tokio::select! {
             _ = events.recv() => {
@@ -160,6 +174,12 @@ async fn scan_loop(
             () = tokio::time::sleep(SCAN_EVERY) => false,
             () = stop.notified() => true,
         };
+        // At most one scan a second while events pour in: a scan reads whole deployments
+        // on the store's connection, beside the checkpoints of the deploys it watches.
+        if !last && let Some(wait) = MIN_SCAN_GAP.checked_sub(previous.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        previous = tokio::time::Instant::now();
         if scan(&receivers, db.as_ref(), since, &mut settled).await > 0 {
             queued.notify_waiters();
         }
@@ -178,26 +198,37 @@ async fn scan(
     since: i64,
     settled: &mut HashSet<String>,
 ) -> usize {
-    let Ok(rows) = db
-        .workflows(WorkflowQuery {
-            subject: None,
-            live_only: false,
-            limit: 50,
-        })
-        .await
-    else {
+    // Every live deployment (a canary may wait for hours) and the most recent others.
+    let query = |live_only, limit| WorkflowQuery {
+        subject: None,
+        live_only,
+        limit,
+    };
+    let (Ok(live), Ok(recent)) = (
+        db.workflows(query(true, 10_000)).await,
+        db.workflows(query(false, 50)).await,
+    ) else {
         return 0;
     };
+    let mut rows = live;
+    for r in recent {
+        if !rows.iter().any(|l| l.id == r.id) {
+            rows.push(r);
+        }
+    }
+    // Oldest first: one scan's rows reach a receiver in the order things happened.
+    rows.sort_by_key(|r| r.created_at);
     let mut out = Vec::new();
+    let mut ended = Vec::new();
     for row in rows {
         if settled.contains(&row.id) {
             continue;
         }
-        let terminal = row.status.is_terminal();
+        let over = !row.status.is_live();
         let Ok(v) = view::of_row(db, row).await else {
             continue;
         };
-        if terminal && v.completed_at.is_some_and(|t| t < since) {
+        if over && v.completed_at.unwrap_or(v.created_at) < since {
             settled.insert(v.id.clone());
             continue;
         }
@@ -222,14 +253,22 @@ async fn scan(
                 });
             }
         }
-        if terminal {
-            settled.insert(v.id.clone());
+        if over {
+            ended.push(v.id.clone());
         }
     }
     if out.is_empty() {
+        settled.extend(ended);
         return 0;
     }
-    db.enqueue(out).await.unwrap_or(0)
+    match db.enqueue(out).await {
+        Ok(n) => {
+            // Only once their notifications are in the outbox.
+            settled.extend(ended);
+            n
+        }
+        Err(_) => 0,
+    }
 }
 
 /// A deployment's transitions so far, in the order they happened: `(mark, event, body)`.
@@ -288,8 +327,10 @@ fn transitions(
         ),
     ));
     for t in v.targets.iter().filter(|t| t.state.is_failed()) {
+        // A retry is a new step (its attempts count from 1 again): the attempts recorded so far
+        // tell one failure from the next.
         out.push((
-            format!("target-failed:{}:{}", t.name, t.attempt),
+            format!("target-failed:{}:{}", t.name, t.attempts.len()),
             "target-failed",
             body(
                 "target-failed",
@@ -307,9 +348,17 @@ fn transitions(
             .phase
             .as_ref()
             .map_or_else(|| v.state.as_str().to_owned(), ToString::to_string);
-        let attempts: u32 = v.targets.iter().map(|t| t.attempt).sum();
+        // Where it waits (batch or canary step, not a weight an operator moves while it
+        // waits), and how far it got: each new wait is one notification.
+        let at = match &v.phase {
+            Some(crate::deploy::state::Phase::AwaitingDecision { batch, .. }) => *batch,
+            Some(crate::deploy::state::Phase::Paused { before, .. }) => *before,
+            Some(crate::deploy::state::Phase::Canary { step, .. }) => *step,
+            _ => 0,
+        };
+        let attempts: usize = v.targets.iter().map(|t| t.attempts.len()).sum();
         out.push((
-            format!("waiting:{phase}:{attempts}"),
+            format!("waiting:{}:{at}:{attempts}", v.state.as_str()),
             "waiting",
             body(
                 "waiting",
@@ -319,7 +368,7 @@ fn transitions(
             ),
         ));
     }
-    if v.status.is_terminal() {
+    if !v.status.is_live() {
         let ending: Option<(&'static str, WhoWhy)> = match v.state {
             DeploymentState::Deployed | DeploymentState::DeployedWithSkips
                 if v.kind == Kind::Canary =>
@@ -373,7 +422,10 @@ async fn send_loop(
         let now = crate::sys::now_ms();
         // The oldest undelivered first, due or not: a later one never overtakes one that waits
         // for its retry.
-        let queue = db.undelivered(&r.name, 100).await.unwrap_or_default();
+        let queue = db
+            .undelivered(&r.name, MAX_ATTEMPTS, 100)
+            .await
+            .unwrap_or_default();
         for row in queue {
             if row.attempts >= MAX_ATTEMPTS {
                 continue;
@@ -416,13 +468,13 @@ async fn send_loop(
         }
         if stop {
             // Shutting down: go on until the queue is empty (finish() bounds how long).
-            let pending = db.undelivered(&r.name, 1).await.unwrap_or_default();
+            let pending = db
+                .undelivered(&r.name, MAX_ATTEMPTS, 1)
+                .await
+                .unwrap_or_default();
             let Some(next) = pending.first() else {
                 return;
             };
-            if next.attempts >= MAX_ATTEMPTS {
-                return;
-            }
             let wait = (next.next_at - crate::sys::now_ms()).clamp(10, 1000);
             tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(10))).await;
             continue;
@@ -452,7 +504,9 @@ async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Resu
         bytes::Bytes::from(row.body.clone()),
         r.timeout,
     )
-    .await?;
+    .await
+    // A webhook URL may carry its token in the path: errors name only scheme and host.
+    .map_err(|e| e.replace(&r.url, &shown_url(&r.url)))?;
     if (200..300).contains(&status) {
         Ok(())
     } else {
@@ -465,6 +519,18 @@ async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Resu
                 format!(": {}", crate::deploy::probe::tail(text.trim(), 200))
             }
         ))
+    }
+}
+
+/// `https://chat.internal/…`: a receiver's URL as errors and logs show it.
+fn shown_url(url: &str) -> String {
+    match url.parse::<http::Uri>() {
+        Ok(u) => format!(
+            "{}://{}/…",
+            u.scheme_str().unwrap_or("http"),
+            u.authority().map_or("?", |a| a.as_str())
+        ),
+        Err(_) => "the receiver's URL".into(),
     }
 }
 

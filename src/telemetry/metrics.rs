@@ -324,6 +324,8 @@ pub async fn serve(
     Ok(tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // Out of descriptors, say: wait a little rather than spin.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             };
             let db = db.clone();
@@ -333,9 +335,12 @@ pub async fn serve(
                     async move { respond(&req, db.as_ref()).await }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
+                // A scraper that connects and says nothing is dropped after a while.
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(30),
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service),
+                )
+                .await;
             });
         }
     }))

@@ -424,15 +424,21 @@ impl Records for SqliteStore {
         .await
     }
 
-    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+    async fn undelivered(
+        &self,
+        receiver: &str,
+        max_attempts: u32,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
         let receiver = receiver.to_owned();
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at \
-                 FROM outbox WHERE delivered_at IS NULL AND receiver = ?1 ORDER BY id LIMIT ?2",
+                 FROM outbox WHERE delivered_at IS NULL AND receiver = ?1 AND attempts < ?3 \
+                 ORDER BY id LIMIT ?2",
             )?;
             let rows = stmt
-                .query_map(params![receiver, limit], |r| {
+                .query_map(params![receiver, limit, max_attempts], |r| {
                     Ok(OutboxRow {
                         id: r.get(0)?,
                         receiver: r.get(1)?,
