@@ -116,6 +116,24 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
                 "{name}: its cut-off call had finished; current_release reconciles it without \
                  running it again: {attempts:?}"
             );
+        } else if before.started.contains(&key) && reconciles && attempts.len() == 1 {
+            // Killed between writing its version and its ledger's `done` (its process dies with
+            // the engine): current_release saw the version live and the engine said so.
+            let target = name.rsplit(':').next().unwrap_or(name);
+            let said: i64 = fx
+                .db()
+                .query_row(
+                    "SELECT COUNT(*) FROM logs WHERE message LIKE ?1",
+                    [format!(
+                        "{target}: a crash cut its call off after % had finished it%"
+                    )],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                said, 1,
+                "{name} ran once but was not reconciled: {attempts:?}"
+            );
         } else if before.started.contains(&key) {
             assert_eq!(
                 attempts.len(),
