@@ -56,7 +56,7 @@ const STORE_QUEUE: usize = 100_000;
 /// Every log line: to subscribers (lossy: a slow one counts what it missed) and, batched, to
 /// the database. Neither ever makes the writer wait, and memory stays bounded.
 pub struct LogHub {
-    lines: broadcast::Sender<LogLine>,
+    lines: broadcast::Sender<Arc<LogLine>>,
     to_store: mpsc::Sender<LogLine>,
     unstored: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -70,8 +70,9 @@ impl LogSink for LogHub {
         }
         line.attrs.values_mut().for_each(redact_value);
         crate::telemetry::logfile::write(&line);
+        // Shared, not copied, with every reader: a flooding plugin's lines cost one copy.
         if self.lines.receiver_count() > 0 {
-            let _ = self.lines.send(line.clone());
+            let _ = self.lines.send(Arc::new(line.clone()));
         }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.to_store.try_send(line) {
             self.unstored
@@ -116,7 +117,7 @@ impl LogHub {
     }
 
     /// Log lines from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<LogLine> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LogLine>> {
         self.lines.subscribe()
     }
 }
@@ -455,13 +456,13 @@ impl Engine {
     }
 
     /// Log lines from now on.
-    pub fn logs(&self) -> broadcast::Receiver<LogLine> {
+    pub fn logs(&self) -> broadcast::Receiver<Arc<LogLine>> {
         self.logs.subscribe()
     }
 
     /// The channel every log line passes through, for a subscriber that wants to know how many
     /// lines it missed when it falls behind.
-    pub fn log_channel(&self) -> broadcast::Sender<LogLine> {
+    pub fn log_channel(&self) -> broadcast::Sender<Arc<LogLine>> {
         self.logs.lines.clone()
     }
 

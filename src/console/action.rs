@@ -90,7 +90,7 @@ pub enum Action {
     /// A new snapshot from the engine.
     Snapshot(Arc<Snapshot>),
     /// A log line.
-    Log(LogLine),
+    Log(std::sync::Arc<LogLine>),
     /// Log lines the console could not keep up with.
     LogsDropped(u64),
     /// A deployment's log lines from before the console opened, oldest first.

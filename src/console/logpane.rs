@@ -94,7 +94,7 @@ fn contains_ignore_case(hay: &str, needle: &str) -> bool {
 /// The pane.
 #[derive(Debug, Clone)]
 pub struct LogPane {
-    lines: VecDeque<LogLine>,
+    lines: VecDeque<std::sync::Arc<LogLine>>,
     capacity: usize,
     /// Lines the console could not keep up with (the broadcast dropped them).
     pub dropped: u64,
@@ -123,7 +123,8 @@ impl LogPane {
     }
 
     /// Adds a line; a scrolled-back view stays where it is (until the lines it shows age out).
-    pub fn push(&mut self, line: LogLine) {
+    pub fn push(&mut self, line: impl Into<std::sync::Arc<LogLine>>) {
+        let line = line.into();
         if self.lines.len() == self.capacity {
             self.lines.pop_front();
         }
@@ -139,13 +140,13 @@ impl LogPane {
         let room = self.capacity.saturating_sub(self.lines.len());
         let skip = older.len().saturating_sub(room);
         for l in older[skip..].iter().rev() {
-            self.lines.push_front(l.clone());
+            self.lines.push_front(std::sync::Arc::new(l.clone()));
         }
     }
 
     /// Every line held, oldest first (a target's detail reads its own).
     pub fn lines(&self) -> impl Iterator<Item = &LogLine> {
-        self.lines.iter()
+        self.lines.iter().map(|l| &**l)
     }
 
     /// Lines held.
@@ -170,6 +171,7 @@ impl LogPane {
             .lines
             .iter()
             .rev()
+            .map(|l| &**l)
             .filter(|l| self.filter.matches(l))
             .collect();
         let skip = self.offset.min(matching.len().saturating_sub(height));

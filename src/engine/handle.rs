@@ -158,7 +158,7 @@ pub struct EngineHandle {
     /// The latest snapshot.
     pub snapshot: watch::Receiver<Arc<Snapshot>>,
     /// Log lines.
-    pub logs: broadcast::Sender<LogLine>,
+    pub logs: broadcast::Sender<Arc<LogLine>>,
     /// Log lines written before the console opened, when it asks for them.
     pub history: broadcast::Sender<LogHistory>,
     task: tokio::task::JoinHandle<Option<Engine>>,
@@ -260,7 +260,7 @@ struct Actor {
     next_notice: u64,
     seq: u64,
     snap: watch::Sender<Arc<Snapshot>>,
-    logs: broadcast::Sender<LogLine>,
+    logs: broadcast::Sender<Arc<LogLine>>,
     /// The newest stored log line when this console opened: later ones reach it live.
     log_cursor: i64,
     /// Lines up to here are history; later ones arrived live.
@@ -501,7 +501,7 @@ impl Actor {
         };
         for l in lines {
             self.log_cursor = l.id;
-            let _ = self.logs.send(line_of(l));
+            let _ = self.logs.send(Arc::new(line_of(l)));
         }
     }
 

@@ -482,7 +482,7 @@ fn app_with(extra: Vec<DeploymentView>, id: &str) -> App {
     let mut app = App::new(false, NOW);
     app.update(Action::Snapshot(Arc::new(snap)));
     for l in logs() {
-        app.update(Action::Log(l));
+        app.update(Action::Log(l.into()));
     }
     open(app, id)
 }
@@ -501,7 +501,7 @@ pub fn app_on_home() -> App {
     let mut app = App::new(false, NOW);
     app.update(Action::Snapshot(Arc::new(snapshot())));
     for l in logs() {
-        app.update(Action::Log(l));
+        app.update(Action::Log(l.into()));
     }
     app
 }

@@ -23,8 +23,9 @@ pub struct Parsed {
 /// `panic:` line every plain line is an error.
 pub fn parse(line: &str, in_panic: &mut bool) -> Parsed {
     let trimmed = line.trim_end();
+    // Straight into the attributes' map (no intermediate JSON object to copy from).
     if trimmed.starts_with('{')
-        && let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(trimmed)
+        && let Ok(mut map) = serde_json::from_str::<BTreeMap<String, Value>>(trimmed)
     {
         let text = |v: Option<Value>| match v {
             Some(Value::String(s)) => Some(s),
@@ -39,7 +40,7 @@ pub fn parse(line: &str, in_panic: &mut bool) -> Parsed {
         return Parsed {
             level,
             message,
-            attrs: map.into_iter().collect(),
+            attrs: map,
         };
     }
     for (prefix, level) in [
