@@ -23,6 +23,10 @@ use manent::operator::Operator;
 use manent::plugin::{Logger, Request, Secrets, Target, for_each_target};
 use manent::workflow::Synchronous;
 
+// What ships: manent's binary allocates with jemalloc.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const TARGETS: usize = 10_000;
 const PARALLELISM: u32 = 100;
 

@@ -34,6 +34,10 @@ use manent::plugin::external::{ExternalSpec, Host, Remote};
 use manent::plugin::logger::Discard;
 use manent::plugin::{Artifact, Deployer, Request, Secrets, Target};
 
+// What ships: manent's binary allocates with jemalloc.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Cold starts per round (their median is the round's figure).
 const STARTS: usize = 3;
 

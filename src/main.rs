@@ -6,6 +6,15 @@ use clap::Parser;
 use manent::cli::{Cli, Command, Out, exit};
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc: with glibc's allocator, malloc and free were a third of the host's CPU on a flooding
+/// plugin's lines (many threads allocating and freeing small strings). jemalloc took 90-105k
+/// lines/s to 114-127k, the plugin's slowdown from 2.9-4.0x to 2.2-2.7x, and the flood's peak
+/// memory from 84-99 MiB to 52-63 MiB (`MANENT_BENCH_ONLY=flood cargo bench --bench console`),
+/// with the engine benchmark's memory unchanged (mimalloc, tried too, was as fast but kept
+/// 50 % more memory).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::PluginServe { name } = &cli.command
