@@ -44,6 +44,9 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+#[path = "../tests/support/go.rs"]
+mod go;
+
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");
 const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 
@@ -534,6 +537,33 @@ async fn log_flood() {
             peak,
             peak - rss_before
         );
+        // The anchor: go-plugin's own host reading the same flood from the same plugin.
+        if let Some(go) = go::go_fixture() {
+            let ledger = dir.path().join("go-ledger");
+            let out = std::process::Command::new(&go.host)
+                .arg(FIXTURE_PLUGIN)
+                .args(["flood", &n.to_string()])
+                .arg(&ledger)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let text = std::fs::read_to_string(&ledger).unwrap_or_default();
+            if let Some(line) = text.lines().find_map(|l| l.strip_prefix("logged ")) {
+                let (go_us, go_longest) = two_numbers(line.split_once(' ').unwrap().1);
+                println!(
+                    "    through go-plugin's own host: {:.0} ms ({:.2}x the bare pipe; manent \
+                     {:.2}x of it), the longest any line waited {:.1} ms",
+                    go_us as f64 / 1000.0,
+                    go_us as f64 / unhindered as f64,
+                    wrote_us as f64 / go_us as f64,
+                    go_longest as f64 / 1000.0
+                );
+            }
+        }
         if let Some(engine) = h.close().await {
             engine.shutdown().await;
         }
