@@ -147,6 +147,26 @@ fn context(plugin: &PluginHandle, t: &PlannedTarget, e: &crate::plugin::PluginEr
     }
 }
 
+/// The plugin's answer for target `t` of a one-target call, its error named with the plugin and
+/// the target.
+fn this_target(
+    plugin: &PluginHandle,
+    t: &PlannedTarget,
+    result: Result<crate::plugin::DeployResult, crate::plugin::PluginError>,
+) -> Result<crate::plugin::TargetResult, StepError> {
+    let result = result.map_err(|e| {
+        let what = context(plugin, t, &e);
+        StepError::from(e.context(what))
+    })?;
+    result
+        .targets
+        .into_iter()
+        .find(|r| r.host == t.host)
+        .ok_or_else(|| {
+            StepError::Retryable(format!("{} returned no result for {}", plugin.name, t.name))
+        })
+}
+
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -198,17 +218,7 @@ async fn deploy_call(
     {
         return Ok(done);
     }
-    let result = plugin.deployer.deploy(&req).await.map_err(|e| {
-        let what = context(plugin, t, &e);
-        StepError::from(e.context(what))
-    })?;
-    let r = result
-        .targets
-        .into_iter()
-        .find(|r| r.host == t.host)
-        .ok_or_else(|| {
-            StepError::Retryable(format!("{} returned no result for {}", plugin.name, t.name))
-        })?;
+    let r = this_target(plugin, t, plugin.deployer.deploy(&req).await)?;
     match r.status {
         TargetStatus::Deployed | TargetStatus::Unchanged => {
             let version = &spec.artifact.version;
@@ -348,17 +358,7 @@ pub async fn candidate_target(
     let (mut req, _open) = target_request(env, spec, wf, t, &info);
     req.traffic = traffic;
     let started = Instant::now();
-    let result = slots.deploy_candidate(&req).await.map_err(|e| {
-        let what = context(plugin, t, &e);
-        StepError::from(e.context(what))
-    })?;
-    let r = result
-        .targets
-        .into_iter()
-        .find(|r| r.host == t.host)
-        .ok_or_else(|| {
-            StepError::Retryable(format!("{} returned no result for {}", plugin.name, t.name))
-        })?;
+    let r = this_target(plugin, t, slots.deploy_candidate(&req).await)?;
     match r.status {
         TargetStatus::Deployed | TargetStatus::Unchanged => Ok((
             TargetDone {
