@@ -216,7 +216,7 @@ pub struct DeployArgs {
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     /// Go through a deploy lock (a break-glass, journaled; needs --reason).
     #[arg(long, requires = "reason")]
@@ -241,7 +241,7 @@ pub struct RollbackArgs {
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     /// Go through a deploy lock (a break-glass, journaled; needs --reason).
     #[arg(long, requires = "reason")]
@@ -262,7 +262,7 @@ pub struct TestArgs {
     #[arg(long, short = 'y')]
     pub yes: bool,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     /// Also print info-level log lines on stderr (the hooks' output).
     #[arg(long, short = 'v')]
@@ -279,7 +279,7 @@ pub struct LockArgs {
     /// The environment.
     pub env: String,
     /// Why: shown to whoever is refused.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: String,
     /// For how long (`30m`, `2h`); without it, until `manent unlock`.
     #[arg(long = "for", value_parser = humantime::parse_duration)]
@@ -299,10 +299,26 @@ pub struct UnlockArgs {
     /// The environment.
     pub env: String,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
+}
+
+/// A reason, the one text an operator writes that others read in their terminals (the journal,
+/// a lock's refusal, notifications): one line of printable text, no escape sequences.
+fn one_line(s: &str) -> Result<String, String> {
+    if s.chars().any(char::is_control) {
+        return Err(
+            "a reason is one line of printable text: no line breaks, tabs or escape \
+                    sequences"
+                .into(),
+        );
+    }
+    if s.chars().count() > 500 {
+        return Err("a reason is at most 500 characters".into());
+    }
+    Ok(s.to_owned())
 }
 
 /// `status`
@@ -338,7 +354,7 @@ pub struct ControlArgs {
     /// The deployment id.
     pub deployment: String,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     /// Also print info-level log lines on stderr (resume).
     #[arg(long, short = 'v')]
@@ -355,7 +371,7 @@ pub struct RetryArgs {
     /// Only these failed targets (default: every failed one).
     pub targets: Vec<String>,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     /// Also print info-level log lines on stderr.
     #[arg(long, short = 'v')]
@@ -373,7 +389,7 @@ pub struct PromoteArgs {
     #[arg(long)]
     pub full: bool,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
@@ -387,7 +403,7 @@ pub struct WeightArgs {
     /// Percentage of traffic for the candidate, 0 to 100.
     pub weight: u32,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
@@ -401,7 +417,7 @@ pub struct SkipArgs {
     /// The target to leave out.
     pub target: String,
     /// Why, for the audit journal.
-    #[arg(long)]
+    #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,

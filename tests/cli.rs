@@ -786,3 +786,37 @@ fn status_watch_prints_a_line_per_change_and_exits_with_the_deployments_code() {
     // --watch needs a deployment.
     assert_eq!(fx.run(&["status", "--watch"]).status.code(), Some(2));
 }
+
+#[test]
+fn escape_sequences_a_plugin_prints_are_shown_not_obeyed() {
+    let app = r#"application: api
+artifact: {version: "1"}
+deploy:
+  plugin: exec
+  params:
+    deploy: |
+      printf '\033[2J\033]0;owned\007cleared your screen\n' >&2
+      exit 1
+max_retries: 0
+environments:
+  prod:
+    targets: [{name: a}]
+"#;
+    let fx = Fixture::new("", &[("api", app)]);
+    let out = fx.run(&["deploy", "api", "prod", "--yes", "-v"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        assert!(
+            !bytes.contains(&0x1b) && !bytes.contains(&0x07),
+            "a raw control byte on {name}"
+        );
+    }
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        all.contains(r"\u{1b}[2J") && all.contains("cleared your screen"),
+        "{all}"
+    );
+    let id = fx.deployments().pop().unwrap();
+    let status = fx.run(&["status", &id]);
+    assert!(!status.stdout.contains(&0x1b), "{}", text(&status.stdout));
+}

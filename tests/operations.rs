@@ -29,6 +29,14 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     // A lock needs a reason; an unknown environment is named.
     let out = fx.run(&["lock", "web", "prod"]);
     assert_eq!(out.status.code(), Some(2));
+    // A reason others will read in their terminals carries no escape sequences.
+    let out = fx.run(&["lock", "web", "prod", "--reason", "\u{1b}[2Jgotcha"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("one line of printable text"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = fx.run(&["lock", "web", "qa", "--reason", "x"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("qa"), "{}", text(&out.stderr));

@@ -40,9 +40,10 @@ impl Out {
         }
     }
 
-    /// A line of result on stdout.
+    /// A line of result on stdout (control characters shown, never obeyed: a plugin's message
+    /// or another operator's text must not drive the reader's terminal).
     pub fn line(&mut self, s: impl AsRef<str>) {
-        let _ = writeln!(self.stdout, "{}", s.as_ref());
+        let _ = writeln!(self.stdout, "{}", printable(s.as_ref()));
         let _ = self.stdout.flush();
     }
 
@@ -52,9 +53,9 @@ impl Out {
         let _ = self.stdout.flush();
     }
 
-    /// A line of progress or error on stderr.
+    /// A line of progress or error on stderr (control characters shown, never obeyed).
     pub fn note(&mut self, s: impl AsRef<str>) {
-        let _ = writeln!(self.stderr, "{}", s.as_ref());
+        let _ = writeln!(self.stderr, "{}", printable(s.as_ref()));
         let _ = self.stderr.flush();
     }
 
@@ -70,6 +71,24 @@ impl Out {
     pub fn error(&mut self, s: impl std::fmt::Display) {
         self.note(format!("manent: {s}"));
     }
+}
+
+/// `s` with control characters other than line breaks and tabs written out (`\u{1b}`), so an
+/// escape sequence in a plugin's output or a stored text is read, not run by the terminal.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Loads the configuration (and `-f FILE`), printing errors.

@@ -60,20 +60,7 @@ pub async fn run_tests(run: &Run<'_>, vars: &Vars) -> Result<Vec<(String, bool)>
     let of = u32::try_from(hooks.len()).unwrap_or(u32::MAX);
     let mut out = Vec::new();
     for (i, h) in hooks.iter().enumerate() {
-        let phase = Phase::Hook {
-            event,
-            name: h.name.clone(),
-            index: u32::try_from(i + 1).unwrap_or(u32::MAX),
-            of,
-        };
-        run.ctx
-            .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[()]))])
-            .await?;
-        let before = if h.deletes(DeletePolicy::BeforeHookCreation) {
-            delete(run, event, h, DeletePolicy::BeforeHookCreation, vars).await?
-        } else {
-            None
-        };
+        let before = begin(run, event, h, (i, of), vars).await?;
         let passed = match before {
             Some(d) if !d.ok => false,
             _ => run_hook(run, event, h, vars).await?.is_ok(),
@@ -151,20 +138,7 @@ pub async fn run_event(run: &Run<'_>, event: Event, vars: &Vars) -> Result<Ran, 
     let of = u32::try_from(hooks.len()).unwrap_or(u32::MAX);
     let mut succeeded: Vec<&Hook> = Vec::new();
     for (i, h) in hooks.iter().enumerate() {
-        let phase = Phase::Hook {
-            event,
-            name: h.name.clone(),
-            index: u32::try_from(i + 1).unwrap_or(u32::MAX),
-            of,
-        };
-        run.ctx
-            .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[()]))])
-            .await?;
-        let before = if h.deletes(DeletePolicy::BeforeHookCreation) {
-            delete(run, event, h, DeletePolicy::BeforeHookCreation, vars).await?
-        } else {
-            None
-        };
+        let before = begin(run, event, h, (i, of), vars).await?;
         let result = match before {
             Some(d) if !d.ok => Err(format!(
                 "its delete command, run before it ({}), failed: {}{}",
@@ -430,6 +404,31 @@ async fn kind(
 }
 
 /// The hook's `delete:` command under `policy`, as a step of its own (never a failing one).
+/// Hook `h`, number `i` (from 0) of `of` at `event`, is about to run: the phase says so, and its
+/// `before-hook-creation` delete runs first (its result, if it has one).
+async fn begin(
+    run: &Run<'_>,
+    event: Event,
+    h: &Hook,
+    (i, of): (usize, u32),
+    vars: &Vars,
+) -> Result<Option<DeleteRun>, Stop> {
+    let phase = Phase::Hook {
+        event,
+        name: h.name.clone(),
+        index: u32::try_from(i + 1).unwrap_or(u32::MAX),
+        of,
+    };
+    run.ctx
+        .set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[()]))])
+        .await?;
+    if h.deletes(DeletePolicy::BeforeHookCreation) {
+        delete(run, event, h, DeletePolicy::BeforeHookCreation, vars).await
+    } else {
+        Ok(None)
+    }
+}
+
 async fn delete(
     run: &Run<'_>,
     event: Event,
