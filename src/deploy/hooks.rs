@@ -359,10 +359,13 @@ async fn kind(
         HookKind::Wait(w) => {
             let deadline = Instant::now() + h.timeout;
             let mut polls = 0u32;
+            let mut said: Option<String> = None;
             loop {
                 polls += 1;
                 let left = deadline.saturating_duration_since(Instant::now());
-                let each = left.min(w.interval.max(Duration::from_secs(5)));
+                let full = w.interval.max(Duration::from_secs(5));
+                let each = left.min(full);
+                let polled = Instant::now();
                 let (ready, last) = match &w.check {
                     WaitCheck::Url { url, status } => {
                         match probe::request("GET", url, &[], each).await {
@@ -387,6 +390,13 @@ async fn kind(
                     log.info(&format!("ready after {polls} poll(s): {last}"));
                     return Ok((format!("ready after {polls} poll(s)"), last));
                 }
+                // A poll that ran out of the little time the deadline left it says less than
+                // the answer before it.
+                let cut_off = each < full && polled.elapsed() >= each;
+                let last = match said.take() {
+                    Some(before) if cut_off => before,
+                    _ => last,
+                };
                 if Instant::now() + w.interval >= deadline {
                     return Err(StepError::Retryable(format!(
                         "not ready within {} ({polls} polls); last: {last}",
@@ -397,6 +407,7 @@ async fn kind(
                     "not ready yet ({last}); polling again in {}",
                     humantime::format_duration(w.interval)
                 ));
+                said = Some(last);
                 tokio::time::sleep(w.interval).await;
             }
         }
