@@ -11,7 +11,7 @@
 //! `cargo bench --bench plugins` (needs Go for the anchor; without it only manent's figures).
 //! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000); for profiling
 //! manent's side alone, `MANENT_BENCH_MODES=single` (or `batch100`, `concurrent100`, comma
-//! separated) and `MANENT_BENCH_ANCHOR=0`.
+//! separated), `MANENT_BENCH_PLUGIN=go` (or `rust`) and `MANENT_BENCH_ANCHOR=0`.
 
 #![allow(
     clippy::unwrap_used,
@@ -261,12 +261,16 @@ fn main() {
     );
     let anchor = std::env::var("MANENT_BENCH_ANCHOR").map_or(true, |v| v != "0");
     let modes = std::env::var("MANENT_BENCH_MODES").unwrap_or_default();
-    let go = go::go_fixture().filter(|_| anchor);
+    let only = std::env::var("MANENT_BENCH_PLUGIN").unwrap_or_default();
+    let go = go::go_fixture();
     let mut plugins: Vec<(&str, std::path::PathBuf)> = Vec::new();
-    if let Some(g) = &go {
+    if let Some(g) = go.as_ref().filter(|_| only != "rust") {
         plugins.push(("Go plugin", g.plugin.clone()));
     }
-    plugins.push(("Rust SDK plugin", rust_plugin.to_owned()));
+    if only != "go" {
+        plugins.push(("Rust SDK plugin", rust_plugin.to_owned()));
+    }
+    let go = go.filter(|_| anchor);
     for mode in [Mode::Single, Mode::Batch100, Mode::Concurrent100] {
         if !modes.is_empty() && !modes.split(',').any(|m| m == mode.arg()) {
             continue;

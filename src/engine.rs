@@ -57,7 +57,7 @@ const STORE_QUEUE: usize = 100_000;
 /// the database. Neither ever makes the writer wait, and memory stays bounded.
 pub struct LogHub {
     lines: broadcast::Sender<Arc<LogLine>>,
-    to_store: mpsc::Sender<LogLine>,
+    to_store: mpsc::Sender<Arc<LogLine>>,
     unstored: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -70,9 +70,10 @@ impl LogSink for LogHub {
         }
         line.attrs.values_mut().for_each(redact_value);
         crate::telemetry::logfile::write(&line);
-        // Shared, not copied, with every reader: a flooding plugin's lines cost one copy.
+        // Shared, not copied, with every reader and the database's writer.
+        let line = Arc::new(line);
         if self.lines.receiver_count() > 0 {
-            let _ = self.lines.send(Arc::new(line.clone()));
+            let _ = self.lines.send(line.clone());
         }
         if let Err(mpsc::error::TrySendError::Full(_)) = self.to_store.try_send(line) {
             self.unstored
@@ -90,16 +91,16 @@ impl LogHub {
 
     fn with_queue(store: Arc<dyn Db>, queue: usize) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
         let (lines, _) = broadcast::channel(16_384);
-        let (to_store, mut rx) = mpsc::channel::<LogLine>(queue);
+        let (to_store, mut rx) = mpsc::channel::<Arc<LogLine>>(queue);
         let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let missed = unstored.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
             while rx.recv_many(&mut batch, 2048).await > 0 {
-                let mut rows: Vec<LogRecord> = batch.drain(..).map(record).collect();
+                let mut rows: Vec<LogRecord> = batch.drain(..).map(|l| record(&l)).collect();
                 let n = missed.swap(0, std::sync::atomic::Ordering::Relaxed);
                 if n > 0 {
-                    rows.push(record(unstored_line(n)));
+                    rows.push(record(&unstored_line(n)));
                 }
                 if let Err(e) = store.append_logs(rows).await {
                     tracing::warn!(error = %e, "log lines could not be stored");
@@ -156,7 +157,7 @@ fn redact_value(v: &mut serde_json::Value) {
 }
 
 /// A log line as stored (already redacted by the hub).
-fn record(l: LogLine) -> LogRecord {
+fn record(l: &LogLine) -> LogRecord {
     let attrs = if l.attrs.is_empty() {
         None
     } else {
@@ -164,12 +165,12 @@ fn record(l: LogLine) -> LogRecord {
     };
     LogRecord {
         id: 0,
-        workflow_id: l.deployment_id,
+        workflow_id: l.deployment_id.clone(),
         at: l.at,
         level: l.level.as_str().into(),
-        source: l.source,
-        target: l.target,
-        message: l.message,
+        source: l.source.clone(),
+        target: l.target.clone(),
+        message: l.message.clone(),
         attrs,
     }
 }
