@@ -7,6 +7,7 @@
 pub mod ctx;
 pub mod error;
 pub mod lease;
+pub mod postgres;
 pub mod retry;
 pub mod runtime;
 pub mod schema;
@@ -16,6 +17,7 @@ pub mod store;
 pub use ctx::{Observer, Shutdown, StepEvent, StepInfo, WfCtx};
 pub use error::{FailureKind, Interrupt, StepError, StepFailure, StepResult, StoreError};
 pub use lease::{Lease, LeaseError};
+pub use postgres::PostgresStore;
 pub use retry::RetryPolicy;
 pub use runtime::{RunOutcome, Runtime, RuntimeEvent, WorkflowDef, WorkflowFn};
 pub use schema::Synchronous;

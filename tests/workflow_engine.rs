@@ -1,29 +1,33 @@
 #![allow(
     clippy::unwrap_used,
+    clippy::print_stderr,
     reason = "test code: a failed unwrap is a failed test"
 )]
 
 //! The durable engine in-process: steps commit before the workflow moves on, replay returns
 //! recorded results, retries follow the policy, permanent errors are not retried, the mailbox is
-//! idempotent and consumed once, and sleeps are durable.
+//! idempotent and consumed once, and sleeps are durable. One suite, two stores: every test runs
+//! on SQLite and on a real PostgreSQL (`mod sqlite`, `mod postgres` at the end).
 
-use std::sync::Arc;
+#[path = "support/postgres.rs"]
+mod pg;
+
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::FutureExt;
-use manent::workflow::sqlite::Extension;
 use manent::workflow::store::{Message, NewWorkflow, Record, SendRequest, Sent, WorkflowStatus};
 use manent::workflow::{
-    Interrupt, RetryPolicy, RunOutcome, Runtime, SqliteStore, StepError, Store, StoreError,
-    Synchronous, WorkflowDef,
+    Interrupt, PostgresStore, RetryPolicy, RunOutcome, Runtime, SqliteStore, StepError, Store,
+    StoreError, Synchronous, WorkflowDef,
 };
 
 /// The layer above, as the kernel sees it: a table of its own and records it writes in the
 /// kernel's transactions.
 struct Notes;
 
-impl Extension for Notes {
+impl manent::workflow::sqlite::Extension for Notes {
     fn name(&self) -> &'static str {
         "notes"
     }
@@ -46,6 +50,31 @@ impl Extension for Notes {
     }
 }
 
+#[async_trait::async_trait]
+impl manent::workflow::postgres::Extension for Notes {
+    fn name(&self) -> &'static str {
+        "notes"
+    }
+
+    fn migrations(&self) -> &'static [&'static str] {
+        &["CREATE TABLE notes (id BIGSERIAL PRIMARY KEY, workflow_id TEXT, text TEXT NOT NULL);"]
+    }
+
+    async fn apply(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        workflow_id: Option<&str>,
+        r: &Record,
+    ) -> Result<(), StoreError> {
+        tx.execute(
+            "INSERT INTO notes (workflow_id, text) VALUES ($1, $2)",
+            &[&workflow_id, &r.body.as_str().unwrap_or_default()],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
 fn note(text: &str) -> Record {
     Record {
         kind: "note".into(),
@@ -53,33 +82,97 @@ fn note(text: &str) -> Record {
     }
 }
 
-fn sqlite(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
-    Arc::new(
-        SqliteStore::open(
+/// One PostgreSQL server for the tests of this binary that run at the same time; it stops
+/// when the last of them drops it.
+fn server() -> Option<Arc<pg::Postgres>> {
+    static SHARED: Mutex<Weak<pg::Postgres>> = Mutex::new(Weak::new());
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pg) = shared.upgrade() {
+        return Some(pg);
+    }
+    let pg = Arc::new(pg::Postgres::start()?);
+    *shared = Arc::downgrade(&pg);
+    Some(pg)
+}
+
+/// A test's store, on one backend.
+enum Backend {
+    Sqlite {
+        store: Arc<SqliteStore>,
+        _dir: tempfile::TempDir,
+    },
+    Postgres {
+        store: Arc<PostgresStore>,
+        _server: Arc<pg::Postgres>,
+    },
+}
+
+impl Backend {
+    fn sqlite() -> Option<Backend> {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(
             &dir.path().join("m.db"),
             Synchronous::Full,
             true,
             Arc::new(Notes),
         )
-        .unwrap(),
-    )
-}
-
-fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    sqlite(dir)
-}
-
-async fn notes(store: &SqliteStore) -> Vec<String> {
-    store
-        .read(|c| {
-            let mut stmt = c.prepare("SELECT text FROM notes ORDER BY rowid")?;
-            let rows = stmt
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(rows)
+        .unwrap();
+        Some(Backend::Sqlite {
+            store: Arc::new(store),
+            _dir: dir,
         })
-        .await
-        .unwrap()
+    }
+
+    async fn postgres() -> Option<Backend> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let server = server()?;
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        let url = server.create_db(&name);
+        let store = PostgresStore::open(&url, None, 8, Arc::new(Notes))
+            .await
+            .unwrap();
+        Some(Backend::Postgres {
+            store: Arc::new(store),
+            _server: server,
+        })
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Backend::Sqlite { store: s, .. } => s.clone(),
+            Backend::Postgres { store: s, .. } => s.clone(),
+        }
+    }
+
+    /// The notes the extension wrote, in order.
+    async fn notes(&self) -> Vec<String> {
+        match self {
+            Backend::Sqlite { store: s, .. } => s
+                .read(|c| {
+                    let mut stmt = c.prepare("SELECT text FROM notes ORDER BY rowid")?;
+                    let rows = stmt
+                        .query_map([], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .unwrap(),
+            Backend::Postgres { store: s, .. } => s
+                .client()
+                .await
+                .unwrap()
+                .query("SELECT text FROM notes ORDER BY id", &[])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+        }
+    }
 }
 
 fn new_wf(id: &str, name: &str) -> NewWorkflow {
@@ -104,10 +197,8 @@ fn fast(max_retries: u32) -> RetryPolicy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retries_then_succeeds_and_permanent_fails_after_one_attempt() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir);
+async fn retries_then_succeeds_and_permanent_fails_after_one_attempt(b: Backend) {
+    let store = b.store();
     let calls = Arc::new(AtomicU32::new(0));
     let perm_calls = Arc::new(AtomicU32::new(0));
     let (c, p) = (calls.clone(), perm_calls.clone());
@@ -167,10 +258,8 @@ async fn retries_then_succeeds_and_permanent_fails_after_one_attempt() {
     assert_eq!(attempts, vec![(0, 1), (0, 2), (0, 3), (1, 1)]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exhausted_budget_records_every_attempt_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir);
+async fn exhausted_budget_records_every_attempt_error(b: Backend) {
+    let store = b.store();
     let def = WorkflowDef {
         name: "t".into(),
         version: 1,
@@ -201,11 +290,8 @@ async fn exhausted_budget_records_every_attempt_error() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = sqlite(&dir);
-    let store: Arc<dyn Store> = db.clone();
+async fn mailbox_is_idempotent_by_command_id_and_consumed_once(b: Backend) {
+    let store = b.store();
     let def = WorkflowDef {
         name: "t".into(),
         version: 1,
@@ -266,7 +352,7 @@ async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
     assert_eq!(out["got"], "cmd-1");
     assert_eq!(out["second"], serde_json::Value::Null);
     assert_eq!(
-        notes(&db).await,
+        b.notes().await,
         ["promote"],
         "the command's record committed once, with its delivery"
     );
@@ -277,10 +363,8 @@ async fn mailbox_is_idempotent_by_command_id_and_consumed_once() {
     ));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replay_returns_recorded_results_and_detects_renamed_steps() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir);
+async fn replay_returns_recorded_results_and_detects_renamed_steps(b: Backend) {
+    let store = b.store();
     let runs = Arc::new(AtomicU32::new(0));
     let r2 = runs.clone();
     let first = WorkflowDef {
@@ -331,10 +415,8 @@ async fn replay_returns_recorded_results_and_detects_renamed_steps() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = store(&dir);
+async fn cancel_stops_at_the_next_step_boundary_and_resume_continues(b: Backend) {
+    let store = b.store();
     let gate = Arc::new(tokio::sync::Notify::new());
     let ran = Arc::new(AtomicU32::new(0));
     let (g, r) = (gate.clone(), ran.clone());
@@ -382,3 +464,34 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues() {
     assert_eq!(row.status, WorkflowStatus::Success);
     assert_eq!(ran.load(Ordering::SeqCst), 3);
 }
+
+/// Each test above, once per store.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::sqlite().unwrap()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(b) = super::Backend::postgres().await else { return };
+                    super::$name(b).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    retries_then_succeeds_and_permanent_fails_after_one_attempt,
+    exhausted_budget_records_every_attempt_error,
+    mailbox_is_idempotent_by_command_id_and_consumed_once,
+    replay_returns_recorded_results_and_detects_renamed_steps,
+    cancel_stops_at_the_next_step_boundary_and_resume_continues,
+);

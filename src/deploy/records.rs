@@ -4,6 +4,7 @@
 //! with an engine write (a release with its target's step, a journal entry with the command it
 //! records) travel as [`Record`]s.
 
+mod postgres;
 mod sqlite;
 
 use async_trait::async_trait;
@@ -250,6 +251,21 @@ pub trait Records: Send + Sync {
 pub trait Db: Store + Records {}
 
 impl<T: Store + Records + ?Sized> Db for T {}
+
+/// Connects to the shared PostgreSQL system database at `url` with deploys' tables.
+pub async fn open_postgres(
+    url: &str,
+    password: Option<&str>,
+    pool_size: usize,
+) -> Result<crate::workflow::PostgresStore, StoreError> {
+    crate::workflow::PostgresStore::open(
+        url,
+        password,
+        pool_size,
+        std::sync::Arc::new(DeployRecords),
+    )
+    .await
+}
 
 /// Opens the system database at `path` with deploys' tables.
 pub fn open(

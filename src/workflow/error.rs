@@ -87,6 +87,25 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        let Some(db) = err.as_db_error() else {
+            // No answer from the server: the connection broke, timed out or was refused.
+            return StoreError::Transient(format!("PostgreSQL: {err}"));
+        };
+        let said = match db.constraint() {
+            Some(c) => format!("PostgreSQL: {} (constraint {c})", db.message()),
+            None => format!("PostgreSQL: {}", db.message()),
+        };
+        match &db.code().code()[..2] {
+            // Connection exceptions, insufficient resources, operator intervention (a server
+            // shutting down), lock timeouts, serialization failures and deadlocks: later works.
+            "08" | "53" | "57" | "55" | "40" => StoreError::Transient(said),
+            _ => StoreError::Sql(said),
+        }
+    }
+}
+
 impl From<serde_json::Error> for StoreError {
     fn from(err: serde_json::Error) -> Self {
         StoreError::Sql(format!("stored JSON does not decode: {err}"))

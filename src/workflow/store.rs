@@ -11,6 +11,15 @@ use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
 
+/// Inputs' digest: the same id with other inputs is a different request (B.2).
+pub fn inputs_digest(inputs: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(inputs.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A workflow's lifecycle state (B.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

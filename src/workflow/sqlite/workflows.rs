@@ -1,14 +1,13 @@
 //! Workflow rows: start, claim, recovery, outcome, operator cancel and resume, queries.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use sha2::{Digest, Sha256};
 
 use super::Extension;
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
     Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
-    WorkflowStatus,
+    WorkflowStatus, inputs_digest,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
@@ -61,20 +60,12 @@ fn live_with_dedup(conn: &Connection, key: &str) -> Result<Option<WorkflowRow>, 
     Ok(super::query_row(conn, &sql, [key], row).optional()?)
 }
 
-/// Inputs' digest: the same id with other inputs is a different request (B.2).
-fn digest(inputs: &str) -> String {
-    Sha256::digest(inputs.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 pub fn start(
     conn: &Connection,
     wf: NewWorkflow,
     ext: &dyn Extension,
 ) -> Result<Started, StoreError> {
-    let sha = digest(&wf.inputs);
+    let sha = inputs_digest(&wf.inputs);
     if let Some(existing) = get(conn, &wf.id)? {
         let stored_sha: String = super::query_row(
             conn,

@@ -1,0 +1,360 @@
+//! Workflow rows on PostgreSQL: start, claim, recovery, outcome, operator cancel and resume,
+//! queries. The semantics are SQLite's (`../sqlite/workflows.rs`); each change locks the row.
+
+use deadpool_postgres::{GenericClient, Transaction};
+use tokio_postgres::Row;
+
+use super::{Extension, exec, query, query_opt, u32_at};
+use crate::sys::now_ms;
+use crate::workflow::error::StoreError;
+use crate::workflow::store::{
+    Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
+    WorkflowStatus,
+};
+
+const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
+    executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
+    updated_at, started_at, completed_at";
+
+fn row(r: &Row) -> Result<WorkflowRow, StoreError> {
+    let status: String = r.get(4);
+    Ok(WorkflowRow {
+        id: r.get(0),
+        name: r.get(1),
+        definition_version: u32_at(r, 2),
+        inputs: r.get(3),
+        status: WorkflowStatus::parse(&status)
+            .ok_or_else(|| StoreError::Sql(format!("unknown workflow status {status}")))?,
+        output: r.get(5),
+        error: r.get(6),
+        executor_id: r.get(7),
+        run_token: r.get(8),
+        recovery_attempts: u32_at(r, 9),
+        max_recovery_attempts: u32_at(r, 10),
+        subject: r.get(11),
+        created_at: r.get(12),
+        updated_at: r.get(13),
+        started_at: r.get(14),
+        completed_at: r.get(15),
+    })
+}
+
+/// One workflow row.
+pub async fn get<C: GenericClient>(c: &C, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM workflow_status WHERE workflow_id = $1");
+    query_opt(c, &sql, &[&id])
+        .await?
+        .as_ref()
+        .map(row)
+        .transpose()
+}
+
+/// One workflow row, locked for the rest of the transaction.
+async fn get_locked(tx: &Transaction<'_>, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM workflow_status WHERE workflow_id = $1 FOR UPDATE");
+    query_opt(tx, &sql, &[&id])
+        .await?
+        .as_ref()
+        .map(row)
+        .transpose()
+}
+
+async fn must_get<C: GenericClient>(c: &C, id: &str) -> Result<WorkflowRow, StoreError> {
+    get(c, id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+}
+
+async fn live_with_dedup<C: GenericClient>(
+    c: &C,
+    key: &str,
+) -> Result<Option<WorkflowRow>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM workflow_status WHERE dedup_key = $1 \
+         AND status IN ('ENQUEUED','PENDING')"
+    );
+    query_opt(c, &sql, &[&key])
+        .await?
+        .as_ref()
+        .map(row)
+        .transpose()
+}
+
+pub async fn start(
+    tx: &Transaction<'_>,
+    wf: &NewWorkflow,
+    ext: &dyn Extension,
+) -> Result<Started, StoreError> {
+    let sha = crate::workflow::store::inputs_digest(&wf.inputs);
+    let now = now_ms();
+    let (version, max) = (
+        i64::from(wf.definition_version),
+        i64::from(wf.max_recovery_attempts),
+    );
+    // Engines start workflows concurrently: the insert decides, and a loser reads the winner.
+    // The savepoint keeps the transaction usable after a dedup key's unique violation.
+    let sp = "SAVEPOINT start";
+    tx.batch_execute(sp).await?;
+    let inserted = exec(
+        tx,
+        "INSERT INTO workflow_status (workflow_id, name, definition_version, inputs, \
+         inputs_sha256, status, max_recovery_attempts, dedup_key, subject, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, 'ENQUEUED', $6, $7, $8, $9, $9) \
+         ON CONFLICT (workflow_id) DO NOTHING",
+        &[
+            &wf.id,
+            &wf.name,
+            &version,
+            &wf.inputs,
+            &sha,
+            &max,
+            &wf.dedup_key,
+            &wf.subject,
+            &now,
+        ],
+    )
+    .await;
+    let inserted = match inserted {
+        Ok(n) => n,
+        Err(e) if e.cause().contains("wf_dedup") => {
+            tx.batch_execute("ROLLBACK TO SAVEPOINT start").await?;
+            if let Some(key) = &wf.dedup_key
+                && let Some(live) = live_with_dedup(tx, key).await?
+            {
+                return Ok(Started::Duplicate(live));
+            }
+            return Err(StoreError::Transient(
+                "a deploy of the same application and environment was starting at the same \
+                 moment; retrying"
+                    .into(),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    if inserted == 0 {
+        let existing = must_get(tx, &wf.id).await?;
+        let stored_sha: String = query_opt(
+            tx,
+            "SELECT inputs_sha256 FROM workflow_status WHERE workflow_id = $1",
+            &[&wf.id],
+        )
+        .await?
+        .map(|r| r.get(0))
+        .unwrap_or_default();
+        if existing.name != wf.name || stored_sha != sha {
+            return Err(StoreError::Conflict(format!(
+                "deployment id {} is already used by another {} with different inputs",
+                wf.id, existing.name
+            )));
+        }
+        return Ok(Started::Existing(existing));
+    }
+    for r in &wf.records {
+        ext.apply(tx, Some(&wf.id), r).await?;
+    }
+    Ok(Started::Created)
+}
+
+pub async fn claim(
+    tx: &Transaction<'_>,
+    id: &str,
+    executor: &str,
+    run_token: &str,
+) -> Result<Claim, StoreError> {
+    let now = now_ms();
+    let changed = exec(
+        tx,
+        "UPDATE workflow_status SET status = 'PENDING', executor_id = $1, run_token = $2, \
+         started_at = $3, updated_at = $3, recovery_attempts = recovery_attempts + 1 \
+         WHERE workflow_id = $4 AND status = 'ENQUEUED'",
+        &[&executor, &run_token, &now, &id],
+    )
+    .await?;
+    let claimed = must_get(tx, id).await?;
+    if changed == 0 {
+        // A retry after a lost acknowledgement finds its own claim.
+        let ours = claimed.status == WorkflowStatus::Pending
+            && claimed.run_token.as_deref() == Some(run_token);
+        return Ok(if ours {
+            Claim::Claimed(claimed)
+        } else {
+            Claim::NotClaimable
+        });
+    }
+    if claimed.recovery_attempts > claimed.max_recovery_attempts {
+        exec(
+            tx,
+            "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \
+             completed_at = $1, updated_at = $1 WHERE workflow_id = $2",
+            &[&now, &id],
+        )
+        .await?;
+        return Ok(Claim::DeadLettered(must_get(tx, id).await?));
+    }
+    Ok(Claim::Claimed(claimed))
+}
+
+/// A clean stop of the run holding `run_token`: its claim is not counted as a crash.
+pub async fn stopped<C: GenericClient>(c: &C, id: &str, run_token: &str) -> Result<(), StoreError> {
+    exec(
+        c,
+        "UPDATE workflow_status SET recovery_attempts = GREATEST(recovery_attempts - 1, 0) \
+         WHERE workflow_id = $1 AND run_token = $2 AND status = 'PENDING'",
+        &[&id, &run_token],
+    )
+    .await?;
+    Ok(())
+}
+
+pub async fn recover(tx: &Transaction<'_>) -> Result<Vec<String>, StoreError> {
+    let now = now_ms();
+    exec(
+        tx,
+        "UPDATE step_attempts SET ended_at = $1, outcome = 'interrupted', \
+         error = 'interrupted: the engine stopped during this attempt' WHERE ended_at IS NULL",
+        &[&now],
+    )
+    .await?;
+    exec(
+        tx,
+        "UPDATE workflow_status SET status = 'ENQUEUED', run_token = NULL, started_at = NULL, \
+         updated_at = $1 WHERE status = 'PENDING'",
+        &[&now],
+    )
+    .await?;
+    enqueued(tx).await
+}
+
+pub async fn enqueued<C: GenericClient>(c: &C) -> Result<Vec<String>, StoreError> {
+    Ok(query(
+        c,
+        "SELECT workflow_id FROM workflow_status WHERE status = 'ENQUEUED' \
+         ORDER BY priority, created_at, workflow_id",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|r| r.get(0))
+    .collect())
+}
+
+pub async fn finish(
+    tx: &Transaction<'_>,
+    id: &str,
+    run_token: &str,
+    out: Outcome,
+) -> Result<Finished, StoreError> {
+    let (status, output, error) = match out {
+        Outcome::Success(o) => (WorkflowStatus::Success, Some(o), None),
+        Outcome::Error(e) => (WorkflowStatus::Error, None, Some(e)),
+    };
+    let now = now_ms();
+    let changed = exec(
+        tx,
+        "UPDATE workflow_status SET status = $1, output = $2, error = $3, completed_at = $4, \
+         updated_at = $4 WHERE workflow_id = $5 AND status = 'PENDING' AND run_token = $6",
+        &[&status.as_str(), &output, &error, &now, &id, &run_token],
+    )
+    .await?;
+    if changed == 1 {
+        Ok(Finished::Written)
+    } else {
+        Ok(Finished::Adopted(Box::new(must_get(tx, id).await?)))
+    }
+}
+
+pub async fn cancel(
+    tx: &Transaction<'_>,
+    id: &str,
+    records: &[Record],
+    ext: &dyn Extension,
+) -> Result<WorkflowRow, StoreError> {
+    let now = now_ms();
+    let changed = exec(
+        tx,
+        "UPDATE workflow_status SET status = 'CANCELLED', completed_at = $1, updated_at = $1 \
+         WHERE workflow_id = $2 AND status IN ('PENDING','ENQUEUED')",
+        &[&now, &id],
+    )
+    .await?;
+    let after = must_get(tx, id).await?;
+    if changed == 1 {
+        for r in records {
+            ext.apply(tx, Some(id), r).await?;
+        }
+    }
+    Ok(after)
+}
+
+pub async fn resume(
+    tx: &Transaction<'_>,
+    id: &str,
+    records: &[Record],
+    ext: &dyn Extension,
+) -> Result<WorkflowRow, StoreError> {
+    let before = get_locked(tx, id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
+    match before.status {
+        WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {}
+        WorkflowStatus::Enqueued | WorkflowStatus::Pending => return Ok(before),
+        WorkflowStatus::Success | WorkflowStatus::Error => {
+            return Err(StoreError::Conflict(format!(
+                "{id} already finished ({}); start a new deploy instead",
+                before.status.as_str()
+            )));
+        }
+    }
+    let key: Option<String> = query_opt(
+        tx,
+        "SELECT dedup_key FROM workflow_status WHERE workflow_id = $1",
+        &[&id],
+    )
+    .await?
+    .and_then(|r| r.get(0));
+    if let Some(key) = key
+        && let Some(live) = live_with_dedup(tx, &key).await?
+    {
+        return Err(StoreError::Conflict(format!(
+            "cannot resume {id}: {} of the same application and environment is in progress; \
+             wait for it or cancel it first",
+            live.id
+        )));
+    }
+    exec(
+        tx,
+        "UPDATE workflow_status SET status = 'ENQUEUED', recovery_attempts = 0, \
+         completed_at = NULL, updated_at = $1 WHERE workflow_id = $2",
+        &[&now_ms(), &id],
+    )
+    .await?;
+    for r in records {
+        ext.apply(tx, Some(id), r).await?;
+    }
+    must_get(tx, id).await
+}
+
+pub async fn list<C: GenericClient>(
+    c: &C,
+    q: &WorkflowQuery,
+) -> Result<Vec<WorkflowRow>, StoreError> {
+    let live = if q.live_only {
+        "AND status IN ('ENQUEUED','PENDING')"
+    } else {
+        ""
+    };
+    let limit = if q.limit == 0 {
+        i64::MAX
+    } else {
+        i64::from(q.limit)
+    };
+    let sql = format!(
+        "SELECT {COLUMNS} FROM workflow_status WHERE ($1::TEXT IS NULL OR subject = $1) {live} \
+         ORDER BY created_at DESC, workflow_id DESC LIMIT $2"
+    );
+    query(c, &sql, &[&q.subject, &limit])
+        .await?
+        .iter()
+        .map(row)
+        .collect()
+}
