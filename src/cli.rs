@@ -2,6 +2,7 @@
 //! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
 
 mod control;
+mod db;
 mod follow;
 mod inspect;
 pub mod output;
@@ -112,6 +113,10 @@ pub enum Command {
     /// Run the engine alone: resume interrupted deployments and run submitted ones until
     /// stopped.
     Worker(WorkerArgs),
+    /// The system database: check it and the engines using it, or copy its history to another
+    /// store (SQLite to PostgreSQL, and back).
+    #[command(subcommand)]
+    Db(DbCommand),
     /// List plugins: where each comes from, whether its binary matches its sha256, what it can do.
     Plugins(PluginsArgs),
     /// The interactive console: deployments, targets and logs live; deploy, pause, cancel, roll
@@ -157,6 +162,30 @@ pub struct WorkerArgs {
     /// Exit once every deployment has finished or waits for an operator.
     #[arg(long)]
     pub until_idle: bool,
+}
+
+/// `db …`
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Connect, check the database, and list the engines using it (host, pid, heartbeat) with
+    /// the deployments each runs.
+    Check(JsonArg),
+    /// Copy every deployment, release, journal entry and log line into another database,
+    /// verified by row counts and checksums.
+    Copy(DbCopyArgs),
+}
+
+/// `db copy`
+#[derive(Debug, Args)]
+pub struct DbCopyArgs {
+    /// The target: postgres://user:${secret:NAME}@host/db, sqlite:///path or a file path.
+    #[arg(long)]
+    pub to: String,
+    /// Empty a target that has rows first.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub json: JsonArg,
 }
 
 /// `plugins`
@@ -559,6 +588,10 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Unlock(a) => control::unlock(&cli.config, &a, out).await,
         Command::Inbox(a) => inspect::inbox(&cli.config, a.json, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
+        Command::Db(DbCommand::Check(a)) => db::check(&cli.config, a.json, out).await,
+        Command::Db(DbCommand::Copy(a)) => {
+            db::copy_to(&cli.config, &a.to, a.force, a.json.json, out).await
+        }
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]
         Command::Console(a) => {

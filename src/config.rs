@@ -29,8 +29,11 @@ pub struct Config {
     pub file: PathBuf,
     /// Its directory; relative paths in it are relative to this.
     pub dir: PathBuf,
-    /// The database file.
+    /// The database file; with a shared PostgreSQL, the engine's local state beside it (its
+    /// lock file, the processes it started).
     pub database: PathBuf,
+    /// The shared PostgreSQL system database, if `database:` is a `postgres://` URL.
+    pub postgres: Option<PostgresDb>,
     /// The descriptors' directory.
     pub apps_dir: PathBuf,
     /// Where undeclared plugin binaries are looked for.
@@ -102,6 +105,9 @@ pub struct LogFile {
 pub struct EngineSettings {
     /// Stable engine id.
     pub executor_id: String,
+    /// On a shared PostgreSQL: how long an engine's deployments stay its own after its last
+    /// heartbeat.
+    pub lease: Duration,
     /// Drain limit at shutdown.
     pub drain_timeout: Duration,
     /// Limit for in-flight steps after the drain.
@@ -314,24 +320,130 @@ fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The schemes `database:` may use: the embedded SQLite store is the only one served.
-const DATABASE_SCHEMES: &[&str] = &["sqlite"];
+/// The schemes `database:` may use.
+const DATABASE_SCHEMES: &[&str] = &["sqlite", "postgres"];
 
-/// `database:` as a file path; a URL of a store this manent does not serve is refused.
-fn database_path(text: &str, file: &Path, db: PathBuf) -> Result<PathBuf, ConfigError> {
+/// A shared PostgreSQL system database, as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresDb {
+    /// The URL without a password.
+    pub url: String,
+    /// The secret that holds the password, if the URL names one (`user:${secret:NAME}@`).
+    pub password: Option<String>,
+}
+
+impl PostgresDb {
+    /// The URL as it may be shown.
+    pub fn shown(&self) -> String {
+        crate::workflow::postgres::shown_url(&self.url)
+    }
+}
+
+/// Where the database is: a file, or a shared PostgreSQL.
+enum DatabaseAt {
+    File(PathBuf),
+    Postgres(PostgresDb),
+}
+
+/// `postgres://user:${secret:NAME}@host:port/db?…`, checked without connecting: its shape, and
+/// that a password comes from a declared secret, never from the file itself.
+fn postgres_url(
+    url: &str,
+    secrets: &BTreeMap<String, SecretRef>,
+    fail: &dyn Fn(String, Option<String>) -> ConfigError,
+) -> Result<PostgresDb, ConfigError> {
+    let example = "postgres://manent:${secret:NAME}@db.internal:5432/manent";
+    let mut password = None;
+    let mut bare = url.to_owned();
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+        if let Some((userinfo, _)) = authority.rsplit_once('@')
+            && let Some((user, pass)) = userinfo.split_once(':')
+        {
+            let Some(name) = pass
+                .strip_prefix("${secret:")
+                .and_then(|p| p.strip_suffix('}'))
+            else {
+                return Err(fail(
+                    "database: the URL holds a password; manent.yml is no place for one".into(),
+                    Some(format!("declare it under `secrets:` and write {example}")),
+                ));
+            };
+            if !secrets.contains_key(name) {
+                return Err(fail(
+                    format!("database: secret `{name}` is not declared under `secrets:`"),
+                    Some(format!(
+                        "declare it, e.g. `secrets: {{{name}: env:{}}}`",
+                        name.to_uppercase()
+                    )),
+                ));
+            }
+            password = Some(name.to_owned());
+            bare = url.replacen(&format!("{userinfo}@"), &format!("{user}@"), 1);
+        }
+    }
+    if bare.contains("password=") {
+        return Err(fail(
+            "database: the URL holds a password; manent.yml is no place for one".into(),
+            Some(format!("declare it under `secrets:` and write {example}")),
+        ));
+    }
+    if let Err(e) = bare.parse::<tokio_postgres::Config>() {
+        return Err(fail(
+            format!(
+                "database: `{}` is not a PostgreSQL URL ({e})",
+                crate::workflow::postgres::shown_url(&bare)
+            ),
+            Some(format!("write {example}")),
+        ));
+    }
+    let db_named = bare
+        .split_once("://")
+        .map(|(_, r)| r)
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(_, d)| !d.is_empty() && !d.starts_with('?'));
+    if !db_named {
+        return Err(fail(
+            "database: the PostgreSQL URL names no database".into(),
+            Some(format!("write {example}")),
+        ));
+    }
+    Ok(PostgresDb {
+        url: bare,
+        password,
+    })
+}
+
+/// `database:` as a file path or a PostgreSQL URL; a URL of a store this manent does not serve
+/// is refused.
+fn database_at(
+    text: &str,
+    file: &Path,
+    db: PathBuf,
+    secrets: &BTreeMap<String, SecretRef>,
+) -> Result<DatabaseAt, ConfigError> {
     let s = db.to_string_lossy();
     let Some((scheme, rest)) = s.split_once("://") else {
-        return Ok(db);
+        return Ok(DatabaseAt::File(db));
     };
     if scheme == "sqlite" {
-        return Ok(PathBuf::from(rest));
+        return Ok(DatabaseAt::File(PathBuf::from(rest)));
+    }
+    if scheme == "postgres" || scheme == "postgresql" {
+        let fail = |message: String, hint: Option<String>| ConfigError {
+            file: file.to_owned(),
+            position: locate(text, "database:", 0),
+            message,
+            hint,
+        };
+        return postgres_url(&s, secrets, &fail).map(DatabaseAt::Postgres);
     }
     Err(ConfigError {
         file: file.to_owned(),
         position: locate(text, "database:", 0),
         message: format!(
             "database: `{scheme}://…` is not a store this manent serves (it serves {}: a file \
-             path, or sqlite:///path)",
+             path, sqlite:///path, or postgres://…)",
             DATABASE_SCHEMES.join(", ")
         ),
         hint: Some("give a file path such as .manent/manent.db".into()),
@@ -481,6 +593,21 @@ impl Config {
         // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
         let dir = path.parent().map(Path::to_owned).unwrap_or_default();
         let e = &file.engine;
+        if let Some(l) = e.lease
+            && l.0 < Duration::from_secs(1)
+        {
+            return Err(ConfigError {
+                file: path.to_owned(),
+                position: locate(&text, "lease:", 0),
+                message: format!(
+                    "engine.lease: {} is too short: an engine renews its lease every third of it, \
+                     and one that misses a renewal loses its deployments to another engine",
+                    humantime::format_duration(l.0)
+                ),
+                hint: Some("give 1s or more (the default is 15s)".into()),
+            }
+            .into());
+        }
         let engine = EngineSettings {
             executor_id: e.executor_id.clone().unwrap_or_else(crate::sys::hostname),
             drain_timeout: e.drain_timeout.map_or(Duration::from_secs(600), |d| d.0),
@@ -493,12 +620,19 @@ impl Config {
             log_retention: e
                 .log_retention
                 .map_or(Duration::from_secs(30 * 24 * 3600), |d| d.0),
+            lease: e.lease.map_or(Duration::from_secs(15), |d| d.0),
         };
-        let database = database_path(
+        let secrets: BTreeMap<String, SecretRef> =
+            file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect();
+        let (database, postgres) = match database_at(
             &text,
             path,
             file.database.unwrap_or_else(|| ".manent/manent.db".into()),
-        )?;
+            &secrets,
+        )? {
+            DatabaseAt::File(f) => (f, None),
+            DatabaseAt::Postgres(pg) => (PathBuf::from(".manent/manent.db"), Some(pg)),
+        };
         let metrics_listen = match &file.metrics.listen {
             None => None,
             Some(l) => Some(l.parse::<std::net::SocketAddr>().map_err(|e| ConfigError {
@@ -524,12 +658,11 @@ impl Config {
             }),
             (None, _) => None,
         };
-        let secrets: BTreeMap<String, SecretRef> =
-            file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect();
         let notify = receivers(&text, path, &file.notify, &secrets)?;
         let mut config = Config {
             file: path.to_owned(),
             database: dir.join(database),
+            postgres,
             apps_dir: dir.join(file.apps.unwrap_or_else(|| "apps".into())),
             plugin_dir: file.plugin_dir.map(|p| dir.join(p)),
             dir,

@@ -156,6 +156,34 @@ fn redact_value(v: &mut serde_json::Value) {
     }
 }
 
+/// Renews this engine's lease on a shared database every third of it, and claims what engines
+/// whose lease expired left behind. A renewal that fails (the database is unreachable) is
+/// retried at the next beat; the runs' own writes wait for the database meanwhile.
+fn spawn_heartbeat(
+    runtime: Arc<Runtime>,
+    store: Arc<dyn Db>,
+    executor: &str,
+    lease: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let executor = executor.to_owned();
+    let every = (lease / 3).max(Duration::from_millis(200));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match store.heartbeat(&executor).await {
+                Ok(taken) => {
+                    for id in taken {
+                        if let Err(e) = runtime.claim_and_spawn(&id).await {
+                            tracing::warn!(workflow = %id, error = %e, "could not claim a deployment taken over");
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "could not renew the engine's lease"),
+            }
+        }
+    })
+}
+
 /// A log line as stored (already redacted by the hub).
 fn record(l: &LogLine) -> LogRecord {
     let attrs = if l.attrs.is_empty() {
@@ -179,9 +207,8 @@ fn record(l: &LogLine) -> LogRecord {
 fn spawn_trouble_watch(
     mut events: broadcast::Receiver<RuntimeEvent>,
     trouble: Arc<std::sync::Mutex<Option<String>>>,
-    db: &std::path::Path,
+    db: String,
 ) -> tokio::task::JoinHandle<()> {
-    let db = db.display().to_string();
     tokio::spawn(async move {
         use crate::workflow::StepEvent;
         loop {
@@ -241,6 +268,7 @@ pub struct Engine {
     logs: Arc<LogHub>,
     log_writer: tokio::task::JoinHandle<()>,
     poller: tokio::task::JoinHandle<()>,
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
     pruner: tokio::task::JoinHandle<()>,
     watcher: tokio::task::JoinHandle<()>,
     trouble: Arc<std::sync::Mutex<Option<String>>>,
@@ -270,11 +298,7 @@ impl Engine {
             .as_ref()
             .map(crate::telemetry::logfile::open)
             .transpose()?;
-        let store: Arc<dyn Db> = Arc::new(records::open(
-            &config.database,
-            config.engine.synchronous,
-            true,
-        )?);
+        let store: Arc<dyn Db> = records::open_configured(config, true).await?;
         let metrics = match config.metrics_listen {
             Some(addr) => Some(crate::telemetry::metrics::serve(addr, store.clone()).await?),
             None => None,
@@ -304,7 +328,7 @@ impl Engine {
             Ok(r) => r?,
             Err(_) => {
                 return Err(EngineError::Unwritable {
-                    path: config.database.display().to_string(),
+                    path: store.describe(),
                     cause: refused
                         .lock()
                         .ok()
@@ -377,7 +401,7 @@ impl Engine {
             Logger::new(logs.clone(), "engine"),
         );
         let trouble = Arc::new(std::sync::Mutex::new(None));
-        let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), &config.database);
+        let watcher = spawn_trouble_watch(runtime.subscribe(), trouble.clone(), store.describe());
         let recovered = match runtime.recover().await {
             Ok(r) => r,
             Err(e) => {
@@ -392,6 +416,15 @@ impl Engine {
             }
         };
         let poller = runtime.spawn_poller(Duration::from_millis(250));
+        // On a shared database the lease is renewed, and what dead engines left is taken over.
+        let heartbeat = config.postgres.is_some().then(|| {
+            spawn_heartbeat(
+                runtime.clone(),
+                store.clone(),
+                executor,
+                config.engine.lease,
+            )
+        });
         let pruner = spawn_pruner(store.clone(), config.engine.log_retention);
         Ok(Engine {
             config: config.clone(),
@@ -402,6 +435,7 @@ impl Engine {
             logs,
             log_writer,
             poller,
+            heartbeat,
             pruner,
             watcher,
             trouble,
@@ -522,6 +556,13 @@ impl Engine {
     pub async fn shutdown_within(self, drain: Duration, hard: Duration) -> usize {
         let left = self.runtime.drain(drain, hard).await;
         self.poller.abort();
+        if let Some(h) = &self.heartbeat {
+            h.abort();
+            // What this engine parked is another engine's to resume now, not after the lease.
+            if let Err(e) = self.store.release(&self.config.engine.executor_id).await {
+                tracing::warn!(error = %e, "could not release the engine's lease");
+            }
+        }
         self.pruner.abort();
         self.watcher.abort();
         // What the drain changed is notified (within a few seconds; the rest at the next start).

@@ -43,8 +43,8 @@ async fn send(
     ack: Ack,
     out: &mut Out,
 ) -> Result<crate::config::Config, u8> {
-    let (config, store) = output::open(config_path, out)?;
-    match command::send(&store, &Operator::from_env(), id, cmd, reason).await {
+    let (config, store) = output::open(config_path, out).await?;
+    match command::send(&*store, &Operator::from_env(), id, cmd, reason).await {
         Ok(acted) => {
             match ack {
                 Ack::Json => out.json(&Sent {
@@ -144,8 +144,8 @@ pub async fn skip(config_path: &Path, a: &SkipArgs, out: &mut Out) -> u8 {
     let cmd = OperatorCommand::Skip {
         target: a.target.clone(),
     };
-    let awaiting = match output::open(config_path, out) {
-        Ok((_, store)) => match output::view(&store, &a.deployment, out).await {
+    let awaiting = match output::open(config_path, out).await {
+        Ok((_, store)) => match output::view(&*store, &a.deployment, out).await {
             Ok(v) => v.state == DeploymentState::FailedAwaiting,
             Err(code) => return code,
         },
@@ -216,11 +216,11 @@ pub async fn abort(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
 /// `manent resume`: continues a paused, cancelled, dead-lettered or interrupted deployment and
 /// follows it.
 pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
-    let (config, store) = match output::open(config_path, out) {
+    let (config, store) = match output::open(config_path, out).await {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let v = match output::view(&store, &a.deployment, out).await {
+    let v = match output::view(&*store, &a.deployment, out).await {
         Ok(v) => v,
         Err(code) => return code,
     };
@@ -235,7 +235,7 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
             None,
             a.reason.as_deref(),
         );
-        if let Err(e) = crate::deploy::records::Records::journal(&store, entry).await {
+        if let Err(e) = crate::deploy::records::Records::journal(&*store, entry).await {
             out.error(e);
             return exit::ENGINE;
         }
@@ -316,7 +316,7 @@ fn subject_of(
 
 /// `manent lock APP ENV --reason … [--for 2h]`
 pub async fn lock(config_path: &Path, a: &super::LockArgs, out: &mut Out) -> u8 {
-    let (config, store) = match output::open(config_path, out) {
+    let (config, store) = match output::open(config_path, out).await {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -352,7 +352,6 @@ pub async fn lock(config_path: &Path, a: &super::LockArgs, out: &mut Out) -> u8 
         Some(until.clone()),
         Some(&lock.reason),
     );
-    use crate::deploy::records::Records;
     match store.lock(lock.clone(), a.force, entry).await {
         Ok(Ok(())) => {
             let message = format!("{subject} locked {until}: {}", lock.reason);
@@ -376,13 +375,13 @@ pub async fn lock(config_path: &Path, a: &super::LockArgs, out: &mut Out) -> u8 
             ));
             exit::BAD_INPUT
         }
-        Err(e) => output::db_error(&config.database, &e, out),
+        Err(e) => output::db_error(&output::database_shown(&config), &e, out),
     }
 }
 
 /// `manent unlock APP ENV`
 pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) -> u8 {
-    let (config, store) = match output::open(config_path, out) {
+    let (config, store) = match output::open(config_path, out).await {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -391,8 +390,7 @@ pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) ->
     };
     let operator = Operator::from_env();
     let mut entry = operator.journal("unlock", None, Some(&subject), None, a.reason.as_deref());
-    use crate::deploy::records::Records;
-    let held = crate::deploy::records::Records::locks(&store, entry.at)
+    let held = crate::deploy::records::Records::locks(&*store, entry.at)
         .await
         .ok()
         .and_then(|l| l.into_iter().find(|l| l.subject == subject));
@@ -420,6 +418,6 @@ pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) ->
             }
             exit::OK
         }
-        Err(e) => output::db_error(&config.database, &e, out),
+        Err(e) => output::db_error(&output::database_shown(&config), &e, out),
     }
 }

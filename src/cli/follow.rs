@@ -46,9 +46,9 @@ impl Runner {
             )) => {
                 out.note(format!("manent: {e}"));
                 out.note("manent: handing the work to that engine and following it here");
-                match open_store(config) {
+                match open_store(config).await {
                     Ok(s) => Ok(Runner::Remote {
-                        store: Arc::new(s),
+                        store: s,
                         db: config.database.clone(),
                     }),
                     Err(e) => {
@@ -275,6 +275,7 @@ async fn follow(
     let mut log_after = 0i64;
     // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
     let engine_lines_after = runner.store().last_log_id().await.unwrap_or(0);
+    let mut elsewhere: Option<String> = None;
     loop {
         let store = runner.store();
         let view = crate::deploy::view::load(store, id).await.ok().flatten();
@@ -340,13 +341,47 @@ async fn follow(
             && e.active().iter().all(|a| a != id)
             && status(store, id).await == Some(WorkflowStatus::Pending)
         {
-            return Ending::EngineGone;
+            // On a shared database, another engine may run it now (it took it over when this
+            // one's lease expired): follow it there.
+            match owner_elsewhere(store, id, e.config()).await {
+                Some(owner) => {
+                    if elsewhere.as_ref() != Some(&owner.executor_id) {
+                        out.note(format!(
+                            "manent: engine {} (pid {} on {}) runs {id} now: this engine's lease \
+                             expired and it took the deployment over; following it there",
+                            owner.executor_id, owner.pid, owner.host
+                        ));
+                        elsewhere = Some(owner.executor_id);
+                    }
+                }
+                None => return Ending::EngineGone,
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(Duration::from_millis(200)) => {}
             stop = signals.recv() => if stop { return stop_or_detach(runner) },
         }
     }
+}
+
+/// The live engine other than this one that owns deployment `id`, on a shared database.
+async fn owner_elsewhere(
+    store: &dyn crate::deploy::records::Db,
+    id: &str,
+    config: &crate::config::Config,
+) -> Option<crate::workflow::store::EngineRow> {
+    config.postgres.as_ref()?;
+    let owner = store.workflow(id).await.ok()??.executor_id?;
+    if owner == config.engine.executor_id {
+        return None;
+    }
+    let lease = i64::try_from(config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+    store
+        .engines()
+        .await
+        .ok()?
+        .into_iter()
+        .find(|e| e.executor_id == owner && e.age_ms < lease)
 }
 
 /// Ctrl-C and SIGTERM, which stop following; SIGHUP, which does not (a dropped ssh session

@@ -12,13 +12,14 @@ use super::output::{self, Out, existing_store, load_config, print_errors};
 use super::{HistoryArgs, LogsArgs, PlanArgs, StatusArgs, exit};
 use crate::config::{ConfigError, EnvSpec};
 use crate::deploy::plan;
-use crate::deploy::records::{JournalEntry, Records, ReleaseRecord};
+use crate::deploy::records::Db;
+use crate::deploy::records::{JournalEntry, ReleaseRecord};
 use crate::deploy::releases;
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::logger::Discard;
 use crate::plugin::{Registry, Request, Secrets};
-use crate::workflow::store::{Store, WorkflowQuery};
-use crate::workflow::{Lease, SqliteStore, StoreError};
+use crate::workflow::store::WorkflowQuery;
+use crate::workflow::{Lease, StoreError};
 
 #[derive(Serialize)]
 struct Validation {
@@ -220,13 +221,13 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
     ) else {
         return exit::BAD_INPUT;
     };
-    let live = match existing_store(&config) {
+    let live = match existing_store(&config).await {
         Ok(Some(store)) => match store.releases(&spec.subject()).await {
             Ok(rows) => releases::live_versions(rows),
-            Err(e) => return output::db_error(&config.database, &e, out),
+            Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
         },
         Ok(None) => BTreeMap::new(),
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let batches = p
         .batches
@@ -317,7 +318,7 @@ fn print_hooks_plan(p: &crate::deploy::plan::Plan, out: &mut Out) {
 
 /// Deployments of `rows`, each read in full; a read error is an error, not a gap.
 async fn views(
-    store: &SqliteStore,
+    store: &dyn Db,
     rows: Vec<crate::workflow::store::WorkflowRow>,
 ) -> Result<Vec<DeploymentView>, StoreError> {
     let mut out = Vec::with_capacity(rows.len());
@@ -338,7 +339,7 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, None, out) else {
         return exit::BAD_INPUT;
     };
-    let store = match existing_store(&config) {
+    let store = match existing_store(&config).await {
         Ok(Some(s)) => s,
         Ok(None) => {
             if json {
@@ -351,7 +352,7 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
             }
             return exit::OK;
         }
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let now = crate::sys::now_ms();
     let query = WorkflowQuery {
@@ -360,7 +361,7 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         limit: 500,
     };
     let loaded = match store.workflows(query).await {
-        Ok(rows) => match views(&store, rows).await {
+        Ok(rows) => match views(&*store, rows).await {
             Ok(v) => store.locks(now).await.map(|l| (v, l)),
             Err(e) => Err(e),
         },
@@ -368,7 +369,7 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
     };
     let (views, locks) = match loaded {
         Ok(x) => x,
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let items = crate::deploy::inbox::items(&views, &locks, now);
     if json {
@@ -415,7 +416,7 @@ fn print_locks(locks: &[crate::deploy::records::Lock], out: &mut Out) {
 
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
-    let (config, store) = match output::open(config_path, out) {
+    let (config, store) = match output::open(config_path, out).await {
         Ok(t) => t,
         Err(code) => return code,
     };
@@ -423,19 +424,19 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
     if let Some(id) = &a.deployment
         && a.watch
     {
-        return watch(&config, &store, id, a.json.json, out).await;
+        return watch(&config, &*store, id, a.json.json, out).await;
     }
     if let Some(id) = &a.deployment {
-        let v = match view::load(&store, id).await {
+        let v = match view::load(&*store, id).await {
             Ok(Some(v)) => v,
             Ok(None) => {
-                if let Err(e) = output::verify(&store).await {
-                    return output::db_error(&config.database, &e, out);
+                if let Err(e) = output::verify(&*store).await {
+                    return output::db_error(&output::database_shown(&config), &e, out);
                 }
                 out.error(format!("no deployment with id {id} (see `manent status`)"));
                 return exit::BAD_INPUT;
             }
-            Err(e) => return output::db_error(&config.database, &e, out),
+            Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
         };
         let v = v.honest(engine_running);
         if a.json.json {
@@ -451,17 +452,17 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         limit: 20,
     };
     let views = match store.workflows(query).await {
-        Ok(rows) => views(&store, rows).await,
+        Ok(rows) => views(&*store, rows).await,
         Err(e) => Err(e),
     };
     let views: Vec<DeploymentView> = match views {
         Ok(v) => v.into_iter().map(|v| v.honest(engine_running)).collect(),
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     if views.is_empty()
-        && let Err(e) = output::verify(&store).await
+        && let Err(e) = output::verify(&*store).await
     {
-        return output::db_error(&config.database, &e, out);
+        return output::db_error(&output::database_shown(&config), &e, out);
     }
     if a.json.json {
         out.json(&views);
@@ -537,7 +538,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// for a decision; exits with its result code (as `deploy` would).
 async fn watch(
     config: &crate::config::Config,
-    store: &SqliteStore,
+    store: &dyn Db,
     id: &str,
     json: bool,
     out: &mut Out,
@@ -552,7 +553,7 @@ async fn watch(
                 out.error(format!("no deployment with id {id} (see `manent status`)"));
                 return exit::BAD_INPUT;
             }
-            Err(e) => return output::db_error(&config.database, &e, out),
+            Err(e) => return output::db_error(&output::database_shown(config), &e, out),
         };
         let engine_running = Lease::is_held(&config.database);
         let v = v.honest(engine_running);
@@ -800,13 +801,13 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         return exit::BAD_INPUT;
     }
     let subject = format!("{}/{}", a.app, a.env);
-    let store = match existing_store(&config) {
+    let store = match existing_store(&config).await {
         Ok(Some(s)) => s,
         Ok(None) => {
             out.line(format!("no deployments of {subject} yet"));
             return exit::OK;
         }
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let read = async {
         let rows = store
@@ -816,19 +817,19 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
                 limit: a.limit,
             })
             .await?;
-        let deployments = views(&store, rows).await?;
+        let deployments = views(&*store, rows).await?;
         let releases = store.releases(&subject).await?;
         let journal = store
             .journal_entries(Some(&subject), None, u32::MAX)
             .await?;
         if deployments.is_empty() {
-            output::verify(&store).await?;
+            output::verify(&*store).await?;
         }
         Ok::<_, StoreError>((deployments, releases, journal))
     };
     let (deployments, releases, journal) = match read.await {
         Ok(t) => t,
-        Err(e) => return output::db_error(&config.database, &e, out),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     if a.json.json {
         out.json(&HistoryOut {
@@ -902,11 +903,11 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
 
 /// `manent logs ID [-f]`
 pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
-    let (_, store) = match output::open(config_path, out) {
+    let (_, store) = match output::open(config_path, out).await {
         Ok(t) => t,
         Err(code) => return code,
     };
-    if let Err(code) = output::view(&store, &a.deployment, out).await {
+    if let Err(code) = output::view(&*store, &a.deployment, out).await {
         return code;
     }
     let mut after = 0;

@@ -9,7 +9,10 @@ use super::exit;
 use crate::config::{Config, ConfigErrors, EnvSpec};
 use crate::deploy::plan::{self, Plan};
 use crate::deploy::view::DeploymentView;
-use crate::workflow::{SqliteStore, StoreError, Synchronous};
+use std::sync::Arc;
+
+use crate::deploy::records::Db;
+use crate::workflow::StoreError;
 
 /// stdout and stderr, or buffers in tests.
 pub struct Out {
@@ -116,16 +119,24 @@ pub fn print_errors(e: &ConfigErrors, out: &mut Out) {
 }
 
 /// Opens the database for commands that do not run the engine (no lease).
-pub fn open_store(config: &Config) -> Result<SqliteStore, StoreError> {
-    crate::deploy::records::open(&config.database, Synchronous::Full, false)
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Db>, StoreError> {
+    crate::deploy::records::open_configured(config, false).await
+}
+
+/// The configured database, as it may be shown (a file, or a URL without its password).
+pub fn database_shown(config: &Config) -> String {
+    match &config.postgres {
+        Some(pg) => pg.shown(),
+        None => config.database.display().to_string(),
+    }
 }
 
 /// The configuration at `path` and its database, saying what is wrong; `Err` is the exit code.
-pub fn open(path: &Path, out: &mut Out) -> Result<(Config, SqliteStore), u8> {
+pub async fn open(path: &Path, out: &mut Out) -> Result<(Config, Arc<dyn Db>), u8> {
     let config = load_config(path, None, out).ok_or(exit::BAD_INPUT)?;
-    match open_store(&config) {
+    match open_store(&config).await {
         Ok(store) => Ok((config, store)),
-        Err(e) => Err(db_error(&config.database, &e, out)),
+        Err(e) => Err(db_error(&database_shown(&config), &e, out)),
     }
 }
 
@@ -134,30 +145,33 @@ pub async fn open_deployment(
     path: &Path,
     id: &str,
     out: &mut Out,
-) -> Result<(Config, SqliteStore, DeploymentView), u8> {
-    let (config, store) = open(path, out)?;
-    let v = view(&store, id, out).await?;
+) -> Result<(Config, Arc<dyn Db>, DeploymentView), u8> {
+    let (config, store) = open(path, out).await?;
+    let v = view(store.as_ref(), id, out).await?;
     Ok((config, store, v))
 }
 
 /// The database, if it exists already (reads must not create one); a database that exists
 /// but cannot be opened is an error, never "nothing here".
-pub fn existing_store(config: &Config) -> Result<Option<SqliteStore>, StoreError> {
-    match std::fs::symlink_metadata(&config.database) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        _ => open_store(config).map(Some),
+pub async fn existing_store(config: &Config) -> Result<Option<Arc<dyn Db>>, StoreError> {
+    if config.postgres.is_none()
+        && std::fs::symlink_metadata(&config.database)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Ok(None);
     }
+    open_store(config).await.map(Some)
 }
 
-/// Before a read verb says "nothing here": the database must pass SQLite's quick check (a
+/// Before a read verb says "nothing here": the database must pass its integrity check (a
 /// damaged page can make a listing come back empty).
-pub async fn verify(store: &SqliteStore) -> Result<(), StoreError> {
-    store.read(crate::workflow::schema::quick_check).await
+pub async fn verify(store: &dyn Db) -> Result<(), StoreError> {
+    store.check().await
 }
 
-/// A database that cannot be read: said with its file, exit code 6.
-pub fn db_error(db: &Path, e: &StoreError, out: &mut Out) -> u8 {
-    out.error(format!("cannot read the database {}: {e}", db.display()));
+/// A database that cannot be read: said with its file (or URL), exit code 6.
+pub fn db_error(db: &str, e: &StoreError, out: &mut Out) -> u8 {
+    out.error(format!("cannot read the database {db}: {e}"));
     exit::ENGINE
 }
 
@@ -178,17 +192,17 @@ pub fn duration(ms: u64) -> String {
 
 /// Loads a deployment or explains why not; `Err` is the exit code (2: no such deployment, 6: the
 /// database cannot be read).
-pub async fn view(store: &SqliteStore, id: &str, out: &mut Out) -> Result<DeploymentView, u8> {
+pub async fn view(store: &dyn Db, id: &str, out: &mut Out) -> Result<DeploymentView, u8> {
     match crate::deploy::view::load(store, id).await {
         Ok(Some(v)) => Ok(v),
         Ok(None) => {
             if let Err(e) = verify(store).await {
-                return Err(db_error(store.path(), &e, out));
+                return Err(db_error(&store.describe(), &e, out));
             }
             out.error(format!("no deployment with id {id} (see `manent status`)"));
             Err(exit::BAD_INPUT)
         }
-        Err(e) => Err(db_error(store.path(), &e, out)),
+        Err(e) => Err(db_error(&store.describe(), &e, out)),
     }
 }
 

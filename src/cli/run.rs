@@ -90,9 +90,9 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
             spec.environment,
             crate::deploy::plan::size(plan.len(), plan.batches.len())
         );
-        if let Ok(store) = open_store(&config) {
+        if let Ok(store) = open_store(&config).await {
             let live = crate::deploy::releases::live_versions(
-                crate::deploy::records::Records::releases(&store, &spec.subject())
+                crate::deploy::records::Records::releases(&*store, &spec.subject())
                     .await
                     .unwrap_or_default(),
             );
@@ -205,9 +205,9 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         return exit::BAD_INPUT;
     };
     // Where each target goes, from the records: nothing to go back to is refused here.
-    let moves = match open_store(&config) {
-        Ok(store) => submit::rollback_moves(&store, &spec).await,
-        Err(e) => return db_error(&config.database, &e, out),
+    let moves = match open_store(&config).await {
+        Ok(store) => submit::rollback_moves(&*store, &spec).await,
+        Err(e) => return db_error(&super::output::database_shown(&config), &e, out),
     };
     let moves = match moves {
         Ok(m) => m,
@@ -267,13 +267,13 @@ async fn refuse_if_locked(
     reason: Option<&str>,
     out: &mut Out,
 ) -> Result<(), u8> {
-    let Ok(Some(store)) = super::output::existing_store(config) else {
+    let Ok(Some(store)) = super::output::existing_store(config).await else {
         return Ok(());
     };
     let operator = Operator::from_env();
     let mut sub = Submission::new(&operator, reason, 0);
     sub.force = force;
-    match submit::through_lock(&store, spec, "deploy", &sub).await {
+    match submit::through_lock(&*store, spec, "deploy", &sub).await {
         Ok(forced) if forced.is_empty() => Ok(()),
         Ok(_) => {
             out.note(format!(
@@ -342,7 +342,7 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     out.note(format!(
         "manent worker: engine pid {} on {}; resumed {} deployment(s); Ctrl-C or SIGTERM stops it",
         std::process::id(),
-        config.database.display(),
+        super::output::database_shown(&config),
         engine.recovered().len()
     ));
     let mut events = engine.events();

@@ -16,6 +16,7 @@ use super::values::{Dur, SecretRef, builtins};
 #[serde(deny_unknown_fields)]
 pub struct ManentFile {
     /// SQLite database; relative paths are relative to this file. Default `.manent/manent.db`.
+    /// Or a shared PostgreSQL: `postgres://user:${secret:NAME}@host/db`.
     #[serde(default)]
     pub database: Option<PathBuf>,
     /// Directory of application descriptors. Default `apps`.
@@ -122,6 +123,10 @@ pub struct EngineSection {
     /// How long log lines are kept in the database (default 30d).
     #[serde(default)]
     pub log_retention: Option<Dur>,
+    /// On a shared PostgreSQL: how long an engine that stops renewing its lease keeps its
+    /// deployments before another engine takes them over (default 15s).
+    #[serde(default)]
+    pub lease: Option<Dur>,
 }
 
 /// SQLite's `synchronous`.

@@ -4,6 +4,7 @@
 //! with an engine write (a release with its target's step, a journal entry with the command it
 //! records) travel as [`Record`]s.
 
+pub mod copy;
 mod postgres;
 mod sqlite;
 
@@ -251,6 +252,51 @@ pub trait Records: Send + Sync {
 pub trait Db: Store + Records {}
 
 impl<T: Store + Records + ?Sized> Db for T {}
+
+/// The configured system database with deploys' tables: the SQLite file, or the shared
+/// PostgreSQL (its password read from its secret now). `check` runs SQLite's quick check first,
+/// as an engine does at start.
+pub async fn open_configured(
+    config: &crate::config::Config,
+    check: bool,
+) -> Result<std::sync::Arc<dyn Db>, StoreError> {
+    let Some(pg) = &config.postgres else {
+        return Ok(std::sync::Arc::new(open(
+            &config.database,
+            config.engine.synchronous,
+            check,
+        )?));
+    };
+    let password = postgres_password(config, pg).await?;
+    Ok(std::sync::Arc::new(
+        crate::workflow::PostgresStore::open_with_lease(
+            &pg.url,
+            password.as_deref(),
+            16,
+            config.engine.lease,
+            std::sync::Arc::new(DeployRecords),
+        )
+        .await?,
+    ))
+}
+
+/// The configured PostgreSQL's password, read from its secret now (and known to redaction).
+pub async fn postgres_password(
+    config: &crate::config::Config,
+    pg: &crate::config::PostgresDb,
+) -> Result<Option<String>, StoreError> {
+    let Some(name) = &pg.password else {
+        return Ok(None);
+    };
+    use crate::plugin::secrets::SecretSource;
+    let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
+    let password = secrets.secret(name).await.map_err(|e| StoreError::Open {
+        path: pg.shown(),
+        reason: format!("its password (secret `{name}`): {e}"),
+    })?;
+    crate::redact::register_redaction(&password);
+    Ok(Some(password))
+}
 
 /// Connects to the shared PostgreSQL system database at `url` with deploys' tables.
 pub async fn open_postgres(

@@ -186,11 +186,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
                 l @ (crate::workflow::LeaseError::Held { .. }
                 | crate::workflow::LeaseError::Starting { .. }),
             )) => {
-                let store: Arc<dyn Db> = Arc::new(records::open(
-                    &config.database,
-                    config.engine.synchronous,
-                    false,
-                )?);
+                let store: Arc<dyn Db> = records::open_configured(&config, false).await?;
                 (
                     None,
                     store,

@@ -90,8 +90,20 @@ impl From<rusqlite::Error> for StoreError {
 impl From<tokio_postgres::Error> for StoreError {
     fn from(err: tokio_postgres::Error) -> Self {
         let Some(db) = err.as_db_error() else {
-            // No answer from the server: the connection broke, timed out or was refused.
-            return StoreError::Transient(format!("PostgreSQL: {err}"));
+            // No answer from the server: the connection broke, timed out or was refused — or
+            // this side could not encode a value, which retrying would not change.
+            let mut source = std::error::Error::source(&err);
+            let mut io = false;
+            while let Some(s) = source {
+                io |= s.is::<std::io::Error>();
+                source = s.source();
+            }
+            let text = err.to_string();
+            return if err.is_closed() || io || text.contains("timed out") {
+                StoreError::Transient(format!("PostgreSQL: {text}"))
+            } else {
+                StoreError::Sql(format!("PostgreSQL: {text}"))
+            };
         };
         let said = match db.constraint() {
             Some(c) => format!("PostgreSQL: {} (constraint {c})", db.message()),

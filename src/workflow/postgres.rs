@@ -21,13 +21,15 @@ use tokio_postgres::types::ToSql;
 
 use super::error::StoreError;
 use super::store::{
-    AttemptEnd, AttemptStart, Checkpoint, Claim, Finished, History, Message, NewWorkflow, Outcome,
-    Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow, WorkflowState,
+    AttemptEnd, AttemptStart, Checkpoint, Claim, EngineRow, Finished, History, Message,
+    NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
+    WorkflowState,
 };
 
 /// The engine's schema on PostgreSQL, one migration per version (the state SQLite's migrations
 /// reach, with PostgreSQL's types).
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE workflow_status (
   workflow_id           TEXT PRIMARY KEY,
   name                  TEXT NOT NULL,
@@ -126,7 +128,23 @@ CREATE TABLE engine_lease (
   acquired_at  BIGINT,
   heartbeat_at BIGINT
 );
-"];
+",
+    r"
+-- The engines sharing the database: each renews its lease (heartbeat_at, by the database's
+-- clock); the workflows of one whose lease expired are taken over by another.
+CREATE TABLE engines (
+  executor_id  TEXT PRIMARY KEY,
+  host         TEXT NOT NULL,
+  pid          BIGINT NOT NULL,
+  started_at   BIGINT NOT NULL,
+  heartbeat_at BIGINT NOT NULL
+);
+CREATE INDEX wf_pending_owner ON workflow_status(executor_id) WHERE status = 'PENDING';
+",
+];
+
+/// Now, in epoch ms by the database's clock: every engine's lease is measured by one clock.
+pub const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
 
 /// The engine's schema version on PostgreSQL.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -183,6 +201,7 @@ pub struct PostgresStore {
     pool: Pool,
     shown: String,
     ext: Arc<dyn Extension>,
+    lease_ms: i64,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -233,6 +252,22 @@ impl PostgresStore {
         pool_size: usize,
         ext: Arc<dyn Extension>,
     ) -> Result<Self, StoreError> {
+        Self::open_with_lease(url, password, pool_size, Duration::from_secs(15), ext).await
+    }
+
+    /// [`PostgresStore::open`] for engines whose lease lasts `lease`: a session left idle in
+    /// a transaction (an engine paused mid-commit) is ended by the server well within it, so
+    /// the row locks it held never stop a takeover.
+    pub async fn open_with_lease(
+        url: &str,
+        password: Option<&str>,
+        pool_size: usize,
+        lease: Duration,
+        ext: Arc<dyn Extension>,
+    ) -> Result<Self, StoreError> {
+        let lease_ms = i64::try_from(lease.as_millis())
+            .unwrap_or(i64::MAX)
+            .max(1000);
         let shown = shown_url(url);
         let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
@@ -246,6 +281,11 @@ impl PostgresStore {
         }
         pg.connect_timeout(Duration::from_secs(10));
         pg.application_name("manent");
+        pg.options(format!(
+            "-c idle_in_transaction_session_timeout={}",
+            (lease_ms / 2).max(500)
+        ));
+        pg.keepalives_idle(Duration::from_secs(5));
         let manager = deadpool_postgres::Manager::from_config(
             pg,
             tokio_postgres::NoTls,
@@ -264,6 +304,7 @@ impl PostgresStore {
             pool,
             shown: shown.clone(),
             ext,
+            lease_ms,
         };
         store.migrate().await.map_err(|e| open_err(e.cause()))?;
         Ok(store)
@@ -397,8 +438,41 @@ impl Store for PostgresStore {
         in_tx!(self, tx => workflows::claim(&tx, id, executor, run_token))
     }
 
-    async fn recover(&self) -> Result<Vec<String>, StoreError> {
-        in_tx!(self, tx => workflows::recover(&tx))
+    async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+        let taken: Result<Vec<String>, StoreError> =
+            in_tx!(self, tx => workflows::take_over(&tx, executor, self.lease_ms, true));
+        taken?;
+        workflows::enqueued(&self.client().await?).await
+    }
+
+    async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+        in_tx!(self, tx => async {
+            events::renew(&tx, executor, self.lease_ms).await?;
+            workflows::take_over(&tx, executor, self.lease_ms, false).await
+        })
+    }
+
+    async fn release(&self, executor: &str) -> Result<(), StoreError> {
+        exec(
+            &self.client().await?,
+            "UPDATE engines SET heartbeat_at = 0 WHERE executor_id = $1",
+            &[&executor],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn engines(&self) -> Result<Vec<EngineRow>, StoreError> {
+        events::engines(&self.client().await?).await
+    }
+
+    fn describe(&self) -> String {
+        self.shown.clone()
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        self.client().await?.batch_execute("SELECT 1").await?;
+        Ok(())
     }
 
     async fn enqueued(&self) -> Result<Vec<String>, StoreError> {
@@ -470,7 +544,7 @@ impl Store for PostgresStore {
     }
 
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError> {
-        events::record_lease(&self.client().await?, executor, pid, host).await
+        in_tx!(self, tx => events::register(&tx, executor, pid, host, self.lease_ms))
     }
 
     async fn data_version(&self) -> Result<i64, StoreError> {

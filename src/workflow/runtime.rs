@@ -160,7 +160,9 @@ impl Runtime {
     /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
-        let ids = self.committed("", || self.store.recover()).await?;
+        let ids = self
+            .committed("", || self.store.recover(&self.executor_id))
+            .await?;
         let mut started = Vec::new();
         for id in ids {
             if self.claim_and_spawn(&id).await? {

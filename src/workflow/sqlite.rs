@@ -17,8 +17,9 @@ use tokio::sync::oneshot;
 use super::error::StoreError;
 use super::schema::{self, Synchronous};
 use super::store::{
-    AttemptEnd, AttemptStart, Checkpoint, Claim, Finished, History, Message, NewWorkflow, Outcome,
-    Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow, WorkflowState,
+    AttemptEnd, AttemptStart, Checkpoint, Claim, EngineRow, Finished, History, Message,
+    NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
+    WorkflowState,
 };
 use crate::failpoint::{self, Fault};
 
@@ -276,8 +277,21 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn recover(&self) -> Result<Vec<String>, StoreError> {
+    async fn recover(&self, _: &str) -> Result<Vec<String>, StoreError> {
+        // One engine per file (its lock): whatever is PENDING, a crashed run left.
         self.write(workflows::recover).await
+    }
+
+    async fn engines(&self) -> Result<Vec<EngineRow>, StoreError> {
+        self.read(events::engines).await
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        self.read(super::schema::quick_check).await
     }
 
     async fn enqueued(&self) -> Result<Vec<String>, StoreError> {

@@ -404,6 +404,23 @@ pub struct WorkflowState {
     pub pending: Vec<Message>,
 }
 
+/// An engine that uses the database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EngineRow {
+    /// Its id (`engine.executor_id`).
+    pub executor_id: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id there.
+    pub pid: u32,
+    /// Epoch ms of its start.
+    pub started_at: i64,
+    /// Epoch ms of its last heartbeat, by the database's clock.
+    pub heartbeat_at: i64,
+    /// Milliseconds since then, by the database's clock when read.
+    pub age_ms: i64,
+}
+
 /// A filter over workflows.
 #[derive(Debug, Clone, Default)]
 pub struct WorkflowQuery {
@@ -422,9 +439,32 @@ pub trait Store: Send + Sync {
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError>;
     /// CAS ENQUEUED → PENDING for `run_token`, dead-lettering crash loops.
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError>;
-    /// Recovery at engine start (B.5): closes open attempts as interrupted, re-enqueues PENDING
-    /// rows, and returns every ENQUEUED id, oldest first.
-    async fn recover(&self) -> Result<Vec<String>, StoreError>;
+    /// Recovery at the start of engine `executor` (B.5): closes open attempts as interrupted,
+    /// re-enqueues PENDING rows, and returns every ENQUEUED id, oldest first. On a database
+    /// several engines share, only the rows this engine's earlier run left and those of engines
+    /// whose lease expired: the others are running elsewhere.
+    async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError>;
+    /// Renews `executor`'s lease and takes over the workflows of engines whose lease expired
+    /// (re-enqueued, their open attempts closed as interrupted); returns the ids taken over,
+    /// for this engine to claim. One engine per database (SQLite's lock): nothing to do.
+    async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+        let _ = executor;
+        Ok(Vec::new())
+    }
+    /// Engine `executor` stops cleanly: its lease ends now, so what it parked is taken over at
+    /// once rather than after the lease. One engine per database: nothing to do.
+    async fn release(&self, executor: &str) -> Result<(), StoreError> {
+        let _ = executor;
+        Ok(())
+    }
+    /// The engines sharing the database, with their last heartbeat (a single engine's
+    /// database lists the one that recorded its lease last).
+    async fn engines(&self) -> Result<Vec<EngineRow>, StoreError>;
+    /// Where the database is, as it may be shown: a file's path, a URL without its password.
+    fn describe(&self) -> String;
+    /// An integrity check, before a read says "nothing here" (a damaged file can make a
+    /// listing come back empty).
+    async fn check(&self) -> Result<(), StoreError>;
     /// ENQUEUED ids, oldest first.
     async fn enqueued(&self) -> Result<Vec<String>, StoreError>;
     /// Recorded steps and attempts of a workflow.

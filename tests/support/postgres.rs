@@ -221,15 +221,22 @@ impl Drop for Postgres {
     }
 }
 
+/// `program` run as `as_user` (its uid and gid from /etc/passwd): the process itself, not a
+/// wrapper, so a signal to it reaches the server.
 fn command(as_user: &Option<String>, program: &Path) -> Command {
-    match as_user {
-        Some(user) => {
-            let mut c = Command::new("runuser");
-            c.args(["-u", user, "--"]).arg(program);
-            c
-        }
-        None => Command::new(program),
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(program);
+    if let Some(user) = as_user {
+        let passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+        let fields: Vec<&str> = passwd
+            .lines()
+            .map(|l| l.split(':').collect::<Vec<_>>())
+            .find(|f| f.first() == Some(&user.as_str()))
+            .unwrap_or_else(|| panic!("no user {user} (apt-get install postgresql creates it)"));
+        let (uid, gid): (u32, u32) = (fields[2].parse().unwrap(), fields[3].parse().unwrap());
+        c.uid(uid).gid(gid).env("HOME", fields[5]).env("USER", user);
     }
+    c
 }
 
 /// A port number for the socket's name (`.s.PGSQL.<port>`): the socket lives in the test's own

@@ -125,7 +125,7 @@ impl Extension for DeployRecords {
                 exec(
                     tx,
                     "UPDATE releases SET rolled_back_by = $1 WHERE moniker = $2 \
-                     AND id > COALESCE($3, 0) AND rolled_back_by IS NULL",
+                     AND id > COALESCE($3::BIGINT, 0) AND rolled_back_by IS NULL",
                     &[&r.by, &r.moniker, &r.to],
                 )
                 .await?;
@@ -292,8 +292,9 @@ impl Records for PostgresStore {
         exec(
             &self.client().await?,
             "INSERT INTO logs (workflow_id, at, level, source, target, message, attrs) \
-             SELECT * FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], \
-             $6::TEXT[], $7::TEXT[]) WITH ORDINALITY AS t(w, a, l, s, g, m, x, n) ORDER BY n",
+             SELECT w, a, l, s, g, m, x FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], \
+             $5::TEXT[], $6::TEXT[], $7::TEXT[]) WITH ORDINALITY AS t(w, a, l, s, g, m, x, n) \
+             ORDER BY n",
             &[
                 &cols.0, &cols.1, &cols.2, &cols.3, &rest.0, &rest.1, &rest.2,
             ],

@@ -4,7 +4,7 @@
 use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
-use super::{Extension, exec, query, query_opt, u32_at};
+use super::{Extension, NOW_MS, exec, query, query_opt, u32_at};
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
@@ -206,23 +206,58 @@ pub async fn stopped<C: GenericClient>(c: &C, id: &str, run_token: &str) -> Resu
     Ok(())
 }
 
-pub async fn recover(tx: &Transaction<'_>) -> Result<Vec<String>, StoreError> {
-    let now = now_ms();
-    exec(
-        tx,
-        "UPDATE step_attempts SET ended_at = $1, outcome = 'interrupted', \
-         error = 'interrupted: the engine stopped during this attempt' WHERE ended_at IS NULL",
-        &[&now],
-    )
-    .await?;
+/// Re-enqueues the PENDING workflows of engines whose lease expired (and, at `executor`'s
+/// start, those its own earlier run left), closing their open attempts as interrupted; returns
+/// their ids. Rows another engine is taking over at the same moment are skipped, not waited for.
+pub async fn take_over(
+    tx: &Transaction<'_>,
+    executor: &str,
+    lease_ms: i64,
+    own: bool,
+) -> Result<Vec<String>, StoreError> {
+    let sql = format!(
+        "SELECT w.workflow_id, w.executor_id FROM workflow_status w \
+         WHERE w.status = 'PENDING' AND ( \
+           ($3 AND w.executor_id = $1) \
+           OR (w.executor_id IS DISTINCT FROM $1 AND NOT EXISTS ( \
+             SELECT 1 FROM engines e WHERE e.executor_id = w.executor_id \
+             AND e.heartbeat_at >= {NOW_MS} - $2))) \
+         ORDER BY w.created_at FOR UPDATE OF w SKIP LOCKED"
+    );
+    let rows = query(tx, &sql, &[&executor, &lease_ms, &own]).await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    for r in &rows {
+        let (id, from): (String, Option<String>) = (r.get(0), r.get(1));
+        let from = from.unwrap_or_default();
+        let why = if from == executor {
+            "interrupted: the engine stopped during this attempt".to_owned()
+        } else {
+            format!("interrupted: engine {from} stopped renewing its lease during this attempt")
+        };
+        exec(
+            tx,
+            &format!(
+                "UPDATE step_attempts SET ended_at = {NOW_MS}, outcome = 'interrupted', error = $2 \
+                 WHERE workflow_id = $1 AND ended_at IS NULL"
+            ),
+            &[&id, &why],
+        )
+        .await?;
+        if from != executor {
+            tracing::info!(workflow = %id, from = %from, "taking over a deployment whose engine's lease expired");
+        }
+    }
     exec(
         tx,
         "UPDATE workflow_status SET status = 'ENQUEUED', run_token = NULL, started_at = NULL, \
-         updated_at = $1 WHERE status = 'PENDING'",
-        &[&now],
+         updated_at = $2 WHERE workflow_id = ANY($1) AND status = 'PENDING'",
+        &[&ids, &now_ms()],
     )
     .await?;
-    enqueued(tx).await
+    Ok(ids)
 }
 
 pub async fn enqueued<C: GenericClient>(c: &C) -> Result<Vec<String>, StoreError> {

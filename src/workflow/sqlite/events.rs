@@ -6,6 +6,7 @@ use rusqlite::{Connection, params};
 
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
+use crate::workflow::store::EngineRow;
 
 /// Publishes event `key` of `workflow_id` (the latest value, and its history by step).
 pub fn set(
@@ -88,4 +89,27 @@ pub fn record_lease(
         params![executor, pid, host, now],
     )?;
     Ok(())
+}
+
+/// The engine that recorded its lease last.
+pub fn engines(conn: &Connection) -> Result<Vec<EngineRow>, StoreError> {
+    let now = now_ms();
+    let mut stmt = conn.prepare_cached(
+        "SELECT executor_id, COALESCE(host, ''), COALESCE(pid, 0), COALESCE(acquired_at, 0), \
+         COALESCE(heartbeat_at, 0) FROM engine_lease",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            let heartbeat_at: i64 = r.get(4)?;
+            Ok(EngineRow {
+                executor_id: r.get(0)?,
+                host: r.get(1)?,
+                pid: r.get(2)?,
+                started_at: r.get(3)?,
+                heartbeat_at,
+                age_ms: now - heartbeat_at,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }

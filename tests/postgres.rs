@@ -1,0 +1,448 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::print_stderr,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+//! Several engines on one real PostgreSQL: the real `manent` binary on two configuration
+//! directories (two "bastion hosts") sharing one database. Failover after `kill -9`, fencing of
+//! an engine that comes back after its lease, and a deploy that waits out a database outage.
+//! The `exec` plugin's ledger says what really ran.
+
+#[path = "support/fleet.rs"]
+mod fleet;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Child;
+use std::time::Duration;
+
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+
+/// Lease of the engines in these tests: short, so a takeover comes quickly.
+const LEASE: &str = "2s";
+
+/// A "host": its own configuration directory on the shared database, as engine `id`.
+fn host(url: &str, id: &str) -> Fixture {
+    Fixture::new(
+        &format!(
+            "{LEDGER_MANENT}database: \"{url}\"\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
+        ),
+        &[("web", &ledger_app(""))],
+    )
+}
+
+/// One ledger for both hosts: host B's commands write where host A's do.
+fn on_ledger(fx: &Fixture, ledger: &Fixture, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut all: Vec<(&str, &str)> = env.to_vec();
+    all.push(("FIXTURE", ledger.path().to_str().unwrap()));
+    fx.spawn_with(args, &all)
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Rows of `sql` as strings, read straight from PostgreSQL.
+fn rows(url: &str, sql: &str) -> Vec<Vec<String>> {
+    rt().block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .simple_query(sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                    (0..r.len())
+                        .map(|i| r.get(i).unwrap_or("").to_owned())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+/// Starts and completions per idempotency key.
+fn ledger_counts(fx: &Fixture) -> BTreeMap<String, (u32, u32)> {
+    let mut m: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    for e in fx.ledger() {
+        let c = m.entry(e.key).or_default();
+        match e.event.as_str() {
+            "start" => c.0 += 1,
+            "done" => c.1 += 1,
+            _ => {}
+        }
+    }
+    m
+}
+
+fn dones(fx: &Fixture) -> usize {
+    fx.ledger().iter().filter(|e| e.event == "done").count()
+}
+
+fn deployment(url: &str) -> String {
+    let ids = rows(
+        url,
+        "SELECT workflow_id FROM workflow_status WHERE name = 'deploy'",
+    );
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids[0][0].clone()
+}
+
+fn status_of(url: &str, id: &str) -> String {
+    rows(
+        url,
+        &format!("SELECT status FROM workflow_status WHERE workflow_id = '{id}'"),
+    )
+    .first()
+    .map(|r| r[0].clone())
+    .unwrap_or_default()
+}
+
+/// Which engines checkpointed the deployment's target steps.
+fn executors(url: &str, id: &str) -> Vec<String> {
+    rows(
+        url,
+        &format!(
+            "SELECT DISTINCT executor_id FROM operation_outputs WHERE workflow_id = '{id}' \
+             AND function_name LIKE 'deploy:%' ORDER BY 1"
+        ),
+    )
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect()
+}
+
+#[test]
+fn a_killed_engines_deploy_is_finished_by_another_and_no_completed_step_runs_again() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("failover");
+    let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
+    // Host A deploys; each target takes a moment.
+    let mut deploy = on_ledger(
+        &a,
+        &a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", "0.4")],
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "host A completes two targets",
+        || dones(&a) >= 2,
+    );
+    // Host B's engine is up before A dies (started now, so A claimed the deploy itself).
+    let worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.4")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let id = deployment(&url);
+    let before = ledger_counts(&a);
+    let completed_before: Vec<String> = rows(
+        &url,
+        &format!(
+            "SELECT function_id FROM operation_outputs WHERE workflow_id = '{id}' \
+             AND function_name LIKE 'deploy:%'"
+        ),
+    )
+    .into_iter()
+    .map(|r| format!("{id}/{}", r[0]))
+    .collect();
+    signal(&deploy, "-KILL");
+    let out = deploy.wait().unwrap();
+    assert_eq!(out.signal(), Some(9));
+    // Within the lease and a few seconds, B takes the deployment over and finishes it.
+    wait_until(
+        Duration::from_secs(60),
+        "host B finishes the deployment",
+        || status_of(&url, &id) == "SUCCESS",
+    );
+    signal(&worker, "-TERM");
+    let w = worker.wait_with_output().unwrap();
+    let log = text(&w.stderr);
+    assert!(w.status.success(), "worker B: {log}");
+    assert_eq!(
+        executors(&url, &id),
+        ["host-a", "host-b"],
+        "both engines completed targets of the one deployment"
+    );
+    let after = ledger_counts(&a);
+    for key in &completed_before {
+        assert_eq!(
+            after.get(key).map(|c| c.0),
+            Some(1),
+            "{key} was checkpointed before the kill but ran again: {after:?}"
+        );
+    }
+    for (key, (starts, done)) in &after {
+        assert_eq!(*done, 1, "{key} completed {done} times: {after:?}");
+        // A step the kill cut off runs again, with the same key; nothing else does.
+        let cut_off = before.get(key).is_some_and(|(s, d)| *s > *d);
+        assert!(
+            *starts == 1 || cut_off,
+            "{key} started {starts} times without being cut off: {after:?}"
+        );
+    }
+    assert_eq!(after.len(), 6, "six targets: {after:?}");
+    for t in 1..=6 {
+        let v = std::fs::read_to_string(a.path().join(format!("fleet/web-{t}/VERSION"))).unwrap();
+        assert_eq!(v.trim(), "1.0.0");
+    }
+    // Both hosts read the same history.
+    let v = b.status(&id);
+    assert_eq!(v["status"], "SUCCESS", "{v:#}");
+}
+
+#[test]
+fn an_engine_paused_past_its_lease_is_fenced_out_when_it_comes_back() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("fencing");
+    let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
+    let mut deploy = on_ledger(
+        &a,
+        &a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", "0.5")],
+    );
+    wait_until(Duration::from_secs(60), "host A completes a target", || {
+        dones(&a) >= 1
+    });
+    let mut worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.5")]);
+    std::thread::sleep(Duration::from_millis(300));
+    let id = deployment(&url);
+    // A stops (a paused VM, a partition) for well past its lease; B takes over.
+    signal(&deploy, "-STOP");
+    wait_until(
+        Duration::from_secs(60),
+        "host B takes the deployment over",
+        || executors(&url, &id).contains(&"host-b".to_owned()),
+    );
+    // A comes back while B is at work: its late commits are refused and it starts nothing.
+    signal(&deploy, "-CONT");
+    wait_until(Duration::from_secs(60), "the deployment finishes", || {
+        status_of(&url, &id) == "SUCCESS"
+    });
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    let said = text(&out.stderr);
+    signal(&worker, "-TERM");
+    let _ = worker.wait().unwrap();
+    let counts = ledger_counts(&a);
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    let starts: u32 = counts.values().map(|c| c.0).sum();
+    // Six targets, plus at most the two that were in flight when A stopped.
+    assert!(
+        starts <= 8,
+        "steps ran again beyond those cut off: {counts:?}"
+    );
+    for (key, (_, done)) in &counts {
+        assert!(*done >= 1, "{key} never completed: {counts:?}");
+    }
+    let fenced = rows(
+        &url,
+        &format!(
+            "SELECT count(*) FROM step_attempts WHERE workflow_id = '{id}' \
+             AND outcome = 'interrupted' AND error LIKE '%host-a stopped renewing its lease%'"
+        ),
+    );
+    assert_ne!(
+        fenced[0][0], "0",
+        "B closed A's attempts as interrupted by the lost lease"
+    );
+    // A's deploy command says who runs its deployment now and follows it to the end there.
+    assert!(
+        said.contains("engine host-b") && said.contains("took the deployment over"),
+        "{said}"
+    );
+    assert!(out.status.success(), "{said}");
+}
+
+#[test]
+fn a_deploy_waits_out_a_database_outage_and_completes() {
+    let Some(mut pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("outage");
+    let a = host(&url, "host-a");
+    let mut deploy = on_ledger(
+        &a,
+        &a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", "0.3")],
+    );
+    wait_until(Duration::from_secs(60), "a target completes", || {
+        dones(&a) >= 1
+    });
+    pg.stop();
+    std::thread::sleep(Duration::from_secs(5));
+    pg.restart();
+    let out = wait_bounded(&mut deploy, Duration::from_secs(120));
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "the deploy failed: {said}");
+    assert!(
+        said.contains("cannot commit") && said.contains("postgres:///outage"),
+        "the deploy said it waits for the database: {said}"
+    );
+    let id = deployment(&url);
+    assert_eq!(status_of(&url, &id), "SUCCESS");
+    let counts = ledger_counts(&a);
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    assert!(
+        counts.values().all(|(_, d)| *d == 1),
+        "every target completed once: {counts:?}"
+    );
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::Output {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the process did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut out = std::process::Output {
+        status: child.wait().unwrap(),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    };
+    use std::io::Read;
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_end(&mut out.stderr);
+    }
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_end(&mut out.stdout);
+    }
+    out
+}
+
+/// Every row of every table of a SQLite system database, as text, table by table.
+fn sqlite_rows(db: &std::path::Path) -> BTreeMap<String, Vec<String>> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let tables = [
+        "workflow_status",
+        "operation_outputs",
+        "step_attempts",
+        "notifications",
+        "workflow_events",
+        "workflow_events_history",
+        "releases",
+        "journal",
+        "logs",
+        "locks",
+        "outbox",
+    ];
+    let mut all = BTreeMap::new();
+    for t in tables {
+        let mut stmt = c.prepare(&format!("SELECT * FROM {t}")).unwrap();
+        let n = stmt.column_count();
+        let mut rows: Vec<String> = stmt
+            .query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows.sort();
+        all.insert(t.to_owned(), rows);
+    }
+    all
+}
+
+#[test]
+fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("copied");
+    // A history on SQLite: a deploy, a lock and its journal entries, logs.
+    let app = ledger_app("").replace(
+        "      echo \"start ",
+        "      echo \"unpacking on $MANENT_TARGET\" >&2\n      echo \"start ",
+    );
+    assert!(app.contains("unpacking"));
+    let local = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let out = local.run(&["deploy", "web", "prod", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = local.run(&["lock", "web", "prod", "--reason", "freeze for the audit"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = local.deployments().pop().unwrap();
+    let before = sqlite_rows(&local.db_path());
+    assert!(
+        before["logs"].len() > 5 && !before["journal"].is_empty(),
+        "{before:?}"
+    );
+
+    let out = local.run(&["db", "copy", "--to", &url, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verified"], true, "{report:#}");
+    let logs = report["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "logs")
+        .unwrap();
+    assert_eq!(logs["rows"], before["logs"].len(), "{report:#}");
+
+    // A second copy into the now non-empty database is refused, and changes nothing.
+    let out = local.run(&["db", "copy", "--to", &url]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // The copy reads as the original did, from a configuration on PostgreSQL.
+    let shared = host(&url, "host-b");
+    let there = shared.status(&id);
+    let here = local.status(&id);
+    assert_eq!(
+        there, here,
+        "status differs between the copy and the original"
+    );
+    let check = shared.run(&["db", "check", "--json"]);
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    let check: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(check["store"], "postgresql", "{check:#}");
+
+    // And back: PostgreSQL to a new SQLite file holds exactly the original rows.
+    let back = shared.path().join("back.db");
+    let out = shared.run(&["db", "copy", "--to", back.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("verified"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        sqlite_rows(&back),
+        before,
+        "a row changed in the round trip"
+    );
+}
