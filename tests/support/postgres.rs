@@ -5,7 +5,11 @@
 //! Without PostgreSQL's binaries a test is skipped with a note, unless `MANENT_REQUIRE_PG=1` or
 //! `CI` is set: then it fails, so CI never passes by skipping.
 
-#![allow(dead_code, reason = "each test binary uses a part")]
+#![allow(
+    dead_code,
+    clippy::print_stderr,
+    reason = "each test binary uses a part; a skipped test says why"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
