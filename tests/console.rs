@@ -1006,6 +1006,33 @@ mod snapshots {
         t
     }
 
+    /// On a database several engines share, the header says which engine runs the deployment,
+    /// in the warning colour once that engine has gone silent.
+    #[test]
+    fn on_a_shared_database_the_header_names_the_engine_running_the_deployment() {
+        let mut app = app_on_deployment(RUNNING);
+        let text = |app: &App| {
+            let t = draw(app, "default", 80, 24);
+            let b = t.backend().buffer();
+            (0..b.area.width)
+                .map(|x| b[(x, 0)].symbol().to_owned())
+                .collect::<String>()
+        };
+        assert!(!text(&app).contains(" on "), "{}", text(&app));
+        let mut snap = (*app.snap).clone();
+        snap.owners.insert(
+            RUNNING.to_owned(),
+            manent::engine::handle::Owner {
+                engine: "bastion-2".into(),
+                detail: "pid 4242 on bastion-2".into(),
+                silent: false,
+            },
+        );
+        app.snap = std::sync::Arc::new(snap);
+        let header = text(&app);
+        assert!(header.contains("on bastion-2"), "{header}");
+    }
+
     fn screens() -> Vec<(&'static str, App)> {
         let home = app_on_home();
         let running = app_on_deployment("dep-20261129-100000-aaaa");

@@ -10,6 +10,8 @@
 
 #[path = "support/fleet.rs"]
 mod fleet;
+#[path = "support/postgres.rs"]
+mod pg;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;
@@ -21,6 +23,33 @@ const DEPLOY: &[&str] = &["deploy", "web", "prod", "--yes"];
 
 fn fixture() -> Fixture {
     Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))])
+}
+
+/// Where a kill-matrix test keeps its system database: the same matrix runs on both.
+#[derive(Clone)]
+enum Backend {
+    Sqlite,
+    Postgres(std::sync::Arc<pg::Postgres>),
+}
+
+impl Backend {
+    /// PostgreSQL, or None (the test is skipped with a note) where it is not installed.
+    fn postgres() -> Option<Backend> {
+        pg::Postgres::start().map(|p| Backend::Postgres(std::sync::Arc::new(p)))
+    }
+
+    /// The ledger fixture, on a fresh database of this backend.
+    fn fixture(&self) -> Fixture {
+        match self {
+            Backend::Sqlite => fixture(),
+            Backend::Postgres(server) => {
+                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let url = server.create_db(&format!("crash{n}"));
+                Fixture::on_postgres(&url, LEDGER_MANENT, &[("web", &ledger_app(""))])
+            }
+        }
+    }
 }
 
 /// The same fleet, its plugin unable to tell a target's current release.
@@ -153,19 +182,15 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
         assert_eq!(v.trim(), "1.0.0");
     }
     fx.integrity_ok();
-    let pending: i64 = fx
-        .db()
-        .query_row(
-            "SELECT count(*) FROM workflow_status WHERE status IN ('PENDING','ENQUEUED')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(pending, 0);
+    assert_eq!(fx.live(), 0);
 }
 
 fn golden() -> (Vec<(u32, String)>, usize) {
-    let fx = fixture();
+    golden_on(&Backend::Sqlite)
+}
+
+fn golden_on(b: &Backend) -> (Vec<(u32, String)>, usize) {
+    let fx = b.fixture();
     let out = fx.run(DEPLOY);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let id = fx.deployments().pop().unwrap();
@@ -203,11 +228,11 @@ fn kill_and_resume_on(fx: Fixture, golden: &[(u32, String)], failpoints: &str) {
     check(&fx, golden, &before);
 }
 
-#[test]
-fn kill_after_every_step_checkpoint() {
-    let (golden, steps) = golden();
+fn kill_after_every_step_checkpoint_on(b: &Backend) {
+    let (golden, steps) = golden_on(b);
     for n in 1..=steps {
-        kill_and_resume(
+        kill_and_resume_on(
+            b.fixture(),
             &golden,
             &format!("step.after_checkpoint={}", format_args!("kill@{n}")),
         );
@@ -215,11 +240,24 @@ fn kill_after_every_step_checkpoint() {
 }
 
 #[test]
-fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
-    let (golden, steps) = golden();
+fn kill_after_every_step_checkpoint() {
+    kill_after_every_step_checkpoint_on(&Backend::Sqlite);
+}
+
+fn kill_after_the_side_effect_before_the_checkpoint_on(b: &Backend) {
+    let (golden, steps) = golden_on(b);
     for n in 1..=steps {
-        kill_and_resume(&golden, &format!("step.before_checkpoint=kill@{n}"));
+        kill_and_resume_on(
+            b.fixture(),
+            &golden,
+            &format!("step.before_checkpoint=kill@{n}"),
+        );
     }
+}
+
+#[test]
+fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
+    kill_after_the_side_effect_before_the_checkpoint_on(&Backend::Sqlite);
 }
 
 /// The Mu seed's ResourceUnknown: a call cut off after the plugin finished the work is
@@ -280,8 +318,12 @@ fn kill_around_the_outcome_and_inside_the_store_commit() {
 
 #[test]
 fn kill_inside_a_running_step() {
-    let (golden, _) = golden();
-    let fx = fixture();
+    kill_inside_a_running_step_on(&Backend::Sqlite);
+}
+
+fn kill_inside_a_running_step_on(b: &Backend) {
+    let (golden, _) = golden_on(b);
+    let fx = b.fixture();
     let mut child = fx.spawn_with(DEPLOY, &[("DELAY", "1")]);
     wait_until(Duration::from_secs(30), "a batch-2 target to start", || {
         fx.ledger()
@@ -303,12 +345,16 @@ fn kill_inside_a_running_step() {
 
 #[test]
 fn a_lost_commit_acknowledgement_and_failing_commits_never_rerun_a_step_or_fail_the_deploy() {
+    lost_acknowledgements_on(&Backend::Sqlite);
+}
+
+fn lost_acknowledgements_on(b: &Backend) {
     for fp in [
         "store.after_commit=ioerr@4",
         "store.commit=ioerr@5-9",
         "store.after_commit=ioerr@2-6",
     ] {
-        let fx = fixture();
+        let fx = b.fixture();
         let out = fx.run_with(DEPLOY, &[("MANENT_FAILPOINTS", fp)]);
         assert_eq!(out.status.code(), Some(0), "{fp}: {}", text(&out.stderr));
         let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
@@ -319,7 +365,11 @@ fn a_lost_commit_acknowledgement_and_failing_commits_never_rerun_a_step_or_fail_
 
 #[test]
 fn a_crash_during_a_rollback_resumes_the_rollback() {
-    let fx = fixture();
+    a_crash_during_a_rollback_on(&Backend::Sqlite);
+}
+
+fn a_crash_during_a_rollback_on(b: &Backend) {
+    let fx = b.fixture();
     assert!(fx.run(DEPLOY).status.success());
     assert!(
         fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"])
@@ -782,5 +832,42 @@ fn a_canary_killed_inside_its_timed_pause_and_its_analysis_resumes_where_it_was(
         child.kill().unwrap();
         child.wait().unwrap();
         canary_resumes(&fx, &golden, what);
+    }
+}
+
+/// The kill matrix on PostgreSQL: every step boundary of the rolling deploy, after the side
+/// effect before its checkpoint, inside a running step, during a rollback, and commits that
+/// fail or lose their acknowledgement — the same ledger guarantees as on SQLite.
+mod postgres {
+    use super::*;
+
+    #[test]
+    fn kill_after_every_step_checkpoint() {
+        let Some(b) = Backend::postgres() else { return };
+        kill_after_every_step_checkpoint_on(&b);
+    }
+
+    #[test]
+    fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
+        let Some(b) = Backend::postgres() else { return };
+        kill_after_the_side_effect_before_the_checkpoint_on(&b);
+    }
+
+    #[test]
+    fn kill_inside_a_running_step() {
+        let Some(b) = Backend::postgres() else { return };
+        kill_inside_a_running_step_on(&b);
+    }
+
+    #[test]
+    fn a_crash_during_a_rollback_resumes_the_rollback() {
+        let Some(b) = Backend::postgres() else { return };
+        a_crash_during_a_rollback_on(&b);
+    }
+
+    #[test]
+    fn a_lost_commit_acknowledgement_and_failing_commits_never_rerun_a_step_or_fail_the_deploy() {
+        let Some(b) = Backend::postgres() else { return };
+        lost_acknowledgements_on(&b);
     }
 }

@@ -446,3 +446,66 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         "a row changed in the round trip"
     );
 }
+
+#[test]
+fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("verbs");
+    let app = ledger_app("").replace(
+        "      echo \"start ",
+        "      echo \"unpacking on $MANENT_TARGET\" >&2\n      echo \"start ",
+    );
+    let on = |id: &str| {
+        Fixture::new(
+            &format!(
+                "{LEDGER_MANENT}database: \"{url}\"\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
+            ),
+            &[("web", &app)],
+        )
+    };
+    let (a, b) = (on("host-a"), on("host-b"));
+    let mut deploy = on_ledger(
+        &a,
+        &a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", "0.4")],
+    );
+    wait_until(Duration::from_secs(60), "host A starts a target", || {
+        !a.ledger().is_empty()
+    });
+    let id = deployment(&url);
+    // Host B pauses it: host A's engine takes the command at its next boundary.
+    let out = b.run(&["pause", &id, "--reason", "checking the dashboards"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    wait_until(Duration::from_secs(30), "the deployment pauses", || {
+        b.status(&id)["state"] == "paused"
+    });
+    let held = a.ledger().len();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(a.ledger().len(), held, "nothing starts while it is paused");
+    // Host B reads host A's plugin lines from the shared database.
+    let logs = b.run(&["logs", &id]);
+    assert!(
+        text(&logs.stdout).contains("unpacking on web-1"),
+        "{}",
+        text(&logs.stdout)
+    );
+    // And resumes it; host A finishes it.
+    let out = b.run(&["resume", &id]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(status_of(&url, &id), "SUCCESS");
+    assert_eq!(executors(&url, &id), ["host-a"], "host A ran every target");
+    let journal = rows(
+        &url,
+        &format!("SELECT action FROM journal WHERE workflow_id = '{id}' ORDER BY id"),
+    );
+    let actions: Vec<&str> = journal.iter().map(|r| r[0].as_str()).collect();
+    assert!(
+        actions.contains(&"pause") && actions.contains(&"resume"),
+        "{actions:?}"
+    );
+}

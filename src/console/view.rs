@@ -111,6 +111,17 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             {
                 spans.push(Span::styled(format!(" {p}"), h));
             }
+            // Which engine runs it, where several share the database: it is where its plugins'
+            // processes are.
+            if let Some(owner) = app.snap.owners.get(&d.id) {
+                spans.push(sep.clone());
+                let style = if owner.silent {
+                    theme.get("production")
+                } else {
+                    h
+                };
+                spans.push(Span::styled(format!("on {}", owner.engine), style));
+            }
             spans.push(sep.clone());
             let end = d.completed_at.unwrap_or(app.now);
             spans.push(Span::styled(widgets::elapsed(end - d.created_at), h));

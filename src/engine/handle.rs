@@ -148,6 +148,19 @@ pub struct Snapshot {
     pub problems: Vec<String>,
     /// What the database refuses now, while deployments wait for it (disk full, I/O errors).
     pub store_trouble: Option<String>,
+    /// On a database several engines share: which engine runs each live deployment.
+    pub owners: std::collections::BTreeMap<String, Owner>,
+}
+
+/// The engine that runs a deployment, on a database several engines share.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Owner {
+    /// Its `engine.executor_id`.
+    pub engine: String,
+    /// `pid 4242 on bastion-1`, and whether it is silent.
+    pub detail: String,
+    /// Its lease expired: another engine takes the deployment over.
+    pub silent: bool,
 }
 
 /// The console's end of the engine.
@@ -201,9 +214,11 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
     let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     // In-process, the console reads the engine's own channel (so it learns how many lines it
     // missed if it falls behind); attached, lines tailed from the database.
+    // On a shared database every engine's lines, this one's included, arrive through the
+    // database: one order, no line twice.
     let logs = match &engine {
-        Some(e) => e.log_channel(),
-        None => broadcast::channel(65_536).0,
+        Some(e) if config.postgres.is_none() => e.log_channel(),
+        _ => broadcast::channel(65_536).0,
     };
     let stop = Arc::new(tokio::sync::Notify::new());
     let (history, _) = broadcast::channel(8);
@@ -283,17 +298,33 @@ impl Actor {
         let mut last_version = -1i64;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // On PostgreSQL another engine's commit wakes the console (LISTEN/NOTIFY) at once,
+        // at most every 100 ms.
+        let store = self.store.clone();
+        let mut last_wake = tokio::time::Instant::now();
         loop {
+            let changed = async {
+                match store.changes() {
+                    Some(n) => n.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = stop.notified() => break,
+                () = changed => {
+                    if last_wake.elapsed() >= Duration::from_millis(100) {
+                        last_wake = tokio::time::Instant::now();
+                        tick.reset_immediately();
+                    }
+                },
                 cmd = commands.recv() => match cmd {
                     Some(c) => { self.handle(c).await; dirty = true; }
                     None => break,
                 },
                 ev = recv_event(&mut events) => { if ev { dirty = true; } else { events = None; } },
                 _ = tick.tick() => {
-                    if self.engine.is_none() {
+                    if self.engine.is_none() || self.config.postgres.is_some() {
                         self.poll_logs().await;
                         let v = self.store.data_version().await.unwrap_or(0);
                         if v != last_version {
@@ -490,7 +521,41 @@ impl Actor {
         let _ = self.history.send((id, Arc::new(lines)));
     }
 
-    /// Attached: the other engine's log lines arrive through the database.
+    /// On a shared database, who runs each live deployment: its engine's id, pid and host
+    /// (nothing on SQLite, where one engine runs them all).
+    async fn owners(&self, rows: &[(String, String)]) -> std::collections::BTreeMap<String, Owner> {
+        let mut out = std::collections::BTreeMap::new();
+        if self.config.postgres.is_none() || rows.is_empty() {
+            return out;
+        }
+        let engines = self.store.engines().await.unwrap_or_default();
+        let lease = i64::try_from(self.config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+        for (id, executor) in rows {
+            let found = engines.iter().find(|e| &e.executor_id == executor);
+            let silent = found.is_none_or(|e| e.age_ms >= lease);
+            let detail = match found {
+                Some(e) if !silent => format!("pid {} on {}", e.pid, e.host),
+                Some(e) => format!(
+                    "pid {} on {}, silent for {}s: another engine takes it over",
+                    e.pid,
+                    e.host,
+                    e.age_ms / 1000
+                ),
+                None => "not registered".to_owned(),
+            };
+            out.insert(
+                id.clone(),
+                Owner {
+                    engine: executor.clone(),
+                    detail,
+                    silent,
+                },
+            );
+        }
+        out
+    }
+
+    /// Attached (or on a shared database): log lines arrive through the database.
     async fn poll_logs(&mut self) {
         let Ok(lines) = self.store.recent_logs(self.log_cursor, 5000).await else {
             return;
@@ -513,6 +578,11 @@ impl Actor {
             .unwrap_or_default();
         self.finished
             .retain(|id, _| rows.iter().any(|r| &r.id == id));
+        let rows_owners: Vec<(String, String)> = rows
+            .iter()
+            .filter(|r| r.status == crate::workflow::store::WorkflowStatus::Pending)
+            .filter_map(|r| Some((r.id.clone(), r.executor_id.clone()?)))
+            .collect();
         let mut deployments = Vec::with_capacity(rows.len());
         for r in rows {
             if let Some(v) = self.finished.get(&r.id) {
@@ -582,6 +652,7 @@ impl Actor {
             notices: self.notices.clone(),
             problems: self.problems.clone(),
             store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
+            owners: self.owners(&rows_owners).await,
         };
         // Nothing new: no snapshot, so the console does not redraw.
         if **self.snap.borrow() == snap {

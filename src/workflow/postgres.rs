@@ -202,6 +202,77 @@ pub struct PostgresStore {
     shown: String,
     ext: Arc<dyn Extension>,
     lease_ms: i64,
+    changes: Arc<Changes>,
+}
+
+/// What the `LISTEN` connection heard: every committed write anywhere NOTIFYs `manent`, so
+/// mailboxes, pollers and log tails wake at once instead of on their next poll.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Bumped at every notification (and at every reconnection: something may have changed).
+    version: std::sync::atomic::AtomicI64,
+    /// True while the listening connection is up.
+    listening: std::sync::atomic::AtomicBool,
+    /// Wakes whoever waits for a change.
+    notify: tokio::sync::Notify,
+}
+
+/// The channel every write notifies.
+const CHANNEL: &str = "manent";
+
+/// Listens on [`CHANNEL`] for as long as `changes` has other owners, reconnecting after a
+/// lost connection.
+fn spawn_listener(config: tokio_postgres::Config, changes: Arc<Changes>) {
+    use std::sync::atomic::Ordering;
+    tokio::spawn(async move {
+        let weak = Arc::downgrade(&changes);
+        drop(changes);
+        loop {
+            let Some(changes) = weak.upgrade() else {
+                return;
+            };
+            if let Ok((client, mut conn)) = config.connect(tokio_postgres::NoTls).await {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let driver = tokio::spawn(async move {
+                    while let Some(m) = futures::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                        if m.is_err() || tx.send(()).is_err() {
+                            break;
+                        }
+                    }
+                });
+                if client
+                    .batch_execute(&format!("LISTEN {CHANNEL}"))
+                    .await
+                    .is_ok()
+                {
+                    changes.listening.store(true, Ordering::SeqCst);
+                    changes.version.fetch_add(1, Ordering::SeqCst);
+                    changes.notify.notify_waiters();
+                    drop(changes);
+                    while rx.recv().await.is_some() {
+                        let Some(c) = weak.upgrade() else {
+                            driver.abort();
+                            return;
+                        };
+                        c.version.fetch_add(1, Ordering::SeqCst);
+                        c.notify.notify_waiters();
+                    }
+                } else {
+                    drop(changes);
+                }
+                driver.abort();
+            } else {
+                drop(changes);
+            }
+            let Some(changes) = weak.upgrade() else {
+                return;
+            };
+            changes.listening.store(false, Ordering::SeqCst);
+            changes.notify.notify_waiters();
+            drop(changes);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -286,6 +357,8 @@ impl PostgresStore {
             (lease_ms / 2).max(500)
         ));
         pg.keepalives_idle(Duration::from_secs(5));
+        let changes = Arc::new(Changes::default());
+        spawn_listener(pg.clone(), changes.clone());
         let manager = deadpool_postgres::Manager::from_config(
             pg,
             tokio_postgres::NoTls,
@@ -305,6 +378,7 @@ impl PostgresStore {
             shown: shown.clone(),
             ext,
             lease_ms,
+            changes,
         };
         store.migrate().await.map_err(|e| open_err(e.cause()))?;
         Ok(store)
@@ -422,9 +496,32 @@ macro_rules! in_tx {
         let mut client = $store.client().await?;
         let $tx = client.transaction().await?;
         let out = $body.await?;
+        $tx.batch_execute(concat!("NOTIFY ", "manent")).await?;
+        before_commit()?;
         $tx.commit().await?;
+        after_commit()?;
         Ok(out)
     }};
+}
+
+/// The crash harness's failpoints around a commit, as on SQLite: an I/O error before it, or
+/// a commit whose acknowledgement is lost.
+fn before_commit() -> Result<(), StoreError> {
+    if crate::failpoint::hit("store.commit", "") == Some(crate::failpoint::Fault::IoError) {
+        return Err(StoreError::Transient(
+            "injected I/O error before commit".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn after_commit() -> Result<(), StoreError> {
+    if crate::failpoint::hit("store.after_commit", "") == Some(crate::failpoint::Fault::IoError) {
+        return Err(StoreError::Transient(
+            "injected I/O error after commit".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -547,9 +644,17 @@ impl Store for PostgresStore {
         in_tx!(self, tx => events::register(&tx, executor, pid, host, self.lease_ms))
     }
 
+    fn changes(&self) -> Option<&tokio::sync::Notify> {
+        Some(&self.changes.notify)
+    }
+
     async fn data_version(&self) -> Result<i64, StoreError> {
-        // The WAL position moves with every commit anywhere in the cluster: a cheap "something
-        // may have changed" for pollers.
+        use std::sync::atomic::Ordering;
+        // What LISTEN heard; without it (the connection is being restored) the WAL position,
+        // which moves with every commit anywhere in the cluster.
+        if self.changes.listening.load(Ordering::SeqCst) {
+            return Ok(self.changes.version.load(Ordering::SeqCst));
+        }
         let c = self.client().await?;
         let row = query_opt(&c, "SELECT (pg_current_wal_lsn() - '0/0')::BIGINT", &[]).await?;
         Ok(row.map_or(0, |r| r.get(0)))

@@ -429,8 +429,15 @@ impl Runtime {
             let mut shutdown = rt.shutdown.subscribe();
             let mut last = rt.store.data_version().await.unwrap_or(0);
             loop {
+                let changed = async {
+                    match rt.store.changes() {
+                        Some(n) => n.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = tokio::time::sleep(every) => {}
+                    () = changed => {}
                     _ = shutdown.wait_for(|s| *s != Shutdown::Running) => return,
                 }
                 let again = rt

@@ -510,6 +510,11 @@ pub trait Store: Send + Sync {
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError>;
     /// Changes whenever another connection commits (B.7 polling).
     async fn data_version(&self) -> Result<i64, StoreError>;
+    /// Notified when another connection commits, where the database says so (PostgreSQL's
+    /// LISTEN/NOTIFY): pollers wake at once rather than at their next poll.
+    fn changes(&self) -> Option<&tokio::sync::Notify> {
+        None
+    }
     /// One workflow.
     async fn workflow(&self, id: &str) -> Result<Option<WorkflowRow>, StoreError>;
     /// Workflows, newest first.

@@ -338,6 +338,7 @@ pub fn snapshot() -> Snapshot {
         notices: Vec::new(),
         problems: Vec::new(),
         store_trouble: None,
+        owners: Default::default(),
     }
 }
 

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 /// A configuration directory with `manent.yml` and `apps/`.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
+    /// The shared PostgreSQL database this fixture's configuration uses, if not SQLite.
+    pub postgres: Option<String>,
 }
 
 /// One `exec` command's ledger line: `start|done KEY TARGET ATTEMPT`.
@@ -29,7 +31,46 @@ impl Fixture {
         for (name, text) in apps {
             std::fs::write(dir.path().join("apps").join(format!("{name}.yml")), text).unwrap();
         }
-        Fixture { dir }
+        Fixture {
+            dir,
+            postgres: None,
+        }
+    }
+
+    /// The same, on the PostgreSQL database `url` (`database:` in manent.yml).
+    pub fn on_postgres(url: &str, manent_yml: &str, apps: &[(&str, &str)]) -> Fixture {
+        let mut fx = Fixture::new(&format!("database: \"{url}\"\n{manent_yml}"), apps);
+        fx.postgres = Some(url.to_owned());
+        fx
+    }
+
+    /// Rows of `sql` from this fixture's PostgreSQL, as strings.
+    pub fn pg_rows(&self, sql: &str) -> Vec<Vec<String>> {
+        let url = self.postgres.as_deref().expect("a fixture on PostgreSQL");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .simple_query(sql)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                        (0..r.len())
+                            .map(|i| r.get(i).unwrap_or("").to_owned())
+                            .collect(),
+                    ),
+                    _ => None,
+                })
+                .collect()
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -93,6 +134,13 @@ impl Fixture {
     /// Ids of every deployment, oldest first. A database another process is still creating
     /// (the file exists, its schema not yet) has none.
     pub fn deployments(&self) -> Vec<String> {
+        if self.postgres.is_some() {
+            return self
+                .pg_rows("SELECT workflow_id FROM workflow_status ORDER BY created_at, workflow_id")
+                .into_iter()
+                .map(|r| r[0].clone())
+                .collect();
+        }
         if !self.db_path().exists() {
             return Vec::new();
         }
@@ -130,6 +178,16 @@ impl Fixture {
 
     /// The checkpointed steps of a deployment: (function_id, name).
     pub fn steps(&self, id: &str) -> Vec<(u32, String)> {
+        if self.postgres.is_some() {
+            return self
+                .pg_rows(&format!(
+                    "SELECT function_id, function_name FROM operation_outputs \
+                     WHERE workflow_id = '{id}' ORDER BY function_id"
+                ))
+                .into_iter()
+                .map(|r| (r[0].parse().unwrap(), r[1].clone()))
+                .collect();
+        }
         let db = self.db();
         let mut stmt = db
             .prepare("SELECT function_id, function_name FROM operation_outputs WHERE workflow_id = ?1 ORDER BY function_id")
@@ -146,7 +204,26 @@ impl Fixture {
             .is_ok_and(|t| t.contains("current_release"))
     }
 
+    /// Deployments still ENQUEUED or PENDING.
+    pub fn live(&self) -> i64 {
+        let sql = "SELECT count(*) FROM workflow_status WHERE status IN ('PENDING','ENQUEUED')";
+        if self.postgres.is_some() {
+            return self.pg_rows(sql)[0][0].parse().unwrap();
+        }
+        self.db().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
     pub fn integrity_ok(&self) {
+        if self.postgres.is_some() {
+            // PostgreSQL keeps its own pages whole; what must hold is that no attempt is left
+            // open once the deployment ended.
+            let open = self.pg_rows(
+                "SELECT count(*) FROM step_attempts a JOIN workflow_status w USING (workflow_id) \
+                 WHERE a.ended_at IS NULL AND w.status IN ('SUCCESS','ERROR')",
+            );
+            assert_eq!(open[0][0], "0");
+            return;
+        }
         let v: String = self
             .db()
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))

@@ -289,8 +289,9 @@ impl Records for PostgresStore {
             rest.1.push(l.message);
             rest.2.push(l.attrs);
         }
+        let client = self.client().await?;
         exec(
-            &self.client().await?,
+            &client,
             "INSERT INTO logs (workflow_id, at, level, source, target, message, attrs) \
              SELECT w, a, l, s, g, m, x FROM UNNEST($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], \
              $5::TEXT[], $6::TEXT[], $7::TEXT[]) WITH ORDINALITY AS t(w, a, l, s, g, m, x, n) \
@@ -300,6 +301,8 @@ impl Records for PostgresStore {
             ],
         )
         .await?;
+        // Consoles and followers tailing the logs wake now.
+        client.batch_execute("NOTIFY manent").await?;
         Ok(())
     }
 
