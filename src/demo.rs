@@ -157,7 +157,7 @@ async fn seed(config: &Path) -> Result<(), String> {
     let config = Config::load(config, &crate::plugin::catalog()).map_err(|e| e.to_string())?;
     let engine = Engine::start(&config).await.map_err(|e| e.to_string())?;
     let op = demo_operator();
-    let sub = Submission::new(&op, Some("demo: the release before"), 5);
+    let sub = Submission::new(&op, Some("demo: the release before"), &config.engine);
     for env in ["staging", "prod"] {
         let mut spec = config.environment("shop", env).map_err(|e| e.to_string())?;
         spec.artifact.version = "2.3.0".into();
@@ -182,7 +182,11 @@ async fn start_deploy(config: &Path) -> Result<(), String> {
         .environment("shop", "prod")
         .map_err(|e| e.to_string())?;
     let op = demo_operator();
-    let sub = Submission::new(&op, Some("started by `manent demo` to show a deploy"), 5);
+    let sub = Submission::new(
+        &op,
+        Some("started by `manent demo` to show a deploy"),
+        &config.engine,
+    );
     submit::deploy(&db, &spec, false, &sub)
         .await
         .map_err(|e| e.to_string())?;

@@ -268,7 +268,8 @@ fn an_engine_paused_past_its_lease_is_fenced_out_when_it_comes_back() {
     );
     // A's deploy command says who runs its deployment now and follows it to the end there.
     assert!(
-        said.contains("engine host-b") && said.contains("took the deployment over"),
+        said.contains("engine host-b")
+            && said.contains("took the deployment over from this engine"),
         "{said}"
     );
     assert!(out.status.success(), "{said}");
@@ -466,6 +467,10 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
         )
     };
     let (a, b) = (on("host-a"), on("host-b"));
+    // Host B's engine is up and listening: a deploy started on host A still runs on host A
+    // (its environment, its reach), not on whichever engine hears of it first.
+    let worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.4")]);
+    std::thread::sleep(Duration::from_millis(700));
     let mut deploy = on_ledger(
         &a,
         &a,
@@ -476,6 +481,9 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
         !a.ledger().is_empty()
     });
     let id = deployment(&url);
+    // From host B, where no engine runs, it reads as running: host A's engine runs it.
+    let seen = b.status(&id);
+    assert_eq!(seen["state"], "running", "{seen:#}");
     // Host B pauses it: host A's engine takes the command at its next boundary.
     let out = b.run(&["pause", &id, "--reason", "checking the dashboards"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -498,6 +506,9 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
     let out = wait_bounded(&mut deploy, Duration::from_secs(60));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(status_of(&url, &id), "SUCCESS");
+    signal(&worker, "-TERM");
+    let w = worker.wait_with_output().unwrap();
+    assert!(w.status.success(), "{}", text(&w.stderr));
     assert_eq!(executors(&url, &id), ["host-a"], "host A ran every target");
     let journal = rows(
         &url,

@@ -185,6 +185,7 @@ fn new_wf(id: &str, name: &str) -> NewWorkflow {
         dedup_key: None,
         max_recovery_attempts: 5,
         records: Vec::new(),
+        executor: None,
     }
 }
 

@@ -14,7 +14,6 @@ use super::{ControlArgs, RetryArgs, SkipArgs, exit};
 use crate::deploy::command::{self, CommandError, OperatorCommand};
 use crate::deploy::state::DeploymentState;
 use crate::operator::Operator;
-use crate::workflow::Lease;
 
 #[derive(Serialize)]
 struct Sent<'a> {
@@ -225,7 +224,7 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     // A deployment no engine runs only needs one: starting it here resumes it.
-    if v.state_with(Lease::is_held(&config.database)) == DeploymentState::Interrupted
+    if v.state_with(output::engine_running(&config, &*store).await) == DeploymentState::Interrupted
         && v.status.is_live()
     {
         let entry = Operator::from_env().journal(

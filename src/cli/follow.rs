@@ -347,8 +347,8 @@ async fn follow(
                 Some(owner) => {
                     if elsewhere.as_ref() != Some(&owner.executor_id) {
                         out.note(format!(
-                            "manent: engine {} (pid {} on {}) runs {id} now: this engine's lease \
-                             expired and it took the deployment over; following it there",
+                            "manent: engine {} (pid {} on {}) runs {id} now: it took the \
+                             deployment over from this engine; following it there",
                             owner.executor_id, owner.pid, owner.host
                         ));
                         elsewhere = Some(owner.executor_id);

@@ -18,8 +18,8 @@ use crate::deploy::releases;
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::logger::Discard;
 use crate::plugin::{Registry, Request, Secrets};
+use crate::workflow::StoreError;
 use crate::workflow::store::WorkflowQuery;
-use crate::workflow::{Lease, StoreError};
 
 #[derive(Serialize)]
 struct Validation {
@@ -420,7 +420,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let engine_running = Lease::is_held(&config.database);
+    let engine_running = output::engine_running(&config, &*store).await;
     if let Some(id) = &a.deployment
         && a.watch
     {
@@ -555,7 +555,7 @@ async fn watch(
             }
             Err(e) => return output::db_error(&output::database_shown(config), &e, out),
         };
-        let engine_running = Lease::is_held(&config.database);
+        let engine_running = output::engine_running(config, store).await;
         let v = v.honest(engine_running);
         let state = v.state;
         let ended = super::follow::settled(&v, super::follow::Expect::End)
@@ -840,7 +840,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         });
         return exit::OK;
     }
-    let engine_running = Lease::is_held(&config.database);
+    let engine_running = output::engine_running(&config, &*store).await;
     if deployments.is_empty() {
         out.line(format!("no deployments of {subject} yet"));
         return exit::OK;

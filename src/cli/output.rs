@@ -123,6 +123,19 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Db>, StoreError> {
     crate::deploy::records::open_configured(config, false).await
 }
 
+/// Whether an engine runs deployments now: on SQLite, the one that holds the file's lock; on a
+/// shared PostgreSQL, any engine whose lease is fresh (it takes over what a dead one left).
+pub async fn engine_running(config: &Config, store: &dyn Db) -> bool {
+    if config.postgres.is_none() {
+        return crate::workflow::Lease::is_held(&config.database);
+    }
+    let lease = i64::try_from(config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+    store
+        .engines()
+        .await
+        .is_ok_and(|e| e.iter().any(|e| e.age_ms < lease))
+}
+
 /// The configured database, as it may be shown (a file, or a URL without its password).
 pub fn database_shown(config: &Config) -> String {
     match &config.postgres {

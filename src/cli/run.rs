@@ -112,11 +112,7 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(
-        &operator,
-        a.reason.as_deref(),
-        config.engine.max_recovery_attempts,
-    );
+    let mut sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
     sub.force = a.force;
     let submitted = submit::deploy(runner.store(), &spec, a.dry_run, &sub).await;
     let what = format!(
@@ -173,11 +169,7 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let sub = Submission::new(
-        &operator,
-        a.reason.as_deref(),
-        config.engine.max_recovery_attempts,
-    );
+    let sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
     let submitted = match submit::test(runner.store(), &spec, &sub).await {
         Ok(s) => s,
         Err(e) => {
@@ -238,11 +230,7 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(
-        &operator,
-        a.reason.as_deref(),
-        config.engine.max_recovery_attempts,
-    );
+    let mut sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
     sub.force = a.force;
     let submitted = submit::rollback(runner.store(), &spec, &sub).await;
     let what = format!("rolling back {} ({transitions}) in", spec.application);
@@ -271,7 +259,7 @@ async fn refuse_if_locked(
         return Ok(());
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(&operator, reason, 0);
+    let mut sub = Submission::new(&operator, reason, &config.engine);
     sub.force = force;
     match submit::through_lock(&*store, spec, "deploy", &sub).await {
         Ok(forced) if forced.is_empty() => Ok(()),

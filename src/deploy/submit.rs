@@ -85,6 +85,9 @@ pub struct Submission<'a> {
     pub max_recovery_attempts: u32,
     /// Go through a deploy lock (a break-glass: needs a reason, and is journaled).
     pub force: bool,
+    /// The engine that runs it (`engine.executor_id`): on a shared database, the others leave
+    /// it to that one.
+    pub executor: &'a str,
 }
 
 impl<'a> Submission<'a> {
@@ -92,13 +95,14 @@ impl<'a> Submission<'a> {
     pub fn new(
         operator: &'a Operator,
         reason: Option<&'a str>,
-        max_recovery_attempts: u32,
+        engine: &'a crate::config::EngineSettings,
     ) -> Self {
         Submission {
             operator,
             reason,
-            max_recovery_attempts,
+            max_recovery_attempts: engine.max_recovery_attempts,
             force: false,
+            executor: &engine.executor_id,
         }
     }
 }
@@ -430,6 +434,7 @@ async fn submit_keyed(
             .map(|r| with_workflow(r, &id))
             .chain(std::iter::once(journal.record()))
             .collect(),
+        executor: Some(sub.executor.to_owned()),
     };
     // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
     let started = crate::workflow::retry::until_committed(

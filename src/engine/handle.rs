@@ -440,11 +440,7 @@ impl Actor {
         if let Some(v) = version {
             spec.artifact.version = v;
         }
-        let mut sub = Submission::new(
-            &self.operator,
-            reason.as_deref(),
-            self.config.engine.max_recovery_attempts,
-        );
+        let mut sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
         sub.force = force;
         let submitted = match deploy {
             Some(dry_run) => submit::deploy(self.store.as_ref(), &spec, dry_run, &sub).await,
@@ -482,11 +478,7 @@ impl Actor {
             .config
             .environment(application, environment)
             .map_err(|e| e.to_string())?;
-        let sub = Submission::new(
-            &self.operator,
-            reason.as_deref(),
-            self.config.engine.max_recovery_attempts,
-        );
+        let sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
         let submitted = submit::test(self.store.as_ref(), &spec, &sub)
             .await
             .map_err(|e| e.to_string())?;

@@ -539,7 +539,7 @@ impl Store for PostgresStore {
         let taken: Result<Vec<String>, StoreError> =
             in_tx!(self, tx => workflows::take_over(&tx, executor, self.lease_ms, true));
         taken?;
-        workflows::enqueued(&self.client().await?).await
+        workflows::claimable(&self.client().await?, executor, self.lease_ms).await
     }
 
     async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
@@ -572,8 +572,8 @@ impl Store for PostgresStore {
         Ok(())
     }
 
-    async fn enqueued(&self) -> Result<Vec<String>, StoreError> {
-        workflows::enqueued(&self.client().await?).await
+    async fn enqueued(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+        workflows::claimable(&self.client().await?, executor, self.lease_ms).await
     }
 
     async fn history(&self, id: &str) -> Result<History, StoreError> {

@@ -456,7 +456,7 @@ impl Runtime {
                 }
                 last = now;
                 rt.wake_all();
-                if let Ok(ids) = rt.store.enqueued().await {
+                if let Ok(ids) = rt.store.enqueued(&rt.executor_id).await {
                     for id in ids {
                         if let Err(e) = rt.claim_and_spawn(&id).await {
                             tracing::warn!(workflow = %id, error = %e, "could not claim");

@@ -294,7 +294,7 @@ impl Store for SqliteStore {
         self.read(super::schema::quick_check).await
     }
 
-    async fn enqueued(&self) -> Result<Vec<String>, StoreError> {
+    async fn enqueued(&self, _: &str) -> Result<Vec<String>, StoreError> {
         self.read(workflows::enqueued).await
     }
 

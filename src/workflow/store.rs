@@ -94,6 +94,9 @@ pub struct NewWorkflow {
     pub max_recovery_attempts: u32,
     /// Records of the layer above written in the same transaction (the operator's action).
     pub records: Vec<Record>,
+    /// The engine that will run it (the submitter's): on a database several engines share,
+    /// the others leave it to that engine while its lease is fresh.
+    pub executor: Option<String>,
 }
 
 /// A stored workflow row.
@@ -465,8 +468,9 @@ pub trait Store: Send + Sync {
     /// An integrity check, before a read says "nothing here" (a damaged file can make a
     /// listing come back empty).
     async fn check(&self) -> Result<(), StoreError>;
-    /// ENQUEUED ids, oldest first.
-    async fn enqueued(&self) -> Result<Vec<String>, StoreError>;
+    /// ENQUEUED ids `executor` may claim, oldest first: on a shared database, not those meant
+    /// for another engine whose lease is fresh.
+    async fn enqueued(&self, executor: &str) -> Result<Vec<String>, StoreError>;
     /// Recorded steps and attempts of a workflow.
     async fn history(&self, id: &str) -> Result<History, StoreError>;
     /// Records an attempt's start; fails with `Cancelled` or `Fenced` at a step boundary.

@@ -98,8 +98,8 @@ pub async fn start(
     let inserted = exec(
         tx,
         "INSERT INTO workflow_status (workflow_id, name, definition_version, inputs, \
-         inputs_sha256, status, max_recovery_attempts, dedup_key, subject, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, 'ENQUEUED', $6, $7, $8, $9, $9) \
+         inputs_sha256, status, max_recovery_attempts, dedup_key, subject, created_at, updated_at, \
+         executor_id) VALUES ($1, $2, $3, $4, $5, 'ENQUEUED', $6, $7, $8, $9, $9, $10) \
          ON CONFLICT (workflow_id) DO NOTHING",
         &[
             &wf.id,
@@ -111,6 +111,7 @@ pub async fn start(
             &wf.dedup_key,
             &wf.subject,
             &now,
+            &wf.executor,
         ],
     )
     .await;
@@ -260,17 +261,25 @@ pub async fn take_over(
     Ok(ids)
 }
 
-pub async fn enqueued<C: GenericClient>(c: &C) -> Result<Vec<String>, StoreError> {
-    Ok(query(
-        c,
-        "SELECT workflow_id FROM workflow_status WHERE status = 'ENQUEUED' \
-         ORDER BY priority, created_at, workflow_id",
-        &[],
-    )
-    .await?
-    .iter()
-    .map(|r| r.get(0))
-    .collect())
+/// ENQUEUED ids `executor` may claim: not those meant for another engine whose lease is fresh
+/// (a deploy started on host A runs on host A, with its environment and its reach).
+pub async fn claimable<C: GenericClient>(
+    c: &C,
+    executor: &str,
+    lease_ms: i64,
+) -> Result<Vec<String>, StoreError> {
+    let sql = format!(
+        "SELECT w.workflow_id FROM workflow_status w WHERE w.status = 'ENQUEUED' \
+         AND (w.executor_id IS NULL OR w.executor_id = $1 OR NOT EXISTS ( \
+           SELECT 1 FROM engines e WHERE e.executor_id = w.executor_id \
+           AND e.heartbeat_at >= {NOW_MS} - $2)) \
+         ORDER BY w.priority, w.created_at, w.workflow_id"
+    );
+    Ok(query(c, &sql, &[&executor, &lease_ms])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
 }
 
 pub async fn finish(
