@@ -99,7 +99,7 @@ async fn engine_run_with(sync: &str, extra: &str) -> Run {
         name: "bench".into(),
         client: None,
     };
-    let sub = Submission::new(&op, None, 5);
+    let sub = Submission::new(&op, None, &config.engine);
     let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
         .await
         .unwrap()

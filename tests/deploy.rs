@@ -47,7 +47,7 @@ async fn deploy(engine: &Engine, config: &Config, version: &str, dry_run: bool) 
         name: "tester".into(),
         client: None,
     };
-    let sub = Submission::new(&op, None, 5);
+    let sub = Submission::new(&op, None, &config.engine);
     let id = submit::deploy(engine.store().as_ref(), &spec, dry_run, &sub)
         .await
         .unwrap()
@@ -197,7 +197,7 @@ async fn dry_run_records_no_release_and_rollback_restores_the_previous_one() {
     deploy(&engine, &config, "2", false).await;
     let spec = config.environment("shop", "prod").unwrap();
     let op = tester();
-    let sub = Submission::new(&op, Some("bad build"), 5);
+    let sub = Submission::new(&op, Some("bad build"), &config.engine);
     let id = submit::rollback(engine.store().as_ref(), &spec, &sub)
         .await
         .unwrap()
@@ -245,7 +245,7 @@ async fn nothing_to_roll_back_is_refused_before_a_workflow_starts() {
     let engine = Engine::start(&config).await.unwrap();
     let spec = config.environment("shop", "prod").unwrap();
     let op = tester();
-    let sub = Submission::new(&op, None, 5);
+    let sub = Submission::new(&op, None, &config.engine);
     let err = submit::rollback(engine.store().as_ref(), &spec, &sub)
         .await
         .unwrap_err();
@@ -289,7 +289,7 @@ async fn a_paused_deploy_takes_a_skip_and_an_abort_undoes_what_it_changed() {
     let mut spec = config.environment("shop", "prod").unwrap();
     spec.artifact.version = "2".into();
     let op = tester();
-    let sub = Submission::new(&op, None, 5);
+    let sub = Submission::new(&op, None, &config.engine);
     let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
         .await
         .unwrap()

@@ -392,7 +392,7 @@ async fn fifty_concurrent_deploys_share_one_plugin_process() {
         name: "t".into(),
         client: None,
     };
-    let sub = manent::deploy::submit::Submission::new(&op, None, 5);
+    let sub = manent::deploy::submit::Submission::new(&op, None, &config.engine);
     let mut ids = Vec::new();
     for i in 1..=50 {
         let spec = config.environment("a", &format!("e{i:02}")).unwrap();
