@@ -540,6 +540,11 @@ impl Engine {
         self.runtime.active()
     }
 
+    /// True while deployment `id` runs in this process, or is being claimed by it.
+    pub fn runs(&self, id: &str) -> bool {
+        self.runtime.runs(id)
+    }
+
     /// Drains (B.11) with the configured limits, flushes the logs, truncates the WAL and
     /// releases the lease. Returns how many runs had to be abandoned.
     pub async fn shutdown(self) -> usize {

@@ -75,6 +75,25 @@ fn signal(child: &Child, sig: &str) {
 
 /// The live (not zombie) processes whose process group is `pgid`.
 fn group_members(pgid: u32) -> Vec<u32> {
+    group_members_since(pgid, None)
+}
+
+/// Clock ticks since boot now (the unit of a process's start time in /proc).
+fn ticks_now() -> u64 {
+    let up: f64 = std::fs::read_to_string("/proc/uptime")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    (up * 100.0) as u64
+}
+
+/// The live members of group `pgid` started no later than `before` (clock ticks since boot):
+/// on a busy machine pids wrap (pid_max is often 32768), and a later process may lead a new
+/// group with an old number.
+fn group_members_since(pgid: u32, before: Option<u64>) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -88,7 +107,16 @@ fn group_members(pgid: u32) -> Vec<u32> {
             continue;
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.first() != Some(&"Z") && f.get(2).and_then(|g| g.parse().ok()) == Some(pgid) {
+        // Field 22 of stat (starttime) is f[19] here.
+        let old_enough = before.is_none_or(|b| {
+            f.get(19)
+                .and_then(|t| t.parse::<u64>().ok())
+                .is_none_or(|t| t <= b)
+        });
+        if f.first() != Some(&"Z")
+            && f.get(2).and_then(|g| g.parse().ok()) == Some(pgid)
+            && old_enough
+        {
             found.push(pid);
         }
     }
@@ -403,11 +431,13 @@ fn started(fx: &Fixture) -> Vec<u32> {
 /// Resumes the deploy, checking when its first command starts that nothing of `old` still runs;
 /// then that no old command ever finished.
 fn resume_without_old_processes(fx: &Fixture, old: &[u32]) {
+    // Whatever starts from here on is not the dead engine's.
+    let before = ticks_now();
     let resume = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "0")]);
     wait_until(HANG, "the retry to start", || started(fx).len() > old.len());
     for pgid in old {
         assert_eq!(
-            group_members(*pgid),
+            group_members_since(*pgid, Some(before)),
             Vec::<u32>::new(),
             "the dead engine's command group {pgid} runs beside its retry"
         );

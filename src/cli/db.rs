@@ -67,7 +67,7 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
                 pid: e.pid,
                 heartbeat_ms_ago: e.age_ms,
                 live: if shared {
-                    e.age_ms < lease
+                    e.alive(lease)
                 } else {
                     crate::workflow::Lease::is_held(&config.database)
                 },

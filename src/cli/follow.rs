@@ -338,7 +338,7 @@ async fn follow(
             return Ending::EngineGone;
         }
         if let Runner::Local(e) = runner
-            && e.active().iter().all(|a| a != id)
+            && !e.runs(id)
             && status(store, id).await == Some(WorkflowStatus::Pending)
         {
             // On a shared database, another engine may run it now (it took it over when this
@@ -381,7 +381,7 @@ async fn owner_elsewhere(
         .await
         .ok()?
         .into_iter()
-        .find(|e| e.executor_id == owner && e.age_ms < lease)
+        .find(|e| e.executor_id == owner && e.alive(lease))
 }
 
 /// Ctrl-C and SIGTERM, which stop following; SIGHUP, which does not (a dropped ssh session

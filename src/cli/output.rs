@@ -133,7 +133,7 @@ pub async fn engine_running(config: &Config, store: &dyn Db) -> bool {
     store
         .engines()
         .await
-        .is_ok_and(|e| e.iter().any(|e| e.age_ms < lease))
+        .is_ok_and(|e| e.iter().any(|e| e.alive(lease)))
 }
 
 /// The configured database, as it may be shown (a file, or a URL without its password).

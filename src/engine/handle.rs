@@ -524,7 +524,7 @@ impl Actor {
         let lease = i64::try_from(self.config.engine.lease.as_millis()).unwrap_or(i64::MAX);
         for (id, executor) in rows {
             let found = engines.iter().find(|e| &e.executor_id == executor);
-            let silent = found.is_none_or(|e| e.age_ms >= lease);
+            let silent = found.is_none_or(|e| !e.alive(lease));
             let detail = match found {
                 Some(e) if !silent => format!("pid {} on {}", e.pid, e.host),
                 Some(e) => format!(

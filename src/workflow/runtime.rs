@@ -86,6 +86,9 @@ pub struct Runtime {
     executor_id: String,
     defs: HashMap<String, WorkflowDef>,
     active: Mutex<HashMap<String, Arc<RunControl>>>,
+    /// Workflows this runtime is claiming now (a claim whose commit is being retried is not
+    /// yet a run, but no other claim here may start beside it).
+    claiming: Mutex<std::collections::HashSet<String>>,
     shutdown: watch::Sender<Shutdown>,
     changed: Arc<Notify>,
     events: broadcast::Sender<RuntimeEvent>,
@@ -112,6 +115,7 @@ impl Runtime {
             executor_id,
             defs: defs.into_iter().map(|d| (d.name.clone(), d)).collect(),
             active: Mutex::new(HashMap::new()),
+            claiming: Mutex::new(std::collections::HashSet::new()),
             shutdown,
             changed: Arc::new(Notify::new()),
             observer: Arc::new(Broadcast(events.clone())),
@@ -216,31 +220,23 @@ impl Runtime {
             return Ok(false);
         }
         let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        if let Ok(mut c) = self.claiming.lock()
+            && !c.insert(id.to_owned())
+        {
+            return Ok(false);
+        }
         let claim = self
             .committed(id, || self.store.claim(id, &self.executor_id, &token))
-            .await?;
-        match claim {
-            Claim::Claimed(row) => {
-                let control = Arc::new(RunControl {
-                    shutdown: self.shutdown.subscribe(),
-                    wake: Notify::new(),
-                    parked: AtomicUsize::new(0),
-                    awaiting_operator: AtomicUsize::new(0),
-                    awaiting_topics: Mutex::new(Vec::new()),
-                    changed: self.changed.clone(),
-                });
-                if let Ok(mut active) = self.active.lock() {
-                    active.insert(id.to_owned(), control.clone());
-                }
-                let _ = self.events.send(RuntimeEvent::Claimed {
-                    workflow_id: id.to_owned(),
-                    name: row.name.clone(),
-                    recovery_attempt: row.recovery_attempts,
-                });
-                let rt = self.clone();
-                tokio::spawn(async move { rt.run(def, row, token, control).await });
-                Ok(true)
-            }
+            .await;
+        // Active before it stops being claimed: never neither.
+        if let Ok(Claim::Claimed(row)) = &claim {
+            self.start_run(def, row.clone(), token);
+        }
+        if let Ok(mut c) = self.claiming.lock() {
+            c.remove(id);
+        }
+        match claim? {
+            Claim::Claimed(_) => Ok(true),
             Claim::DeadLettered(row) => {
                 tracing::error!(
                     workflow = id,
@@ -257,8 +253,41 @@ impl Runtime {
         }
     }
 
+    /// Starts the run of a workflow this runtime just claimed.
+    fn start_run(self: &Arc<Self>, def: WorkflowDef, row: WorkflowRow, token: String) {
+        let id = row.id.clone();
+        let id = id.as_str();
+        let control = Arc::new(RunControl {
+            shutdown: self.shutdown.subscribe(),
+            wake: Notify::new(),
+            parked: AtomicUsize::new(0),
+            awaiting_operator: AtomicUsize::new(0),
+            awaiting_topics: Mutex::new(Vec::new()),
+            changed: self.changed.clone(),
+        });
+        if let Ok(mut active) = self.active.lock() {
+            active.insert(id.to_owned(), control.clone());
+        }
+        let _ = self.events.send(RuntimeEvent::Claimed {
+            workflow_id: id.to_owned(),
+            name: row.name.clone(),
+            recovery_attempt: row.recovery_attempts,
+        });
+        let rt = self.clone();
+        tokio::spawn(async move { rt.run(def, row, token, control).await });
+    }
+
     fn is_active(&self, id: &str) -> bool {
-        self.active.lock().is_ok_and(|a| a.contains_key(id))
+        self.active.lock().is_ok_and(|a| a.contains_key(id)) || self.is_claiming(id)
+    }
+
+    fn is_claiming(&self, id: &str) -> bool {
+        self.claiming.lock().is_ok_and(|c| c.contains(id))
+    }
+
+    /// True while workflow `id` runs here or is being claimed here.
+    pub fn runs(&self, id: &str) -> bool {
+        self.is_active(id)
     }
 
     async fn run(

@@ -424,6 +424,17 @@ pub struct EngineRow {
     pub age_ms: i64,
 }
 
+impl EngineRow {
+    /// Whether it runs: its lease is fresh, and — on this host — its process exists (an
+    /// engine killed a moment ago leaves a fresh heartbeat behind).
+    pub fn alive(&self, lease_ms: i64) -> bool {
+        if self.age_ms >= lease_ms {
+            return false;
+        }
+        self.host != crate::sys::hostname() || crate::sys::process_alive(self.pid)
+    }
+}
+
 /// A filter over workflows.
 #[derive(Debug, Clone, Default)]
 pub struct WorkflowQuery {

@@ -22,6 +22,7 @@ pub struct Postgres {
     bin: PathBuf,
     port: u16,
     as_user: Option<String>,
+    durable: bool,
 }
 
 /// Where Debian puts the server's binaries (not on PATH), newest version first.
@@ -61,8 +62,18 @@ fn is_root() -> bool {
 }
 
 impl Postgres {
-    /// Starts one, or returns None (with a note) where PostgreSQL is not installed.
+    /// Starts one, or returns None (with a note) where PostgreSQL is not installed. Tests run
+    /// it without fsync; [`Postgres::start_durable`] keeps PostgreSQL's defaults.
     pub fn start() -> Option<Postgres> {
+        Postgres::start_with(false)
+    }
+
+    /// A server that syncs its WAL at every commit, as in production (benchmarks).
+    pub fn start_durable() -> Option<Postgres> {
+        Postgres::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Option<Postgres> {
         let Some(bin) = bin_dir() else {
             assert!(
                 !required(),
@@ -102,6 +113,7 @@ impl Postgres {
             bin,
             port: free_port(),
             as_user,
+            durable,
         };
         pg.run_server();
         Some(pg)
@@ -119,7 +131,13 @@ impl Postgres {
         let child = command(&self.as_user, &self.bin.join("postgres"))
             .arg("-D")
             .arg(&data)
-            .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c"])
+            .args(["-c", "listen_addresses=", "-c"])
+            .arg(if self.durable {
+                "fsync=on"
+            } else {
+                "fsync=off"
+            })
+            .arg("-c")
             .arg(format!(
                 "unix_socket_directories={}",
                 self.dir.path().display()
