@@ -265,11 +265,12 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
     );
     println!("  goal: < 1 ms overhead per target-step on PostgreSQL");
     let failover = failover(&server);
+    // A's last renewal came up to a third of the lease before the kill, so the takeover can
+    // come in less than a lease from the kill.
     println!(
         "  failover: SIGKILL of engine A mid-deploy → engine B's first completed step: {:.2} s \
-         (lease 3 s + {:.2} s; goal: lease + 2 s)",
+         (lease 3 s, renewed every 1 s; goal: at most lease + 2 s = 5 s)",
         failover.as_secs_f64(),
-        failover.as_secs_f64() - 3.0
     );
     let on_pg = recovery(Some(&server));
     let on_sqlite = recovery(None);
@@ -336,13 +337,16 @@ fn completed(url: Option<&str>, dir: &std::path::Path) -> Vec<(String, String, i
                     .await
                     .unwrap();
                 tokio::spawn(conn);
+                // Before the first engine created the schema there is nothing yet.
                 client
                     .query(sql, &[])
                     .await
-                    .unwrap()
-                    .iter()
-                    .map(|r| (r.get(0), r.get(1), r.get(2)))
-                    .collect()
+                    .map(|rows| {
+                        rows.iter()
+                            .map(|r| (r.get(0), r.get(1), r.get(2)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
             })
         }
         None => {

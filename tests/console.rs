@@ -1031,6 +1031,15 @@ mod snapshots {
         app.snap = std::sync::Arc::new(snap);
         let header = text(&app);
         assert!(header.contains("on bastion-2"), "{header}");
+        let t = draw(&app, "default", 80, 24);
+        let b = t.backend().buffer();
+        let title: String = (0..b.area.width)
+            .map(|x| b[(x, 1)].symbol().to_owned())
+            .collect();
+        assert!(
+            title.contains("engine bastion-2, pid 4242 on bastion-2"),
+            "{title}"
+        );
     }
 
     fn screens() -> Vec<(&'static str, App)> {

@@ -271,3 +271,30 @@ async fn postgres_records_commit_with_the_engine_and_read_back() {
     let db = records::open_postgres(&url, None, 4).await.unwrap();
     records_commit_with_the_engine_and_read_back(Arc::new(db)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
+    let Some(server) = pg::Postgres::start() else {
+        return;
+    };
+    let url = server.create_db("newer");
+    // Created and migrated by this manent; a second open finds it current.
+    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    drop(db);
+    records::open_postgres(&url, None, 2).await.unwrap();
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute("UPDATE schema_components SET version = 99 WHERE name = 'engine'")
+        .await
+        .unwrap();
+    let err = records::open_postgres(&url, None, 2).await.unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.contains("newer than this manent") && said.contains("upgrade manent"),
+        "{said}"
+    );
+    assert!(!said.contains("password"), "{said}");
+}

@@ -272,13 +272,19 @@ pub async fn open_configured(
         crate::workflow::PostgresStore::open_with_lease(
             &pg.url,
             password.as_deref(),
-            16,
+            POOL,
             config.engine.lease,
             std::sync::Arc::new(DeployRecords),
         )
         .await?,
     ))
 }
+
+/// Connections an engine keeps to a shared PostgreSQL: concurrent steps' commits share the
+/// server's WAL flushes (its group commit); more connections measured slower on 2 cores
+/// (PostgreSQL's backends compete with the engine for the CPU), and several engines must fit
+/// in the server's `max_connections` (100).
+const POOL: usize = 16;
 
 /// The configured PostgreSQL's password, read from its secret now (and known to redaction).
 pub async fn postgres_password(

@@ -332,6 +332,11 @@ impl Actor {
                             dirty = true;
                         }
                     }
+                    // Other engines' steps notify nobody: on a shared database every tick
+                    // reads (an unchanged snapshot is not redrawn).
+                    if self.config.postgres.is_some() {
+                        dirty = true;
+                    }
                     if dirty {
                         self.publish().await;
                         dirty = false;

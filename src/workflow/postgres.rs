@@ -491,12 +491,25 @@ pub fn u32_at(r: &Row, i: usize) -> u32 {
 
 /// Runs `$body` (a future over `&$tx`) in one transaction on a pooled connection: committed
 /// when it returns `Ok`; an `Err` drops the transaction, which rolls it back.
+/// `notify` marks the writes others wait for (a new workflow, a command, an outcome, a
+/// takeover): they NOTIFY listeners on commit. Steps' checkpoints do not — PostgreSQL
+/// serialises the commits of notifying transactions, and consoles see progress by polling the
+/// WAL position anyway.
 macro_rules! in_tx {
-    ($store:expr, $tx:ident => $body:expr) => {{
+    ($store:expr, notify, $tx:ident => $body:expr) => {{
         let mut client = $store.client().await?;
         let $tx = client.transaction().await?;
         let out = $body.await?;
         $tx.batch_execute(concat!("NOTIFY ", "manent")).await?;
+        before_commit()?;
+        $tx.commit().await?;
+        after_commit()?;
+        Ok(out)
+    }};
+    ($store:expr, $tx:ident => $body:expr) => {{
+        let mut client = $store.client().await?;
+        let $tx = client.transaction().await?;
+        let out = $body.await?;
         before_commit()?;
         $tx.commit().await?;
         after_commit()?;
@@ -528,7 +541,7 @@ fn after_commit() -> Result<(), StoreError> {
 impl Store for PostgresStore {
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError> {
         let ext = self.ext.clone();
-        in_tx!(self, tx => workflows::start(&tx, &wf, ext.as_ref()))
+        in_tx!(self, notify, tx => workflows::start(&tx, &wf, ext.as_ref()))
     }
 
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError> {
@@ -537,13 +550,13 @@ impl Store for PostgresStore {
 
     async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError> {
         let taken: Result<Vec<String>, StoreError> =
-            in_tx!(self, tx => workflows::take_over(&tx, executor, self.lease_ms, true));
+            in_tx!(self, notify, tx => workflows::take_over(&tx, executor, self.lease_ms, true));
         taken?;
         workflows::claimable(&self.client().await?, executor, self.lease_ms).await
     }
 
     async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
-        in_tx!(self, tx => async {
+        in_tx!(self, notify, tx => async {
             events::renew(&tx, executor, self.lease_ms).await?;
             workflows::take_over(&tx, executor, self.lease_ms, false).await
         })
@@ -613,22 +626,22 @@ impl Store for PostgresStore {
         run_token: &str,
         out: Outcome,
     ) -> Result<Finished, StoreError> {
-        in_tx!(self, tx => workflows::finish(&tx, id, run_token, out))
+        in_tx!(self, notify, tx => workflows::finish(&tx, id, run_token, out))
     }
 
     async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
         let ext = self.ext.clone();
-        in_tx!(self, tx => workflows::cancel(&tx, id, &records, ext.as_ref()))
+        in_tx!(self, notify, tx => workflows::cancel(&tx, id, &records, ext.as_ref()))
     }
 
     async fn resume(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
         let ext = self.ext.clone();
-        in_tx!(self, tx => workflows::resume(&tx, id, &records, ext.as_ref()))
+        in_tx!(self, notify, tx => workflows::resume(&tx, id, &records, ext.as_ref()))
     }
 
     async fn send(&self, req: SendRequest) -> Result<Sent, StoreError> {
         let ext = self.ext.clone();
-        in_tx!(self, tx => steps::send(&tx, &req, ext.as_ref()))
+        in_tx!(self, notify, tx => steps::send(&tx, &req, ext.as_ref()))
     }
 
     async fn publish(
@@ -650,8 +663,9 @@ impl Store for PostgresStore {
 
     async fn data_version(&self) -> Result<i64, StoreError> {
         use std::sync::atomic::Ordering;
-        // What LISTEN heard; without it (the connection is being restored) the WAL position,
-        // which moves with every commit anywhere in the cluster.
+        // What LISTEN heard: new workflows, commands, outcomes, takeovers (steps' checkpoints
+        // do not notify). While the listener reconnects, the WAL position, which moves with
+        // every commit anywhere in the cluster.
         if self.changes.listening.load(Ordering::SeqCst) {
             return Ok(self.changes.version.load(Ordering::SeqCst));
         }

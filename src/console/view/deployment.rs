@@ -139,8 +139,15 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         Constraint::Min(10),
     ];
     let focused = app.focus == Focus::Targets;
+    // On a shared database: the engine that runs it, where its plugins' processes are.
+    let engine = app
+        .snap
+        .owners
+        .get(&d.id)
+        .map(|o| format!("· engine {}, {} ", o.engine, o.detail))
+        .unwrap_or_default();
     let title = format!(
-        " Targets {}/{} · batch size {} ",
+        " Targets {}/{} · batch size {} {engine}",
         d.done(),
         d.targets.len(),
         batch_sizes(d)

@@ -301,8 +301,6 @@ impl Records for PostgresStore {
             ],
         )
         .await?;
-        // Consoles and followers tailing the logs wake now.
-        client.batch_execute("NOTIFY manent").await?;
         Ok(())
     }
 
