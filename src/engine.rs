@@ -162,6 +162,7 @@ fn redact_value(v: &mut serde_json::Value) {
 fn spawn_heartbeat(
     runtime: Arc<Runtime>,
     store: Arc<dyn Db>,
+    log: Logger,
     executor: &str,
     lease: Duration,
 ) -> tokio::task::JoinHandle<()> {
@@ -173,6 +174,19 @@ fn spawn_heartbeat(
             match store.heartbeat(&executor).await {
                 Ok(taken) => {
                     for id in taken {
+                        // Said in the deployment's own log: whoever reads it later sees why
+                        // another engine finished it.
+                        let from = store
+                            .workflow(&id)
+                            .await
+                            .ok()
+                            .flatten()
+                            .and_then(|w| w.executor_id)
+                            .unwrap_or_else(|| "?".into());
+                        log.for_deployment(&id).warn(&format!(
+                            "engine {executor} takes this deployment over: engine {from} stopped \
+                             renewing its lease; it resumes from its last completed step"
+                        ));
                         if let Err(e) = runtime.claim_and_spawn(&id).await {
                             tracing::warn!(workflow = %id, error = %e, "could not claim a deployment taken over");
                         }
@@ -421,6 +435,7 @@ impl Engine {
             spawn_heartbeat(
                 runtime.clone(),
                 store.clone(),
+                Logger::new(logs.clone(), "engine"),
                 executor,
                 config.engine.lease,
             )

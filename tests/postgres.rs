@@ -48,35 +48,9 @@ fn signal(child: &Child, sig: &str) {
     assert!(ok.success());
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Rows of `sql` as strings, read straight from PostgreSQL.
 fn rows(url: &str, sql: &str) -> Vec<Vec<String>> {
-    rt().block_on(async {
-        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-            .simple_query(sql)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter_map(|m| match m {
-                tokio_postgres::SimpleQueryMessage::Row(r) => Some(
-                    (0..r.len())
-                        .map(|i| r.get(i).unwrap_or("").to_owned())
-                        .collect(),
-                ),
-                _ => None,
-            })
-            .collect()
-    })
+    fleet::pg_rows(url, sql)
 }
 
 /// Starts and completions per idempotency key.
@@ -204,9 +178,14 @@ fn a_killed_engines_deploy_is_finished_by_another_and_no_completed_step_runs_aga
         let v = std::fs::read_to_string(a.path().join(format!("fleet/web-{t}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "1.0.0");
     }
-    // Both hosts read the same history.
+    // Both hosts read the same history, and its log says who took it over from whom.
     let v = b.status(&id);
     assert_eq!(v["status"], "SUCCESS", "{v:#}");
+    let logs = text(&a.run(&["logs", &id]).stdout);
+    assert!(
+        logs.contains("engine host-b takes this deployment over: engine host-a stopped renewing"),
+        "{logs}"
+    );
 }
 
 #[test]

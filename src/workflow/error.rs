@@ -124,6 +124,29 @@ impl From<serde_json::Error> for StoreError {
     }
 }
 
+/// The crash harness's failpoint before a commit (`store.commit`): an I/O error.
+pub fn injected_before_commit() -> Result<(), StoreError> {
+    use crate::failpoint::{Fault, hit};
+    if hit("store.commit", "") == Some(Fault::IoError) {
+        return Err(StoreError::Transient(
+            "injected I/O error before commit".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The crash harness's failpoint after a commit (`store.after_commit`): the commit is durable
+/// but the caller is told otherwise — a lost acknowledgement.
+pub fn injected_after_commit() -> Result<(), StoreError> {
+    use crate::failpoint::{Fault, hit};
+    if hit("store.after_commit", "") == Some(Fault::IoError) {
+        return Err(StoreError::Transient(
+            "injected I/O error after commit".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Why a step body failed, as the body reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepError {

@@ -501,40 +501,20 @@ macro_rules! in_tx {
         let $tx = client.transaction().await?;
         let out = $body.await?;
         $tx.batch_execute(concat!("NOTIFY ", "manent")).await?;
-        before_commit()?;
+        super::error::injected_before_commit()?;
         $tx.commit().await?;
-        after_commit()?;
+        super::error::injected_after_commit()?;
         Ok(out)
     }};
     ($store:expr, $tx:ident => $body:expr) => {{
         let mut client = $store.client().await?;
         let $tx = client.transaction().await?;
         let out = $body.await?;
-        before_commit()?;
+        super::error::injected_before_commit()?;
         $tx.commit().await?;
-        after_commit()?;
+        super::error::injected_after_commit()?;
         Ok(out)
     }};
-}
-
-/// The crash harness's failpoints around a commit, as on SQLite: an I/O error before it, or
-/// a commit whose acknowledgement is lost.
-fn before_commit() -> Result<(), StoreError> {
-    if crate::failpoint::hit("store.commit", "") == Some(crate::failpoint::Fault::IoError) {
-        return Err(StoreError::Transient(
-            "injected I/O error before commit".into(),
-        ));
-    }
-    Ok(())
-}
-
-fn after_commit() -> Result<(), StoreError> {
-    if crate::failpoint::hit("store.after_commit", "") == Some(crate::failpoint::Fault::IoError) {
-        return Err(StoreError::Transient(
-            "injected I/O error after commit".into(),
-        ));
-    }
-    Ok(())
 }
 
 #[async_trait]

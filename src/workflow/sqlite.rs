@@ -21,7 +21,6 @@ use super::store::{
     NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
     WorkflowState,
 };
-use crate::failpoint::{self, Fault};
 
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
@@ -248,19 +247,9 @@ fn run_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreEr
         }
         conn.execute_batch("RELEASE job")?;
     }
-    if failpoint::hit("store.commit", "") == Some(Fault::IoError) {
-        return Err(StoreError::Transient(
-            "injected I/O error before commit".into(),
-        ));
-    }
+    super::error::injected_before_commit()?;
     conn.execute_batch("COMMIT")?;
-    if failpoint::hit("store.after_commit", "") == Some(Fault::IoError) {
-        // The commit is durable but the caller is told otherwise: a lost acknowledgement.
-        return Err(StoreError::Transient(
-            "injected I/O error after commit".into(),
-        ));
-    }
-    Ok(())
+    super::error::injected_after_commit()
 }
 
 #[async_trait]

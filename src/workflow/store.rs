@@ -20,6 +20,36 @@ pub fn inputs_digest(inputs: &str) -> String {
         .collect()
 }
 
+/// The message of a failed checkpoint's last attempt, for its attempt row.
+pub fn last_error(c: &Checkpoint) -> String {
+    c.error
+        .as_deref()
+        .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Why a guarded command is refused, given the destination's [`ACCEPTS`] event (its stored
+/// value, if any); None when the workflow takes it where it is now.
+pub fn refusal(m: &Message, accepts: Option<&str>) -> Option<String> {
+    let accepted: Vec<String> = accepts
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    if accepted.contains(&m.topic) {
+        return None;
+    }
+    Some(format!(
+        "{} does not take `{}` where it is now{}",
+        m.destination,
+        m.topic,
+        if accepted.is_empty() {
+            String::new()
+        } else {
+            format!(" (it takes {})", accepted.join(", "))
+        }
+    ))
+}
+
 /// A workflow's lifecycle state (B.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

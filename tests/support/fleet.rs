@@ -46,31 +46,10 @@ impl Fixture {
 
     /// Rows of `sql` from this fixture's PostgreSQL, as strings.
     pub fn pg_rows(&self, sql: &str) -> Vec<Vec<String>> {
-        let url = self.postgres.as_deref().expect("a fixture on PostgreSQL");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            tokio::spawn(conn);
-            client
-                .simple_query(sql)
-                .await
-                .unwrap()
-                .into_iter()
-                .filter_map(|m| match m {
-                    tokio_postgres::SimpleQueryMessage::Row(r) => Some(
-                        (0..r.len())
-                            .map(|i| r.get(i).unwrap_or("").to_owned())
-                            .collect(),
-                    ),
-                    _ => None,
-                })
-                .collect()
-        })
+        pg_rows(
+            self.postgres.as_deref().expect("a fixture on PostgreSQL"),
+            sql,
+        )
     }
 
     pub fn path(&self) -> &Path {
@@ -230,6 +209,34 @@ impl Fixture {
             .unwrap();
         assert_eq!(v, "ok");
     }
+}
+
+/// Rows of `sql` from the PostgreSQL database `url`, as strings.
+pub fn pg_rows(url: &str, sql: &str) -> Vec<Vec<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .simple_query(sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(
+                    (0..r.len())
+                        .map(|i| r.get(i).unwrap_or("").to_owned())
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    })
 }
 
 pub fn text(b: &[u8]) -> String {

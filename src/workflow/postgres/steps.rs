@@ -193,7 +193,10 @@ pub async fn checkpoint(
         return Err(StoreError::Fenced(c.workflow_id.clone()));
     }
     if let Some((attempt, outcome)) = c.close_attempt {
-        let error = c.error.as_ref().map(|_| last_error(c));
+        let error = c
+            .error
+            .as_ref()
+            .map(|_| crate::workflow::store::last_error(c));
         exec(
             tx,
             "UPDATE step_attempts SET ended_at = $1, outcome = $2, error = COALESCE($3, error) \
@@ -218,14 +221,6 @@ pub async fn checkpoint(
         }
     }
     Ok(())
-}
-
-fn last_error(c: &Checkpoint) -> String {
-    c.error
-        .as_deref()
-        .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
-        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-        .unwrap_or_default()
 }
 
 const MESSAGE_COLUMNS: &str =
@@ -359,21 +354,8 @@ pub async fn send(
         )
         .await?
         .map(|r| r.get(0));
-        let accepted: Vec<String> = value
-            .as_deref()
-            .and_then(|v| serde_json::from_str(v).ok())
-            .unwrap_or_default();
-        if !accepted.contains(&m.topic) {
-            return Ok(Sent::Rejected(format!(
-                "{} does not take `{}` where it is now{}",
-                m.destination,
-                m.topic,
-                if accepted.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (it takes {})", accepted.join(", "))
-                }
-            )));
+        if let Some(why) = crate::workflow::store::refusal(m, value.as_deref()) {
+            return Ok(Sent::Rejected(why));
         }
     }
     exec(
