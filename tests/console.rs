@@ -1040,6 +1040,16 @@ mod snapshots {
             title.contains("engine bastion-2, pid 4242 on bastion-2"),
             "{title}"
         );
+        // Home says which engine this console runs and that others share the database.
+        let mut home = super::fixture::app_on_home();
+        let mut snap = (*home.snap).clone();
+        snap.shared = Some(("bastion-1".into(), 3));
+        home.snap = std::sync::Arc::new(snap);
+        let header = text(&home);
+        assert!(
+            header.contains("engine bastion-1 here · 2 more on the shared database"),
+            "{header}"
+        );
     }
 
     fn screens() -> Vec<(&'static str, App)> {

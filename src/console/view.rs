@@ -148,12 +148,18 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 ));
             }
             spans.push(sep.clone());
-            let engine = match &app.snap.mode {
-                Some(EngineMode::InProcess) => "engine in this console".to_owned(),
-                Some(EngineMode::Attached { holder }) => {
+            let engine = match (&app.snap.mode, &app.snap.shared) {
+                (Some(EngineMode::InProcess), Some((me, n))) if *n > 1 => {
+                    format!("engine {me} here · {} more on the shared database", n - 1)
+                }
+                (Some(EngineMode::InProcess), Some((me, _))) => {
+                    format!("engine {me} here · shared database")
+                }
+                (Some(EngineMode::InProcess), None) => "engine in this console".to_owned(),
+                (Some(EngineMode::Attached { holder }), _) => {
                     format!("attached to the engine of {holder}")
                 }
-                None => "starting".to_owned(),
+                (None, _) => "starting".to_owned(),
             };
             spans.push(Span::styled(engine, h));
             spans.push(sep.clone());

@@ -150,6 +150,9 @@ pub struct Snapshot {
     pub store_trouble: Option<String>,
     /// On a database several engines share: which engine runs each live deployment.
     pub owners: std::collections::BTreeMap<String, Owner>,
+    /// On a database several engines share: this console's engine id and how many engines
+    /// (this one included) are alive.
+    pub shared: Option<(String, usize)>,
 }
 
 /// The engine that runs a deployment, on a database several engines share.
@@ -552,6 +555,21 @@ impl Actor {
         out
     }
 
+    /// On a shared database: this engine's id and the engines alive.
+    async fn shared(&self) -> Option<(String, usize)> {
+        self.config.postgres.as_ref()?;
+        let lease = i64::try_from(self.config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+        let alive = self
+            .store
+            .engines()
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.alive(lease))
+            .count();
+        Some((self.config.engine.executor_id.clone(), alive))
+    }
+
     /// Attached (or on a shared database): log lines arrive through the database.
     async fn poll_logs(&mut self) {
         let Ok(lines) = self.store.recent_logs(self.log_cursor, 5000).await else {
@@ -650,6 +668,7 @@ impl Actor {
             problems: self.problems.clone(),
             store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
             owners: self.owners(&rows_owners).await,
+            shared: self.shared().await,
         };
         // Nothing new: no snapshot, so the console does not redraw.
         if **self.snap.borrow() == snap {

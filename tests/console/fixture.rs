@@ -339,6 +339,7 @@ pub fn snapshot() -> Snapshot {
         problems: Vec::new(),
         store_trouble: None,
         owners: Default::default(),
+        shared: None,
     }
 }
 
