@@ -499,3 +499,33 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
         "{actions:?}"
     );
 }
+
+#[test]
+fn a_deploy_run_on_one_host_is_cancelled_from_another() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("cancel");
+    let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
+    let mut deploy = on_ledger(
+        &a,
+        &a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", "0.5")],
+    );
+    wait_until(Duration::from_secs(60), "host A starts a target", || {
+        !a.ledger().is_empty()
+    });
+    let id = deployment(&url);
+    let out = b.run(&["cancel", &id, "--reason", "wrong build"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Host A stops at the next step boundary; its deploy command says so.
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(status_of(&url, &id), "CANCELLED");
+    let starts = a.ledger().iter().filter(|e| e.event == "start").count();
+    assert!(
+        starts < 6,
+        "the deploy went on after the cancel: {starts} targets started"
+    );
+}
