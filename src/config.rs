@@ -388,7 +388,10 @@ fn postgres_url(
             Some(format!("declare it under `secrets:` and write {example}")),
         ));
     }
-    if let Err(e) = bare.parse::<tokio_postgres::Config>() {
+    if let Err(e) = crate::workflow::postgres::tls_params(&bare)
+        .0
+        .parse::<tokio_postgres::Config>()
+    {
         return Err(fail(
             format!(
                 "database: `{}` is not a PostgreSQL URL ({e})",

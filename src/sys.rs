@@ -94,3 +94,54 @@ pub fn user_name() -> Option<String> {
         (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
     })
 }
+
+/// A TLS client configuration (rustls, aws-lc-rs) trusting the system's certificate authorities
+/// and, with `extra_ca`, those in that PEM file (a private CA, as PostgreSQL's `sslrootcert`);
+/// with how many authorities it trusts.
+pub fn tls_client_config(
+    extra_ca: Option<&std::path::Path>,
+) -> Result<(rustls::ClientConfig, usize), String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for bundle in [
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/pki/tls/certs/ca-bundle.crt",
+        "/etc/ssl/cert.pem",
+    ] {
+        if let Ok(iter) = CertificateDer::pem_file_iter(bundle) {
+            for cert in iter.flatten() {
+                let _ = roots.add(cert);
+            }
+            break;
+        }
+    }
+    if let Some(path) = extra_ca {
+        let iter = CertificateDer::pem_file_iter(path).map_err(|e| {
+            format!(
+                "cannot read the certificate authority {}: {e}",
+                path.display()
+            )
+        })?;
+        let mut added = 0;
+        for cert in iter {
+            let cert =
+                cert.map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("{}: a certificate is not usable: {e}", path.display()))?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(format!("{} holds no certificate", path.display()));
+        }
+    }
+    let trusted = roots.len();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok((config, trusted))
+}

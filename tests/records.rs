@@ -298,3 +298,38 @@ async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
     );
     assert!(!said.contains("password"), "{said}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_across_the_network_is_reached_over_verified_tls() {
+    let Some(server) = pg::Postgres::start_tls() else {
+        return;
+    };
+    server.create_db("tls");
+    let (port, ca) = (server.port(), server.ca_file().display().to_string());
+    // libpq's verify-full with the server's CA: TLS, the chain and the host name checked.
+    let url =
+        format!("postgres://postgres@localhost:{port}/tls?sslmode=verify-full&sslrootcert={ca}");
+    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    let ssl: bool = db
+        .client()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ssl, "the connection is encrypted");
+    // A certificate nobody vouches for is refused, saying what to give.
+    let url = format!("postgres://postgres@localhost:{port}/tls?sslmode=require");
+    let err = records::open_postgres(&url, None, 2)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("certificate") && err.contains("sslrootcert=/path/ca.pem"),
+        "{err}"
+    );
+}

@@ -253,30 +253,10 @@ where
 
 /// A TLS client trusting the system's certificate authorities.
 fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for bundle in [
-        "/etc/ssl/certs/ca-certificates.crt",
-        "/etc/pki/tls/certs/ca-bundle.crt",
-        "/etc/ssl/cert.pem",
-    ] {
-        if let Ok(iter) = CertificateDer::pem_file_iter(bundle) {
-            for cert in iter.flatten() {
-                let _ = roots.add(cert);
-            }
-            break;
-        }
-    }
-    if roots.is_empty() {
+    let (config, roots) = crate::sys::tls_client_config(None)?;
+    if roots == 0 {
         return Err("no certificate authorities found (install ca-certificates) for https".into());
     }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
 }
 

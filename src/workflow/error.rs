@@ -94,11 +94,16 @@ impl From<tokio_postgres::Error> for StoreError {
             // this side could not encode a value, which retrying would not change.
             let mut source = std::error::Error::source(&err);
             let mut io = false;
+            // What went wrong underneath (a TLS handshake's "invalid peer certificate…").
+            let mut text = err.to_string();
             while let Some(s) = source {
                 io |= s.is::<std::io::Error>();
+                let said = s.to_string();
+                if !text.contains(&said) {
+                    text = format!("{text}: {said}");
+                }
                 source = s.source();
             }
-            let text = err.to_string();
             return if err.is_closed() || io || text.contains("timed out") {
                 StoreError::Transient(format!("PostgreSQL: {text}"))
             } else {

@@ -222,7 +222,11 @@ const CHANNEL: &str = "manent";
 
 /// Listens on [`CHANNEL`] for as long as `changes` has other owners, reconnecting after a
 /// lost connection.
-fn spawn_listener(config: tokio_postgres::Config, changes: Arc<Changes>) {
+fn spawn_listener(
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    changes: Arc<Changes>,
+) {
     use std::sync::atomic::Ordering;
     tokio::spawn(async move {
         let weak = Arc::downgrade(&changes);
@@ -231,7 +235,7 @@ fn spawn_listener(config: tokio_postgres::Config, changes: Arc<Changes>) {
             let Some(changes) = weak.upgrade() else {
                 return;
             };
-            if let Ok((client, mut conn)) = config.connect(tokio_postgres::NoTls).await {
+            if let Ok((client, mut conn)) = config.connect(tls.clone()).await {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let driver = tokio::spawn(async move {
                     while let Some(m) = futures::future::poll_fn(|cx| conn.poll_message(cx)).await {
@@ -313,6 +317,31 @@ pub fn shown_url(url: &str) -> String {
     format!("{scheme}://{authority}{tail}")
 }
 
+/// libpq's TLS parameters that tokio-postgres does not read, taken out of `url`:
+/// `sslrootcert=PATH` (the server's certificate authority, for a private CA) is returned, and
+/// `sslmode=verify-ca|verify-full` become `require` — rustls always verifies the chain and the
+/// host name.
+pub fn tls_params(url: &str) -> (String, Option<std::path::PathBuf>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut rootcert = None;
+    let mut kept = Vec::new();
+    for kv in query.split('&') {
+        match kv.split_once('=') {
+            Some(("sslrootcert", v)) => rootcert = Some(std::path::PathBuf::from(v)),
+            Some(("sslmode", "verify-ca" | "verify-full")) => kept.push("sslmode=require"),
+            _ => kept.push(kv),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, rootcert)
+}
+
 impl PostgresStore {
     /// Connects to `url` (the password, if any, given apart so it is never part of a shown
     /// URL), and creates or migrates the engine's schema and `ext`'s. A database written by a
@@ -344,9 +373,14 @@ impl PostgresStore {
             path: shown.clone(),
             reason,
         };
+        let (url, rootcert) = tls_params(url);
         let mut pg: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| open_err(format!("not a PostgreSQL URL: {e}")))?;
+        // TLS when the server offers it (`sslmode=prefer`, the default) or must (`require`),
+        // verified against the system's authorities and `sslrootcert`.
+        let (tls, _) = crate::sys::tls_client_config(rootcert.as_deref()).map_err(open_err)?;
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
         if let Some(p) = password {
             pg.password(p);
         }
@@ -358,10 +392,10 @@ impl PostgresStore {
         ));
         pg.keepalives_idle(Duration::from_secs(5));
         let changes = Arc::new(Changes::default());
-        spawn_listener(pg.clone(), changes.clone());
+        spawn_listener(pg.clone(), tls.clone(), changes.clone());
         let manager = deadpool_postgres::Manager::from_config(
             pg,
-            tokio_postgres::NoTls,
+            tls,
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
@@ -380,7 +414,18 @@ impl PostgresStore {
             lease_ms,
             changes,
         };
-        store.migrate().await.map_err(|e| open_err(e.cause()))?;
+        store.migrate().await.map_err(|e| {
+            let cause = e.cause();
+            if cause.contains("certificate") {
+                open_err(format!(
+                    "{cause}: give the server's certificate authority with \
+                     `sslrootcert=/path/ca.pem` in the URL (or `sslmode=disable` on a network \
+                     you trust)"
+                ))
+            } else {
+                open_err(cause)
+            }
+        })?;
         Ok(store)
     }
 
@@ -700,7 +745,26 @@ impl Store for PostgresStore {
 
 #[cfg(test)]
 mod tests {
-    use super::shown_url;
+    use super::{shown_url, tls_params};
+
+    #[test]
+    fn libpq_tls_parameters_are_read_here() {
+        let (url, ca) = tls_params(
+            "postgres://m@db:5432/m?sslmode=verify-full&sslrootcert=/etc/manent/ca.pem&application_name=x",
+        );
+        assert_eq!(
+            url,
+            "postgres://m@db:5432/m?sslmode=require&application_name=x"
+        );
+        assert_eq!(
+            ca.as_deref(),
+            Some(std::path::Path::new("/etc/manent/ca.pem"))
+        );
+        assert!(url.parse::<tokio_postgres::Config>().is_ok());
+        let (url, ca) = tls_params("postgres://m@db/m?sslrootcert=/ca.pem");
+        assert_eq!((url.as_str(), ca.is_some()), ("postgres://m@db/m", true));
+        assert_eq!(tls_params("postgres://m@db/m").0, "postgres://m@db/m");
+    }
 
     #[test]
     fn a_shown_url_has_no_password() {

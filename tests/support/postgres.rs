@@ -23,6 +23,8 @@ pub struct Postgres {
     port: u16,
     as_user: Option<String>,
     durable: bool,
+    /// Also listening on 127.0.0.1:`port` with TLS (its CA's PEM file), when asked.
+    tls: Option<PathBuf>,
 }
 
 /// Where Debian puts the server's binaries (not on PATH), newest version first.
@@ -114,9 +116,68 @@ impl Postgres {
             port: free_port(),
             as_user,
             durable,
+            tls: None,
         };
         pg.run_server();
         Some(pg)
+    }
+
+    /// One listening on 127.0.0.1 over TLS too, with a certificate for `localhost` from a CA of
+    /// its own (PEM file: [`Postgres::ca_file`]).
+    pub fn start_tls() -> Option<Postgres> {
+        let mut pg = Postgres::start()?;
+        pg.stop();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "manent test CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let data = pg.dir.path().join("data");
+        std::fs::write(data.join("server.crt"), cert.pem()).unwrap();
+        std::fs::write(data.join("server.key"), key.serialize_pem()).unwrap();
+        let ca_file = pg.dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            data.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        if pg.as_user.is_some() {
+            for f in ["server.crt", "server.key"] {
+                let _ = Command::new("chown")
+                    .args(["postgres:postgres"])
+                    .arg(data.join(f))
+                    .status();
+            }
+        }
+        pg.port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        pg.tls = Some(ca_file);
+        pg.run_server();
+        Some(pg)
+    }
+
+    /// The CA that signed a TLS server's certificate.
+    pub fn ca_file(&self) -> &Path {
+        self.tls
+            .as_deref()
+            .expect("a server started with start_tls")
+    }
+
+    /// The TCP port of a TLS server (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     fn run_server(&mut self) {
@@ -143,6 +204,11 @@ impl Postgres {
                 self.dir.path().display()
             ))
             .args(["-p", &self.port.to_string(), "-c", "max_connections=200"])
+            .args(if self.tls.is_some() {
+                vec!["-c", "ssl=on", "-c", "listen_addresses=127.0.0.1"]
+            } else {
+                Vec::new()
+            })
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
