@@ -636,6 +636,16 @@ impl Config {
             DatabaseAt::File(f) => (f, None),
             DatabaseAt::Postgres(pg) => (PathBuf::from(".manent/manent.db"), Some(pg)),
         };
+        // Engines sharing a database need distinct ids; two configurations on one bastion (two
+        // operators' checkouts) would both default to the host name. The configuration file's
+        // digest keeps an engine's id across its restarts, so it still resumes its own
+        // deployments at once.
+        let mut engine = engine;
+        if postgres.is_some() && file.engine.executor_id.is_none() {
+            let place = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+            let digest = crate::workflow::store::inputs_digest(&place.display().to_string());
+            engine.executor_id = format!("{}-{}", engine.executor_id, &digest[..6]);
+        }
         let metrics_listen = match &file.metrics.listen {
             None => None,
             Some(l) => Some(l.parse::<std::net::SocketAddr>().map_err(|e| ConfigError {

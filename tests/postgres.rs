@@ -529,3 +529,40 @@ fn a_deploy_run_on_one_host_is_cancelled_from_another() {
         "the deploy went on after the cancel: {starts} targets started"
     );
 }
+
+#[test]
+fn two_configurations_on_one_host_run_two_engines_without_naming_them() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("ids");
+    // Two operators' checkouts on one bastion, neither naming its engine.
+    let plain = |_: ()| {
+        Fixture::new(
+            &format!("{LEDGER_MANENT}database: \"{url}\"\n"),
+            &[("web", &ledger_app(""))],
+        )
+    };
+    let (a, b) = (plain(()), plain(()));
+    let wa = a.spawn_with(&["worker"], &[]);
+    let wb = b.spawn_with(&["worker"], &[]);
+    let live = || -> usize {
+        let out = a.run(&["db", "check", "--json"]);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|c| {
+                c["engines"]
+                    .as_array()
+                    .map(|e| e.iter().filter(|e| e["live"] == true).count())
+            })
+            .unwrap_or(0)
+    };
+    wait_until(Duration::from_secs(30), "both engines run", || live() == 2);
+    let ids = rows(&url, "SELECT executor_id FROM engines ORDER BY 1");
+    assert_ne!(ids[0], ids[1], "{ids:?}");
+    for w in [wa, wb] {
+        signal(&w, "-TERM");
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+}

@@ -184,7 +184,11 @@ pub async fn verify(store: &dyn Db) -> Result<(), StoreError> {
 
 /// A database that cannot be read: said with its file (or URL), exit code 6.
 pub fn db_error(db: &str, e: &StoreError, out: &mut Out) -> u8 {
-    out.error(format!("cannot read the database {db}: {e}"));
+    match e {
+        // It names the database already.
+        StoreError::Open { .. } => out.error(e),
+        _ => out.error(format!("cannot read the database {db}: {e}")),
+    }
     exit::ENGINE
 }
 
