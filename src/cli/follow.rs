@@ -64,6 +64,14 @@ impl Runner {
         }
     }
 
+    /// What the engine started here resumed at its start (nothing when attached).
+    pub fn recovered(&self) -> &[String] {
+        match self {
+            Runner::Local(e) => e.recovered(),
+            Runner::Remote { .. } => &[],
+        }
+    }
+
     /// The database.
     pub fn store(&self) -> &dyn Db {
         match self {

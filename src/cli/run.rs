@@ -114,7 +114,11 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
     let operator = Operator::from_env();
     let mut sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
     sub.force = a.force;
-    let submitted = submit::deploy(runner.store(), &spec, a.dry_run, &sub).await;
+    let resumed = submit::resumed_same(runner.store(), runner.recovered(), &spec, a.dry_run).await;
+    let submitted = match resumed {
+        Some(id) => Ok(submit::Submitted::Resuming(id)),
+        None => submit::deploy(runner.store(), &spec, a.dry_run, &sub).await,
+    };
     let what = format!(
         "{}{} {} to",
         if a.dry_run { "dry-run of " } else { "" },

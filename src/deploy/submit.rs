@@ -185,6 +185,35 @@ async fn phase_of(db: &dyn Db, id: &str) -> Option<Phase> {
         .and_then(|p| serde_json::from_str(p).ok())
 }
 
+/// Among the deployments an engine resumed as it started, the one that is this very deploy
+/// (same kind, spec and dry-run): a `manent deploy` run again after a crash follows it, even
+/// when the resumed run finished before the deploy is submitted (it had only its outcome left
+/// to write) — submitting would start a second, identical deployment.
+pub async fn resumed_same(
+    db: &dyn Db,
+    resumed: &[String],
+    spec: &EnvSpec,
+    dry_run: bool,
+) -> Option<String> {
+    let workflow = if spec.strategy.canary().is_some() && !dry_run {
+        CANARY
+    } else {
+        DEPLOY
+    };
+    for id in resumed {
+        let Ok(Some(row)) = db.workflow(id).await else {
+            continue;
+        };
+        let same = row.name == workflow
+            && serde_json::from_str::<DeployInput>(&row.inputs)
+                .is_ok_and(|i| i.spec == *spec && i.dry_run == dry_run);
+        if same {
+            return Some(row.id);
+        }
+    }
+    None
+}
+
 /// Submits a deploy. An identical deploy that is still live is resumed (interrupted by a crash,
 /// say) or retried (its targets failed); a different one that failed and waits for a decision
 /// is replaced, and the journal says so.

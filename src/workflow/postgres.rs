@@ -203,6 +203,14 @@ pub struct PostgresStore {
     ext: Arc<dyn Extension>,
     lease_ms: i64,
     changes: Arc<Changes>,
+    /// Ends the LISTEN connection when the store goes.
+    stop: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+    }
 }
 
 /// What the `LISTEN` connection heard: every committed write anywhere NOTIFYs `manent`, so
@@ -226,6 +234,7 @@ fn spawn_listener(
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     changes: Arc<Changes>,
+    stop: Arc<tokio::sync::Notify>,
 ) {
     use std::sync::atomic::Ordering;
     tokio::spawn(async move {
@@ -253,7 +262,14 @@ fn spawn_listener(
                     changes.version.fetch_add(1, Ordering::SeqCst);
                     changes.notify.notify_waiters();
                     drop(changes);
-                    while rx.recv().await.is_some() {
+                    loop {
+                        tokio::select! {
+                            m = rx.recv() => if m.is_none() { break },
+                            () = stop.notified() => {
+                                driver.abort();
+                                return;
+                            }
+                        }
                         let Some(c) = weak.upgrade() else {
                             driver.abort();
                             return;
@@ -274,7 +290,10 @@ fn spawn_listener(
             changes.listening.store(false, Ordering::SeqCst);
             changes.notify.notify_waiters();
             drop(changes);
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                () = stop.notified() => return,
+            }
         }
     });
 }
@@ -392,7 +411,8 @@ impl PostgresStore {
         ));
         pg.keepalives_idle(Duration::from_secs(5));
         let changes = Arc::new(Changes::default());
-        spawn_listener(pg.clone(), tls.clone(), changes.clone());
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let listen = (pg.clone(), tls.clone());
         let manager = deadpool_postgres::Manager::from_config(
             pg,
             tls,
@@ -413,6 +433,7 @@ impl PostgresStore {
             ext,
             lease_ms,
             changes,
+            stop,
         };
         store.migrate().await.map_err(|e| {
             let cause = e.cause();
@@ -426,6 +447,12 @@ impl PostgresStore {
                 open_err(cause)
             }
         })?;
+        spawn_listener(
+            listen.0,
+            listen.1,
+            store.changes.clone(),
+            store.stop.clone(),
+        );
         Ok(store)
     }
 
