@@ -186,9 +186,9 @@ async fn phase_of(db: &dyn Db, id: &str) -> Option<Phase> {
 }
 
 /// Among the deployments an engine resumed as it started, the one that is this very deploy
-/// (same kind, spec and dry-run): a `manent deploy` run again after a crash follows it, even
-/// when the resumed run finished before the deploy is submitted (it had only its outcome left
-/// to write) — submitting would start a second, identical deployment.
+/// (same kind, spec and dry-run), unless it waits for a decision: a `manent deploy` run again
+/// after a crash follows it. Submitting instead races the resumed run — one that had only its
+/// outcome left to write ends first, and a second, identical deployment would start.
 pub async fn resumed_same(
     db: &dyn Db,
     resumed: &[String],
@@ -207,7 +207,12 @@ pub async fn resumed_same(
         let same = row.name == workflow
             && serde_json::from_str::<DeployInput>(&row.inputs)
                 .is_ok_and(|i| i.spec == *spec && i.dry_run == dry_run);
-        if same {
+        // One that waits for a decision stays there: [`deploy`] sends it the retry.
+        let awaiting = matches!(
+            phase_of(db, &row.id).await,
+            Some(Phase::AwaitingDecision { .. })
+        );
+        if same && !awaiting {
             return Some(row.id);
         }
     }
