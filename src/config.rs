@@ -120,6 +120,13 @@ pub struct EngineSettings {
     pub log_retention: Duration,
 }
 
+impl EngineSettings {
+    /// The lease in milliseconds, as heartbeats are compared with it.
+    pub fn lease_ms(&self) -> i64 {
+        i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
 /// One parsed descriptor.
 #[derive(Debug, Clone)]
 pub struct Descriptor {

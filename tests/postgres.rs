@@ -25,11 +25,34 @@ const LEASE: &str = "2s";
 
 /// A "host": its own configuration directory on the shared database, as engine `id`.
 fn host(url: &str, id: &str) -> Fixture {
-    Fixture::new(
-        &format!(
-            "{LEDGER_MANENT}database: \"{url}\"\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
-        ),
-        &[("web", &ledger_app(""))],
+    host_with(url, Some(id), &ledger_app(""))
+}
+
+/// A "host" with descriptor `app`, as engine `id` (or the default id).
+fn host_with(url: &str, id: Option<&str>, app: &str) -> Fixture {
+    let engine = id.map_or(String::new(), |id| {
+        format!("engine: {{executor_id: {id}, lease: {LEASE}}}\n")
+    });
+    Fixture::on_postgres(url, &format!("{LEDGER_MANENT}{engine}"), &[("web", app)])
+}
+
+/// The ledger app whose deploy command also says something on stderr (log lines to find).
+fn talkative_app() -> String {
+    let app = ledger_app("").replace(
+        "      echo \"start ",
+        "      echo \"unpacking on $MANENT_TARGET\" >&2\n      echo \"start ",
+    );
+    assert!(app.contains("unpacking"));
+    app
+}
+
+/// Host A's deploy of web/prod, each target taking `delay` seconds.
+fn deploy_on(a: &Fixture, delay: &str) -> Child {
+    on_ledger(
+        a,
+        a,
+        &["deploy", "web", "prod", "--yes"],
+        &[("DELAY", delay)],
     )
 }
 
@@ -112,12 +135,7 @@ fn a_killed_engines_deploy_is_finished_by_another_and_no_completed_step_runs_aga
     let url = pg.create_db("failover");
     let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
     // Host A deploys; each target takes a moment.
-    let mut deploy = on_ledger(
-        &a,
-        &a,
-        &["deploy", "web", "prod", "--yes"],
-        &[("DELAY", "0.4")],
-    );
+    let mut deploy = deploy_on(&a, "0.4");
     wait_until(
         Duration::from_secs(60),
         "host A completes two targets",
@@ -195,12 +213,7 @@ fn an_engine_paused_past_its_lease_is_fenced_out_when_it_comes_back() {
     };
     let url = pg.create_db("fencing");
     let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
-    let mut deploy = on_ledger(
-        &a,
-        &a,
-        &["deploy", "web", "prod", "--yes"],
-        &[("DELAY", "0.5")],
-    );
+    let mut deploy = deploy_on(&a, "0.5");
     wait_until(Duration::from_secs(60), "host A completes a target", || {
         dones(&a) >= 1
     });
@@ -261,12 +274,7 @@ fn a_deploy_waits_out_a_database_outage_and_completes() {
     };
     let url = pg.create_db("outage");
     let a = host(&url, "host-a");
-    let mut deploy = on_ledger(
-        &a,
-        &a,
-        &["deploy", "web", "prod", "--yes"],
-        &[("DELAY", "0.3")],
-    );
+    let mut deploy = deploy_on(&a, "0.3");
     wait_until(Duration::from_secs(60), "a target completes", || {
         dones(&a) >= 1
     });
@@ -360,12 +368,7 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
     };
     let url = pg.create_db("copied");
     // A history on SQLite: a deploy, a lock and its journal entries, logs.
-    let app = ledger_app("").replace(
-        "      echo \"start ",
-        "      echo \"unpacking on $MANENT_TARGET\" >&2\n      echo \"start ",
-    );
-    assert!(app.contains("unpacking"));
-    let local = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let local = Fixture::new(LEDGER_MANENT, &[("web", &talkative_app())]);
     let out = local.run(&["deploy", "web", "prod", "--yes"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = local.run(&["lock", "web", "prod", "--reason", "freeze for the audit"]);
@@ -433,29 +436,16 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
         return;
     };
     let url = pg.create_db("verbs");
-    let app = ledger_app("").replace(
-        "      echo \"start ",
-        "      echo \"unpacking on $MANENT_TARGET\" >&2\n      echo \"start ",
+    let app = talkative_app();
+    let (a, b) = (
+        host_with(&url, Some("host-a"), &app),
+        host_with(&url, Some("host-b"), &app),
     );
-    let on = |id: &str| {
-        Fixture::new(
-            &format!(
-                "{LEDGER_MANENT}database: \"{url}\"\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
-            ),
-            &[("web", &app)],
-        )
-    };
-    let (a, b) = (on("host-a"), on("host-b"));
     // Host B's engine is up and listening: a deploy started on host A still runs on host A
     // (its environment, its reach), not on whichever engine hears of it first.
     let worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.4")]);
     std::thread::sleep(Duration::from_millis(700));
-    let mut deploy = on_ledger(
-        &a,
-        &a,
-        &["deploy", "web", "prod", "--yes"],
-        &[("DELAY", "0.4")],
-    );
+    let mut deploy = deploy_on(&a, "0.4");
     wait_until(Duration::from_secs(60), "host A starts a target", || {
         !a.ledger().is_empty()
     });
@@ -507,12 +497,7 @@ fn a_deploy_run_on_one_host_is_cancelled_from_another() {
     };
     let url = pg.create_db("cancel");
     let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
-    let mut deploy = on_ledger(
-        &a,
-        &a,
-        &["deploy", "web", "prod", "--yes"],
-        &[("DELAY", "0.5")],
-    );
+    let mut deploy = deploy_on(&a, "0.5");
     wait_until(Duration::from_secs(60), "host A starts a target", || {
         !a.ledger().is_empty()
     });
@@ -537,13 +522,10 @@ fn two_configurations_on_one_host_run_two_engines_without_naming_them() {
     };
     let url = pg.create_db("ids");
     // Two operators' checkouts on one bastion, neither naming its engine.
-    let plain = |_: ()| {
-        Fixture::new(
-            &format!("{LEDGER_MANENT}database: \"{url}\"\n"),
-            &[("web", &ledger_app(""))],
-        )
-    };
-    let (a, b) = (plain(()), plain(()));
+    let (a, b) = (
+        host_with(&url, None, &ledger_app("")),
+        host_with(&url, None, &ledger_app("")),
+    );
     let wa = a.spawn_with(&["worker"], &[]);
     let wb = b.spawn_with(&["worker"], &[]);
     let live = || -> usize {

@@ -54,7 +54,7 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         (Ok(e), Ok(l)) => (e, l),
         (Err(e), _) | (_, Err(e)) => return output::db_error(&shown, &e, out),
     };
-    let lease = i64::try_from(config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+    let lease = config.engine.lease_ms();
     let shared = config.postgres.is_some();
     let report = Check {
         database: shown,

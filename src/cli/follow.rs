@@ -383,7 +383,7 @@ async fn owner_elsewhere(
     if owner == config.engine.executor_id {
         return None;
     }
-    let lease = i64::try_from(config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+    let lease = config.engine.lease_ms();
     store
         .engines()
         .await

@@ -129,7 +129,7 @@ pub async fn engine_running(config: &Config, store: &dyn Db) -> bool {
     if config.postgres.is_none() {
         return crate::workflow::Lease::is_held(&config.database);
     }
-    let lease = i64::try_from(config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+    let lease = config.engine.lease_ms();
     store
         .engines()
         .await

@@ -335,10 +335,13 @@ impl Actor {
                             dirty = true;
                         }
                     }
-                    // Other engines' steps notify nobody: on a shared database every tick
-                    // reads (an unchanged snapshot is not redrawn).
+                    // Other engines' steps notify nobody: on a shared database a tick reads
+                    // while something is live (or the database was out of reach), and an
+                    // unchanged snapshot is not redrawn.
                     if self.config.postgres.is_some() {
-                        dirty = true;
+                        let snap = self.snap.borrow();
+                        dirty |= snap.store_trouble.is_some()
+                            || snap.deployments.iter().any(|d| d.status.is_live());
                     }
                     if dirty {
                         self.publish().await;
@@ -521,15 +524,22 @@ impl Actor {
         let _ = self.history.send((id, Arc::new(lines)));
     }
 
-    /// On a shared database, who runs each live deployment: its engine's id, pid and host
-    /// (nothing on SQLite, where one engine runs them all).
-    async fn owners(&self, rows: &[(String, String)]) -> std::collections::BTreeMap<String, Owner> {
-        let mut out = std::collections::BTreeMap::new();
-        if self.config.postgres.is_none() || rows.is_empty() {
-            return out;
+    /// On a shared database (one read of the engines): who runs each live deployment, and
+    /// this console's engine id with how many engines are alive. Nothing on SQLite, where one
+    /// engine runs them all.
+    async fn shared_view(
+        &self,
+        rows: &[(String, String)],
+    ) -> (
+        std::collections::BTreeMap<String, Owner>,
+        Option<(String, usize)>,
+    ) {
+        let mut owners = std::collections::BTreeMap::new();
+        if self.config.postgres.is_none() {
+            return (owners, None);
         }
         let engines = self.store.engines().await.unwrap_or_default();
-        let lease = i64::try_from(self.config.engine.lease.as_millis()).unwrap_or(i64::MAX);
+        let lease = self.config.engine.lease_ms();
         for (id, executor) in rows {
             let found = engines.iter().find(|e| &e.executor_id == executor);
             let silent = found.is_none_or(|e| !e.alive(lease));
@@ -543,7 +553,7 @@ impl Actor {
                 ),
                 None => "not registered".to_owned(),
             };
-            out.insert(
+            owners.insert(
                 id.clone(),
                 Owner {
                     engine: executor.clone(),
@@ -552,22 +562,11 @@ impl Actor {
                 },
             );
         }
-        out
-    }
-
-    /// On a shared database: this engine's id and the engines alive.
-    async fn shared(&self) -> Option<(String, usize)> {
-        self.config.postgres.as_ref()?;
-        let lease = i64::try_from(self.config.engine.lease.as_millis()).unwrap_or(i64::MAX);
-        let alive = self
-            .store
-            .engines()
-            .await
-            .unwrap_or_default()
-            .iter()
-            .filter(|e| e.alive(lease))
-            .count();
-        Some((self.config.engine.executor_id.clone(), alive))
+        let alive = engines.iter().filter(|e| e.alive(lease)).count();
+        (
+            owners,
+            Some((self.config.engine.executor_id.clone(), alive)),
+        )
     }
 
     /// Attached (or on a shared database): log lines arrive through the database.
@@ -582,7 +581,7 @@ impl Actor {
     }
 
     async fn publish(&mut self) {
-        let rows = self
+        let rows = match self
             .store
             .workflows(WorkflowQuery {
                 subject: None,
@@ -590,7 +589,25 @@ impl Actor {
                 limit: 30,
             })
             .await
-            .unwrap_or_default();
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                // Not "no deployments": what it said last stays on screen, with why it is old.
+                let trouble = Some(format!(
+                    "the database cannot be read: {} — showing what it said last, retrying ({})",
+                    e.cause(),
+                    self.store.describe()
+                ));
+                let mut snap = (**self.snap.borrow()).clone();
+                if snap.store_trouble != trouble {
+                    snap.store_trouble = trouble;
+                    self.seq += 1;
+                    snap.seq = self.seq;
+                    self.snap.send_replace(Arc::new(snap));
+                }
+                return;
+            }
+        };
         self.finished
             .retain(|id, _| rows.iter().any(|r| &r.id == id));
         let rows_owners: Vec<(String, String)> = rows
@@ -598,6 +615,7 @@ impl Actor {
             .filter(|r| r.status == crate::workflow::store::WorkflowStatus::Pending)
             .filter_map(|r| Some((r.id.clone(), r.executor_id.clone()?)))
             .collect();
+        let (owners, shared) = self.shared_view(&rows_owners).await;
         let mut deployments = Vec::with_capacity(rows.len());
         for r in rows {
             if let Some(v) = self.finished.get(&r.id) {
@@ -667,8 +685,8 @@ impl Actor {
             notices: self.notices.clone(),
             problems: self.problems.clone(),
             store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
-            owners: self.owners(&rows_owners).await,
-            shared: self.shared().await,
+            owners,
+            shared,
         };
         // Nothing new: no snapshot, so the console does not redraw.
         if **self.snap.borrow() == snap {
