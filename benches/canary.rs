@@ -14,6 +14,8 @@
 
 #[path = "../tests/support/nginx.rs"]
 mod nginx;
+#[path = "../tests/support/router.rs"]
+mod router;
 
 use std::path::Path;
 use std::process::Command;
@@ -23,6 +25,7 @@ use manent::config::Config;
 use manent::deploy::command::OperatorCommand;
 use manent::engine::handle;
 use manent::operator::Operator;
+use router::Router;
 
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");
 const CHANGES: usize = 20;

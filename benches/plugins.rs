@@ -127,6 +127,7 @@ fn request(n: usize) -> Request {
         secrets: Secrets::none(),
         parallelism: u32::try_from(n).unwrap(),
         traffic: None,
+        routing: None,
         idempotency_key: "bench/1".into(),
         attempt: 1,
         processes: manent::plugin::Processes::none(),

@@ -98,6 +98,10 @@ pub enum Command {
     Weight(WeightArgs),
     /// A canary: go back to the previous step's weight and hold.
     Back(ControlArgs),
+    /// A canary whose router failed and waits for a decision: end it failed, leaving its
+    /// traffic where the router has it (journaled; a reason is required). `revert` is the
+    /// other way out.
+    Abandon(AbandonArgs),
     /// Run an application's `test` hooks against what is live, each recorded passed or failed.
     Test(TestArgs),
     /// Lock an application's environment: deploys, rollbacks and canaries there are refused
@@ -392,6 +396,18 @@ pub struct ControlArgs {
     pub json: JsonArg,
 }
 
+/// `abandon`
+#[derive(Debug, Args)]
+pub struct AbandonArgs {
+    /// The deployment id.
+    pub deployment: String,
+    /// Why it is left where it is (required: it is journaled).
+    #[arg(long, value_parser = one_line)]
+    pub reason: String,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
 /// `retry`
 #[derive(Debug, Args)]
 pub struct RetryArgs {
@@ -565,6 +581,18 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
                 &a.deployment,
                 &cmd,
                 a.reason.as_deref(),
+                a.json.json,
+                out,
+            )
+            .await
+        }
+        Command::Abandon(a) => {
+            let cmd = OperatorCommand::Abandon;
+            control::canary(
+                &cli.config,
+                &a.deployment,
+                &cmd,
+                Some(&a.reason),
                 a.json.json,
                 out,
             )

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use self::canary::{Analysis, Canary, CanaryStep, Check, HttpCheck};
+pub use self::canary::{Analysis, Canary, CanaryStep, Check, HttpCheck, OnDrift};
 pub use self::descriptor::DescriptorFile;
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::hooks::{DeletePolicy, Event, Hook, HookKind, OnFailure};
@@ -70,6 +70,7 @@ pub const NOTIFY_EVENTS: &[&str] = &[
     "reverted",
     "rolled-back",
     "finished",
+    "drift",
 ];
 
 /// A webhook receiver of transitions (`notify:`).

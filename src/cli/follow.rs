@@ -518,7 +518,7 @@ fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
 fn canary_summary(v: &DeploymentView, c: &crate::deploy::view::CanaryView, out: &mut Out) {
     let id = &v.id;
     let actual = match c.actual_weight() {
-        Some(a) if a != c.status.weight => format!(" (the router reports {a}%: drift)"),
+        Some(a) if a != c.status.weight => format!(" (the router serves {a}%: drift)"),
         _ => String::new(),
     };
     let at = v
@@ -532,6 +532,9 @@ fn canary_summary(v: &DeploymentView, c: &crate::deploy::view::CanaryView, out: 
     ));
     if let Some(d) = c.status.decisions.last().filter(|d| d.by == "analysis") {
         out.line(format!("  {} by its analysis: {}", d.action, d.why));
+    }
+    for l in c.router_lines() {
+        out.line(format!("  {l}"));
     }
     let mut verbs: Vec<(String, &str)> = Vec::new();
     if v.takes(Topic::Resume) {

@@ -438,7 +438,24 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             }
             Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
         };
-        let v = v.honest(engine_running);
+        let mut v = v.honest(engine_running);
+        // With no engine watching, a live canary's router is read now: what it serves, not
+        // what it served when an engine last looked.
+        if !engine_running
+            && v.status.is_live()
+            && let Some(c) = v.canary.as_mut()
+            && c.status.routing.as_ref().is_some_and(|r| !r.retired)
+        {
+            let read = crate::deploy::canary::watch::read_without_engine(&config, &*store, id)
+                .await
+                .unwrap_or_else(|e| crate::deploy::canary::Actual {
+                    error: Some(e),
+                    at: crate::sys::now_ms(),
+                    by_engine: false,
+                    ..Default::default()
+                });
+            c.actual = Some(read);
+        }
         if a.json.json {
             out.json(&v);
         } else {
@@ -737,9 +754,10 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
         s.weight,
         100 - s.weight.min(100)
     );
-    match c.actual_weight().filter(|_| live) {
-        Some(a) if a != s.weight => line.push_str(&format!(" (the router reports {a}%: drift)")),
-        Some(a) => line.push_str(&format!(" (the router reports {a}%)")),
+    let retired = s.routing.as_ref().is_some_and(|r| r.retired);
+    match c.actual_weight().filter(|_| live && !retired) {
+        Some(a) if a != s.weight => line.push_str(&format!(" (the router serves {a}%: drift)")),
+        Some(a) => line.push_str(&format!(" (the router serves {a}%, read back)")),
         None => {}
     }
     if s.held {
@@ -748,10 +766,15 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
     if let Some(p) = s.scale {
         line.push_str(&format!(", scale {p}%"));
     }
-    if let Some(h) = crate::deploy::canary::tester_header(&s.testers) {
+    if let Some(h) = crate::deploy::canary::tester_header(&s.testers).filter(|_| !retired) {
         line.push_str(&format!(", testers send `{}: {}`", h.0, h.1));
     }
     out.line(line);
+    if live {
+        for l in c.router_lines() {
+            out.line(format!("  {l}"));
+        }
+    }
     for (i, step) in c.plan.steps.iter().enumerate() {
         let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let mark = if n == s.step { "›" } else { " " };

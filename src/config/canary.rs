@@ -6,6 +6,8 @@
 //!   canary:
 //!     slider_step: 5        # how far ←/→ move the console's pending weight
 //!     confirm_above: 50     # in production, a weight above this needs the environment typed
+//!     watch: 5s             # how often the running router is read back while the canary is live
+//!     on_drift: correct     # or `hold`: what a router serving something else than manent set gets
 //!     steps:
 //!       - testers: {}       # RouteTesters: testers reach the candidate before anyone else
 //!       - weight: 10
@@ -39,6 +41,27 @@ pub struct Canary {
     pub slider_step: u32,
     /// In production, a weight above this needs the environment's name typed.
     pub confirm_above: u32,
+    /// How often the running router's state is read back while the canary is live.
+    #[serde(default = "default_watch", with = "crate::duration_ms")]
+    pub watch: Duration,
+    /// What drift (the router serving something else than manent set) gets.
+    #[serde(default)]
+    pub on_drift: OnDrift,
+}
+
+/// What a canary does when the router serves something else than manent set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnDrift {
+    /// Set manent's routing again, and say so.
+    #[default]
+    Correct,
+    /// Hold the canary and leave the router to the operator.
+    Hold,
+}
+
+fn default_watch() -> Duration {
+    Duration::from_secs(5)
 }
 
 impl Canary {
@@ -162,6 +185,10 @@ pub(crate) struct CanarySpec {
     slider_step: Option<u32>,
     #[serde(default)]
     confirm_above: Option<u32>,
+    #[serde(default)]
+    watch: Option<Dur>,
+    #[serde(default)]
+    on_drift: Option<OnDrift>,
 }
 
 impl CanarySpec {
@@ -184,10 +211,19 @@ impl CanarySpec {
                 "a canary needs steps, e.g. `steps: [{weight: 10}, {pause: {}}, {weight: 50}]`",
             ));
         }
+        let watch = self.watch.map_or_else(default_watch, |d| d.0);
+        if watch < Duration::from_millis(200) {
+            return Err(E::custom(format!(
+                "watch {}: write 200ms or more (how often the router is read back)",
+                humantime::format_duration(watch)
+            )));
+        }
         Ok(Canary {
             steps: self.steps.0,
             slider_step,
             confirm_above,
+            watch,
+            on_drift: self.on_drift.unwrap_or_default(),
         })
     }
 }

@@ -1,17 +1,27 @@
-//! The canary workflow (DESIGN §6): plan → the plugin's capabilities → validate → PrepareSlots
-//! (its state travels in every later call) → DeployCandidate on every target (the same fan-out,
-//! parallelism, retries and guided failure as a deploy) → RouteTesters → the steps (weights,
-//! pauses, scale, analysis) → PromoteCandidate (the releases are recorded with it) →
-//! RetirePrevious. An operator promotes (ends a pause, or skips the rest), reverts, sets a
-//! weight by hand or steps `back` (both hold the automatic steps until `resume` or `promote`),
-//! and pauses. Every decision the canary takes by itself (an analysis that fails reverts, one
-//! that cannot tell pauses) is journaled with why.
+//! The canary workflow (DESIGN §6): plan → the plugin's capabilities → validate → which slot
+//! serves production (manent's records, else the router's own read-back) → PrepareSlots →
+//! DeployCandidate on every target (the same fan-out, parallelism, retries and guided failure
+//! as a deploy) → RouteTesters → the steps (weights, pauses, scale, analysis) →
+//! PromoteCandidate (the releases are recorded with it) → RetirePrevious. An operator promotes
+//! (ends a pause, or skips the rest), reverts, sets a weight by hand or steps `back` (both hold
+//! the automatic steps until `resume` or `promote`), and pauses. Every decision the canary
+//! takes by itself (an analysis that fails reverts, one that cannot tell pauses) is journaled
+//! with why.
+//!
+//! The router is told manent's routing with every call and read back after every change
+//! ([`router`]); a change it does not serve waits for an operator rather than ending the
+//! canary with traffic on the candidate, and `failed` is reached only once every request is
+//! back on stable (read back) or an operator abandoned it with a reason. While the canary is
+//! live the router is watched for drift ([`watch`]).
 //!
 //! Everything it decides comes from recorded steps and consumed commands, so a restart replays
-//! to the same place; there it re-asserts the recorded weight (SetCandidateWeight is
-//! idempotent) before going on, and while it waits it measures the plugin's actual weight.
+//! to the same place.
 
 pub mod analysis;
+mod gate;
+mod router;
+pub mod status;
+pub mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,110 +29,23 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use self::analysis::{Seen, Verdict};
+use self::router::{Change, Changed};
+pub use self::status::{Actual, AnalysisRun, CanaryStatus, Decision};
 use super::hooks;
+use super::records::SlotRecord;
 use super::releases::{self, Live};
 use super::spine::{self, FanOut, OrFail, Payload, Run, Stop, json};
 use super::state::{Action, CanaryCall, Doing, Ending, Kind, Phase, StepName, TargetState, Topic};
 use super::steps;
 use super::{DeployEnv, DeployInput, Report, outcome};
-use crate::config::{Analysis, Canary, CanaryStep, EnvSpec, Event};
+use crate::config::{Canary, CanaryStep, EnvSpec, Event};
 use crate::operator::Operator;
-use crate::plugin::{Capability, OnError, PluginHandle, Request};
+use crate::plugin::{Capability, OnError, PluginError, PluginHandle, Pool, Request, Routing};
 use crate::workflow::store::{ACCEPTS, Message};
-use crate::workflow::{Interrupt, RetryPolicy, RunOutcome, StepError, WfCtx};
+use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
 /// Why a target's candidate never ran, in a canary's report.
 const NOT_STARTED: &str = "not started: the canary stopped before it";
-/// How often the actual weight is read while the canary waits.
-const MEASURE_EVERY: Duration = Duration::from_secs(5);
-
-/// What a canary publishes for consoles (event `canary`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CanaryStatus {
-    /// The step it is at, from 1; 0 before the steps; past the last once they are done.
-    pub step: u32,
-    /// Percentage of traffic sent to the candidate, as set.
-    pub weight: u32,
-    /// What the plugin reported right after the weight was set.
-    #[serde(default)]
-    pub actual: Option<u32>,
-    /// The weight was set by an operator's hand, not by a step.
-    #[serde(default)]
-    pub manual: bool,
-    /// Held by an operator: the automatic steps wait for `resume` or `promote`.
-    #[serde(default)]
-    pub held: bool,
-    /// The candidate's scale, once set.
-    #[serde(default)]
-    pub scale: Option<u32>,
-    /// What RouteTesters returned (the header or cookie that reaches the candidate).
-    #[serde(default)]
-    pub testers: BTreeMap<String, String>,
-    /// Analysis runs, oldest first.
-    #[serde(default)]
-    pub runs: Vec<AnalysisRun>,
-    /// Decisions and why, oldest first.
-    #[serde(default)]
-    pub decisions: Vec<Decision>,
-    /// PrepareSlots' state.
-    #[serde(default)]
-    pub slots: Option<serde_json::Value>,
-    /// A weight step before `back` can return to (the step weights set so far).
-    #[serde(default)]
-    pub can_go_back: bool,
-    /// The weight `back` would go to.
-    #[serde(default)]
-    pub back_to: Option<u32>,
-}
-
-/// One run of an analysis check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AnalysisRun {
-    /// The canary step, from 1.
-    pub step: u32,
-    /// The run, from 1.
-    pub run: u32,
-    /// Runs in all.
-    pub of: u32,
-    /// What it saw.
-    #[serde(flatten)]
-    pub seen: Seen,
-    /// Epoch ms.
-    pub at: i64,
-}
-
-/// A decision: who took it (an operator, or the canary's analysis) and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    /// `revert`, `pause`, `promote`, `weight`, `back`, `resume`.
-    pub action: String,
-    /// An operator, or `analysis`.
-    pub by: String,
-    /// Why: the check, the value seen, the threshold, an excerpt.
-    pub why: String,
-    /// Epoch ms.
-    pub at: i64,
-}
-
-/// The plugin's weight as measured while the canary waits (event `canary_actual`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Actual {
-    /// What CandidateWeight returned.
-    pub weight: Option<u32>,
-    /// Why it could not be read.
-    #[serde(default)]
-    pub error: Option<String>,
-    /// Epoch ms.
-    pub at: i64,
-}
-
-/// The weight set, and what the plugin reported right after.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct WeightSet {
-    set: u32,
-    actual: Option<u32>,
-}
 
 /// The commands a canary takes where it is (DESIGN §6).
 pub fn accepts(phase: &Phase) -> Vec<Topic> {
@@ -133,6 +56,7 @@ pub fn accepts(phase: &Phase) -> Vec<Topic> {
         Phase::Canary { doing, .. } => match doing {
             Doing::Pause => vec![T::Promote, T::Revert, T::Weight, T::Back],
             Doing::Held { .. } => vec![T::Resume, T::Promote, T::Revert, T::Weight, T::Back],
+            Doing::RouterFailed { reverting, .. } => router::deciding(*reverting),
             _ => vec![T::Promote, T::Revert, T::Weight, T::Back, T::Pause],
         },
         _ => Vec::new(),
@@ -151,12 +75,31 @@ enum Next {
     Stay,
 }
 
+/// How the steps ended.
+enum Flow {
+    /// Done, or promoted past: the candidate is promoted next.
+    Promote,
+    /// Reverted.
+    Revert { by: String, why: String },
+}
+
 /// How an analysis ended.
 enum Analysed {
     Passed,
     Revert(String),
     Pause(String),
     Command(Message),
+}
+
+/// Which slot serves production before PrepareSlots, and how manent knows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Known {
+    /// The slot (empty: nobody can say; the plugin chooses).
+    stable: String,
+    /// The release in it, when recorded.
+    version: String,
+    /// How it is known, for the log.
+    said: String,
 }
 
 /// Runs a canary from its stored inputs.
@@ -196,10 +139,24 @@ async fn canary(env: &DeployEnv, ctx: &WfCtx, spec: &EnvSpec) -> Result<Report, 
         pos: 0,
         history: Vec::new(),
         reasserted: false,
+        before: BTreeMap::new(),
+        live: false,
+        abandoned: false,
+        drift: Vec::new(),
+        drift_since: 0,
     };
     let report = match flight.body(&mut run).await {
         Ok(r) => r,
         Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) if flight.live && !flight.abandoned => {
+            match flight.fail_safely(&mut run, why).await {
+                Ok(r) => r,
+                Err(Stop::Interrupt(i)) => return Err(i),
+                Err(Stop::Failed(why) | Stop::Abort(why)) => {
+                    run.report(Ending::Failed, why, NOT_STARTED)
+                }
+            }
+        }
         Err(Stop::Failed(why) | Stop::Abort(why)) => run.report(Ending::Failed, why, NOT_STARTED),
     };
     run.end(report).await
@@ -213,8 +170,18 @@ struct Flight {
     pos: usize,
     /// Weight steps run so far: (step index, weight), for `back`.
     history: Vec<(usize, u32)>,
-    /// This run has re-asserted the recorded weight after a restart.
+    /// This run has read the router back after a restart.
     reasserted: bool,
+    /// The releases live before the canary, per moniker.
+    before: BTreeMap<String, Live>,
+    /// The candidate is in a pool (it may have traffic): a failure takes it out first.
+    live: bool,
+    /// An operator abandoned the canary where its traffic is.
+    abandoned: bool,
+    /// The drift last said (a drift is said once, not at every read).
+    drift: Vec<String>,
+    /// When the current drift episode began (epoch ms).
+    drift_since: i64,
 }
 
 impl Flight {
@@ -222,7 +189,7 @@ impl Flight {
         let (env, ctx, spec) = (run.env, run.ctx, run.spec);
         self.check_capabilities(run)?;
         run.validate().await?;
-        let before: BTreeMap<String, Live> = ctx
+        self.before = ctx
             .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
                 let rows = env
                     .db
@@ -233,7 +200,7 @@ impl Flight {
             })
             .await?
             .or_fail()?;
-        let vars = hooks::Vars::before(&before);
+        let vars = hooks::Vars::before(&self.before);
         hooks::run_event(run, Event::PreDeploy, &vars)
             .await
             .map_err(|e| match e {
@@ -241,38 +208,27 @@ impl Flight {
                 other => other,
             })?;
         self.publish(run, Phase::Slots).await?;
-        let slots = run
-            .plugin_step(
-                StepName::Canary(CanaryCall::Slots),
-                &steps::target_policy(spec),
-                true,
-                |h, req| async move {
-                    slot_deployer(&h)?
-                        .prepare_slots(&req)
-                        .await
-                        .map_err(StepError::from)
-                },
-            )
-            .await?;
-        run.traffic = Some(slots.clone());
-        self.status.slots = Some(slots);
+        self.prepare(run).await?;
         // The candidate, target by target.
         let how = FanOut {
             action: Action::Candidate,
             on_error: OnError::Stop,
             guided: true,
         };
-        let traffic = run.traffic.clone();
-        let traffic = &traffic;
+        let slots = steps::Slots {
+            traffic: run.traffic.clone(),
+            routing: run.routing.clone(),
+        };
+        let slots = &slots;
         let deployed = run
             .batches(
                 how,
                 |_| true,
                 |t, info| {
-                    let traffic = traffic.clone();
+                    let slots = slots.clone();
                     async move {
                         let h = env.plugin(spec).await?;
-                        steps::candidate_target(env, spec, ctx.id(), &h, &t, traffic, info).await
+                        steps::candidate_target(env, spec, ctx.id(), &h, &t, slots, info).await
                     }
                 },
             )
@@ -292,17 +248,64 @@ impl Flight {
             Err(other) => return Err(other),
         }
         // Testers reach the candidate before anyone else, where the plan does not say when.
-        if !self.plan.uses("testers") && run.info.capabilities.has(Capability::Testers) {
-            self.route_testers(run).await?;
+        if !self.plan.uses("testers")
+            && run.info.capabilities.has(Capability::Testers)
+            && let Changed::Revert { by, why } = self.change(run, Change::Testers).await?
+        {
+            return self.revert(run, &by, &why).await;
         }
+        loop {
+            if let Flow::Revert { by, why } = self.steps(run).await? {
+                return self.revert(run, &by, &why).await;
+            }
+            // Hooks before the promotion: one that fails takes the candidate out instead.
+            match hooks::run_event(run, Event::PrePromote, &vars).await {
+                Ok(_) => {}
+                Err(Stop::Failed(why)) => {
+                    return self
+                        .revert(
+                            run,
+                            "manent",
+                            &format!("{why}; the candidate was not promoted"),
+                        )
+                        .await;
+                }
+                Err(other) => return Err(other),
+            }
+            match self.promote(run).await? {
+                Promoted::Report(mut report) => {
+                    for event in [Event::PostPromote, Event::PostDeploy] {
+                        match hooks::run_event(run, event, &vars).await {
+                            Ok(ran) => report.message = ran.noted(report.message),
+                            Err(Stop::Failed(why)) => {
+                                report.ending = Ending::Failed;
+                                report.message = hooks::after(report.message, &why);
+                                break;
+                            }
+                            Err(other) => return Err(other),
+                        }
+                    }
+                    return Ok(report);
+                }
+                // The promotion failed and an operator set a weight instead: held there.
+                Promoted::Held => {}
+                Promoted::Revert { by, why } => return self.revert(run, &by, &why).await,
+            }
+        }
+    }
+
+    /// The automatic steps, with the operator's commands between them, until they are done
+    /// (or promoted past) or the canary is reverted.
+    async fn steps(&mut self, run: &mut Run<'_>) -> Result<Flow, Stop> {
+        let ctx = run.ctx;
         loop {
             self.reassert_after_restart(run).await;
             // Commands sent meanwhile, oldest first.
             if let Some(msg) = ctx.poll_mailbox(&topics(STEP_TOPICS)).await? {
                 match self.command(run, &msg).await? {
                     Next::EndStep => self.pos += 1,
-                    Next::PromoteNow => break,
-                    Next::Revert { by, why } => return self.revert(run, &by, &why).await,
+                    Next::PromoteNow => return Ok(Flow::Promote),
+                    Next::Revert { by, why } => return Ok(Flow::Revert { by, why }),
                     Next::Stay => {}
                 }
                 continue;
@@ -310,69 +313,55 @@ impl Flight {
             if self.status.held {
                 let weight = self.status.weight;
                 self.publish(run, self.at(Doing::Held { weight })).await?;
-                let msg = self.wait(run, HELD_TOPICS, None).await?;
-                match msg {
-                    Some(m) => match self.command(run, &m).await? {
-                        Next::EndStep => {
-                            self.status.held = false;
-                            self.pos += 1;
-                        }
-                        Next::PromoteNow => break,
-                        Next::Revert { by, why } => return self.revert(run, &by, &why).await,
-                        Next::Stay => {}
-                    },
-                    None => return Err(Stop::Interrupt(Interrupt::ShuttingDown)),
+                let msg = self
+                    .wait(run, HELD_TOPICS, None)
+                    .await?
+                    .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
+                match self.command(run, &msg).await? {
+                    Next::EndStep => {
+                        self.status.held = false;
+                        self.pos += 1;
+                    }
+                    Next::PromoteNow => return Ok(Flow::Promote),
+                    Next::Revert { by, why } => return Ok(Flow::Revert { by, why }),
+                    Next::Stay => {}
                 }
                 continue;
             }
             let Some(step) = self.plan.steps.get(self.pos).cloned() else {
-                break;
+                return Ok(Flow::Promote);
             };
             self.status.step = u32::try_from(self.pos + 1).unwrap_or(u32::MAX);
-            match step {
+            let next = match step {
                 CanaryStep::Weight(w) => {
                     self.publish(run, self.at(Doing::Weight { weight: w }))
                         .await?;
-                    self.set_weight(run, w).await?;
-                    self.status.manual = false;
-                    self.history.push((self.pos, w));
-                    self.pos += 1;
+                    match self.change(run, Change::Weight(w)).await? {
+                        Changed::Done => {
+                            self.status.manual = false;
+                            self.history.push((self.pos, w));
+                            Next::EndStep
+                        }
+                        Changed::Manual => Next::Stay,
+                        Changed::Revert { by, why } => Next::Revert { by, why },
+                    }
                 }
                 CanaryStep::Scale(p) => {
                     self.publish(run, self.at(Doing::Scale { percent: p }))
                         .await?;
-                    run.plugin_step(
-                        StepName::Canary(CanaryCall::Scale),
-                        &steps::target_policy(spec),
-                        true,
-                        |h, req| async move {
-                            let s = h.deployer.slot_scaler().ok_or_else(|| {
-                                StepError::Permanent(format!("plugin {} cannot scale", h.name))
-                            })?;
-                            s.scale_candidate(&req, p).await.map_err(StepError::from)
-                        },
-                    )
-                    .await?;
-                    self.status.scale = Some(p);
-                    self.pos += 1;
+                    self.step_change(run, Change::Scale(p)).await?
                 }
                 CanaryStep::Testers => {
                     self.publish(run, self.at(Doing::Testers)).await?;
-                    self.route_testers(run).await?;
-                    self.pos += 1;
+                    self.step_change(run, Change::Testers).await?
                 }
                 CanaryStep::Pause(None) => {
                     self.publish(run, self.at(Doing::Pause)).await?;
-                    let msg = self.wait(run, PAUSE_TOPICS, None).await?;
-                    let Some(m) = msg else {
-                        return Err(Stop::Interrupt(Interrupt::ShuttingDown));
-                    };
-                    match self.command(run, &m).await? {
-                        Next::EndStep => self.pos += 1,
-                        Next::PromoteNow => break,
-                        Next::Revert { by, why } => return self.revert(run, &by, &why).await,
-                        Next::Stay => {}
-                    }
+                    let msg = self
+                        .wait(run, PAUSE_TOPICS, None)
+                        .await?
+                        .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
+                    self.command(run, &msg).await?
                 }
                 CanaryStep::Pause(Some(d)) => {
                     let until = ctx
@@ -392,58 +381,122 @@ impl Flight {
                         u64::try_from(until - crate::sys::now_ms()).unwrap_or(0),
                     );
                     match self.wait(run, STEP_TOPICS, Some(left)).await? {
-                        None => self.pos += 1,
-                        Some(m) => match self.command(run, &m).await? {
-                            Next::EndStep => self.pos += 1,
-                            Next::PromoteNow => break,
-                            Next::Revert { by, why } => return self.revert(run, &by, &why).await,
-                            Next::Stay => {}
-                        },
+                        None => Next::EndStep,
+                        Some(m) => self.command(run, &m).await?,
                     }
                 }
                 CanaryStep::Analysis(a) => match self.analysis(run, &a).await? {
-                    Analysed::Passed => self.pos += 1,
-                    Analysed::Revert(why) => return self.revert(run, "analysis", &why).await,
+                    Analysed::Passed => Next::EndStep,
+                    Analysed::Revert(why) => Next::Revert {
+                        by: "analysis".into(),
+                        why,
+                    },
                     Analysed::Pause(why) => {
                         self.decide(run, "pause", "analysis", &why).await?;
                         self.status.held = true;
+                        Next::Stay
                     }
-                    Analysed::Command(m) => match self.command(run, &m).await? {
-                        Next::EndStep => self.pos += 1,
-                        Next::PromoteNow => break,
-                        Next::Revert { by, why } => return self.revert(run, &by, &why).await,
-                        Next::Stay => {}
-                    },
+                    Analysed::Command(m) => self.command(run, &m).await?,
                 },
+            };
+            match next {
+                Next::EndStep => self.pos += 1,
+                Next::PromoteNow => return Ok(Flow::Promote),
+                Next::Revert { by, why } => return Ok(Flow::Revert { by, why }),
+                Next::Stay => {}
             }
         }
-        // Hooks before the promotion: one that fails takes the candidate out instead.
-        match hooks::run_event(run, Event::PrePromote, &vars).await {
-            Ok(_) => {}
-            Err(Stop::Failed(why)) => {
-                return self
-                    .revert(
-                        run,
-                        "manent",
-                        &format!("{why}; the candidate was not promoted"),
-                    )
-                    .await;
-            }
-            Err(other) => return Err(other),
+    }
+
+    /// A step that changes the router: it ends once served.
+    async fn step_change(&mut self, run: &mut Run<'_>, change: Change) -> Result<Next, Stop> {
+        Ok(match self.change(run, change).await? {
+            Changed::Done => Next::EndStep,
+            Changed::Manual => Next::Stay,
+            Changed::Revert { by, why } => Next::Revert { by, why },
+        })
+    }
+
+    /// Which slot serves production (manent's records; without them, the router's read-back),
+    /// then PrepareSlots with it: the candidate goes to the other slot, at 0%.
+    async fn prepare(&mut self, run: &mut Run<'_>) -> Result<(), Stop> {
+        let (env, spec) = (run.env, run.spec);
+        let subject = spec.subject();
+        let subject = &subject;
+        let known: Known = run
+            .plugin_step(
+                StepName::Canary(CanaryCall::SlotsBefore),
+                &steps::target_policy(spec),
+                true,
+                |h, req| async move { slots_before(env, subject, &h, &req).await },
+            )
+            .await?;
+        if !run.ctx.replaying() {
+            env.log.for_deployment(run.ctx.id()).info(&known.said);
         }
-        let mut report = self.promote(run, &before).await?;
-        for event in [Event::PostPromote, Event::PostDeploy] {
-            match hooks::run_event(run, event, &vars).await {
-                Ok(ran) => report.message = ran.noted(report.message),
-                Err(Stop::Failed(why)) => {
-                    report.ending = Ending::Failed;
-                    report.message = hooks::after(report.message, &why);
-                    break;
-                }
-                Err(other) => return Err(other),
-            }
-        }
-        Ok(report)
+        let targets = run.plan.request_targets();
+        let version = if known.version.is_empty() {
+            self.before
+                .values()
+                .find_map(|l| l.current.as_ref().map(|c| c.version.clone()))
+                .unwrap_or_default()
+        } else {
+            known.version.clone()
+        };
+        let new = spec.artifact.version.clone();
+        run.routing = Some(Routing {
+            stable: Pool::of(&known.stable, &version, &targets),
+            candidate: Pool {
+                version: new.clone(),
+                ..Pool::default()
+            },
+            ..Routing::default()
+        });
+        let (known_ref, version_ref, wf) = (&known, &version, run.ctx.id().to_owned());
+        let wf = &wf;
+        let slots: serde_json::Value = run
+            .plugin_step_with(
+                StepName::Canary(CanaryCall::Slots),
+                &steps::target_policy(spec),
+                true,
+                |h, req| async move {
+                    let state = slot_deployer(&h)?
+                        .prepare_slots(&req)
+                        .await
+                        .map_err(StepError::from)?;
+                    let (stable, candidate) = slot_names(&state, &known_ref.stable);
+                    if !known_ref.stable.is_empty() && stable != known_ref.stable {
+                        return Err(StepError::Permanent(format!(
+                            "plugin {} put production on slot {stable}, but manent records \
+                             {} as serving it: refusing to go on (check the router by hand)",
+                            h.name, known_ref.stable
+                        )));
+                    }
+                    let record = SlotRecord {
+                        subject: spec.subject(),
+                        stable,
+                        stable_version: version_ref.clone(),
+                        candidate,
+                        candidate_version: req.artifact.version.clone(),
+                        candidate_live: true,
+                        deployment_id: wf.clone(),
+                        updated_at: crate::sys::now_ms(),
+                    };
+                    Ok((state, vec![record.effect()]))
+                },
+            )
+            .await?;
+        let (stable, candidate) = slot_names(&slots, &known.stable);
+        run.traffic = Some(slots.clone());
+        run.routing = Some(Routing {
+            stable: Pool::of(&stable, &version, &targets),
+            candidate: Pool::of(&candidate, &new, &targets),
+            ..Routing::default()
+        });
+        self.status.slots = Some(slots);
+        self.status.routing.clone_from(&run.routing);
+        self.live = true;
+        Ok(())
     }
 
     /// The plugin must have slots and a traffic router, and testers and scale when the steps
@@ -507,61 +560,8 @@ impl Flight {
         Ok(())
     }
 
-    /// SetCandidateWeight, then CandidateWeight read back, as one step.
-    async fn set_weight(&mut self, run: &Run<'_>, weight: u32) -> Result<(), Stop> {
-        let set: WeightSet = run
-            .plugin_step(
-                StepName::Canary(CanaryCall::Weight),
-                &steps::target_policy(run.spec),
-                true,
-                |h, req| async move {
-                    let router = traffic_router(&h)?;
-                    router
-                        .set_candidate_weight(&req, weight)
-                        .await
-                        .map_err(StepError::from)?;
-                    let actual = router.candidate_weight(&req).await.ok();
-                    Ok(WeightSet {
-                        set: weight,
-                        actual,
-                    })
-                },
-            )
-            .await?;
-        self.status.weight = set.set;
-        self.status.actual = set.actual;
-        crate::telemetry::metrics::get().canary_weights(
-            (&run.spec.application, &run.spec.environment),
-            set.set,
-            set.actual,
-        );
-        // What the router reported now replaces what was measured before.
-        if !run.ctx.replaying() {
-            publish_actual(run, set.actual, None).await;
-        }
-        Ok(())
-    }
-
-    async fn route_testers(&mut self, run: &Run<'_>) -> Result<(), Stop> {
-        let details: BTreeMap<String, String> = run
-            .plugin_step(
-                StepName::Canary(CanaryCall::Testers),
-                &steps::target_policy(run.spec),
-                true,
-                |h, req| async move {
-                    let t = h.deployer.tester_router().ok_or_else(|| {
-                        StepError::Permanent(format!("plugin {} cannot route testers", h.name))
-                    })?;
-                    t.route_testers(&req).await.map_err(StepError::from)
-                },
-            )
-            .await?;
-        self.status.testers = details;
-        Ok(())
-    }
-
     /// Applies an operator's command (or a decision) to the steps.
-    async fn command(&mut self, run: &Run<'_>, msg: &Message) -> Result<Next, Stop> {
+    async fn command(&mut self, run: &mut Run<'_>, msg: &Message) -> Result<Next, Stop> {
         let p = Payload::of(msg);
         let by = spine::by(msg);
         let why = p.reason.clone().unwrap_or_default();
@@ -584,15 +584,14 @@ impl Flight {
             },
             Some(Topic::Weight) => {
                 let w = p.weight.unwrap_or(self.status.weight).min(100);
-                self.set_weight(run, w).await?;
                 self.status.manual = true;
                 self.status.held = true;
-                Next::Stay
+                match self.change(run, Change::Weight(w)).await? {
+                    Changed::Revert { by, why } => Next::Revert { by, why },
+                    Changed::Done | Changed::Manual => Next::Stay,
+                }
             }
-            Some(Topic::Back) => {
-                self.back(run).await?;
-                Next::Stay
-            }
+            Some(Topic::Back) => self.back(run).await?,
             Some(Topic::Pause) => {
                 self.status.held = true;
                 Next::Stay
@@ -607,7 +606,7 @@ impl Flight {
 
     /// Back to the previous step's weight (from a weight set by hand: the last step's), held;
     /// the steps go on from the weight step that is undone.
-    async fn back(&mut self, run: &Run<'_>) -> Result<(), Stop> {
+    async fn back(&mut self, run: &mut Run<'_>) -> Result<Next, Stop> {
         let target = if self.status.manual {
             self.history.last().map_or(0, |l| l.1)
         } else {
@@ -617,10 +616,15 @@ impl Flight {
             }
             self.history.last().map_or(0, |l| l.1)
         };
-        self.set_weight(run, target).await?;
-        self.status.manual = false;
         self.status.held = true;
-        Ok(())
+        match self.change(run, Change::Weight(target)).await? {
+            Changed::Done => {
+                self.status.manual = false;
+                Ok(Next::Stay)
+            }
+            Changed::Manual => Ok(Next::Stay),
+            Changed::Revert { by, why } => Ok(Next::Revert { by, why }),
+        }
     }
 
     /// Records an operator's command, for the status (when it was sent: the same on replay).
@@ -681,147 +685,23 @@ impl Flight {
         Ok(())
     }
 
-    /// Runs an analysis step: its check `count` times, `interval` apart, commands taken between.
-    async fn analysis(&mut self, run: &Run<'_>, a: &Analysis) -> Result<Analysed, Stop> {
-        let step = u32::try_from(self.pos + 1).unwrap_or(u32::MAX);
-        let (mut failed, mut inconclusive) = (0, 0);
-        for i in 1..=a.count {
-            self.publish(
-                run,
-                self.at(Doing::Analysis {
-                    run: i,
-                    runs: a.count,
-                }),
-            )
-            .await?;
-            let live = !run.ctx.replaying();
-            let seen = self.check(run, a).await?;
-            if live {
-                let log = run.env.log.for_deployment(run.ctx.id());
-                let line = format!(
-                    "analysis {i}/{} at step {step} {}: {}{}",
-                    a.count,
-                    seen.verdict.as_str(),
-                    seen.value,
-                    if seen.excerpt.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", seen.excerpt)
-                    }
-                );
-                match seen.verdict {
-                    Verdict::Pass => log.info(&line),
-                    _ => log.warn(&line),
-                }
-            }
-            let verdict = seen.verdict;
-            let detail = format!(
-                "{}{}",
-                seen.value,
-                if seen.excerpt.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", seen.excerpt)
-                }
-            );
-            self.status.runs.push(AnalysisRun {
-                step,
-                run: i,
-                of: a.count,
-                seen,
-                at: crate::sys::now_ms(),
-            });
-            match verdict {
-                Verdict::Pass => {}
-                Verdict::Fail => failed += 1,
-                Verdict::Inconclusive => inconclusive += 1,
-            }
-            if failed >= a.failure_limit {
-                return Ok(Analysed::Revert(format!(
-                    "analysis at step {step} ({}) failed {failed} of {i} runs (limit {}); last: \
-                     {detail}",
-                    a.check, a.failure_limit
-                )));
-            }
-            if inconclusive >= a.inconclusive_limit {
-                return Ok(Analysed::Pause(format!(
-                    "analysis at step {step} ({}) could not tell {inconclusive} of {i} runs \
-                     (limit {}); last: {detail}; promote, revert or set a weight",
-                    a.check, a.inconclusive_limit
-                )));
-            }
-            if i < a.count
-                && let Some(m) = self.wait(run, STEP_TOPICS, Some(a.interval)).await?
-            {
-                return Ok(Analysed::Command(m));
-            }
-        }
-        Ok(Analysed::Passed)
-    }
-
-    /// One run of the analysis check, as a step (a check never fails its step: what went
-    /// wrong is its verdict).
-    async fn check(&self, run: &Run<'_>, a: &Analysis) -> Result<Seen, Stop> {
-        let spec = run.spec;
-        let env: BTreeMap<String, String> = [
-            ("MANENT_DEPLOYMENT_ID", run.ctx.id().to_owned()),
-            ("MANENT_APPLICATION", spec.application.clone()),
-            ("MANENT_ENVIRONMENT", spec.environment.clone()),
-            ("MANENT_VERSION", spec.artifact.version.clone()),
-            ("MANENT_CANARY_WEIGHT", self.status.weight.to_string()),
-            ("PATH", std::env::var("PATH").unwrap_or_default()),
-            ("HOME", std::env::var("HOME").unwrap_or_default()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-        let tester_header = tester_header(&self.status.testers);
-        let limit = match &a.check {
-            crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
-            crate::config::Check::Command { .. } => spec.step_timeout,
-        };
-        // A check never fails its step; its retries are for the attempts a crash cut off.
-        let policy = RetryPolicy {
-            max_retries: 3,
-            timeout: Some(limit + Duration::from_secs(5)),
-            ..steps::internal()
-        };
-        let processes = &run.env.processes;
-        let (check, env, tester_header) = (&a.check, &env, &tester_header);
-        let dir = run.spec.workdir.as_path();
-        run.ctx
-            .step(
-                StepName::Canary(CanaryCall::Check),
-                &policy,
-                |_| async move {
-                    let cx = analysis::Context {
-                        env: env.clone(),
-                        tester_header: tester_header.clone(),
-                        processes,
-                        dir,
-                    };
-                    Ok(analysis::run(check, &cx, limit).await)
-                },
-            )
-            .await?
-            .or_fail()
-    }
-
-    /// Waits for a command on `topics` (up to `timeout`), reading the plugin's actual weight
-    /// meanwhile. `None` when the time is up.
+    /// Waits for a command on `topics` (up to `timeout`), watching the router meanwhile.
+    /// `None` when the time is up.
     async fn wait(
         &mut self,
         run: &Run<'_>,
         topics_: &[Topic],
         timeout: Option<Duration>,
     ) -> Result<Option<Message>, Stop> {
-        // A restart that resumes inside a wait re-asserts the weight before waiting again.
+        // A restart that resumes inside a wait reads the router back before waiting again.
         self.reassert_after_restart(run).await;
         let t = topics(topics_);
         let recv = run.ctx.recv(&t, timeout);
         tokio::pin!(recv);
-        // Only once the run is live: a replayed wait returns at once.
-        let measuring = !run.ctx.replaying();
+        // Only once the run is live and the candidate in a pool: a replayed wait returns at
+        // once.
+        let watching = !run.ctx.replaying() && self.live;
+        let every = self.plan.watch;
         loop {
             tokio::select! {
                 r = &mut recv => {
@@ -831,113 +711,77 @@ impl Flight {
                     }
                     return Ok(msg);
                 }
-                () = tokio::time::sleep(MEASURE_EVERY), if measuring => {
-                    measure(run).await;
+                () = tokio::time::sleep(every), if watching => {
+                    self.watch(run).await;
                 }
             }
         }
     }
 
-    /// After a restart, once the replay has caught up: the recorded weight is set again, in
-    /// case the router lost it or drifted while no engine watched (not a step: it is
-    /// idempotent and changes nothing the canary decides).
-    async fn reassert_after_restart(&mut self, run: &Run<'_>) {
-        if self.reasserted || !run.ctx.resumed() || run.ctx.replaying() {
-            return;
-        }
-        self.reasserted = true;
-        if self.history.is_empty() && !self.status.manual {
-            return;
-        }
-        let weight = self.status.weight;
-        let log = &run.env.log;
-        match with_plugin(run, |h, req| async move {
-            let router = traffic_router(&h)?;
-            router
-                .set_candidate_weight(&req, weight)
-                .await
-                .map_err(StepError::from)?;
-            router.candidate_weight(&req).await.map_err(StepError::from)
-        })
-        .await
-        {
-            Ok(actual) => {
-                log.for_deployment(run.ctx.id()).info(&format!(
-                    "canary resumed: weight {weight}% set again; the router reports {actual}%"
-                ));
-                publish_actual(run, Some(actual), None).await;
-            }
-            Err(e) => {
-                log.for_deployment(run.ctx.id()).warn(&format!(
-                    "canary resumed: setting the weight {weight}% again failed: {e}"
-                ));
-            }
-        }
-    }
-
-    /// Takes the candidate out of traffic and ends the canary, reverted.
+    /// Takes the candidate out of every pool (read back) and ends the canary, reverted.
     async fn revert(&mut self, run: &mut Run<'_>, by: &str, why: &str) -> Result<Report, Stop> {
         if by == "analysis" || by == "manent" {
             self.decide(run, "revert", by, why).await?;
         }
         self.status.held = false;
         self.publish(run, Phase::Reverting).await?;
-        run.plugin_step(
-            StepName::Canary(CanaryCall::Revert),
-            &steps::target_policy(run.spec),
-            true,
-            |h, req| async move {
-                slot_deployer(&h)?
-                    .revert_candidate(&req)
-                    .await
-                    .map_err(StepError::from)
-            },
-        )
-        .await?;
-        self.status.weight = 0;
-        self.status.actual = None;
+        if self.live {
+            self.change(run, Change::Revert).await?;
+        }
+        let stable = self.record(run).stable.slot;
         let message = if by == "analysis" || by == "manent" {
             format!("reverted automatically: {why}; the stable release stays live")
         } else {
             format!("reverted by {by} ({why}); the stable release stays live")
         };
+        let message = if stable.is_empty() {
+            message
+        } else {
+            format!("{message} (the router serves {stable} only, read back)")
+        };
         let mut report = run.report(Ending::Reverted, message, NOT_STARTED);
         for t in &mut report.targets {
             if t.status == TargetState::Candidate {
                 t.status = TargetState::Reverted;
-                t.message = "candidate taken out of traffic".into();
+                t.message = "candidate out of every pool".into();
             }
         }
         self.publish(run, Phase::Done).await?;
         Ok(report)
     }
 
+    /// A failure while the candidate may have traffic: it leaves every pool first (read back),
+    /// and only then does the canary end failed. A revert that fails waits for an operator.
+    async fn fail_safely(&mut self, run: &mut Run<'_>, why: String) -> Result<Report, Stop> {
+        self.status.held = false;
+        self.publish(run, Phase::Reverting).await?;
+        self.change(run, Change::Revert).await?;
+        let stable = self.record(run).stable.slot;
+        let mut report = run.report(
+            Ending::Failed,
+            format!("{why}; the candidate was taken out of traffic (the router serves {stable} only, read back)"),
+            NOT_STARTED,
+        );
+        for t in &mut report.targets {
+            if t.status == TargetState::Candidate {
+                t.status = TargetState::Reverted;
+                t.message = "candidate out of every pool".into();
+            }
+        }
+        Ok(report)
+    }
+
     /// PromoteCandidate (the releases commit with it), then RetirePrevious.
-    async fn promote(
-        &mut self,
-        run: &mut Run<'_>,
-        before: &BTreeMap<String, Live>,
-    ) -> Result<Report, Stop> {
+    async fn promote(&mut self, run: &mut Run<'_>) -> Result<Promoted, Stop> {
         self.status.held = false;
         self.status.step = u32::try_from(self.plan.steps.len() + 1).unwrap_or(u32::MAX);
         self.publish(run, Phase::Promoting).await?;
-        let (spec, wf) = (run.spec, run.ctx.id().to_owned());
-        let targets: Vec<_> = run.plan.targets().map(|(_, t)| t.clone()).collect();
-        let (targets, wf) = (&targets, &wf);
-        run.plugin_step_with(
-            StepName::Canary(CanaryCall::Promote),
-            &steps::target_policy(spec),
-            true,
-            |h, req| async move {
-                slot_deployer(&h)?
-                    .promote_candidate(&req)
-                    .await
-                    .map_err(StepError::from)?;
-                Ok(((), steps::promoted_releases(spec, wf, targets, before)))
-            },
-        )
-        .await?;
-        self.status.weight = 100;
+        match self.change(run, Change::Promote).await? {
+            Changed::Done => {}
+            Changed::Manual => return Ok(Promoted::Held),
+            Changed::Revert { by, why } => return Ok(Promoted::Revert { by, why }),
+        }
+        let spec = run.spec;
         run.plugin_step(
             StepName::Canary(CanaryCall::Retire),
             &steps::target_policy(spec),
@@ -950,12 +794,13 @@ impl Flight {
             },
         )
         .await?;
+        let n = run.plan.targets().count();
         let mut report = run.report(
             Ending::Deployed,
             format!(
                 "{} promoted on {} of {}",
                 spec.artifact.version,
-                super::plan::count(targets.len(), "target"),
+                super::plan::count(n, "target"),
                 spec.subject()
             ),
             NOT_STARTED,
@@ -966,8 +811,94 @@ impl Flight {
             }
         }
         self.publish(run, Phase::Done).await?;
-        Ok(report)
+        Ok(Promoted::Report(report))
     }
+}
+
+/// How a promotion ended.
+enum Promoted {
+    Report(Report),
+    Held,
+    Revert { by: String, why: String },
+}
+
+/// Step `canary.slots_before`: which slot serves production — manent's records, else what the
+/// router itself serves (never a guess from a file's comment).
+async fn slots_before(
+    env: &DeployEnv,
+    subject: &str,
+    h: &PluginHandle,
+    req: &Request,
+) -> Result<Known, StepError> {
+    if let Some(rec) = env
+        .db
+        .slots(subject)
+        .await
+        .map_err(|e| StepError::Retryable(e.to_string()))?
+    {
+        return Ok(Known {
+            said: format!(
+                "manent's records: slot {} serves {subject} ({}, since {}); the candidate goes \
+                 to the other",
+                rec.stable, rec.stable_version, rec.deployment_id
+            ),
+            stable: rec.stable,
+            version: rec.stable_version,
+        });
+    }
+    match traffic_router(h)?.routing_state(req).await {
+        Ok(s) => {
+            let slot = s
+                .routing
+                .as_ref()
+                .map(|r| r.stable.slot.clone())
+                .unwrap_or_default();
+            let foreign = s
+                .foreign
+                .map(|f| format!(" (foreign: {f})"))
+                .unwrap_or_default();
+            let said = if slot.is_empty() {
+                format!(
+                    "manent has no record of which slot serves {subject}, and the router cannot \
+                     say{foreign}: plugin {} chooses",
+                    h.name
+                )
+            } else {
+                format!(
+                    "manent has no record of which slot serves {subject}: the router serves it \
+                     from {slot}{foreign}; the candidate goes to the other"
+                )
+            };
+            Ok(Known {
+                stable: slot,
+                version: String::new(),
+                said,
+            })
+        }
+        Err(PluginError::Unimplemented(_)) => Ok(Known {
+            stable: String::new(),
+            version: String::new(),
+            said: format!(
+                "manent has no record of which slot serves {subject} and plugin {} has no \
+                 read-back: it chooses",
+                h.name
+            ),
+        }),
+        Err(e) => Err(StepError::from(
+            e.context("reading which slot serves production"),
+        )),
+    }
+}
+
+/// (stable, candidate) slot names from PrepareSlots' state (`stable`, `candidate`), else what
+/// manent knew and generic names.
+fn slot_names(state: &serde_json::Value, known: &str) -> (String, String) {
+    let get = |k: &str| state.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    let stable = get("stable")
+        .or_else(|| (!known.is_empty()).then(|| known.to_owned()))
+        .unwrap_or_else(|| "stable".into());
+    let candidate = get("candidate").unwrap_or_else(|| "candidate".into());
+    (stable, candidate)
 }
 
 /// Commands taken while automatic steps run (between them, in a timed pause, in analysis).
@@ -1024,7 +955,8 @@ fn traffic_router(h: &PluginHandle) -> Result<&dyn crate::plugin::TrafficRouter,
         .ok_or_else(|| StepError::Permanent(format!("plugin {} routes no traffic", h.name)))
 }
 
-/// A plugin call outside the checkpoint log (what the canary measures), with the slots' state.
+/// A plugin call outside the checkpoint log (what the canary watches), with the slots' state
+/// and manent's routing.
 async fn with_plugin<T, F, Fut>(run: &Run<'_>, call: F) -> Result<T, StepError>
 where
     F: FnOnce(Arc<PluginHandle>, Request) -> Fut,
@@ -1043,37 +975,10 @@ where
         &env.processes,
     );
     req.traffic.clone_from(&run.traffic);
+    req.routing.clone_from(&run.routing);
     tokio::time::timeout(spec.step_timeout, call(h, req))
         .await
         .map_err(|_| StepError::Retryable("no answer within the step timeout".into()))?
-}
-
-/// Reads the plugin's actual weight and publishes it.
-async fn measure(run: &Run<'_>) {
-    let read = with_plugin(run, |h, req| async move {
-        traffic_router(&h)?
-            .candidate_weight(&req)
-            .await
-            .map_err(StepError::from)
-    })
-    .await;
-    match read {
-        Ok(w) => {
-            crate::telemetry::metrics::get()
-                .canary_actual((&run.spec.application, &run.spec.environment), w);
-            publish_actual(run, Some(w), None).await;
-        }
-        Err(e) => publish_actual(run, None, Some(e.to_string())).await,
-    }
-}
-
-async fn publish_actual(run: &Run<'_>, weight: Option<u32>, error: Option<String>) {
-    let actual = Actual {
-        weight,
-        error,
-        at: crate::sys::now_ms(),
-    };
-    let _ = run.ctx.publish(&[("canary_actual", json(&actual))]).await;
 }
 
 #[cfg(test)]
@@ -1112,5 +1017,18 @@ mod tests {
         assert!(accepts(&at(Doing::Weight { weight: 20 })).contains(&Topic::Pause));
         assert_eq!(accepts(&Phase::Slots), Vec::<Topic>::new());
         assert_eq!(accepts(&Phase::Promoting), Vec::<Topic>::new());
+        // A failed router call waits for a decision; a failed revert cannot be reverted.
+        let stuck = |reverting| {
+            accepts(&at(Doing::RouterFailed {
+                call: "set weight 50%".into(),
+                weight: 10,
+                reverting,
+            }))
+        };
+        assert_eq!(
+            stuck(false),
+            vec![Topic::Retry, Topic::Revert, Topic::Weight, Topic::Abandon]
+        );
+        assert_eq!(stuck(true), vec![Topic::Retry, Topic::Abandon]);
     }
 }

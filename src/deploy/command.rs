@@ -37,6 +37,8 @@ pub enum OperatorCommand {
     Weight(u32),
     /// A canary: go back to the previous step's weight, and hold.
     Back,
+    /// A canary whose router failed: end it failed where its traffic is (a reason is required).
+    Abandon,
 }
 
 impl OperatorCommand {
@@ -53,6 +55,7 @@ impl OperatorCommand {
             OperatorCommand::Revert => "revert",
             OperatorCommand::Weight(_) => "weight",
             OperatorCommand::Back => "back",
+            OperatorCommand::Abandon => "abandon",
         }
     }
 
@@ -68,6 +71,7 @@ impl OperatorCommand {
             OperatorCommand::Revert => Some(Topic::Revert),
             OperatorCommand::Weight(_) => Some(Topic::Weight),
             OperatorCommand::Back => Some(Topic::Back),
+            OperatorCommand::Abandon => Some(Topic::Abandon),
         }
     }
 
@@ -135,6 +139,13 @@ pub async fn send(
         other => other.clone(),
     };
     check_canary(&v, cmd)?;
+    if *cmd == OperatorCommand::Abandon && reason.is_none_or(|r| r.trim().is_empty()) {
+        return Err(CommandError::Refused(format!(
+            "abandoning {} ends it failed with its traffic where the router has it: say why \
+             with --reason \"…\" (or `manent revert {}` takes the candidate out first)",
+            v.id, v.id
+        )));
+    }
     let journal = operator
         .journal(
             cmd.action(),
@@ -252,6 +263,7 @@ fn check_canary(v: &DeploymentView, cmd: &OperatorCommand) -> Result<(), Command
             | OperatorCommand::Revert
             | OperatorCommand::Weight(_)
             | OperatorCommand::Back
+            | OperatorCommand::Abandon
     );
     if canary_only && v.kind != Kind::Canary {
         return Err(CommandError::Refused(format!(
@@ -347,6 +359,11 @@ pub fn why_not(v: &DeploymentView, topic: &str) -> String {
 fn refused(v: &DeploymentView, topic: &str) -> CommandError {
     let state = v.state;
     let why = match (topic, state, &v.phase) {
+        (t, DeploymentState::Interrupted, _) if t != "resume" => format!(
+            "{} stopped after crashing runs (dead-lettered): `manent resume {}` runs it again \
+             from its last checkpoint, then `{t}` applies",
+            v.id, v.id
+        ),
         (_, s, _) if !s.is_live() && s != DeploymentState::Cancelled => {
             format!("{} has finished ({s}); start a new deploy instead", v.id)
         }
@@ -383,6 +400,23 @@ fn refused(v: &DeploymentView, topic: &str) -> CommandError {
         ("retry", _, _) => format!(
             "{} has no failed target waiting for a decision (it is {state})",
             v.id
+        ),
+        (
+            _,
+            _,
+            Some(Phase::Canary {
+                doing: super::state::Doing::RouterFailed { call, .. },
+                ..
+            }),
+        ) => format!(
+            "{} waits for a decision after the router failed ({call}): it takes {} there, not \
+             `{topic}`",
+            v.id,
+            v.accepts
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         (_, DeploymentState::FailedAwaiting, _) => format!(
             "{} waits for a decision on its failed targets: retry, skip or abort",
@@ -447,6 +481,11 @@ fn accepted(v: &DeploymentView, cmd: &OperatorCommand) -> String {
         OperatorCommand::Back => format!(
             "{}: back to the previous step's weight; the steps hold until resume",
             v.id
+        ),
+        OperatorCommand::Abandon => format!(
+            "{}: abandoned: it ends failed and its traffic stays where the router has it \
+             (`manent status {}` reads the router)",
+            v.id, v.id
         ),
     }
 }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::records::Lock;
-use super::state::{DeploymentState, Phase};
+use super::state::{DeploymentState, Doing, Phase};
 use super::view::DeploymentView;
 use crate::workflow::store::WorkflowStatus;
 
@@ -21,6 +21,8 @@ pub enum Waiting {
     Decision,
     /// A canary at a gate: promote, revert, weight or back.
     Canary,
+    /// A live canary's router serves something else than manent set.
+    Drift,
     /// Paused by an operator: resume or cancel.
     Paused,
     /// Dead-lettered after crashing runs: resume after a look at its log.
@@ -35,6 +37,7 @@ impl Waiting {
         match self {
             Waiting::Decision => "decide",
             Waiting::Canary => "canary",
+            Waiting::Drift => "drift",
             Waiting::Paused => "paused",
             Waiting::DeadLettered => "dead",
             Waiting::LockExpiring => "lock",
@@ -61,7 +64,10 @@ pub struct Item {
 
 /// The inbox, most urgent first: decisions, canaries, dead-lettered, paused, then locks.
 pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<Item> {
-    let mut out: Vec<Item> = deployments.iter().filter_map(item_of).collect();
+    let mut out: Vec<Item> = deployments
+        .iter()
+        .flat_map(|d| item_of(d).into_iter().chain(drift_of(d)))
+        .collect();
     for l in locks {
         let Some(expires) = l.expires_at else {
             continue;
@@ -93,11 +99,43 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
 fn rank(w: Waiting) -> u8 {
     match w {
         Waiting::Decision => 0,
-        Waiting::Canary => 1,
-        Waiting::DeadLettered => 2,
-        Waiting::Paused => 3,
-        Waiting::LockExpiring => 4,
+        Waiting::Drift => 1,
+        Waiting::Canary => 2,
+        Waiting::DeadLettered => 3,
+        Waiting::Paused => 4,
+        Waiting::LockExpiring => 5,
     }
+}
+
+/// A live canary whose router was last read serving something else than manent set.
+fn drift_of(d: &DeploymentView) -> Option<Item> {
+    if !d.status.is_live() {
+        return None;
+    }
+    let a = d.canary.as_ref()?.actual.as_ref()?;
+    if a.drift.is_empty() {
+        return None;
+    }
+    let action = a
+        .action
+        .as_ref()
+        .map(|x| format!("; {x}"))
+        .unwrap_or_default();
+    Some(Item {
+        waiting: Waiting::Drift,
+        subject: d.subject(),
+        deployment: Some(d.id.clone()),
+        at: a.at,
+        what: format!(
+            "router drift on the canary of {}: {}{action}",
+            d.version,
+            a.drift.join("; ")
+        ),
+        verbs: format!(
+            "manent status {} (someone changed the router: find out who)",
+            d.id
+        ),
+    })
 }
 
 fn item_of(d: &DeploymentView) -> Option<Item> {
@@ -112,6 +150,36 @@ fn item_of(d: &DeploymentView) -> Option<Item> {
         )
     } else {
         match d.state {
+            DeploymentState::FailedAwaiting
+                if let Some(Phase::Canary {
+                    doing:
+                        Doing::RouterFailed {
+                            call,
+                            weight,
+                            reverting,
+                        },
+                    ..
+                }) = &d.phase =>
+            {
+                let error = d
+                    .canary
+                    .as_ref()
+                    .and_then(|c| c.status.router_error.clone())
+                    .unwrap_or_default();
+                (
+                    Waiting::Decision,
+                    format!(
+                        "canary of {}: the router failed ({call}) with the candidate at \
+                         {weight}%: {error}",
+                        d.version
+                    ),
+                    if *reverting {
+                        format!("manent retry|abandon {}", d.id)
+                    } else {
+                        format!("manent retry|revert|weight|abandon {}", d.id)
+                    },
+                )
+            }
             DeploymentState::FailedAwaiting => {
                 let failed = match &d.phase {
                     Some(Phase::AwaitingDecision { failed, .. }) => failed.join(", "),

@@ -149,7 +149,38 @@ pub struct OutboxRow {
     pub next_at: i64,
 }
 
+/// Which slot serves an application's environment, as manent left it: what a canary tells the
+/// router before PrepareSlots (the router never has to guess from its own files), updated in
+/// the same transaction as the call that changed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    /// `application/environment`.
+    pub subject: String,
+    /// The slot serving production.
+    pub stable: String,
+    /// The release in it.
+    pub stable_version: String,
+    /// The other slot.
+    pub candidate: String,
+    /// The release in it.
+    pub candidate_version: String,
+    /// The other slot is in a pool (a canary's candidate, possibly taking traffic), not retired.
+    pub candidate_live: bool,
+    /// The deployment that wrote this.
+    pub deployment_id: String,
+    /// Epoch ms.
+    pub updated_at: i64,
+}
+
+impl SlotRecord {
+    /// Recorded with the step that changed the slots.
+    pub fn effect(&self) -> Effect {
+        Effect::Record(record(SLOTS, self))
+    }
+}
+
 const RELEASE: &str = "release";
+const SLOTS: &str = "slots";
 const ROLLED_BACK: &str = "rolled_back";
 const JOURNAL: &str = "journal";
 
@@ -186,6 +217,8 @@ impl JournalEntry {
 pub trait Records: Send + Sync {
     /// Release history of a subject, oldest first.
     async fn releases(&self, subject: &str) -> Result<Vec<ReleaseRecord>, StoreError>;
+    /// Which slot serves `subject`, as the last canary there left it.
+    async fn slots(&self, subject: &str) -> Result<Option<SlotRecord>, StoreError>;
     /// Appends an audit journal entry.
     async fn journal(&self, entry: JournalEntry) -> Result<(), StoreError>;
     /// The newest `limit` journal entries of a subject or workflow (or all), newest first.
@@ -244,6 +277,9 @@ pub trait Records: Send + Sync {
         id: i64,
         outcome: Result<i64, (i64, String)>,
     ) -> Result<(), StoreError>;
+    /// When notification receiver `name` was first seen by an engine (recorded as `now` the
+    /// first time): it is sent what happens from then on, never the history before it.
+    async fn receiver_enabled(&self, name: &str, now: i64) -> Result<i64, StoreError>;
     /// Workflows by kind and status (`deploy`, `SUCCESS`, 12): the metrics' gauge.
     async fn workflow_counts(&self) -> Result<Vec<(String, String, i64)>, StoreError>;
 }

@@ -96,6 +96,8 @@ pub struct Run<'a> {
     pub skipped: BTreeSet<String>,
     /// A canary's slots (PrepareSlots' state), sent in every later call.
     pub traffic: Option<serde_json::Value>,
+    /// A canary's routing as manent records it, sent with every slot and router call.
+    pub routing: Option<crate::plugin::Routing>,
 }
 
 /// How a fan-out of targets is driven.
@@ -202,6 +204,7 @@ impl<'a> Run<'a> {
             results: BTreeMap::new(),
             skipped: BTreeSet::new(),
             traffic: None,
+            routing: None,
         }
     }
 
@@ -281,7 +284,7 @@ impl<'a> Run<'a> {
         let (env, spec, ctx, call) = (self.env, self.spec, self.ctx, &call);
         let targets = self.plan.request_targets();
         let par = self.par;
-        let traffic = &self.traffic;
+        let (traffic, routing) = (&self.traffic, &self.routing);
         let id = ctx.reserve(1)[0];
         ctx.step_at(id, name.into(), policy, |info| {
             let targets = targets.clone();
@@ -302,6 +305,7 @@ impl<'a> Run<'a> {
                     &env.processes,
                 );
                 req.traffic.clone_from(traffic);
+                req.routing.clone_from(routing);
                 call(h, req).await
             }
         })
@@ -758,7 +762,8 @@ impl<'a> Run<'a> {
 
 /// Publishes the last phase of a deployment that ends with `report`.
 pub async fn end(ctx: &WfCtx, report: Report) -> Result<Report, Interrupt> {
-    let phase = if report.ok() {
+    // A canary an operator (or its analysis) reverted ended as meant: it is done, not failed.
+    let phase = if report.ok() || report.ending == Ending::Reverted {
         Phase::Done
     } else {
         Phase::Failed

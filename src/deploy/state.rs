@@ -106,7 +106,7 @@ impl Phase {
             Phase::Paused { .. }
                 | Phase::AwaitingDecision { .. }
                 | Phase::Canary {
-                    doing: Doing::Pause | Doing::Held { .. },
+                    doing: Doing::Pause | Doing::Held { .. } | Doing::RouterFailed { .. },
                     ..
                 }
         )
@@ -132,6 +132,16 @@ pub enum Doing {
     /// Held by an operator at `weight` (a weight set by hand, `back`, `pause`): the automatic
     /// steps wait for `resume` or `promote`.
     Held { weight: u32 },
+    /// A router call failed (`call`: what it was doing); traffic stays where the router
+    /// left it (`weight` as recorded) until an operator retries, reverts, sets a weight or
+    /// abandons the canary.
+    RouterFailed {
+        call: String,
+        weight: u32,
+        /// The failed call was a revert (then `revert` and `weight` are not offered).
+        #[serde(default)]
+        reverting: bool,
+    },
 }
 
 impl fmt::Display for Doing {
@@ -149,6 +159,9 @@ impl fmt::Display for Doing {
                 format!("paused until {}", at.get(11..19).unwrap_or(&at))
             }
             Doing::Held { weight } => format!("held at {weight}%"),
+            Doing::RouterFailed { call, weight, .. } => {
+                format!("the router failed ({call}) at {weight}%: decide")
+            }
         };
         f.pad(&s)
     }
@@ -225,11 +238,13 @@ pub enum Topic {
     Weight,
     /// A canary: go back to the previous step's weight and hold.
     Back,
+    /// A canary whose router failed: end it failed where traffic is, with a typed reason.
+    Abandon,
 }
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Topic; 9] = [
+    pub const ALL: [Topic; 10] = [
         Topic::Pause,
         Topic::Resume,
         Topic::Retry,
@@ -239,6 +254,7 @@ impl Topic {
         Topic::Revert,
         Topic::Weight,
         Topic::Back,
+        Topic::Abandon,
     ];
 
     /// The mailbox topic.
@@ -253,6 +269,7 @@ impl Topic {
             Topic::Revert => "revert",
             Topic::Weight => "weight",
             Topic::Back => "back",
+            Topic::Abandon => "abandon",
         }
     }
 
@@ -512,6 +529,8 @@ impl Action {
 /// A canary's whole-plan plugin call (or its own bookkeeping), as a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CanaryCall {
+    /// Which slot serves production: manent's records, else the router's own read-back.
+    SlotsBefore,
     /// PrepareSlots.
     Slots,
     /// SetCandidateWeight (and CandidateWeight, read back).
@@ -535,7 +554,8 @@ pub enum CanaryCall {
 }
 
 impl CanaryCall {
-    const ALL: [CanaryCall; 10] = [
+    const ALL: [CanaryCall; 11] = [
+        CanaryCall::SlotsBefore,
         CanaryCall::Slots,
         CanaryCall::Weight,
         CanaryCall::Scale,
@@ -550,6 +570,7 @@ impl CanaryCall {
 
     fn as_str(self) -> &'static str {
         match self {
+            CanaryCall::SlotsBefore => "canary.slots_before",
             CanaryCall::Slots => "canary.slots",
             CanaryCall::Weight => "canary.weight",
             CanaryCall::Scale => "canary.scale",

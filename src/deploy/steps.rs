@@ -93,6 +93,7 @@ pub fn request(
         secrets,
         parallelism,
         traffic: None,
+        routing: None,
         idempotency_key: info.map(|i| i.idempotency_key.clone()).unwrap_or_default(),
         attempt: info.map_or(1, |i| i.attempt),
         processes: processes.clone(),
@@ -340,6 +341,15 @@ fn live_now(
     (done, effects)
 }
 
+/// A canary's slots as every later call carries them: PrepareSlots' state and manent's routing.
+#[derive(Debug, Clone, Default)]
+pub struct Slots {
+    /// PrepareSlots' state.
+    pub traffic: Option<serde_json::Value>,
+    /// manent's routing.
+    pub routing: Option<crate::plugin::Routing>,
+}
+
 /// One target's share of a canary's candidate: DeployCandidate on that target, the slots'
 /// state sent along. No release is recorded: the candidate is not live until it is promoted.
 pub async fn candidate_target(
@@ -348,7 +358,7 @@ pub async fn candidate_target(
     wf: &str,
     plugin: &PluginHandle,
     t: &PlannedTarget,
-    traffic: Option<serde_json::Value>,
+    slots_state: Slots,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let slots = plugin
@@ -356,7 +366,8 @@ pub async fn candidate_target(
         .slot_deployer()
         .ok_or_else(|| StepError::Permanent(format!("plugin {} has no slots", plugin.name)))?;
     let (mut req, _open) = target_request(env, spec, wf, t, &info);
-    req.traffic = traffic;
+    req.traffic = slots_state.traffic;
+    req.routing = slots_state.routing;
     let started = Instant::now();
     let r = this_target(plugin, t, slots.deploy_candidate(&req).await)?;
     match r.status {

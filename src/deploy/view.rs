@@ -66,8 +66,10 @@ pub struct CanaryView {
     pub plan: crate::config::Canary,
     /// Where it is (weights, testers, scale, analysis, decisions).
     pub status: super::canary::CanaryStatus,
-    /// The plugin's weight, measured while the canary waits.
+    /// The router as last read back while the canary is live.
     pub actual: Option<super::canary::Actual>,
+    /// The last drift episode: when it began, the two states, what was done.
+    pub drift: Option<super::canary::watch::Drift>,
 }
 
 impl CanaryView {
@@ -80,10 +82,62 @@ impl CanaryView {
             .or(self.status.actual)
     }
 
-    /// True when the plugin reports another weight than the one set.
+    /// True when the router was last read serving something else than manent set.
     pub fn drift(&self) -> bool {
-        self.actual_weight()
-            .is_some_and(|a| a != self.status.weight)
+        self.actual.as_ref().is_some_and(|a| !a.drift.is_empty())
+            || self
+                .actual_weight()
+                .is_some_and(|a| a != self.status.weight && !self.retired())
+    }
+
+    /// The candidate is out of every pool (reverted or promoted).
+    fn retired(&self) -> bool {
+        self.status.routing.as_ref().is_some_and(|r| r.retired)
+    }
+
+    /// What the router was read to serve, in the operator's words: a failed router call in
+    /// full, drift and what was done about it, a configuration manent did not write, a read
+    /// made while no engine runs. Empty when there is nothing to say beyond the weight.
+    pub fn router_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(e) = &self.status.router_error {
+            out.push(format!("the router failed: {e}"));
+        }
+        let Some(a) = &self.actual else {
+            return out;
+        };
+        let served = a
+            .served
+            .as_ref()
+            .map(crate::plugin::Routing::describe)
+            .or_else(|| a.weight.map(|w| format!("candidate {w}%")));
+        if !a.by_engine {
+            out.push(match (&served, &a.error) {
+                (Some(s), _) => format!(
+                    "no engine is running: last recorded candidate {}%; the router serves {s}                      (read now)",
+                    self.status.weight
+                ),
+                (None, Some(e)) => format!(
+                    "no engine is running: last recorded candidate {}%; the router cannot be                      read: {e}",
+                    self.status.weight
+                ),
+                (None, None) => format!(
+                    "no engine is running: last recorded candidate {}%; the router cannot say                      what it serves",
+                    self.status.weight
+                ),
+            });
+        } else if let Some(e) = &a.error {
+            out.push(format!("the router could not be read: {e}"));
+        }
+        if !a.drift.is_empty() {
+            let action = a
+                .action
+                .as_ref()
+                .map(|x| format!(" — {x}"))
+                .unwrap_or_default();
+            out.push(format!("drift: {}{action}", a.drift.join("; ")));
+        }
+        out
     }
 
     /// The step the canary is at (from 1), if it is at one.
@@ -122,6 +176,8 @@ pub struct DeploymentView {
     pub operator: String,
     /// What it is doing now.
     pub phase: Option<Phase>,
+    /// When it got there (epoch ms).
+    pub phase_at: Option<i64>,
     /// The operator commands it takes now.
     pub accepts: Vec<Topic>,
     /// Number of batches.
@@ -316,12 +372,14 @@ struct Inputs {
 /// Loads deployment `id`, read at one moment; None if there is none.
 pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>, StoreError> {
     Ok(store.state(id).await?.map(|s| {
-        build(
+        let mut v = build(
             &s.row,
             &s.events,
             &s.history,
             s.pending.into_iter().map(|m| m.topic).collect(),
-        )
+        );
+        v.phase_at = s.event_times.get("phase").copied();
+        v
     }))
 }
 
@@ -559,6 +617,7 @@ fn build(
             plan: plan.clone(),
             status: event(events, "canary").unwrap_or_default(),
             actual: event(events, "canary_actual"),
+            drift: event(events, "canary_drift"),
         });
     DeploymentView {
         id: row.id.clone(),
@@ -574,6 +633,7 @@ fn build(
         dry_run: kind == Kind::DryRun,
         operator: inputs.map(|i| i.operator).unwrap_or_default(),
         phase,
+        phase_at: None,
         accepts,
         batches: plan.map_or(0, |p| u32::try_from(p.batches.len()).unwrap_or(u32::MAX)),
         targets,
@@ -737,7 +797,13 @@ pub fn state_of(
         WorkflowStatus::Enqueued => D::Queued,
         WorkflowStatus::Pending => match phase {
             Some(Phase::Paused { .. }) => D::Paused,
-            Some(Phase::AwaitingDecision { .. }) => D::FailedAwaiting,
+            Some(
+                Phase::AwaitingDecision { .. }
+                | Phase::Canary {
+                    doing: Doing::RouterFailed { .. },
+                    ..
+                },
+            ) => D::FailedAwaiting,
             Some(Phase::Canary {
                 doing: Doing::Pause | Doing::Held { .. },
                 ..

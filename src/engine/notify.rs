@@ -63,7 +63,7 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     target: Option<&'a str>,
     message: String,
-    /// Epoch ms of the notification.
+    /// When it happened (epoch ms): a notification sent late still says when.
     at: i64,
 }
 
@@ -105,6 +105,7 @@ impl Notifier {
             stop.clone(),
             queued.clone(),
             stopping.clone(),
+            log.clone(),
         ));
         let secrets = Arc::new(ConfigSecrets::new(secrets.clone()));
         let senders = receivers
@@ -159,8 +160,26 @@ async fn scan_loop(
     stop: Arc<Notify>,
     queued: Arc<Notify>,
     stopping: Arc<std::sync::atomic::AtomicBool>,
+    log: Logger,
 ) {
-    let since = crate::sys::now_ms() - RECENT_MS;
+    let log = log.with_source("notify");
+    let started = crate::sys::now_ms();
+    let since = started - RECENT_MS;
+    // Each receiver hears what happens from its enabling on, never the history before it.
+    let mut enabled = Vec::new();
+    for r in &receivers {
+        let at = db
+            .receiver_enabled(&r.name, started)
+            .await
+            .unwrap_or(started);
+        enabled.push(Enabled {
+            at,
+            new: at == started,
+            skipped: HashSet::new(),
+            of: HashSet::new(),
+        });
+    }
+    let mut told = false;
     let mut settled: HashSet<String> = HashSet::new();
     let mut previous = tokio::time::Instant::now() - MIN_SCAN_GAP;
     loop {
@@ -180,8 +199,22 @@ async fn scan_loop(
             tokio::time::sleep(wait).await;
         }
         previous = tokio::time::Instant::now();
-        if scan(&receivers, db.as_ref(), since, &mut settled).await > 0 {
+        if scan(&receivers, &mut enabled, db.as_ref(), since, &mut settled).await > 0 {
             queued.notify_waiters();
+        }
+        if !told {
+            told = true;
+            for (r, e) in receivers.iter().zip(&enabled) {
+                if e.new && !e.skipped.is_empty() {
+                    log.info(&format!(
+                        "notify {}: new receiver: it gets what happens from now on; {} earlier \
+                         event(s) of {} deployment(s) are not sent",
+                        r.name,
+                        e.skipped.len(),
+                        e.of.len()
+                    ));
+                }
+            }
         }
         if last {
             stopping.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -191,9 +224,21 @@ async fn scan_loop(
     }
 }
 
+/// When a receiver was enabled, and what it was not sent because it happened before.
+struct Enabled {
+    at: i64,
+    /// Enabled by this engine's start.
+    new: bool,
+    /// `deployment/mark` of each transition not sent.
+    skipped: HashSet<String>,
+    /// Their deployments.
+    of: HashSet<String>,
+}
+
 /// Adds the transitions the outbox does not hold yet; how many were new.
 async fn scan(
     receivers: &[Receiver],
+    enabled: &mut [Enabled],
     db: &dyn Db,
     since: i64,
     settled: &mut HashSet<String>,
@@ -236,11 +281,17 @@ async fn scan(
             .journal_entries(None, Some(&v.id), 50)
             .await
             .unwrap_or_default();
-        for (mark, event, body) in transitions(&v, &journal) {
-            for r in receivers
+        for (mark, event, at, body) in transitions(&v, &journal) {
+            for (r, e) in receivers
                 .iter()
-                .filter(|r| r.events.iter().any(|e| e == event))
+                .zip(enabled.iter_mut())
+                .filter(|(r, _)| r.events.iter().any(|e| e == event))
             {
+                if at < e.at {
+                    e.skipped.insert(format!("{}/{mark}", v.id));
+                    e.of.insert(v.id.clone());
+                    continue;
+                }
                 out.push(OutboxRow {
                     id: 0,
                     receiver: r.name.clone(),
@@ -271,12 +322,12 @@ async fn scan(
     }
 }
 
-/// A deployment's transitions so far, in the order they happened: `(mark, event, body)`.
+/// A deployment's transitions so far, in the order they happened: `(mark, event, when it
+/// happened, body)`.
 fn transitions(
     v: &DeploymentView,
     journal: &[JournalEntry],
-) -> Vec<(String, &'static str, String)> {
-    let now = crate::sys::now_ms();
+) -> Vec<(String, &'static str, i64, String)> {
     // The journal is newest first: the start is the oldest entry.
     let start = journal.last();
     let by = |actions: &[&str]| {
@@ -289,6 +340,7 @@ fn transitions(
     let body = |event: &'static str,
                 target: Option<&str>,
                 message: String,
+                at: i64,
                 (who, why): (Option<String>, Option<String>)| {
         let b = Body {
             event,
@@ -305,7 +357,7 @@ fn transitions(
             why,
             target,
             message,
-            at: now,
+            at,
         };
         serde_json::to_string(&b).unwrap_or_default()
     };
@@ -314,28 +366,61 @@ fn transitions(
         "{} of {} {} to {}",
         v.kind, v.application, v.version, v.environment
     );
+    let started = v.created_at;
     out.push((
         "started".to_owned(),
         "started",
+        started,
         body(
             "started",
             None,
             format!("{what} started"),
+            started,
             start.map_or((None, None), |j| {
                 (Some(j.operator.clone()), j.reason.clone())
             }),
         ),
     ));
     for t in v.targets.iter().filter(|t| t.state.is_failed()) {
+        let at = t
+            .attempts
+            .last()
+            .and_then(|a| a.ended_at.or(Some(a.started_at)))
+            .unwrap_or(started);
         // A retry is a new step (its attempts count from 1 again): the attempts recorded so far
         // tell one failure from the next.
         out.push((
             format!("target-failed:{}:{}", t.name, t.attempts.len()),
             "target-failed",
+            at,
             body(
                 "target-failed",
                 Some(&t.name),
                 format!("{} failed on attempt {}: {}", t.name, t.attempt, t.message),
+                at,
+                (None, None),
+            ),
+        ));
+    }
+    if let Some(d) = v
+        .canary
+        .as_ref()
+        .and_then(|c| c.drift.as_ref())
+        .filter(|d| !d.over && v.status.is_live())
+    {
+        out.push((
+            format!("drift:{}", d.at),
+            "drift",
+            d.at,
+            body(
+                "drift",
+                None,
+                format!(
+                    "{what}: the router serves something else than manent set: {}; {}",
+                    d.differences.join("; "),
+                    d.action
+                ),
+                d.at,
                 (None, None),
             ),
         ));
@@ -357,18 +442,22 @@ fn transitions(
             _ => 0,
         };
         let attempts: usize = v.targets.iter().map(|t| t.attempts.len()).sum();
+        let since = v.phase_at.unwrap_or(started);
         out.push((
             format!("waiting:{}:{at}:{attempts}", v.state.as_str()),
             "waiting",
+            since,
             body(
                 "waiting",
                 None,
                 format!("{what} waits for an operator: {phase}"),
+                since,
                 by(&["pause"]),
             ),
         ));
     }
     if !v.status.is_live() {
+        let ended = v.completed_at.unwrap_or(started);
         let ending: Option<(&'static str, WhoWhy)> = match v.state {
             DeploymentState::Deployed | DeploymentState::DeployedWithSkips
                 if v.kind == Kind::Canary =>
@@ -384,7 +473,14 @@ fn transitions(
             out.push((
                 event.to_owned(),
                 event,
-                body(event, None, format!("{what}: {}", v.state.as_str()), who),
+                ended,
+                body(
+                    event,
+                    None,
+                    format!("{what}: {}", v.state.as_str()),
+                    ended,
+                    who,
+                ),
             ));
         }
         let message = match v.report.as_ref().filter(|r| !r.message.is_empty()) {
@@ -394,11 +490,13 @@ fn transitions(
         out.push((
             "finished".to_owned(),
             "finished",
+            ended,
             body(
                 "finished",
                 None,
                 message,
-                by(&["cancel", "abort", "revert", "promote"]),
+                ended,
+                by(&["cancel", "abort", "revert", "promote", "abandon"]),
             ),
         ));
     }

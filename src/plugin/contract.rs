@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::error::PluginError;
 use super::logger::Logger;
-use super::types::{Artifact, DeployResult, Release, Request, TargetRelease};
+use super::types::{Artifact, DeployResult, Release, Request, RoutingState, TargetRelease};
 
 /// What every plugin implements.
 #[async_trait]
@@ -108,8 +108,16 @@ pub trait SlotDeployer: Send + Sync {
 pub trait TrafficRouter: Send + Sync {
     /// Sends `weight` percent of traffic to the candidate.
     async fn set_candidate_weight(&self, req: &Request, weight: u32) -> Result<(), PluginError>;
-    /// The candidate's current weight.
+    /// The candidate's weight as the running router serves it.
     async fn candidate_weight(&self, req: &Request) -> Result<u32, PluginError>;
+    /// What the running router serves — weights, tester routing, pool membership — read back
+    /// from the router itself, never from the plugin's own notes; a configuration manent did
+    /// not write is reported as foreign. Optional: the engine falls back to `candidate_weight`.
+    async fn routing_state(&self, _req: &Request) -> Result<RoutingState, PluginError> {
+        Err(PluginError::Unimplemented(
+            "this router does not implement RoutingState".into(),
+        ))
+    }
 }
 
 /// Routes testers (by header or cookie) to the candidate.

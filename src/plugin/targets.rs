@@ -175,6 +175,7 @@ mod tests {
             secrets: Secrets::none(),
             parallelism,
             traffic: None,
+            routing: None,
             idempotency_key: String::new(),
             attempt: 1,
             processes: crate::plugin::Processes::none(),

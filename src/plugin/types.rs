@@ -147,6 +147,9 @@ pub struct Request {
     pub parallelism: u32,
     /// Canary state from `PrepareSlots`, carried in every later call.
     pub traffic: Option<serde_json::Value>,
+    /// A canary's routing as manent records it, carried in every slot and router call: a
+    /// router renders from this alone (with the call's own change applied).
+    pub routing: Option<Routing>,
     /// Stable across retries and restarts of the step: `{deployment}/{step}`.
     pub idempotency_key: String,
     /// Attempt number of the step, from 1.
@@ -154,6 +157,185 @@ pub struct Request {
     /// Where the engine records the processes a built-in starts for this call (an external
     /// plugin's side records nothing: its host tracks the plugin's own process).
     pub processes: super::processes::Processes,
+}
+
+/// One side of a canary's split: a slot, the release it holds, and its servers' addresses in
+/// target order (a target's address in slot `S` is its label `S`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    /// The slot's name (`blue`, `green`); empty when unknown.
+    pub slot: String,
+    /// The release it holds; empty when unknown.
+    #[serde(default)]
+    pub version: String,
+    /// Its servers' addresses; empty when the router does not tell.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+}
+
+impl Pool {
+    /// `slot` with each target's address in it (its label of that name), in target order.
+    pub fn of(slot: &str, version: &str, targets: &[Target]) -> Pool {
+        Pool {
+            slot: slot.to_owned(),
+            version: version.to_owned(),
+            addresses: targets
+                .iter()
+                .filter_map(|t| t.labels.get(slot).cloned())
+                .collect(),
+        }
+    }
+
+    /// `green (2.0.0)`, or `green`.
+    fn named(&self) -> String {
+        match (self.slot.as_str(), self.version.as_str()) {
+            ("", _) => "an unknown slot".to_owned(),
+            (s, "") => s.to_owned(),
+            (s, v) => format!("{s} ({v})"),
+        }
+    }
+}
+
+/// Where a canary's traffic goes: manent's record of it (sent with every router call, which
+/// renders from it alone), or what a running router serves (read back by `routing_state`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Routing {
+    /// The slot serving the release in production.
+    pub stable: Pool,
+    /// The candidate's slot.
+    pub candidate: Pool,
+    /// Percent of production requests on the candidate.
+    pub weight: u32,
+    /// Testers reach the candidate.
+    #[serde(default)]
+    pub testers: bool,
+    /// Percent of the candidate's servers enabled.
+    #[serde(default = "full")]
+    pub scale: u32,
+    /// The candidate is out of every pool (reverted; or promoted, and then it is `stable`).
+    #[serde(default)]
+    pub retired: bool,
+}
+
+fn full() -> u32 {
+    100
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing {
+            stable: Pool::default(),
+            candidate: Pool::default(),
+            weight: 0,
+            testers: false,
+            scale: 100,
+            retired: false,
+        }
+    }
+}
+
+impl Routing {
+    /// `candidate 10% / stable 90%, testers on (stable blue (1.0), candidate green (2.0))`.
+    pub fn describe(&self) -> String {
+        let split = if self.retired {
+            format!(
+                "everything on {} (the candidate is retired)",
+                self.stable.named()
+            )
+        } else {
+            format!(
+                "candidate {}% / stable {}%, testers {}{}",
+                self.weight,
+                100 - self.weight.min(100),
+                if self.testers { "on" } else { "off" },
+                if self.scale < 100 {
+                    format!(", scale {}%", self.scale)
+                } else {
+                    String::new()
+                }
+            )
+        };
+        format!(
+            "{split} (stable {}, candidate {})",
+            self.stable.named(),
+            self.candidate.named()
+        )
+    }
+
+    /// How what a router serves differs from this record, one phrase each (empty: it matches).
+    /// Versions are not compared (a router only knows what it was told); slots and addresses
+    /// are, where the router reports them.
+    pub fn differences(&self, served: &RoutingState) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(why) = &served.foreign {
+            out.push(format!(
+                "the router does not serve what manent wrote: {why}"
+            ));
+        }
+        let Some(s) = &served.routing else {
+            return out;
+        };
+        let effective = |r: &Routing| if r.retired { 0 } else { r.weight };
+        if effective(s) != effective(self) {
+            out.push(format!(
+                "the candidate gets {}% (manent set {}%)",
+                effective(s),
+                effective(self)
+            ));
+        }
+        if (s.testers && !s.retired) != (self.testers && !self.retired) {
+            out.push(if self.testers && !self.retired {
+                "testers do not reach the candidate (manent routes them)".to_owned()
+            } else {
+                "testers reach the candidate (manent does not route them)".to_owned()
+            });
+        }
+        if !s.stable.slot.is_empty()
+            && !self.stable.slot.is_empty()
+            && s.stable.slot != self.stable.slot
+        {
+            out.push(format!(
+                "production is served from {} (manent's stable slot is {})",
+                s.stable.slot, self.stable.slot
+            ));
+        }
+        let set = |p: &Pool| {
+            let mut a = p.addresses.clone();
+            a.sort();
+            a
+        };
+        if !s.stable.addresses.is_empty()
+            && !self.stable.addresses.is_empty()
+            && set(&s.stable) != set(&self.stable)
+        {
+            out.push(format!(
+                "the stable pool holds {} (manent's: {})",
+                s.stable.addresses.join(", "),
+                self.stable.addresses.join(", ")
+            ));
+        }
+        if s.retired != self.retired && !self.retired {
+            out.push("the candidate is out of every pool (manent keeps it in)".to_owned());
+        } else if s.retired != self.retired {
+            out.push(format!(
+                "the candidate {} is still in a pool (manent retired it)",
+                s.candidate.named()
+            ));
+        }
+        out
+    }
+}
+
+/// What `routing_state` reads from a running router.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutingState {
+    /// What it serves (`None`: it cannot tell, and `foreign` says why).
+    #[serde(default)]
+    pub routing: Option<Routing>,
+    /// It runs a configuration manent did not write: why, and where `routing` was read from
+    /// instead (`None`: it is manent's, read back from the router itself).
+    #[serde(default)]
+    pub foreign: Option<String>,
 }
 
 /// A Deploy, DryRun or Rollback call's result.

@@ -749,6 +749,7 @@ impl Store for PostgresStore {
         let state = WorkflowState {
             row,
             events: events::events(&tx, id).await?,
+            event_times: events::event_times(&tx, id).await?,
             history: steps::history(&tx, id).await?,
             pending: steps::pending_messages(&tx, id).await?,
         };

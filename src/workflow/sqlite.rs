@@ -400,6 +400,7 @@ impl Store for SqliteStore {
                 Ok(Some(WorkflowState {
                     row,
                     events: events::events(c, &id)?,
+                    event_times: events::event_times(c, &id)?,
                     history: steps::history(c, &id)?,
                     pending: steps::pending_messages(c, &id)?,
                 }))

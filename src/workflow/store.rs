@@ -431,6 +431,8 @@ pub struct WorkflowState {
     pub row: WorkflowRow,
     /// Latest events.
     pub events: BTreeMap<String, String>,
+    /// When each event was last set (epoch ms).
+    pub event_times: BTreeMap<String, i64>,
     /// Steps and attempts.
     pub history: History,
     /// Commands not yet consumed.

@@ -106,6 +106,7 @@ pub fn running() -> DeploymentView {
         dry_run: false,
         operator: "alice from 10.1.2.3".into(),
         phase: Some(Phase::Batch { batch: 2, of: 6 }),
+        phase_at: None,
         accepts: vec![Topic::Pause, Topic::Skip, Topic::Abort],
         batches: 6,
         targets,
@@ -229,6 +230,8 @@ pub fn canary_plan() -> manent::config::Canary {
         ],
         slider_step: 5,
         confirm_above: 50,
+        watch: std::time::Duration::from_secs(5),
+        on_drift: manent::config::OnDrift::Correct,
     }
 }
 
@@ -256,6 +259,7 @@ pub fn canary() -> DeploymentView {
         t.message = "simulated: 2.4.0 on the green slot".into();
     }
     d.canary = Some(manent::deploy::view::CanaryView {
+        drift: None,
         plan: canary_plan(),
         status: CanaryStatus {
             step: 3,
@@ -272,6 +276,8 @@ pub fn canary() -> DeploymentView {
             weight: Some(10),
             error: None,
             at: NOW - 2_000,
+            by_engine: true,
+            ..Actual::default()
         }),
     });
     d

@@ -1,14 +1,15 @@
-//! A private nginx for tests and benchmarks: its own prefix, pid file and loopback ports, two
+//! A private nginx for tests and benchmarks: its own prefix, pid file and loopback ports, the
 //! servers of an application in two slots (blue and green, each serving its own root), and a
 //! front that proxies to the pool manent's nginx plugin renders. Stopped when dropped.
 
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub use crate::router::{Router, get};
 
 /// The plugin binary.
 pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-nginx");
@@ -39,6 +40,16 @@ pub struct Server {
     pub green_root: PathBuf,
 }
 
+impl Server {
+    fn port(&self, slot: &str) -> u16 {
+        if slot == "blue" {
+            self.blue
+        } else {
+            self.green
+        }
+    }
+}
+
 /// A running nginx.
 pub struct Nginx {
     pub bin: PathBuf,
@@ -46,8 +57,10 @@ pub struct Nginx {
     pub conf: PathBuf,
     pub upstreams: PathBuf,
     pub front: u16,
+    /// Where the plugin's file makes nginx answer what it loaded.
+    pub state: u16,
     pub servers: Vec<Server>,
-    child: Child,
+    child: Option<Child>,
 }
 
 impl Nginx {
@@ -76,17 +89,28 @@ impl Nginx {
             .unwrap();
             std::fs::write(s.blue_root.join("health"), "ok\n").unwrap();
         }
-        let front = free_port();
-        let upstreams = prefix.join("conf/manent-web.conf");
+        let mut n = Nginx {
+            bin,
+            prefix: prefix.to_owned(),
+            conf: prefix.join("conf/nginx.conf"),
+            upstreams: prefix.join("conf/manent-web.conf"),
+            front: free_port(),
+            state: free_port(),
+            servers,
+            child: None,
+        };
         // What an operator writes once: the pool on blue; the plugin owns the file from then on.
-        let mut placeholder = String::from("upstream web_split {\n");
-        for s in &servers {
-            placeholder.push_str(&format!("    server 127.0.0.1:{};\n", s.blue));
-        }
-        placeholder.push_str("}\nmap $http_x_canary $web_pool { default web_split; }\n");
-        std::fs::write(&upstreams, placeholder).unwrap();
+        n.hand_written("blue");
+        std::fs::write(&n.conf, n.main_conf(true, false)).unwrap();
+        n.spawn();
+        Some(n)
+    }
+
+    /// nginx.conf: the front proxies to `$web_pool` from the included file, or (`included`
+    /// false) straight to the blue slot; `broken` adds a directive nginx does not know.
+    fn main_conf(&self, included: bool, broken: bool) -> String {
         let mut slots = String::new();
-        for s in &servers {
+        for s in &self.servers {
             for (port, root) in [(s.blue, &s.blue_root), (s.green, &s.green_root)] {
                 slots.push_str(&format!(
                     "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; }} }}\n",
@@ -94,67 +118,95 @@ impl Nginx {
                 ));
             }
         }
-        let p = prefix.display();
-        let conf = prefix.join("conf/nginx.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "user root;\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
-                 events {{ worker_connections 512; }}\n\
-                 http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
-                 \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
-                 \x20 include {};\n\
-                 \x20 server {{ listen 127.0.0.1:{front}; location / {{ proxy_pass http://$web_pool; }} }}\n{slots}}}\n",
-                upstreams.display()
-            ),
+        let p = self.prefix.display();
+        let (include, pool) = if included {
+            (
+                format!("  include {};\n", self.upstreams.display()),
+                "$web_pool".to_owned(),
+            )
+        } else {
+            (String::new(), format!("127.0.0.1:{}", self.servers[0].blue))
+        };
+        format!(
+            "user root;\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
+             events {{ worker_connections 512; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
+             \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
+             {include}{}\
+             \x20 server {{ listen 127.0.0.1:{}; location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
+            if broken {
+                "  no_such_directive on;\n"
+            } else {
+                ""
+            },
+            self.front,
         )
-        .unwrap();
-        let child = Command::new(&bin)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(&self.bin)
             .arg("-p")
-            .arg(prefix)
+            .arg(&self.prefix)
             .arg("-c")
-            .arg(&conf)
+            .arg(&self.conf)
             .args(["-g", "daemon off;"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let n = Nginx {
-            bin,
-            prefix: prefix.to_owned(),
-            conf,
-            upstreams,
-            front,
-            servers,
-            child,
-        };
+        self.child = Some(child);
         let start = Instant::now();
-        while get(n.front, None).is_err() {
+        while get(self.front, None).is_err() {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "nginx did not start: {}",
-                std::fs::read_to_string(prefix.join("logs/error.log")).unwrap_or_default()
+                self.error_log()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(n)
     }
 
-    /// The plugin's options in manent.yml.
-    pub fn manent_yml(&self, name: &str) -> String {
+    /// `nginx -s reload`, and a moment for new workers to take over.
+    pub fn reload(&self) {
+        let out = Command::new(&self.bin)
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(&self.conf)
+            .args(["-s", "reload"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nginx -s reload: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+impl Router for Nginx {
+    const NAME: &'static str = "nginx";
+
+    fn start(dir: &Path, servers: usize, stable: &str) -> Option<Self> {
+        Nginx::start(dir, servers, stable)
+    }
+
+    fn manent_yml(&self, name: &str) -> String {
         format!(
             "plugins:\n  {name}:\n    external:\n      command: {PLUGIN}\n      start_timeout: 10s\n    \
-             nginx: {}\n    prefix: {}\n    conf: {}\n    upstreams: {}\n    upstream: web\n",
+             nginx: {}\n    prefix: {}\n    conf: {}\n    upstreams: {}\n    upstream: web\n    \
+             state_listen: 127.0.0.1:{}\n",
             self.bin.display(),
             self.prefix.display(),
             self.conf.display(),
-            self.upstreams.display()
+            self.upstreams.display(),
+            self.state
         )
     }
 
-    /// The descriptor's targets, with their slots.
-    pub fn targets_yml(&self) -> String {
+    fn targets_yml(&self) -> String {
         self.servers
             .iter()
             .map(|s| {
@@ -170,8 +222,7 @@ impl Nginx {
             .collect()
     }
 
-    /// A build of `version` to deploy (`builds/<version>`, with or without a health file).
-    pub fn build(&self, version: &str, healthy: bool) {
+    fn build(&self, version: &str, healthy: bool) {
         let dir = self.prefix.join("builds").join(version);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("index.html"), format!("version {version}\n")).unwrap();
@@ -180,67 +231,88 @@ impl Nginx {
         }
     }
 
-    /// `artifact.uri` for the builds.
-    pub fn artifact_uri(&self) -> String {
+    fn artifact_uri(&self) -> String {
         format!("{}/builds/{{version}}", self.prefix.display())
     }
 
-    /// `n` requests through the front: how many answered `version`, and how many failed.
-    pub fn sample(&self, n: usize, header: Option<(&str, &str)>, version: &str) -> (usize, usize) {
-        let (mut hits, mut failed) = (0, 0);
-        for _ in 0..n {
-            match get(self.front, header) {
-                Ok(body) if body.contains(&format!("version {version}")) => hits += 1,
-                Ok(_) => {}
-                Err(_) => failed += 1,
-            }
-        }
-        (hits, failed)
+    fn front(&self) -> u16 {
+        self.front
     }
 
-    /// The error log, for assertion messages.
-    pub fn error_log(&self) -> String {
+    fn error_log(&self) -> String {
         std::fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default()
+    }
+
+    fn hand_written(&self, slot: &str) {
+        let mut text = String::from("upstream web_split {\n");
+        for s in &self.servers {
+            text.push_str(&format!("    server 127.0.0.1:{};\n", s.port(slot)));
+        }
+        text.push_str("}\nmap $http_x_canary $web_pool { default web_split; }\n");
+        std::fs::write(&self.upstreams, text).unwrap();
+        if self.child.is_some() {
+            self.reload();
+        }
+    }
+
+    fn edit_weights(&self, slot: &str, percent: u32) {
+        let text = std::fs::read_to_string(&self.upstreams).unwrap();
+        let (head, rest) = text.split_once("upstream web_split {").unwrap();
+        let (_, tail) = rest.split_once('}').unwrap();
+        let other = if slot == "blue" { "green" } else { "blue" };
+        let mut split = String::from("upstream web_split {\n");
+        for s in &self.servers {
+            for (sl, w) in [(slot, percent), (other, 100 - percent)] {
+                if w > 0 {
+                    split.push_str(&format!(
+                        "    server 127.0.0.1:{} weight={w};\n",
+                        s.port(sl)
+                    ));
+                }
+            }
+        }
+        split.push('}');
+        std::fs::write(&self.upstreams, format!("{head}{split}{tail}")).unwrap();
+        self.reload();
+    }
+
+    fn break_check(&self, broken: bool) {
+        std::fs::write(&self.conf, self.main_conf(true, broken)).unwrap();
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-QUIT", &child.id().to_string()])
+                .status();
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn start_again(&mut self) {
+        self.spawn();
+    }
+
+    fn unload(&self, unloaded: bool) {
+        std::fs::write(&self.conf, self.main_conf(!unloaded, false)).unwrap();
+        self.reload();
+    }
+
+    fn leftovers(&self) -> Vec<PathBuf> {
+        crate::router::manent_temporaries(&self.prefix.join("conf"))
     }
 }
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-QUIT", &self.child.id().to_string()])
-            .status();
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
-}
-
-/// A GET of `/` through `port`: the body of a 200, or why not.
-pub fn get(port: u16, header: Option<(&str, &str)>) -> Result<String, String> {
-    get_path(port, "/", header)
-}
-
-/// A GET of `path` through `port`: the body of a 200, or why not.
-pub fn get_path(port: u16, path: &str, header: Option<(&str, &str)>) -> Result<String, String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let extra = header.map_or_else(String::new, |(k, v)| format!("{k}: {v}\r\n"));
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: test\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
-    let status = resp.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(format!("status {status}"));
-    }
-    Ok(resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
 }

@@ -2,38 +2,46 @@
 //! manent's Rust SDK. Each target is a server of the application with an address in each of two
 //! slots (labels `blue` and `green`); the plugin owns one upstream file (`upstreams:`), included
 //! by the operator's nginx.conf inside `http`, which splits requests between the stable slot
-//! and the candidate (`proxy_pass http://$NAME_pool;`). Every change is rendered to a temporary
-//! file, checked with `nginx -t`, put in place (the previous file is restored if the check
-//! fails, so nginx never loads a broken config) and reloaded gracefully.
+//! and the candidate (`proxy_pass http://$NAME_pool;`).
 //!
-//! A candidate is deployed by copying the artifact directory (`artifact.uri`, `{version}`
-//! replaced) into the target's `<slot>_root` label, or by `params.deploy_command`. Testers
-//! reach the candidate by a header or a cookie; scale enables that share of the candidate's
-//! servers; the actual weight is read back from the rendered file.
+//! The file is rendered from manent's routing alone — the slots, their addresses, the weight,
+//! tester routing and scale that every call carries — never from what the file said before.
+//! A change is all or nothing: rendered, checked with `nginx -t`, put in place, reloaded, and
+//! confirmed by reading back what nginx loaded from the state location the file adds on a
+//! loopback port; any failure puts the previous file back (and reloads it if nginx took the
+//! new one). `RoutingState` reports what nginx serves from that same read-back, and a file
+//! manent did not write, or one edited by hand, as foreign.
 
+mod candidate;
+mod control;
 mod render;
+mod state;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use manent::plugin::{
-    DeployResult, Deployer, Logger, ParallelDeployer, PluginError, Request, SlotDeployer,
-    SlotScaler, Target, TargetResult, TargetStatus, TesterRouter, TrafficRouter, for_each_target,
+    DeployResult, Deployer, Logger, ParallelDeployer, PluginError, Pool, Request, Routing,
+    RoutingState, SlotDeployer, SlotScaler, TargetResult, TargetStatus, TesterRouter,
+    TrafficRouter, for_each_target,
 };
 use serde::Deserialize;
 
-use render::{Names, Server, Slot, Split};
+use control::Control;
+use render::Names;
 
 fn main() {
     manent::plugin::external::serve(factory)
 }
 
-/// How long one `nginx -t` or `nginx -s reload` may take.
-const NGINX_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a reload may take to be served before the change is undone.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(5);
+/// The two slots: a target's address in each is its label of that name.
+const SLOTS: [&str; 2] = ["blue", "green"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,6 +56,11 @@ struct Options {
     conf: PathBuf,
     /// The file this plugin writes.
     upstreams: PathBuf,
+    /// Where nginx answers what it loaded: a loopback `IP:port` the rendered file listens on.
+    state_listen: String,
+    /// nginx's pid file, when neither the configuration's `pid` nor the prefix names it.
+    #[serde(default)]
+    pid_file: Option<PathBuf>,
     /// Names in that file: upstream `NAME_split`, variable `$NAME_pool` (default `app`).
     #[serde(default = "default_upstream")]
     upstream: String,
@@ -72,26 +85,17 @@ fn default_cookie() -> String {
     "canary".into()
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    /// A shell command that deploys the candidate on one target, instead of copying the
-    /// artifact (`MANENT_SLOT`, `MANENT_SLOT_ADDRESS`, `MANENT_SLOT_ROOT`, `MANENT_TARGET`,
-    /// `MANENT_VERSION`, `MANENT_ARTIFACT` in its environment).
-    #[serde(default)]
-    deploy_command: Option<String>,
-}
-
 /// The plugin's factory: checks its options before anything runs.
 fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>, PluginError> {
     let opts: Options = serde_json::from_value(options.clone()).map_err(|e| {
         PluginError::Permanent(format!(
-            "nginx plugin options: {e} (it needs `conf:` and `upstreams:`; see the plugin's \
-             documentation)"
+            "nginx plugin options: {e} (it needs `conf:`, `upstreams:` and `state_listen:`; see \
+             the plugin's documentation)"
         ))
     })?;
     let bad = |what: &str, v: &str| {
         v.is_empty()
+            || v.len() > 64
             || !v
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
@@ -109,349 +113,362 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
             )));
         }
     }
+    let state = state::check_listen(&opts.state_listen)
+        .map_err(|e| PluginError::Permanent(format!("nginx plugin options: {e}")))?;
     Ok(Arc::new(Nginx {
-        opts,
+        control: Control {
+            nginx: opts.nginx.clone(),
+            prefix: opts.prefix.clone(),
+            conf: opts.conf.clone(),
+            upstreams: opts.upstreams.clone(),
+            pid_file: opts.pid_file.clone(),
+        },
+        names: Names {
+            upstream: opts.upstream.clone(),
+            header: opts.tester_header.clone(),
+            cookie: opts.tester_cookie.clone(),
+            state: state.to_string(),
+        },
+        state,
         log,
         lock: tokio::sync::Mutex::new(()),
     }))
 }
 
 struct Nginx {
-    opts: Options,
+    control: Control,
+    names: Names,
+    state: SocketAddr,
     log: Logger,
     /// One change of the upstream file at a time.
     lock: tokio::sync::Mutex<()>,
 }
 
-fn names(o: &Options) -> Names {
-    Names {
-        upstream: o.upstream.clone(),
-        header: o.tester_header.clone(),
-        cookie: o.tester_cookie.clone(),
+/// The other slot.
+fn other(slot: &str) -> &'static str {
+    if slot == "blue" { "green" } else { "blue" }
+}
+
+/// `slot` must be one of the two.
+fn check_slot(slot: &str) -> Result<(), PluginError> {
+    if SLOTS.contains(&slot) {
+        Ok(())
+    } else {
+        Err(PluginError::Permanent(format!(
+            "slot `{slot}` is not one of this plugin's slots (blue, green)"
+        )))
     }
 }
 
-/// The servers of the request's targets: labels `blue` and `green` are their addresses.
-fn servers(req: &Request) -> Result<Vec<Server>, PluginError> {
-    req.targets
+/// Each target's address in each slot, checked (`blue` and `green` labels).
+fn addresses(req: &Request) -> Result<Vec<(&'static str, Vec<String>)>, PluginError> {
+    SLOTS
         .iter()
-        .map(|t| {
-            let get = |k: &str| {
-                t.labels.get(k).cloned().ok_or_else(|| {
-                    PluginError::Permanent(format!(
-                        "target {} has no `{k}` label: give each target its address in both \
-                         slots, e.g. labels: {{blue: 127.0.0.1:8081, green: 127.0.0.1:8082}}",
-                        t.name()
-                    ))
+        .map(|slot| {
+            let list = req
+                .targets
+                .iter()
+                .map(|t| {
+                    let a = t.labels.get(*slot).ok_or_else(|| {
+                        PluginError::Permanent(format!(
+                            "target {} has no `{slot}` label: give each target its address in \
+                             both slots, e.g. labels: {{blue: 127.0.0.1:8081, green: \
+                             127.0.0.1:8082}}",
+                            t.name()
+                        ))
+                    })?;
+                    render::check_address(a).map_err(|e| {
+                        PluginError::Permanent(format!("target {}: label `{slot}`: {e}", t.name()))
+                    })?;
+                    Ok(a.clone())
                 })
-            };
-            Ok(Server {
-                blue: get("blue")?,
-                green: get("green")?,
-            })
+                .collect::<Result<Vec<_>, PluginError>>()?;
+            Ok((*slot, list))
         })
         .collect()
 }
 
-fn params(req: &Request) -> Result<Params, PluginError> {
-    if req.params.is_null() {
-        return Ok(Params::default());
-    }
-    serde_json::from_value(req.params.clone())
-        .map_err(|e| PluginError::Permanent(format!("nginx plugin params: {e}")))
-}
-
-/// The candidate slot, from PrepareSlots' state.
-fn candidate_of(req: &Request, split: &Split) -> Slot {
-    req.traffic
-        .as_ref()
-        .and_then(|t| t.get("candidate"))
-        .and_then(|c| c.as_str())
-        .and_then(Slot::parse)
-        .unwrap_or(split.stable.other())
-}
-
 impl Nginx {
-    fn command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(&self.opts.nginx);
-        if let Some(p) = &self.opts.prefix {
-            cmd.arg("-p").arg(p);
-        }
-        cmd.arg("-c").arg(&self.opts.conf);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        cmd
+    /// A pool of `slot` holding `version`, with the targets' addresses in it.
+    fn pool(req: &Request, slot: &str, version: &str) -> Result<Pool, PluginError> {
+        check_slot(slot)?;
+        let all = addresses(req)?;
+        Ok(Pool {
+            slot: slot.to_owned(),
+            version: version.to_owned(),
+            addresses: all
+                .into_iter()
+                .find(|(s, _)| *s == slot)
+                .map(|(_, a)| a)
+                .unwrap_or_default(),
+        })
     }
 
-    /// `nginx -t` or `nginx -s reload`: Ok, or what nginx said.
-    async fn run(&self, args: &[&str]) -> Result<(), String> {
-        let mut cmd = self.command();
-        cmd.args(args);
-        let out = tokio::time::timeout(NGINX_TIMEOUT, cmd.output())
-            .await
-            .map_err(|_| format!("no answer within {}s", NGINX_TIMEOUT.as_secs()))?
-            .map_err(|e| {
-                format!(
-                    "cannot run {}: {e} (install nginx, or set `nginx:` in the plugin's \
-                     options to its path)",
-                    self.opts.nginx.display()
-                )
-            })?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let said = String::from_utf8_lossy(&out.stderr);
-        let said: Vec<&str> = said
-            .lines()
-            .filter(|l| !l.contains("signal process started"))
-            .collect();
-        Err(format!("{} ({})", said.join("; ").trim(), out.status))
-    }
-
-    async fn current(&self) -> Split {
-        tokio::fs::read_to_string(&self.opts.upstreams)
-            .await
-            .ok()
-            .and_then(|t| render::parse(&t))
-            .unwrap_or_default()
-    }
-
-    /// Changes the split: rendered, checked with `nginx -t`, put in place and reloaded; on a
-    /// failed check the previous file is restored and nginx keeps running what it had.
-    async fn apply(
-        &self,
-        req: &Request,
-        change: impl FnOnce(&mut Split),
-    ) -> Result<Split, PluginError> {
-        let servers = servers(req)?;
-        let _one = self.lock.lock().await;
-        let mut split = self.current().await;
-        change(&mut split);
-        let text = render::render(&split, &servers, &names(&self.opts), &req.artifact.version);
-        let path = &self.opts.upstreams;
-        let fail = |what: String| PluginError::Failed(format!("{}: {what}", path.display()));
-        let temp = path.with_extension("manent-new");
-        let previous = path.with_extension("manent-previous");
-        tokio::fs::write(&temp, &text).await.map_err(|e| {
-            fail(format!(
-                "cannot write {}: {e} (the plugin needs write access to this directory)",
-                temp.display()
-            ))
-        })?;
-        let had = tokio::fs::copy(path, &previous).await.is_ok();
-        tokio::fs::rename(&temp, path)
-            .await
-            .map_err(|e| fail(format!("cannot put the new file in place: {e}")))?;
-        if let Err(said) = self.run(&["-t", "-q"]).await {
-            if had {
-                let _ = tokio::fs::rename(&previous, path).await;
-            } else {
-                let _ = tokio::fs::remove_file(path).await;
-            }
-            return Err(PluginError::Failed(format!(
-                "nginx -t refused the new upstreams in {}: {said}; the previous file was \
-                 kept and nginx was not reloaded (check that {} includes it inside `http` and \
-                 proxies to ${}_pool)",
-                path.display(),
-                self.opts.conf.display(),
-                self.opts.upstream
-            )));
-        }
-        let before = self.workers();
-        self.run(&["-s", "reload"]).await.map_err(|said| {
-            PluginError::Failed(format!(
-                "nginx -s reload failed: {said} (is nginx running with {} and its pid file?)",
-                self.opts.conf.display()
-            ))
-        })?;
-        let _ = tokio::fs::remove_file(&previous).await;
-        self.reloaded(&before).await;
-        Ok(split)
-    }
-
-    /// The master's pid, from the pid file nginx -t names (`logs/nginx.pid` under the prefix,
-    /// or the configured `pid`).
-    fn master(&self) -> Option<u32> {
-        let conf = std::fs::read_to_string(&self.opts.conf).ok()?;
-        let pid_file = conf
-            .lines()
-            .map(str::trim)
-            .find_map(|l| l.strip_prefix("pid "))
-            .map(|p| PathBuf::from(p.trim_end_matches(';').trim()))
-            .or_else(|| self.opts.prefix.as_ref().map(|p| p.join("logs/nginx.pid")))?;
-        let pid_file = match (&self.opts.prefix, pid_file.is_relative()) {
-            (Some(p), true) => p.join(pid_file),
-            _ => pid_file,
-        };
-        std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
-    }
-
-    /// The master's worker processes that take connections (not those shutting down).
-    fn workers(&self) -> Vec<u32> {
-        let Some(master) = self.master() else {
-            return Vec::new();
-        };
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        procs
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let ppid = stat
-                    .rsplit_once(") ")
-                    .and_then(|(_, r)| r.split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                let cmd =
-                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                ppid == Some(master)
-                    && cmd.contains("worker process")
-                    && !cmd.contains("shutting down")
-            })
-            .collect()
-    }
-
-    /// Waits (a few seconds at most) until the reload took: new workers run and the old ones
-    /// no longer take connections, so a request sent now sees the new split.
-    async fn reloaded(&self, before: &[u32]) {
-        if before.is_empty() {
-            return;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while tokio::time::Instant::now() < deadline {
-            let now = self.workers();
-            if !now.is_empty() && now.iter().all(|p| !before.contains(p)) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        self.log
-            .warn("nginx: the reload did not show new workers within 5s");
-    }
-
-    /// One target's candidate: the artifact copied into the slot's root, or the command run.
-    async fn candidate(
-        &self,
-        req: &Request,
-        t: &Target,
-        slot: Slot,
-    ) -> Result<String, PluginError> {
-        let address = t.labels.get(slot.as_str()).cloned().unwrap_or_default();
-        let root = t.labels.get(&format!("{}_root", slot.as_str())).cloned();
-        let artifact = req
-            .artifact
-            .uri
-            .replace("{version}", &req.artifact.version)
-            .trim_start_matches("file://")
-            .to_owned();
-        if let Some(command) = params(req)?.deploy_command {
-            let mut cmd = tokio::process::Command::new("/bin/sh");
-            cmd.arg("-c")
-                .arg(&command)
-                .env("MANENT_SLOT", slot.as_str())
-                .env("MANENT_SLOT_ADDRESS", &address)
-                .env("MANENT_SLOT_ROOT", root.as_deref().unwrap_or(""))
-                .env("MANENT_TARGET", t.name())
-                .env("MANENT_VERSION", &req.artifact.version)
-                .env("MANENT_ARTIFACT", &artifact)
-                .stdin(Stdio::null())
-                .kill_on_drop(true);
-            let out = cmd
-                .output()
-                .await
-                .map_err(|e| PluginError::Failed(format!("cannot run the deploy command: {e}")))?;
-            if !out.status.success() {
-                return Err(PluginError::Failed(format!(
-                    "the deploy command failed on {} ({}): {}",
-                    t.name(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                )));
-            }
-            return Ok(format!(
-                "{} on the {} slot ({address})",
-                req.artifact.version,
-                slot.as_str()
-            ));
-        }
-        let Some(root) = root else {
-            return Err(PluginError::Permanent(format!(
-                "target {} has no `{}_root` label and the descriptor gives no \
-                 params.deploy_command: say where the {} slot's files go, or how to deploy it",
-                t.name(),
-                slot.as_str(),
-                slot.as_str()
-            )));
-        };
-        if artifact.is_empty() {
-            return Err(PluginError::Permanent(
-                "artifact.uri is empty: give the directory to copy (`{version}` is replaced)"
+    /// manent's routing, from the request: the only thing the file is rendered from. A pool
+    /// the request names without addresses takes the targets' labels.
+    fn recorded(&self, req: &Request) -> Result<Routing, PluginError> {
+        let mut r = req.routing.clone().ok_or_else(|| {
+            PluginError::Permanent(
+                "the call carries no routing: this plugin renders only from manent's records \
+                 (upgrade manent)"
                     .into(),
-            ));
+            )
+        })?;
+        for pool in [&mut r.stable, &mut r.candidate] {
+            if pool.addresses.is_empty() && !pool.slot.is_empty() {
+                pool.addresses = Self::pool(req, &pool.slot, "")?.addresses;
+            } else {
+                for a in &pool.addresses {
+                    render::check_address(a).map_err(PluginError::Permanent)?;
+                }
+            }
         }
-        let (from, to) = (PathBuf::from(&artifact), PathBuf::from(&root));
-        tokio::task::spawn_blocking(move || replace_dir(&from, &to))
-            .await
-            .map_err(|e| PluginError::Failed(format!("copy task: {e}")))?
-            .map_err(PluginError::Failed)?;
-        Ok(format!(
-            "{} in {root} (the {} slot, {address})",
-            req.artifact.version,
-            slot.as_str()
-        ))
+        check_slot(&r.stable.slot)?;
+        if !r.candidate.slot.is_empty() {
+            check_slot(&r.candidate.slot)?;
+        }
+        Ok(r)
     }
-}
 
-/// Replaces directory `to` with a copy of `from`: copied beside it, then swapped by renames.
-fn replace_dir(from: &Path, to: &Path) -> Result<(), String> {
-    if !from.is_dir() {
-        return Err(format!(
-            "artifact {} is not a directory (artifact.uri names the build to copy)",
-            from.display()
+    /// What nginx serves, read back from it.
+    async fn served(&self, req: &Request) -> RoutingState {
+        let path = &self.control.upstreams;
+        let disk = tokio::fs::read_to_string(path).await.ok();
+        let recorded = req.routing.as_ref().map(|r| r.stable.slot.as_str());
+        let from_file = |why: String| {
+            let slots = addresses(req).unwrap_or_default();
+            let routing = disk
+                .as_deref()
+                .and_then(|d| render::parse_foreign(d, &self.names, &slots, recorded));
+            RoutingState {
+                routing,
+                foreign: Some(why),
+            }
+        };
+        match state::read(self.state, self.control.master()).await {
+            Ok(served) => {
+                let on_disk = disk.as_deref().map(|d| render::digest(render::body_of(d)));
+                if on_disk.as_deref() == Some(served.digest.as_str()) {
+                    RoutingState {
+                        routing: Some(served.routing),
+                        foreign: None,
+                    }
+                } else {
+                    from_file(format!(
+                        "{} was changed after manent wrote it (nginx serves it once reloaded); \
+                         read from the file",
+                        path.display()
+                    ))
+                }
+            }
+            Err(state::Unread::Silent(why)) if disk.as_deref().is_some_and(is_ours) => {
+                RoutingState {
+                    routing: None,
+                    foreign: Some(format!(
+                        "nginx does not serve manent's file: {why}; its running configuration \
+                         does not include {}, or nginx is down",
+                        path.display()
+                    )),
+                }
+            }
+            Err(state::Unread::Silent(_)) => from_file(format!(
+                "{} was not written by manent (nginx does not answer at http://{}{}); read from \
+                 the file",
+                path.display(),
+                self.state,
+                render::STATE_PATH
+            )),
+            Err(state::Unread::Other(why)) => RoutingState {
+                routing: None,
+                foreign: Some(why),
+            },
+        }
+    }
+
+    /// Renders `routing`, checks it with `nginx -t`, puts it in place, reloads and waits until
+    /// nginx serves it. All or nothing: on any failure the previous file is back, and reloaded
+    /// if nginx may have taken the new one.
+    async fn apply(&self, routing: &Routing) -> Result<(), PluginError> {
+        let rendered = render::render(routing, &self.names).map_err(PluginError::Permanent)?;
+        let path = &self.control.upstreams;
+        let _one = self.lock.lock().await;
+        let previous = tokio::fs::read(path).await.ok();
+        self.put(&rendered.text).await?;
+        let undo = |why: String| self.undo(previous.as_deref(), why);
+        if let Err(said) = self.control.run(&["-t", "-q"]).await {
+            return Err(undo(format!(
+                "nginx -t refused the new {}: {said}; nginx was not reloaded (check that {} \
+                 includes it inside `http` and proxies to ${}_pool)",
+                path.display(),
+                self.control.conf.display(),
+                self.names.upstream
+            ))
+            .await);
+        }
+        let master = self.control.master();
+        if master.is_none() {
+            return Err(undo(format!(
+                "nginx is not running (no master process found from its pid file): nothing \
+                 was reloaded; start nginx with {}, then retry",
+                self.control.conf.display()
+            ))
+            .await);
+        }
+        let before = self.control.workers(master);
+        if let Err(said) = self.control.run(&["-s", "reload"]).await {
+            return Err(undo(format!("nginx -s reload failed: {said}")).await);
+        }
+        if let Err(why) = self.confirm(&rendered.nonce, master, &before).await {
+            let e = undo(format!(
+                "nginx did not serve the new file within {}s: {why}",
+                CONFIRM_TIMEOUT.as_secs()
+            ))
+            .await;
+            // nginx may have loaded it after all: what is on disk is served again.
+            let _ = self.control.run(&["-s", "reload"]).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Puts the previous file back (or removes the new one if there was none): the error.
+    async fn undo(&self, previous: Option<&[u8]>, why: String) -> PluginError {
+        let back = match previous {
+            Some(p) => self
+                .put_bytes(p)
+                .await
+                .map(|()| "the previous file is back"),
+            None => tokio::fs::remove_file(&self.control.upstreams)
+                .await
+                .map(|()| "the new file is removed")
+                .map_err(|e| PluginError::Failed(e.to_string())),
+        };
+        let back = back.unwrap_or("putting the previous file back failed too");
+        PluginError::Failed(format!("{why}; {back}"))
+    }
+
+    /// Writes the upstream file through a temporary file and a rename.
+    async fn put(&self, text: &str) -> Result<(), PluginError> {
+        self.put_bytes(text.as_bytes()).await
+    }
+
+    async fn put_bytes(&self, bytes: &[u8]) -> Result<(), PluginError> {
+        let path = &self.control.upstreams;
+        let temp = path.with_extension("manent-new");
+        tokio::fs::write(&temp, bytes).await.map_err(|e| {
+            PluginError::Failed(format!(
+                "cannot write {}: {e} (the plugin needs write access to {})",
+                temp.display(),
+                self.control.dir().display()
+            ))
+        })?;
+        tokio::fs::rename(&temp, path).await.map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            PluginError::Failed(format!("cannot put {} in place: {e}", path.display()))
+        })
+    }
+
+    /// Waits until nginx answers the new rendering and its old workers take no connection.
+    async fn confirm(
+        &self,
+        nonce: &str,
+        master: Option<u32>,
+        before: &[u32],
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+        loop {
+            let last = match state::read(self.state, master).await {
+                Ok(s) if s.nonce == nonce => {
+                    let now = self.control.workers(master);
+                    if now.iter().all(|p| !before.contains(p)) {
+                        return Ok(());
+                    }
+                    "old workers still take connections".to_owned()
+                }
+                Ok(_) => "nginx still answers the previous file".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(last);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Slots for a new candidate: production stays on manent's stable slot (else the one
+    /// nginx serves it from), the candidate goes to the other, at 0%.
+    async fn prepare(&self, req: &Request) -> Result<Routing, PluginError> {
+        let named = req
+            .routing
+            .as_ref()
+            .map(|r| r.stable.clone())
+            .filter(|p| !p.slot.is_empty());
+        let stable = match named {
+            Some(p) => p,
+            None => {
+                let served = self.served(req).await;
+                let slot = served
+                    .routing
+                    .map(|r| r.stable.slot)
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| {
+                        PluginError::Permanent(format!(
+                            "cannot tell which slot serves production: {}",
+                            served
+                                .foreign
+                                .unwrap_or_else(|| "nginx does not say".into())
+                        ))
+                    })?;
+                Pool {
+                    slot,
+                    ..Pool::default()
+                }
+            }
+        };
+        let candidate = other(&stable.slot);
+        let routing = Routing {
+            stable: Self::pool(req, &stable.slot, &stable.version)?,
+            candidate: Self::pool(req, candidate, &req.artifact.version)?,
+            weight: 0,
+            testers: false,
+            scale: 100,
+            retired: false,
+        };
+        self.apply(&routing).await?;
+        Ok(routing)
+    }
+
+    async fn promote(&self, req: &Request, r: Routing) -> Result<(), PluginError> {
+        let promoted = Routing {
+            stable: r.candidate.clone(),
+            candidate: r.stable,
+            weight: 0,
+            testers: false,
+            scale: 100,
+            retired: true,
+        };
+        self.apply(&promoted).await?;
+        self.log.for_deployment(&req.deployment_id).info(&format!(
+            "nginx: {} is stable now, all traffic on it; {} is out of every pool",
+            r.candidate.slot, promoted.candidate.slot
         ));
+        Ok(())
     }
-    let new = to.with_extension("manent-new");
-    let old = to.with_extension("manent-old");
-    let _ = std::fs::remove_dir_all(&new);
-    copy_tree(from, &new)
-        .map_err(|e| format!("copying {} to {}: {e}", from.display(), new.display()))?;
-    let _ = std::fs::remove_dir_all(&old);
-    if to.exists() {
-        std::fs::rename(to, &old).map_err(|e| format!("moving {} aside: {e}", to.display()))?;
-    }
-    std::fs::rename(&new, to).map_err(|e| format!("putting {} in place: {e}", to.display()))?;
-    let _ = std::fs::remove_dir_all(&old);
-    Ok(())
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let dest = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &dest)?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &dest)?;
-        } else {
-            std::fs::copy(entry.path(), &dest)?;
-        }
-    }
-    Ok(())
+/// A file that ends with the plugin's state server.
+fn is_ours(text: &str) -> bool {
+    render::body_of(text).len() < text.len()
 }
 
 #[async_trait]
 impl Deployer for Nginx {
     async fn validate(&self, req: &Request) -> Result<(), PluginError> {
-        servers(req)?;
-        let p = params(req)?;
+        addresses(req)?;
+        let p = candidate::params(req)?;
         if p.deploy_command.is_none() {
             for t in &req.targets {
-                for slot in ["blue", "green"] {
+                for slot in SLOTS {
                     if !t.labels.contains_key(&format!("{slot}_root")) {
                         return Err(PluginError::Permanent(format!(
                             "target {} has no `{slot}_root` label and there is no \
@@ -462,18 +479,13 @@ impl Deployer for Nginx {
                 }
             }
         }
-        if !self.opts.conf.is_file() {
+        if !self.control.conf.is_file() {
             return Err(PluginError::Permanent(format!(
                 "nginx configuration {} does not exist (set `conf:` in the plugin's options)",
-                self.opts.conf.display()
+                self.control.conf.display()
             )));
         }
-        let dir = self
-            .opts
-            .upstreams
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let dir = self.control.dir();
         let probe = dir.join(".manent-write-probe");
         std::fs::write(&probe, b"")
             .and_then(|()| std::fs::remove_file(&probe))
@@ -481,24 +493,24 @@ impl Deployer for Nginx {
                 PluginError::Permanent(format!(
                     "cannot write in {} ({e}): the plugin renders {} there",
                     dir.display(),
-                    self.opts.upstreams.display()
+                    self.control.upstreams.display()
                 ))
             })?;
-        self.run(&["-t", "-q"]).await.map_err(|said| {
+        self.control.run(&["-t", "-q"]).await.map_err(|said| {
             PluginError::Permanent(format!(
                 "nginx -t fails before anything changed: {said} (fix {} first)",
-                self.opts.conf.display()
+                self.control.conf.display()
             ))
         })
     }
 
     /// A plain deploy is a blue/green switch: the candidate everywhere, then promoted.
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
-        let prepared = self.prepare_slots(req).await?;
+        let routing = self.prepare(req).await?;
         let mut req = req.clone();
-        req.traffic = Some(prepared);
+        req.routing = Some(routing.clone());
         let result = self.deploy_candidate(&req).await?;
-        self.promote_candidate(&req).await?;
+        self.promote(&req, routing).await?;
         Ok(result)
     }
 
@@ -532,30 +544,31 @@ impl ParallelDeployer for Nginx {
 #[async_trait]
 impl SlotDeployer for Nginx {
     async fn prepare_slots(&self, req: &Request) -> Result<serde_json::Value, PluginError> {
-        let split = self
-            .apply(req, |s| {
-                s.weight = 0;
-                s.testers = false;
-                s.scale = 100;
-            })
-            .await?;
-        let candidate = split.stable.other();
+        let r = self.prepare(req).await?;
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "nginx: {} serves production; the candidate goes to {}",
-            split.stable.as_str(),
-            candidate.as_str()
+            r.stable.slot, r.candidate.slot
         ));
         Ok(serde_json::json!({
-            "stable": split.stable.as_str(),
-            "candidate": candidate.as_str(),
-            "upstream": self.opts.upstream,
+            "stable": r.stable.slot,
+            "candidate": r.candidate.slot,
+            "upstream": self.names.upstream,
         }))
     }
 
     async fn deploy_candidate(&self, req: &Request) -> Result<DeployResult, PluginError> {
-        let slot = candidate_of(req, &self.current().await);
+        let slot = match &req.routing {
+            Some(r) if !r.candidate.slot.is_empty() => r.candidate.slot.clone(),
+            _ => {
+                return Err(PluginError::Permanent(
+                    "the call names no candidate slot (PrepareSlots first)".into(),
+                ));
+            }
+        };
+        check_slot(&slot)?;
+        let slot = &slot;
         let outcome = for_each_target(req, |t| async move {
-            let said = self.candidate(req, &t, slot).await?;
+            let said = candidate::deploy(req, &t, slot).await?;
             self.log
                 .for_deployment(&req.deployment_id)
                 .for_target(&t)
@@ -567,41 +580,32 @@ impl SlotDeployer for Nginx {
     }
 
     async fn promote_candidate(&self, req: &Request) -> Result<(), PluginError> {
-        let current = self.current().await;
-        let candidate = candidate_of(req, &current);
-        self.apply(req, |s| {
-            s.stable = candidate;
-            s.weight = 0;
-            s.testers = false;
-            s.scale = 100;
-        })
-        .await?;
-        self.log.for_deployment(&req.deployment_id).info(&format!(
-            "nginx: {} is stable now, all traffic on it",
-            candidate.as_str()
-        ));
-        Ok(())
+        let r = self.recorded(req)?;
+        self.promote(req, r).await
     }
 
     async fn revert_candidate(&self, req: &Request) -> Result<(), PluginError> {
-        let split = self
-            .apply(req, |s| {
-                s.weight = 0;
-                s.testers = false;
-            })
-            .await?;
+        let r = self.recorded(req)?;
+        let reverted = Routing {
+            weight: 0,
+            testers: false,
+            retired: true,
+            ..r
+        };
+        self.apply(&reverted).await?;
         self.log.for_deployment(&req.deployment_id).info(&format!(
-            "nginx: the candidate is out of traffic; {} serves everything",
-            split.stable.as_str()
+            "nginx: the candidate ({}) is out of every pool; {} serves everything",
+            reverted.candidate.slot, reverted.stable.slot
         ));
         Ok(())
     }
 
     async fn retire_previous(&self, req: &Request) -> Result<(), PluginError> {
-        let split = self.current().await;
+        let r = self.recorded(req)?;
         self.log.for_deployment(&req.deployment_id).info(&format!(
-            "nginx: {} takes no traffic now; it keeps the previous release for a quick switch back",
-            split.stable.other().as_str()
+            "nginx: {} takes no traffic and is in no pool; its files stay for a quick switch \
+             back",
+            r.candidate.slot
         ));
         Ok(())
     }
@@ -615,40 +619,43 @@ impl TrafficRouter for Nginx {
                 "weight {weight}: a percentage is 0 to 100"
             )));
         }
-        self.apply(req, |s| s.weight = weight).await?;
+        let r = Routing {
+            weight,
+            ..self.recorded(req)?
+        };
+        self.apply(&r).await?;
         self.log.for_deployment(&req.deployment_id).info(&format!(
-            "nginx: candidate {weight}% / stable {}%, reloaded",
+            "nginx: candidate {weight}% / stable {}%, served",
             100 - weight
         ));
         Ok(())
     }
 
-    async fn candidate_weight(&self, _req: &Request) -> Result<u32, PluginError> {
-        let text = tokio::fs::read_to_string(&self.opts.upstreams)
-            .await
-            .map_err(|e| PluginError::Failed(format!("{}: {e}", self.opts.upstreams.display())))?;
-        render::parse(&text).map(|s| s.weight).ok_or_else(|| {
-            PluginError::Failed(format!(
-                "{} was not written by this plugin (no state line)",
-                self.opts.upstreams.display()
-            ))
-        })
+    async fn candidate_weight(&self, req: &Request) -> Result<u32, PluginError> {
+        let s = self.served(req).await;
+        match (s.routing, s.foreign) {
+            (Some(r), None) => Ok(if r.retired { 0 } else { r.weight }),
+            (_, Some(why)) => Err(PluginError::Failed(why)),
+            (None, None) => Err(PluginError::Failed("nginx does not say".into())),
+        }
+    }
+
+    async fn routing_state(&self, req: &Request) -> Result<RoutingState, PluginError> {
+        Ok(self.served(req).await)
     }
 }
 
 #[async_trait]
 impl TesterRouter for Nginx {
     async fn route_testers(&self, req: &Request) -> Result<BTreeMap<String, String>, PluginError> {
-        self.apply(req, |s| s.testers = true).await?;
+        let r = Routing {
+            testers: true,
+            ..self.recorded(req)?
+        };
+        self.apply(&r).await?;
         Ok([
-            (
-                "header".to_owned(),
-                format!("{}: 1", self.opts.tester_header),
-            ),
-            (
-                "cookie".to_owned(),
-                format!("{}=1", self.opts.tester_cookie),
-            ),
+            ("header".to_owned(), format!("{}: 1", self.names.header)),
+            ("cookie".to_owned(), format!("{}=1", self.names.cookie)),
         ]
         .into_iter()
         .collect())
@@ -658,11 +665,15 @@ impl TesterRouter for Nginx {
 #[async_trait]
 impl SlotScaler for Nginx {
     async fn scale_candidate(&self, req: &Request, percent: u32) -> Result<(), PluginError> {
-        let split = self.apply(req, |s| s.scale = percent.min(100)).await?;
-        let n = req.targets.len();
+        let r = Routing {
+            scale: percent.clamp(1, 100),
+            ..self.recorded(req)?
+        };
+        self.apply(&r).await?;
+        let n = r.candidate.addresses.len();
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "nginx: the candidate runs on {} of {n} servers",
-            render::enabled(n, split.scale)
+            render::enabled(n, r.scale)
         ));
         Ok(())
     }

@@ -1,88 +1,27 @@
-//! The upstream file the plugin owns: rendered from the split's state, read back from the
-//! state line at its top. `weight=0` is not valid nginx, so 0% and 100% route to one slot only;
-//! in between, the servers' weights make the share of requests the candidate gets the weight
-//! asked, however many servers each slot enables.
+//! The upstream file the plugin owns, rendered from manent's routing alone (never from what an
+//! earlier file said), and read back: its body's digest, and — for a file manent did not write,
+//! or one edited by hand — the split its `upstream NAME_split` block really holds.
+//!
+//! The file ends with a small `server` on a loopback port whose one location answers what was
+//! rendered (a nonce, the body's digest and the routing): nginx answering it is proof of what
+//! nginx loaded. `weight=0` is not valid nginx, so 0% and a retired candidate route to the
+//! stable slot only; in between, the servers' weights make the candidate's share of requests
+//! the weight asked, however many of its servers the scale enables.
 
 use std::fmt::Write as _;
 
-/// A blue/green slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
-    Blue,
-    Green,
-}
+use manent::plugin::{Pool, Routing};
+use sha2::{Digest, Sha256};
 
-impl Slot {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Slot::Blue => "blue",
-            Slot::Green => "green",
-        }
-    }
-
-    pub fn other(self) -> Slot {
-        match self {
-            Slot::Blue => Slot::Green,
-            Slot::Green => Slot::Blue,
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Slot> {
-        match s {
-            "blue" => Some(Slot::Blue),
-            "green" => Some(Slot::Green),
-            _ => None,
-        }
-    }
-}
-
-/// Everything the rendered file says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split {
-    /// The slot serving the release in production.
-    pub stable: Slot,
-    /// Percentage of requests for the candidate.
-    pub weight: u32,
-    /// Percentage of the candidate's servers enabled.
-    pub scale: u32,
-    /// Testers (header or cookie) reach the candidate.
-    pub testers: bool,
-}
-
-impl Default for Split {
-    fn default() -> Self {
-        Split {
-            stable: Slot::Blue,
-            weight: 0,
-            scale: 100,
-            testers: false,
-        }
-    }
-}
-
-/// One server of the application: its address in each slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Server {
-    pub blue: String,
-    pub green: String,
-}
-
-impl Server {
-    pub fn at(&self, slot: Slot) -> &str {
-        match slot {
-            Slot::Blue => &self.blue,
-            Slot::Green => &self.green,
-        }
-    }
-}
-
-/// How the file names things: upstream `NAME_split`, the pool variable `$NAME_pool`, and the
-/// testers' header and cookie.
+/// How the file names things: upstream `NAME_split`, the pool variable `$NAME_pool`, the
+/// testers' header and cookie, and where nginx answers what it loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
     pub upstream: String,
     pub header: String,
     pub cookie: String,
+    /// `127.0.0.1:18999`
+    pub state: String,
 }
 
 impl Names {
@@ -95,10 +34,28 @@ impl Names {
     }
 }
 
-const STATE: &str = "# manent-plugin-nginx:";
+/// The line that ends the body and starts the state server.
+const STATE_MARK: &str = "# manent-state";
+/// The state location's path.
+pub const STATE_PATH: &str = "/manent-state";
 
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+/// A rendered file and what its state location will answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub text: String,
+    /// Unique to this rendering: seen in the state location once nginx loaded it.
+    pub nonce: String,
+}
+
+/// What the state location answers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Served {
+    /// The rendering nginx loaded.
+    pub nonce: String,
+    /// sha256 of the body rendered with it.
+    pub digest: String,
+    /// The routing rendered.
+    pub routing: Routing,
 }
 
 /// Candidate servers enabled at `scale` percent: at least one.
@@ -108,62 +65,170 @@ pub fn enabled(servers: usize, scale: u32) -> usize {
         .clamp(1, servers.max(1))
 }
 
-/// The file for `split` over `servers`.
-pub fn render(split: &Split, servers: &[Server], names: &Names, version: &str) -> String {
-    let stable = split.stable;
-    let candidate = stable.other();
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Checks an address before it reaches a config line: `host:port` (IPv4, or a host name of
+/// letters, digits, `-` and `.`), `[v6]:port`, or `unix:/absolute/path` — nothing else, so no
+/// value can add a directive, a server or an include.
+pub fn check_address(a: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "address {:?} {why}: write host:port (127.0.0.1:8081, [::1]:8081, app-1.internal:80) \
+             or unix:/path",
+            a.chars().take(80).collect::<String>()
+        ))
+    };
+    if let Some(path) = a.strip_prefix("unix:") {
+        let ok = path.starts_with('/')
+            && path.len() < 108
+            && path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+            && !path.contains("..");
+        return if ok {
+            Ok(())
+        } else {
+            bad("is not a plain absolute socket path")
+        };
+    }
+    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
+        let Some((v6, port)) = rest.split_once("]:") else {
+            return bad("has an IPv6 address without `]:port`");
+        };
+        if v6.is_empty()
+            || !v6
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
+        {
+            return bad("has an IPv6 address with other characters than hex digits, `:` and `.`");
+        }
+        (v6, port)
+    } else {
+        let Some((host, port)) = a.rsplit_once(':') else {
+            return bad("has no port");
+        };
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        };
+        if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
+            return bad("has a host that is not an IPv4 address or a host name");
+        }
+        (host, port)
+    };
+    let _ = host;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && port.chars().all(|c| c.is_ascii_digit()) => Ok(()),
+        _ => bad("has a port that is not a number from 1 to 65535"),
+    }
+}
+
+/// Text safe inside the state location's single-quoted JSON: anything but letters, digits and
+/// `.`, `_`, `+`, `-`, `:`, `/`, `[`, `]` as a JSON `\uXXXX` escape (nginx would expand a `$`
+/// and end the string at a quote).
+fn safe_json(v: &serde_json::Value) -> String {
+    let raw = v.to_string();
+    let mut out = String::with_capacity(raw.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in raw.chars() {
+        if in_string && !escaped && c != '"' && c != '\\' {
+            if c.is_ascii_alphanumeric()
+                || matches!(c, '.' | '_' | '+' | '-' | ':' | '/' | '[' | ']' | ' ' | ',')
+            {
+                out.push(c);
+            } else {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            continue;
+        }
+        if in_string && escaped {
+            escaped = false;
+            out.push(c);
+            continue;
+        }
+        match c {
+            '"' => in_string = !in_string,
+            '\\' if in_string => escaped = true,
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The body (upstreams and maps) for `routing`: what its digest covers.
+fn body(routing: &Routing, names: &Names) -> Result<String, String> {
+    let stable = &routing.stable.addresses;
+    let candidate = &routing.candidate.addresses;
+    for a in stable.iter().chain(candidate) {
+        check_address(a)?;
+    }
+    if stable.is_empty() {
+        return Err(format!(
+            "the stable slot `{}` has no addresses: give each target its address in it (label `{}`)",
+            routing.stable.slot, routing.stable.slot
+        ));
+    }
+    let live = !routing.retired && !candidate.is_empty();
+    if !routing.retired && candidate.is_empty() {
+        return Err(format!(
+            "the candidate slot `{}` has no addresses: give each target its address in it \
+             (label `{}`)",
+            routing.candidate.slot, routing.candidate.slot
+        ));
+    }
     let n = &names.upstream;
-    let mut out = format!(
-        "{STATE} stable={} weight={} scale={} testers={} version={version}\n\
-         # Written by manent's nginx plugin; edits are overwritten. The split is in upstream \
-         {n}_split, the pool to proxy_pass to in ${n}_pool.\n",
-        stable.as_str(),
-        split.weight,
-        split.scale,
-        if split.testers { "on" } else { "off" },
-    );
-    let up = enabled(servers.len(), split.scale);
-    let list = |out: &mut String, name: &str, slot: Slot, count: usize| {
+    let mut out = String::new();
+    let list = |out: &mut String, name: &str, servers: &[String]| {
         let _ = writeln!(out, "upstream {n}_{name} {{");
-        for s in servers.iter().take(count) {
-            let _ = writeln!(out, "    server {};", s.at(slot));
+        for s in servers {
+            let _ = writeln!(out, "    server {s};");
         }
         out.push_str("}\n");
     };
-    list(&mut out, "stable", stable, servers.len());
-    list(&mut out, "candidate", candidate, up);
+    list(&mut out, "stable", stable);
+    let up = enabled(candidate.len(), routing.scale);
+    if live {
+        list(&mut out, "candidate", &candidate[..up]);
+    }
     let _ = writeln!(out, "upstream {n}_split {{");
-    match split.weight {
-        0 => {
-            for s in servers {
-                let _ = writeln!(out, "    server {};", s.at(stable));
+    match routing.weight {
+        w if w == 0 || !live => {
+            for s in stable {
+                let _ = writeln!(out, "    server {s};");
             }
         }
         100.. => {
-            for s in servers.iter().take(up) {
-                let _ = writeln!(out, "    server {};", s.at(candidate));
+            for s in &candidate[..up] {
+                let _ = writeln!(out, "    server {s};");
             }
         }
         w => {
-            // Shares per server so that the candidate's servers together get w%: stable
-            // (100-w)·up, candidate w·N, reduced.
-            let (w, nn, up64) = (
-                u64::from(w),
-                u64::try_from(servers.len()).unwrap_or(1),
-                u64::try_from(up).unwrap_or(1),
-            );
-            let (a, b) = ((100 - w) * up64, w * nn);
+            // Per server: stable (100-w)·up, candidate w·S, reduced: the candidate's servers
+            // together get w% of the requests.
+            let w = u64::from(w);
+            let s = u64::try_from(stable.len()).unwrap_or(1);
+            let c = u64::try_from(up).unwrap_or(1);
+            let (a, b) = ((100 - w) * c, w * s);
             let g = gcd(a, b).max(1);
-            for s in servers {
-                let _ = writeln!(out, "    server {} weight={};", s.at(stable), a / g);
+            for addr in stable {
+                let _ = writeln!(out, "    server {addr} weight={};", a / g);
             }
-            for s in servers.iter().take(up) {
-                let _ = writeln!(out, "    server {} weight={};", s.at(candidate), b / g);
+            for addr in &candidate[..up] {
+                let _ = writeln!(out, "    server {addr} weight={};", b / g);
             }
         }
     }
     out.push_str("}\n");
-    let to_candidate = if split.testers {
+    let to_candidate = if live && routing.testers {
         format!("\"1\" {n}_candidate; ")
     } else {
         String::new()
@@ -178,118 +243,321 @@ pub fn render(split: &Split, servers: &[Server], names: &Names, version: &str) -
         "map {} ${n}_pool {{ default ${n}_by_cookie; {to_candidate}}}",
         names.header_var()
     );
-    out
+    Ok(out)
 }
 
-/// The split a rendered file says it holds.
-pub fn parse(text: &str) -> Option<Split> {
-    let line = text.lines().next()?.strip_prefix(STATE)?;
-    let mut split = Split::default();
-    for field in line.split_whitespace() {
-        let (k, v) = field.split_once('=')?;
-        match k {
-            "stable" => split.stable = Slot::parse(v)?,
-            "weight" => split.weight = v.parse().ok()?,
-            "scale" => split.scale = v.parse().ok()?,
-            "testers" => split.testers = v == "on",
-            _ => {}
+/// sha256 of a body, over its directives only (comments, blank lines and indentation do not
+/// count: editing a comment is not a change of routing).
+pub fn digest(body: &str) -> String {
+    let mut h = Sha256::new();
+    for line in body.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        h.update(line.as_bytes());
+        h.update(b"\n");
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// The body of a file on disk: everything before the state server.
+pub fn body_of(text: &str) -> &str {
+    text.split_once(STATE_MARK).map_or(text, |(b, _)| b)
+}
+
+/// The file for `routing`, with a fresh nonce.
+pub fn render(routing: &Routing, names: &Names) -> Result<Rendered, String> {
+    let body = body(routing, names)?;
+    let nonce = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+    let served = Served {
+        nonce: nonce.clone(),
+        digest: digest(&body),
+        routing: routing.clone(),
+    };
+    let json = safe_json(&serde_json::to_value(&served).map_err(|e| e.to_string())?);
+    let n = &names.upstream;
+    let text = format!(
+        "# Rendered by manent's nginx plugin from manent's records: edits are overwritten, and \
+         manent reports them as drift.\n\
+         # Proxy to ${n}_pool (the split is upstream {n}_split). nginx answers what it loaded at \
+         http://{state}{STATE_PATH}.\n\
+         {body}{STATE_MARK}: nginx answers here what it loaded (do not edit).\n\
+         server {{\n    listen {state};\n    access_log off;\n    \
+         location = {STATE_PATH} {{\n        default_type application/json;\n        \
+         return 200 '{json}\\n';\n    }}\n    location / {{\n        return 404;\n    }}\n}}\n",
+        state = names.state,
+    );
+    Ok(Rendered { text, nonce })
+}
+
+/// One `server` line of an upstream block: its address and weight (1 when unset).
+fn servers_in<'a>(text: &'a str, upstream: &str) -> Option<Vec<(&'a str, u64)>> {
+    let start = text.find(&format!("upstream {upstream} {{"))?;
+    let block = text[start..].split_once('{')?.1.split_once('}')?.0;
+    Some(
+        block
+            .split(';')
+            .filter_map(|d| {
+                let mut words = d.split_whitespace();
+                (words.next()? == "server").then_some(())?;
+                let addr = words.next()?;
+                let weight = words
+                    .find_map(|w| w.strip_prefix("weight="))
+                    .and_then(|w| w.parse().ok())
+                    .unwrap_or(1);
+                Some((addr, weight))
+            })
+            .collect(),
+    )
+}
+
+/// The routing a file's directives really hold (a file manent did not write, or one edited by
+/// hand), read from its `upstream NAME_split` block and its maps: which slot's addresses take
+/// what share of the requests, by each target's addresses in `blue` and `green`. The stable
+/// slot is `recorded` when it is one of the two in the split, else the one with the larger
+/// share. `None` when the file has no split upstream, or none of its servers is a target's.
+pub fn parse_foreign(
+    text: &str,
+    names: &Names,
+    slots: &[(&str, Vec<String>)],
+    recorded: Option<&str>,
+) -> Option<Routing> {
+    let n = &names.upstream;
+    let split = servers_in(text, &format!("{n}_split"))?;
+    let slot_of = |addr: &str| {
+        slots
+            .iter()
+            .find(|(_, addrs)| addrs.iter().any(|a| a == addr))
+            .map(|(s, _)| *s)
+    };
+    let mut shares: Vec<(&str, u64)> = Vec::new();
+    let mut total = 0;
+    for (addr, w) in &split {
+        total += w;
+        if let Some(s) = slot_of(addr) {
+            match shares.iter_mut().find(|(x, _)| *x == s) {
+                Some(e) => e.1 += w,
+                None => shares.push((s, *w)),
+            }
         }
     }
-    Some(split)
+    if shares.is_empty() || total == 0 {
+        return None;
+    }
+    let stable = recorded
+        .filter(|r| shares.iter().any(|(s, _)| s == r))
+        .map(str::to_owned)
+        .or_else(|| {
+            let max = shares.iter().map(|(_, w)| *w).max()?;
+            let top: Vec<&str> = shares
+                .iter()
+                .filter(|(_, w)| *w == max)
+                .map(|(s, _)| *s)
+                .collect();
+            (top.len() == 1).then(|| top[0].to_owned())
+        })?;
+    let other = slots
+        .iter()
+        .map(|(s, _)| *s)
+        .find(|s| *s != stable)
+        .unwrap_or_default();
+    let on_other: u64 = shares
+        .iter()
+        .filter(|(s, _)| *s != stable)
+        .map(|(_, w)| w)
+        .sum();
+    let weight = u32::try_from((on_other * 100 + total / 2) / total).unwrap_or(100);
+    let pool = |slot: &str, upstream: &str| Pool {
+        slot: slot.to_owned(),
+        version: String::new(),
+        addresses: servers_in(text, upstream)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, _)| a.to_owned())
+            .collect(),
+    };
+    let candidate = servers_in(text, &format!("{n}_candidate"));
+    let testers = text.contains(&format!("\"1\" {n}_candidate"));
+    Some(Routing {
+        stable: Pool {
+            addresses: split
+                .iter()
+                .filter(|(a, _)| slot_of(a) == Some(stable.as_str()))
+                .map(|(a, _)| (*a).to_owned())
+                .collect(),
+            ..pool(&stable, "")
+        },
+        candidate: pool(other, &format!("{n}_candidate")),
+        weight,
+        testers,
+        scale: 100,
+        retired: candidate.is_none() && on_other == 0,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn servers(n: usize) -> Vec<Server> {
-        (0..n)
-            .map(|i| Server {
-                blue: format!("127.0.0.1:{}", 18081 + 2 * i),
-                green: format!("127.0.0.1:{}", 18082 + 2 * i),
-            })
-            .collect()
-    }
-
     fn names() -> Names {
         Names {
             upstream: "web".into(),
             header: "X-Canary".into(),
             cookie: "canary".into(),
+            state: "127.0.0.1:18999".into(),
         }
     }
 
-    /// The candidate's share of the split upstream's weights.
-    fn share(text: &str, candidate_ports: &[&str]) -> f64 {
-        let split = text.split("upstream web_split {").nth(1).unwrap();
-        let split = split.split('}').next().unwrap();
-        let (mut c, mut all) = (0.0, 0.0);
-        for l in split.lines().filter(|l| l.contains("server")) {
-            let w: f64 = l
-                .split("weight=")
-                .nth(1)
-                .map_or(1.0, |w| w.trim_end_matches(';').parse().unwrap());
-            all += w;
-            if candidate_ports.iter().any(|p| l.contains(p)) {
-                c += w;
-            }
+    fn routing(n: usize, weight: u32, scale: u32) -> Routing {
+        let addrs = |base: u16| {
+            (0..n)
+                .map(|i| format!("127.0.0.1:{}", base + 2 * u16::try_from(i).unwrap()))
+                .collect()
+        };
+        Routing {
+            stable: Pool {
+                slot: "blue".into(),
+                version: "1.0".into(),
+                addresses: addrs(18081),
+            },
+            candidate: Pool {
+                slot: "green".into(),
+                version: "2.0".into(),
+                addresses: addrs(18082),
+            },
+            weight,
+            testers: false,
+            scale,
+            retired: false,
         }
-        c / all
+    }
+
+    fn slots(r: &Routing) -> Vec<(&'static str, Vec<String>)> {
+        vec![
+            ("blue", r.stable.addresses.clone()),
+            ("green", r.candidate.addresses.clone()),
+        ]
     }
 
     #[test]
     fn the_candidate_gets_the_weight_asked_whatever_the_scale() {
         for (n, scale) in [(1, 100), (3, 100), (4, 50), (5, 20)] {
-            let s = servers(n);
-            let ports: Vec<String> = s.iter().map(|s| s.green.clone()).collect();
-            let ports: Vec<&str> = ports.iter().map(String::as_str).collect();
             for weight in [1, 10, 25, 50, 99] {
-                let split = Split {
-                    weight,
-                    scale,
-                    ..Split::default()
-                };
-                let text = render(&split, &s, &names(), "2.0");
-                let got = share(&text, &ports);
-                assert!(
-                    (got - f64::from(weight) / 100.0).abs() < 1e-9,
-                    "{n} servers, scale {scale}, weight {weight}: {got}\n{text}"
-                );
-                assert_eq!(parse(&text), Some(split));
+                let r = routing(n, weight, scale);
+                let text = render(&r, &names()).unwrap().text;
+                let read = parse_foreign(&text, &names(), &slots(&r), Some("blue")).unwrap();
+                assert_eq!(read.weight, weight, "{n} servers, scale {scale}\n{text}");
+                assert_eq!(read.stable.slot, "blue");
             }
         }
     }
 
     #[test]
-    fn zero_and_a_hundred_route_to_one_slot_without_weight_zero() {
-        let s = servers(2);
-        let zero = render(&Split::default(), &s, &names(), "1");
+    fn zero_and_retired_route_to_the_stable_slot_only_and_testers_follow_the_routing() {
+        let r = routing(2, 0, 100);
+        let text = render(&r, &names()).unwrap().text;
+        let split = text.split("upstream web_split").nth(1).unwrap();
+        let split = split.split('}').next().unwrap();
         assert!(
-            zero.lines()
-                .filter(|l| l.trim_start().starts_with("server"))
-                .all(|l| !l.contains("weight=")),
-            "{zero}"
+            !split.contains("weight=") && !split.contains("18082"),
+            "{text}"
         );
-        assert_eq!(share(&zero, &["18082", "18084"]), 0.0);
-        let all = Split {
-            weight: 100,
-            ..Split::default()
-        };
-        let text = render(&all, &s, &names(), "1");
-        assert_eq!(share(&text, &["18082", "18084"]), 1.0);
-        // Testers go to the candidate by header or cookie; without them, nothing does.
-        assert!(!text.contains("\"1\" web_candidate"));
-        let testers = Split {
+        assert!(!text.contains("\"1\" web_candidate"), "{text}");
+        let testers = Routing {
             testers: true,
-            ..all
+            ..routing(2, 100, 100)
         };
-        let text = render(&testers, &s, &names(), "1");
+        let text = render(&testers, &names()).unwrap().text;
         assert!(
             text.contains(
                 "map $http_x_canary $web_pool { default $web_by_cookie; \"1\" web_candidate; }"
             ),
             "{text}"
         );
-        assert!(text.contains("map $cookie_canary $web_by_cookie"), "{text}");
+        let retired = Routing {
+            retired: true,
+            ..testers
+        };
+        let text = render(&retired, &names()).unwrap().text;
+        assert!(!text.contains("upstream web_candidate"), "{text}");
+        assert!(
+            !body_of(&text).contains("18082"),
+            "the retired slot is in no pool:\n{text}"
+        );
+        assert!(!text.contains("\"1\" web_candidate"), "{text}");
+    }
+
+    #[test]
+    fn the_state_location_answers_what_was_rendered() {
+        let r = routing(2, 25, 100);
+        let rendered = render(&r, &names()).unwrap();
+        let text = &rendered.text;
+        let json = text.split("return 200 '").nth(1).unwrap();
+        let json = json.split("\\n';").next().unwrap();
+        let served: Served = serde_json::from_str(json).unwrap();
+        assert_eq!(served.routing, r);
+        assert_eq!(served.nonce, rendered.nonce);
+        assert_eq!(served.digest, digest(body_of(text)));
+        // A comment edited by hand is no change; a weight is.
+        let commented = text.replacen("# Rendered", "# Someone wrote here. Rendered", 1);
+        assert_eq!(digest(body_of(&commented)), served.digest);
+        let edited = text.replacen("weight=1;", "weight=9;", 1);
+        assert_ne!(digest(body_of(&edited)), served.digest);
+        // Nothing nginx would expand or end the string at.
+        let odd = Routing {
+            stable: Pool {
+                version: "1.0$x'y\"".into(),
+                ..r.stable.clone()
+            },
+            ..r
+        };
+        let text = render(&odd, &names()).unwrap().text;
+        let json = text.split("return 200 '").nth(1).unwrap();
+        let json = json.split("\\n';").next().unwrap();
+        assert!(!json.contains('$') && !json.contains('\''), "{json}");
+        let served: Served = serde_json::from_str(json).unwrap();
+        assert_eq!(served.routing.stable.version, "1.0$x'y\"");
+    }
+
+    #[test]
+    fn addresses_are_checked_before_they_reach_a_config_line() {
+        for ok in [
+            "127.0.0.1:18201",
+            "[::1]:8080",
+            "app-1.internal:80",
+            "unix:/run/app.sock",
+        ] {
+            assert_eq!(check_address(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "127.0.0.1:18201 weight=1; server 127.0.0.1:18299 weight=100",
+            "127.0.0.1:18201; include /tmp/rootonly.txt",
+            "127.0.0.1:18201#x",
+            "127.0.0.1",
+            "127.0.0.1:0",
+            "127.0.0.1:70000",
+            "[::1]",
+            "$host:80",
+            "a b:80",
+            "unix:relative.sock",
+            "unix:/tmp/../etc/x",
+            "127.0.0.1:80\n    server evil:80",
+        ] {
+            assert!(check_address(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_hand_written_file_is_read_by_its_addresses_not_a_comment() {
+        let r = routing(2, 0, 100);
+        // Pools swapped by hand: production on green, no state line, no comment.
+        let text = "upstream web_split {\n    server 127.0.0.1:18082;\n    server 127.0.0.1:18084;\n}\n\
+                    map $http_x_canary $web_pool { default web_split; }\n";
+        let read = parse_foreign(text, &names(), &slots(&r), None).unwrap();
+        assert_eq!((read.stable.slot.as_str(), read.weight), ("green", 0));
+        // Weights edited to send 80% to the candidate, whatever a comment says.
+        let text = "# manent-plugin-nginx: stable=blue weight=20\nupstream web_split {\n    server 127.0.0.1:18081 weight=1;\n    server 127.0.0.1:18082 weight=4;\n}\n";
+        let read = parse_foreign(text, &names(), &slots(&r), Some("blue")).unwrap();
+        assert_eq!((read.stable.slot.as_str(), read.weight), ("blue", 80));
     }
 }

@@ -1,5 +1,5 @@
 //! `manent db copy`: every row of the system database (deployments, their steps and attempts,
-//! commands, events, releases, the journal, logs, locks, notifications) from one store to
+//! commands, events, releases, the journal, logs, locks, notifications, slots, receivers) from one store to
 //! another — SQLite to PostgreSQL, and back — verified at the end by row counts and checksums
 //! read back from the target. Engines' leases are not copied: they belong to running processes.
 
@@ -223,6 +223,29 @@ const TABLES: &[Table] = &[
         order_sqlite: "id",
         order_postgres: "id",
         identity: Some("id"),
+    },
+    Table {
+        name: "slots",
+        columns: &[
+            ("subject", Text),
+            ("stable", Text),
+            ("stable_version", Text),
+            ("candidate", Text),
+            ("candidate_version", Text),
+            ("candidate_live", Bool),
+            ("deployment_id", Text),
+            ("updated_at", Int),
+        ],
+        order_sqlite: "subject",
+        order_postgres: "subject",
+        identity: None,
+    },
+    Table {
+        name: "receivers",
+        columns: &[("name", Text), ("enabled_at", Int)],
+        order_sqlite: "name",
+        order_postgres: "name",
+        identity: None,
     },
 ];
 

@@ -6,7 +6,7 @@ use rusqlite::{Connection, params};
 
 use super::{
     JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, RELEASE, ROLLED_BACK, Records,
-    ReleaseRecord, RolledBack,
+    ReleaseRecord, RolledBack, SLOTS, SlotRecord,
 };
 use crate::workflow::sqlite::Extension;
 use crate::workflow::store::Record;
@@ -93,6 +93,24 @@ CREATE TABLE outbox (
 );
 CREATE INDEX outbox_undelivered ON outbox(receiver, id) WHERE delivered_at IS NULL;
 ",
+    r"
+-- Which slot serves each application's environment, as the last canary left it.
+CREATE TABLE slots (
+  subject           TEXT PRIMARY KEY,
+  stable            TEXT NOT NULL,
+  stable_version    TEXT NOT NULL,
+  candidate         TEXT NOT NULL,
+  candidate_version TEXT NOT NULL,
+  candidate_live    INTEGER NOT NULL,
+  deployment_id     TEXT NOT NULL,
+  updated_at        INTEGER NOT NULL
+);
+-- When each notification receiver was first seen: it gets what happens from then on.
+CREATE TABLE receivers (
+  name       TEXT PRIMARY KEY,
+  enabled_at INTEGER NOT NULL
+);
+",
 ];
 
 fn body<T: serde::de::DeserializeOwned>(r: &Record) -> Result<T, StoreError> {
@@ -142,6 +160,27 @@ impl Extension for DeployRecords {
                 )
             }
             JOURNAL => insert_journal(conn, &body(r)?),
+            SLOTS => {
+                let r: SlotRecord = body(r)?;
+                exec(
+                    conn,
+                    "INSERT INTO slots (subject, stable, stable_version, candidate, \
+                     candidate_version, candidate_live, deployment_id, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (subject) DO UPDATE SET \
+                     stable = ?2, stable_version = ?3, candidate = ?4, candidate_version = ?5, \
+                     candidate_live = ?6, deployment_id = ?7, updated_at = ?8",
+                    params![
+                        r.subject,
+                        r.stable,
+                        r.stable_version,
+                        r.candidate,
+                        r.candidate_version,
+                        r.candidate_live,
+                        r.deployment_id,
+                        r.updated_at
+                    ],
+                )
+            }
             other => Err(StoreError::Sql(format!("unknown record kind `{other}`"))),
         }
     }
@@ -227,6 +266,31 @@ impl Records for SqliteStore {
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
+        })
+        .await
+    }
+
+    async fn slots(&self, subject: &str) -> Result<Option<SlotRecord>, StoreError> {
+        use rusqlite::OptionalExtension;
+        let subject = subject.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT subject, stable, stable_version, candidate, candidate_version, \
+                 candidate_live, deployment_id, updated_at FROM slots WHERE subject = ?1",
+            )?
+            .query_row([subject], |r| {
+                Ok(SlotRecord {
+                    subject: r.get(0)?,
+                    stable: r.get(1)?,
+                    stable_version: r.get(2)?,
+                    candidate: r.get(3)?,
+                    candidate_version: r.get(4)?,
+                    candidate_live: r.get(5)?,
+                    deployment_id: r.get(6)?,
+                    updated_at: r.get(7)?,
+                })
+            })
+            .optional()?)
         })
         .await
     }
@@ -473,6 +537,23 @@ impl Records for SqliteStore {
                  WHERE id = ?1",
                 params![id, next_at, error],
             ),
+        })
+        .await
+    }
+
+    async fn receiver_enabled(&self, name: &str, now: i64) -> Result<i64, StoreError> {
+        let name = name.to_owned();
+        self.write(move |c| {
+            exec(
+                c,
+                "INSERT INTO receivers (name, enabled_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![name, now],
+            )?;
+            Ok(c.query_row(
+                "SELECT enabled_at FROM receivers WHERE name = ?1",
+                [&name],
+                |r| r.get(0),
+            )?)
         })
         .await
     }

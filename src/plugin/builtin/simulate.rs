@@ -22,7 +22,8 @@ use crate::plugin::error::PluginError;
 use crate::plugin::logger::Logger;
 use crate::plugin::targets::{for_all_targets, for_each_target};
 use crate::plugin::types::{
-    DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+    DeployResult, Pool, Release, Request, Routing, RoutingState, Target, TargetRelease,
+    TargetResult, TargetStatus,
 };
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -160,15 +161,8 @@ struct Simulate {
     log: Logger,
     /// What each simulated target runs, by moniker.
     fleet: Mutex<HashMap<String, String>>,
-    /// Each canary's simulated router, by deployment id.
-    routers: Mutex<HashMap<String, Router>>,
-}
-
-/// A canary's simulated traffic: the candidate's weight and scale.
-#[derive(Debug, Clone, Copy, Default)]
-struct Router {
-    weight: u32,
-    scale: Option<u32>,
+    /// Each environment's simulated router (`application/environment`): what it serves.
+    routers: Mutex<HashMap<String, Routing>>,
 }
 
 enum Fate {
@@ -303,16 +297,60 @@ impl Simulate {
         }
     }
 
-    fn router(&self, req: &Request, f: impl FnOnce(&mut Router)) -> Router {
+    /// Serves manent's routing from the request (the only source a router renders from), with
+    /// the call's change applied; without one (an older host), what it serves now.
+    fn route(&self, req: &Request, change: impl FnOnce(&mut Routing)) -> Routing {
+        let key = format!("{}/{}", req.application, req.environment);
         let Ok(mut routers) = self.routers.lock() else {
-            return Router::default();
+            return Routing::default();
         };
-        let r = routers.entry(req.deployment_id.clone()).or_default();
-        f(r);
-        *r
+        let mut r = req
+            .routing
+            .clone()
+            .or_else(|| routers.get(&key).cloned())
+            .unwrap_or_default();
+        change(&mut r);
+        routers.insert(key, r.clone());
+        r
     }
 
+    /// What the simulated router serves (nothing set since the plugin started: everything on
+    /// the slot the fleet says is live).
+    fn served(&self, req: &Request) -> Routing {
+        let key = format!("{}/{}", req.application, req.environment);
+        if let Some(r) = self.routers.lock().ok().and_then(|r| r.get(&key).cloned()) {
+            return r;
+        }
+        Routing {
+            stable: Pool {
+                slot: self.live_slot(req),
+                ..Pool::default()
+            },
+            retired: true,
+            ..Routing::default()
+        }
+    }
+
+    /// The slot the fleet serves this application from (`blue` before any promotion).
+    fn live_slot(&self, req: &Request) -> String {
+        self.fleet
+            .lock()
+            .ok()
+            .and_then(|f| {
+                req.targets
+                    .first()
+                    .and_then(|t| f.get(&format!("{}#slot", t.moniker)).cloned())
+            })
+            .unwrap_or_else(|| "blue".into())
+    }
+
+    /// (stable, candidate) slots: manent's record, else PrepareSlots' state.
     fn slots(req: &Request) -> (String, String) {
+        if let Some(r) = &req.routing
+            && !r.candidate.slot.is_empty()
+        {
+            return (r.stable.slot.clone(), r.candidate.slot.clone());
+        }
         let get = |k: &str| {
             req.traffic
                 .as_ref()
@@ -391,19 +429,23 @@ impl Deployer for Simulate {
 #[async_trait]
 impl SlotDeployer for Simulate {
     async fn prepare_slots(&self, req: &Request) -> Result<serde_json::Value, PluginError> {
-        // The slot not serving this application's stable release takes the candidate.
-        let live = self
-            .fleet
-            .lock()
-            .ok()
-            .and_then(|f| {
-                req.targets
-                    .first()
-                    .and_then(|t| f.get(&format!("{}#slot", t.moniker)).cloned())
-            })
-            .unwrap_or_else(|| "blue".into());
+        // The slot manent records as stable (else the one the fleet serves) keeps production;
+        // the other takes the candidate.
+        let live = req
+            .routing
+            .as_ref()
+            .map(|r| r.stable.slot.clone())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| self.live_slot(req));
         let candidate = if live == "blue" { "green" } else { "blue" };
-        self.router(req, |r| *r = Router::default());
+        self.route(req, |r| {
+            r.stable.slot.clone_from(&live);
+            r.candidate.slot = candidate.to_owned();
+            r.weight = 0;
+            r.testers = false;
+            r.scale = 100;
+            r.retired = false;
+        });
         self.ledger(req, "slots", candidate);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated slots: stable {live}, candidate {candidate} (nothing real is touched)"
@@ -437,7 +479,12 @@ impl SlotDeployer for Simulate {
                 f.insert(format!("{}#slot", t.moniker), candidate.clone());
             }
         }
-        self.router(req, |r| r.weight = 100);
+        self.route(req, |r| {
+            std::mem::swap(&mut r.stable, &mut r.candidate);
+            r.weight = 0;
+            r.testers = false;
+            r.retired = true;
+        });
         self.ledger(req, "promote", &candidate);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated promote: the {candidate} slot serves {} to all traffic",
@@ -448,7 +495,11 @@ impl SlotDeployer for Simulate {
 
     async fn revert_candidate(&self, req: &Request) -> Result<(), PluginError> {
         let (stable, _) = Simulate::slots(req);
-        self.router(req, |r| r.weight = 0);
+        self.route(req, |r| {
+            r.weight = 0;
+            r.testers = false;
+            r.retired = true;
+        });
         self.ledger(req, "revert", &stable);
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated revert: all traffic back on the {stable} slot"
@@ -474,7 +525,7 @@ impl TrafficRouter for Simulate {
                 "weight {weight}: a percentage is 0 to 100"
             )));
         }
-        self.router(req, |r| r.weight = weight);
+        self.route(req, |r| r.weight = weight);
         self.ledger(req, "weight", &weight.to_string());
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated router: candidate {weight}% / stable {}%",
@@ -484,7 +535,15 @@ impl TrafficRouter for Simulate {
     }
 
     async fn candidate_weight(&self, req: &Request) -> Result<u32, PluginError> {
-        Ok(self.router(req, |_| {}).weight)
+        let r = self.served(req);
+        Ok(if r.retired { 0 } else { r.weight })
+    }
+
+    async fn routing_state(&self, req: &Request) -> Result<RoutingState, PluginError> {
+        Ok(RoutingState {
+            routing: Some(self.served(req)),
+            foreign: None,
+        })
     }
 }
 
@@ -494,6 +553,7 @@ impl TesterRouter for Simulate {
         &self,
         req: &Request,
     ) -> Result<std::collections::BTreeMap<String, String>, PluginError> {
+        self.route(req, |r| r.testers = true);
         self.ledger(req, "testers", "X-Canary");
         self.log
             .for_deployment(&req.deployment_id)
@@ -512,7 +572,7 @@ impl SlotScaler for Simulate {
     async fn scale_candidate(&self, req: &Request, percent: u32) -> Result<(), PluginError> {
         let n = req.targets.len();
         let up = (n * usize::try_from(percent).unwrap_or(100)).div_ceil(100);
-        self.router(req, |r| r.scale = Some(percent));
+        self.route(req, |r| r.scale = percent);
         self.ledger(req, "scale", &percent.to_string());
         self.log.for_deployment(&req.deployment_id).info(&format!(
             "simulated scale: the candidate runs on {up} of {n} targets ({percent}%)"

@@ -18,7 +18,7 @@ use crate::plugin::contract::{
     SlotDeployer, SlotScaler, TesterRouter, TrafficRouter,
 };
 use crate::plugin::error::PluginError;
-use crate::plugin::types::{Artifact, DeployResult, Release, Request, TargetRelease};
+use crate::plugin::types::{Artifact, DeployResult, Release, Request, RoutingState, TargetRelease};
 
 /// Validate's limit (the seed's 30 seconds), also sent to the plugin as its deadline.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -276,6 +276,14 @@ impl TrafficRouter for Remote {
         })
         .await
         .map(|r| r.weight)
+    }
+
+    async fn routing_state(&self, req: &Request) -> Result<RoutingState, PluginError> {
+        self.call("RoutingState", Some(req), |mut c, id| async move {
+            c.routing_state(proto::request_to_wire(req, id)).await
+        })
+        .await
+        .map(proto::routing_state_from_wire)
     }
 }
 

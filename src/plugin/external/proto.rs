@@ -9,7 +9,8 @@ use crate::moniker::Moniker;
 use crate::plugin::error::PluginError;
 use crate::plugin::secrets::Secrets;
 use crate::plugin::types::{
-    Artifact, DeployResult, Release, Request, Target, TargetRelease, TargetResult, TargetStatus,
+    Artifact, DeployResult, Pool, Release, Request, Routing, RoutingState, Target, TargetRelease,
+    TargetResult, TargetStatus,
 };
 
 /// `manent.plugin.v1`
@@ -84,6 +85,64 @@ pub fn request_to_wire(req: &Request, broker_id: u32) -> v1::DeployRequest {
             .unwrap_or_default(),
         idempotency_key: req.idempotency_key.clone(),
         attempt: req.attempt,
+        routing: req.routing.as_ref().map(routing_to_wire),
+    }
+}
+
+fn pool_to_wire(p: &Pool) -> v1::Pool {
+    v1::Pool {
+        slot: p.slot.clone(),
+        version: p.version.clone(),
+        addresses: p.addresses.clone(),
+    }
+}
+
+fn pool_from_wire(p: Option<v1::Pool>) -> Pool {
+    let p = p.unwrap_or_default();
+    Pool {
+        slot: p.slot,
+        version: p.version,
+        addresses: p.addresses,
+    }
+}
+
+/// A routing on the wire.
+pub fn routing_to_wire(r: &Routing) -> v1::Routing {
+    v1::Routing {
+        stable: Some(pool_to_wire(&r.stable)),
+        candidate: Some(pool_to_wire(&r.candidate)),
+        weight: r.weight,
+        testers: r.testers,
+        scale: r.scale,
+        retired: r.retired,
+    }
+}
+
+/// A routing from the wire (a scale of 0 from a peer that does not set it is 100).
+pub fn routing_from_wire(r: v1::Routing) -> Routing {
+    Routing {
+        stable: pool_from_wire(r.stable),
+        candidate: pool_from_wire(r.candidate),
+        weight: r.weight,
+        testers: r.testers,
+        scale: if r.scale == 0 { 100 } else { r.scale },
+        retired: r.retired,
+    }
+}
+
+/// A routing state on the wire.
+pub fn routing_state_to_wire(s: &RoutingState) -> v1::RoutingStateResponse {
+    v1::RoutingStateResponse {
+        routing: s.routing.as_ref().map(routing_to_wire),
+        foreign: s.foreign.clone().unwrap_or_default(),
+    }
+}
+
+/// A routing state from the wire.
+pub fn routing_state_from_wire(s: v1::RoutingStateResponse) -> RoutingState {
+    RoutingState {
+        routing: s.routing.map(routing_from_wire),
+        foreign: Some(s.foreign).filter(|f| !f.is_empty()),
     }
 }
 
@@ -124,6 +183,7 @@ pub fn request_from_wire(w: v1::DeployRequest, secrets: Secrets) -> Result<Reque
         secrets,
         parallelism: w.parallelism.max(1),
         traffic: json(&w.traffic, "traffic")?,
+        routing: w.routing.map(routing_from_wire),
         idempotency_key: w.idempotency_key,
         attempt: w.attempt.max(1),
         processes: crate::plugin::Processes::none(),

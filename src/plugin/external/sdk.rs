@@ -481,6 +481,20 @@ impl DeployerRpc for PluginService {
         }))
     }
 
+    async fn routing_state(
+        &self,
+        req: Request<v1::DeployRequest>,
+    ) -> Result<Response<v1::RoutingStateResponse>, Status> {
+        let d = self.deployer()?;
+        let t = d
+            .traffic_router()
+            .ok_or_else(|| unimplemented("RoutingState"))?;
+        let (r, _open) = self.request(req.into_inner())?;
+        Ok(Response::new(proto::routing_state_to_wire(
+            &t.routing_state(&r).await?,
+        )))
+    }
+
     async fn route_testers(
         &self,
         req: Request<v1::DeployRequest>,

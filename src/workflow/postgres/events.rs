@@ -85,6 +85,22 @@ pub async fn events<C: GenericClient>(
     .collect())
 }
 
+/// When each of `id`'s events was last set.
+pub async fn event_times<C: GenericClient>(
+    c: &C,
+    id: &str,
+) -> Result<BTreeMap<String, i64>, StoreError> {
+    Ok(query(
+        c,
+        "SELECT key, updated_at FROM workflow_events WHERE workflow_id = $1",
+        &[&id],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect())
+}
+
 /// Registers engine `executor` (host, pid) at its start. An engine id in use by another live
 /// engine is refused: two engines with one id would take each other's deployments for their own.
 pub async fn register(

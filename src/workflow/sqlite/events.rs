@@ -73,6 +73,16 @@ pub fn events(conn: &Connection, id: &str) -> Result<BTreeMap<String, String>, S
     Ok(rows)
 }
 
+/// When each of `id`'s events was last set.
+pub fn event_times(conn: &Connection, id: &str) -> Result<BTreeMap<String, i64>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT key, updated_at FROM workflow_events WHERE workflow_id = ?1")?;
+    let rows = stmt
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<BTreeMap<String, i64>, _>>()?;
+    Ok(rows)
+}
+
 pub fn record_lease(
     conn: &Connection,
     executor: &str,

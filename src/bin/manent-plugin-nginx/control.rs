@@ -1,0 +1,189 @@
+//! Driving the operator's nginx: `nginx -t`, a graceful reload, its master's pid and workers.
+//! What nginx says is cut to its error lines, and a line about a file other than the two the
+//! plugin knows is shown without its quoted text: `nginx -t` echoes the offending word of a
+//! file, and that may be a file the operator must not see through manent.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// How long one `nginx -t` or `nginx -s reload` may take.
+const NGINX_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How the plugin reaches nginx.
+#[derive(Debug, Clone)]
+pub struct Control {
+    pub nginx: PathBuf,
+    pub prefix: Option<PathBuf>,
+    pub conf: PathBuf,
+    pub upstreams: PathBuf,
+    pub pid_file: Option<PathBuf>,
+}
+
+impl Control {
+    fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.nginx);
+        if let Some(p) = &self.prefix {
+            cmd.arg("-p").arg(p);
+        }
+        cmd.arg("-c").arg(&self.conf);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// `nginx -t` or `nginx -s reload`: Ok, or what nginx said (its error lines).
+    pub async fn run(&self, args: &[&str]) -> Result<(), String> {
+        let mut cmd = self.command();
+        cmd.args(args);
+        let out = tokio::time::timeout(NGINX_TIMEOUT, cmd.output())
+            .await
+            .map_err(|_| format!("no answer within {}s", NGINX_TIMEOUT.as_secs()))?
+            .map_err(|e| {
+                format!(
+                    "cannot run {}: {e} (install nginx, or set `nginx:` in the plugin's \
+                     options to its path)",
+                    self.nginx.display()
+                )
+            })?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} ({})",
+            self.said(&String::from_utf8_lossy(&out.stderr)),
+            out.status
+        ))
+    }
+
+    /// nginx's error lines, each about a file the plugin does not own shown without quoted
+    /// text.
+    fn said(&self, stderr: &str) -> String {
+        let ours = [
+            self.upstreams.display().to_string(),
+            self.conf.display().to_string(),
+        ];
+        let lines: Vec<String> = stderr
+            .lines()
+            .filter(|l| !l.contains("signal process started"))
+            .filter(|l| l.contains("[emerg]") || l.contains("[alert]") || l.contains("[crit]"))
+            .map(|l| {
+                let l = l.trim_start_matches("nginx: ");
+                let about_ours = ours.iter().any(|o| l.contains(&format!(" in {o}:")));
+                if about_ours || !l.contains(" in /") {
+                    l.to_owned()
+                } else {
+                    elide_quotes(l)
+                }
+            })
+            .collect();
+        if lines.is_empty() {
+            "nginx gave no error line".to_owned()
+        } else {
+            lines.join("; ")
+        }
+    }
+
+    /// The master's pid, from its pid file (`pid_file:`, the configuration's `pid`, the
+    /// prefix's `logs/nginx.pid`, or `/run/nginx.pid`), if that process is nginx's master.
+    pub fn master(&self) -> Option<u32> {
+        let from_conf = || {
+            let conf = std::fs::read_to_string(&self.conf).ok()?;
+            conf.lines()
+                .map(str::trim)
+                .find_map(|l| l.strip_prefix("pid "))
+                .map(|p| PathBuf::from(p.trim_end_matches(';').trim()))
+        };
+        let file = self
+            .pid_file
+            .clone()
+            .or_else(from_conf)
+            .or_else(|| self.prefix.as_ref().map(|p| p.join("logs/nginx.pid")))
+            .unwrap_or_else(|| PathBuf::from("/run/nginx.pid"));
+        let file = match (&self.prefix, file.is_relative()) {
+            (Some(p), true) => p.join(file),
+            _ => file,
+        };
+        let pid: u32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+        let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        cmd.starts_with("nginx: master").then_some(pid)
+    }
+
+    /// The master's worker processes that take connections (not those shutting down).
+    pub fn workers(&self, master: Option<u32>) -> Vec<u32> {
+        let Some(master) = master else {
+            return Vec::new();
+        };
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        procs
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let ppid = stat
+                    .rsplit_once(") ")
+                    .and_then(|(_, r)| r.split_whitespace().nth(1))
+                    .and_then(|p| p.parse::<u32>().ok());
+                let cmd =
+                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                ppid == Some(master)
+                    && cmd.contains("worker process")
+                    && !cmd.contains("shutting down")
+            })
+            .collect()
+    }
+
+    /// The directory of the upstreams file.
+    pub fn dir(&self) -> &Path {
+        self.upstreams
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    }
+}
+
+/// `unknown directive "…" in /etc/x:1` → `unknown directive "(hidden)" in /etc/x:1`.
+fn elide_quotes(line: &str) -> String {
+    let mut out = String::new();
+    let mut parts = line.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    for (i, p) in parts.enumerate() {
+        if i % 2 == 0 {
+            out.push_str("\"(not shown: another file's text)\"");
+        } else {
+            out.push_str(p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_files_text_never_reaches_the_operator() {
+        let c = Control {
+            nginx: "nginx".into(),
+            prefix: None,
+            conf: "/etc/nginx/nginx.conf".into(),
+            upstreams: "/etc/nginx/manent-web.conf".into(),
+            pid_file: None,
+        };
+        let said = c.said(
+            "nginx: [emerg] unknown directive \"s3cr3t-root-only\" in /tmp/rootonly.txt:1\n\
+             nginx: configuration file /etc/nginx/nginx.conf test failed\n",
+        );
+        assert!(!said.contains("s3cr3t"), "{said}");
+        assert!(said.contains("/tmp/rootonly.txt:1"), "{said}");
+        let said =
+            c.said("nginx: [emerg] unknown directive \"wieght\" in /etc/nginx/manent-web.conf:4\n");
+        assert!(said.contains("\"wieght\""), "{said}");
+    }
+}

@@ -1,0 +1,143 @@
+//! An analysis step: its check run `count` times, `interval` apart, with the commands sent
+//! meanwhile taken between runs; every run is a durable step (a restart does not count a run
+//! twice), and what it saw is published with the canary's status.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::analysis::{self, Seen, Verdict};
+use super::status::AnalysisRun;
+use super::{Analysed, Flight, STEP_TOPICS, tester_header};
+use crate::config::Analysis;
+use crate::deploy::spine::{OrFail, Run, Stop};
+use crate::deploy::state::{CanaryCall, Doing, StepName};
+use crate::deploy::steps;
+use crate::workflow::RetryPolicy;
+
+impl Flight {
+    /// Runs an analysis step: its check `count` times, `interval` apart, commands taken between.
+    pub(super) async fn analysis(&mut self, run: &Run<'_>, a: &Analysis) -> Result<Analysed, Stop> {
+        let step = u32::try_from(self.pos + 1).unwrap_or(u32::MAX);
+        let (mut failed, mut inconclusive) = (0, 0);
+        for i in 1..=a.count {
+            self.publish(
+                run,
+                self.at(Doing::Analysis {
+                    run: i,
+                    runs: a.count,
+                }),
+            )
+            .await?;
+            let live = !run.ctx.replaying();
+            let seen = self.check(run, a).await?;
+            if live {
+                let log = run.env.log.for_deployment(run.ctx.id());
+                let line = format!(
+                    "analysis {i}/{} at step {step} {}: {}{}",
+                    a.count,
+                    seen.verdict.as_str(),
+                    seen.value,
+                    if seen.excerpt.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", seen.excerpt)
+                    }
+                );
+                match seen.verdict {
+                    Verdict::Pass => log.info(&line),
+                    _ => log.warn(&line),
+                }
+            }
+            let verdict = seen.verdict;
+            let detail = format!(
+                "{}{}",
+                seen.value,
+                if seen.excerpt.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", seen.excerpt)
+                }
+            );
+            self.status.runs.push(AnalysisRun {
+                step,
+                run: i,
+                of: a.count,
+                seen,
+                at: crate::sys::now_ms(),
+            });
+            match verdict {
+                Verdict::Pass => {}
+                Verdict::Fail => failed += 1,
+                Verdict::Inconclusive => inconclusive += 1,
+            }
+            if failed >= a.failure_limit {
+                return Ok(Analysed::Revert(format!(
+                    "analysis at step {step} ({}) failed {failed} of {i} runs (limit {}); last: \
+                     {detail}",
+                    a.check, a.failure_limit
+                )));
+            }
+            if inconclusive >= a.inconclusive_limit {
+                return Ok(Analysed::Pause(format!(
+                    "analysis at step {step} ({}) could not tell {inconclusive} of {i} runs \
+                     (limit {}); last: {detail}; promote, revert or set a weight",
+                    a.check, a.inconclusive_limit
+                )));
+            }
+            if i < a.count
+                && let Some(m) = self.wait(run, STEP_TOPICS, Some(a.interval)).await?
+            {
+                return Ok(Analysed::Command(m));
+            }
+        }
+        Ok(Analysed::Passed)
+    }
+
+    /// One run of the analysis check, as a step (a check never fails its step: what went
+    /// wrong is its verdict).
+    async fn check(&self, run: &Run<'_>, a: &Analysis) -> Result<Seen, Stop> {
+        let spec = run.spec;
+        let env: BTreeMap<String, String> = [
+            ("MANENT_DEPLOYMENT_ID", run.ctx.id().to_owned()),
+            ("MANENT_APPLICATION", spec.application.clone()),
+            ("MANENT_ENVIRONMENT", spec.environment.clone()),
+            ("MANENT_VERSION", spec.artifact.version.clone()),
+            ("MANENT_CANARY_WEIGHT", self.status.weight.to_string()),
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", std::env::var("HOME").unwrap_or_default()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let tester_header = tester_header(&self.status.testers);
+        let limit = match &a.check {
+            crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
+            crate::config::Check::Command { .. } => spec.step_timeout,
+        };
+        // A check never fails its step; its retries are for the attempts a crash cut off.
+        let policy = RetryPolicy {
+            max_retries: 3,
+            timeout: Some(limit + Duration::from_secs(5)),
+            ..steps::internal()
+        };
+        let processes = &run.env.processes;
+        let (check, env, tester_header) = (&a.check, &env, &tester_header);
+        let dir = run.spec.workdir.as_path();
+        run.ctx
+            .step(
+                StepName::Canary(CanaryCall::Check),
+                &policy,
+                |_| async move {
+                    let cx = analysis::Context {
+                        env: env.clone(),
+                        tester_header: tester_header.clone(),
+                        processes,
+                        dir,
+                    };
+                    Ok(analysis::run(check, &cx, limit).await)
+                },
+            )
+            .await?
+            .or_fail()
+    }
+}

@@ -1,0 +1,117 @@
+//! What a canary publishes for consoles and the CLI: where it is ([`CanaryStatus`], a durable
+//! event), what the router was last read to serve ([`Actual`], measured while it waits), its
+//! analysis runs and the decisions taken, with why.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::analysis::Seen;
+use crate::plugin::Routing;
+
+/// What a canary publishes for consoles (event `canary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryStatus {
+    /// The step it is at, from 1; 0 before the steps; past the last once they are done.
+    pub step: u32,
+    /// Percentage of traffic sent to the candidate, as set.
+    pub weight: u32,
+    /// What the router served right after the weight was set (read back).
+    #[serde(default)]
+    pub actual: Option<u32>,
+    /// The weight was set by an operator's hand, not by a step.
+    #[serde(default)]
+    pub manual: bool,
+    /// Held by an operator: the automatic steps wait for `resume` or `promote`.
+    #[serde(default)]
+    pub held: bool,
+    /// The candidate's scale, once set.
+    #[serde(default)]
+    pub scale: Option<u32>,
+    /// What RouteTesters returned (the header or cookie that reaches the candidate), while
+    /// testers are routed.
+    #[serde(default)]
+    pub testers: BTreeMap<String, String>,
+    /// Analysis runs, oldest first.
+    #[serde(default)]
+    pub runs: Vec<AnalysisRun>,
+    /// Decisions and why, oldest first.
+    #[serde(default)]
+    pub decisions: Vec<Decision>,
+    /// PrepareSlots' state.
+    #[serde(default)]
+    pub slots: Option<serde_json::Value>,
+    /// A weight step before `back` can return to (the step weights set so far).
+    #[serde(default)]
+    pub can_go_back: bool,
+    /// The weight `back` would go to.
+    #[serde(default)]
+    pub back_to: Option<u32>,
+    /// The routing manent recorded (slots, weight, testers, scale, retired): what the router
+    /// is told and what its read-back is compared with.
+    #[serde(default)]
+    pub routing: Option<Routing>,
+    /// A router call that failed, in full, while the canary waits for a decision.
+    #[serde(default)]
+    pub router_error: Option<String>,
+}
+
+/// One run of an analysis check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalysisRun {
+    /// The canary step, from 1.
+    pub step: u32,
+    /// The run, from 1.
+    pub run: u32,
+    /// Runs in all.
+    pub of: u32,
+    /// What it saw.
+    #[serde(flatten)]
+    pub seen: Seen,
+    /// Epoch ms.
+    pub at: i64,
+}
+
+/// A decision: who took it (an operator, or the canary's analysis) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// `revert`, `pause`, `promote`, `weight`, `back`, `resume`, `abandon`.
+    pub action: String,
+    /// An operator, or `analysis`.
+    pub by: String,
+    /// Why: the check, the value seen, the threshold, an excerpt.
+    pub why: String,
+    /// Epoch ms.
+    pub at: i64,
+}
+
+/// The router as last read back while the canary is live (event `canary_actual`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actual {
+    /// The candidate's weight it serves (`None`: it could not say).
+    pub weight: Option<u32>,
+    /// Why it could not be read.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Epoch ms.
+    pub at: i64,
+    /// What it serves, read back (`None`: it cannot say, or it has no read-back of the whole).
+    #[serde(default)]
+    pub served: Option<Routing>,
+    /// It runs a configuration manent did not write: why.
+    #[serde(default)]
+    pub foreign: Option<String>,
+    /// How it differs from manent's record, one phrase each (empty: it serves what manent set).
+    #[serde(default)]
+    pub drift: Vec<String>,
+    /// What was done about the drift: `corrected`, `held`, or why correcting failed.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// The engine read it (`false`: read by a command while no engine runs).
+    #[serde(default = "yes")]
+    pub by_engine: bool,
+}
+
+fn yes() -> bool {
+    true
+}

@@ -1,0 +1,329 @@
+//! A live canary is watched: while it waits (an operator's pause, a timed pause, between
+//! analysis runs, held, or stuck on a failed router call), the router is read back every
+//! `canary.watch`, and what it serves is compared with manent's record. A difference is drift:
+//! logged with both states, published for the inbox, the console and notifications, then
+//! corrected (`on_drift: correct`, the default: manent's routing is set again) or held for the
+//! operator (`on_drift: hold`). After a restart the routing is read back first and set again
+//! only when the router serves something else — never a blind double apply.
+//!
+//! None of this is a durable step: reading and re-asserting change nothing the canary decides,
+//! and a hold goes through the mailbox, as an operator's pause would.
+
+use super::status::Actual;
+use super::{Flight, router, traffic_router, with_plugin};
+use crate::config::OnDrift;
+use crate::deploy::command::{self, OperatorCommand};
+use crate::deploy::spine::{Run, json};
+use crate::operator::Operator;
+use crate::plugin::{Routing, RoutingState};
+use crate::workflow::StepError;
+
+/// One drift episode, published as event `canary_drift` (the inbox and notifications read it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Drift {
+    /// When it was seen, epoch ms.
+    pub at: i64,
+    /// manent's record.
+    pub expected: Routing,
+    /// What the router served (`None`: it could not say).
+    pub served: Option<Routing>,
+    /// How they differ.
+    pub differences: Vec<String>,
+    /// `corrected`, `held`, or why correcting failed.
+    pub action: String,
+    /// It is over: the router serves manent's routing again.
+    #[serde(default)]
+    pub over: bool,
+}
+
+impl Flight {
+    /// Reads the router back and deals with drift.
+    pub(super) async fn watch(&mut self, run: &Run<'_>) {
+        let Some(expected) = run.routing.clone() else {
+            return;
+        };
+        let read = read(run, &expected).await;
+        let state = match read {
+            Ok(s) => s,
+            Err(e) => {
+                publish(run, error_read(&e)).await;
+                return;
+            }
+        };
+        let diff = expected.differences(&state);
+        if diff.is_empty() {
+            if !self.drift.is_empty() {
+                self.drift.clear();
+                run.env
+                    .log
+                    .for_deployment(run.ctx.id())
+                    .info("the router serves manent's routing again");
+                self.publish_drift(run, &expected, &state, Vec::new(), "over", true)
+                    .await;
+            }
+            publish(run, actual(&state, Vec::new(), None)).await;
+            return;
+        }
+        let log = run.env.log.for_deployment(run.ctx.id());
+        let first = diff != self.drift;
+        if self.drift.is_empty() {
+            self.drift_since = crate::sys::now_ms();
+        }
+        if first {
+            log.warn(&format!(
+                "drift on {}: manent set {}; the router serves {}: {}",
+                run.spec.subject(),
+                expected.describe(),
+                state
+                    .routing
+                    .as_ref()
+                    .map_or_else(|| "what it cannot say".to_owned(), Routing::describe),
+                diff.join("; ")
+            ));
+        }
+        let action = match self.plan.on_drift {
+            OnDrift::Correct => correct(run, &expected).await,
+            OnDrift::Hold => self.hold(run, &diff, first).await,
+        };
+        if first || self.plan.on_drift == OnDrift::Correct {
+            log.warn(&format!("drift: {action}"));
+        }
+        self.drift.clone_from(&diff);
+        self.publish_drift(run, &expected, &state, diff.clone(), &action, false)
+            .await;
+        publish(run, actual(&state, diff, Some(action))).await;
+    }
+
+    /// `on_drift: hold`: the steps stop where they are (a pause through the mailbox, journaled
+    /// as manent's) and the router is left to the operator.
+    async fn hold(&mut self, run: &Run<'_>, diff: &[String], first: bool) -> String {
+        if !first || self.status.held {
+            return "held: the router is left to you".into();
+        }
+        let manent = Operator {
+            name: "manent".into(),
+            client: None,
+        };
+        let why = format!("router drift: {}", diff.join("; "));
+        match command::send(
+            run.env.db.as_ref(),
+            &manent,
+            run.ctx.id(),
+            &OperatorCommand::Pause,
+            Some(&why),
+        )
+        .await
+        {
+            Ok(_) => "held: the steps wait and the router is left to you (`manent weight` sets \
+                      it again, `resume` goes on)"
+                .into(),
+            // At an operator's pause nothing moves anyway.
+            Err(_) => "held: the router is left to you".into(),
+        }
+    }
+
+    async fn publish_drift(
+        &self,
+        run: &Run<'_>,
+        expected: &Routing,
+        state: &RoutingState,
+        differences: Vec<String>,
+        action: &str,
+        over: bool,
+    ) {
+        let drift = Drift {
+            at: self.drift_since,
+            expected: expected.clone(),
+            served: state.routing.clone(),
+            differences,
+            action: action.to_owned(),
+            over,
+        };
+        let _ = run.ctx.publish(&[("canary_drift", json(&drift))]).await;
+    }
+
+    /// After a restart, once the replay has caught up: the router is read back, and manent's
+    /// routing set again only if it serves something else (a router that lost it, or drifted
+    /// while no engine watched).
+    pub(super) async fn reassert_after_restart(&mut self, run: &Run<'_>) {
+        if self.reasserted || !run.ctx.resumed() || run.ctx.replaying() {
+            return;
+        }
+        self.reasserted = true;
+        let Some(expected) = run.routing.clone() else {
+            return;
+        };
+        let log = run.env.log.for_deployment(run.ctx.id());
+        let state = match read(run, &expected).await {
+            Ok(s) => s,
+            Err(e) => {
+                log.warn(&format!("canary resumed: cannot read the router back: {e}"));
+                publish(run, error_read(&e)).await;
+                return;
+            }
+        };
+        let diff = expected.differences(&state);
+        if diff.is_empty() {
+            log.info(&format!(
+                "canary resumed: the router serves the recorded routing ({})",
+                expected.describe()
+            ));
+            publish(run, actual(&state, Vec::new(), None)).await;
+            return;
+        }
+        log.warn(&format!(
+            "canary resumed: the router serves something else than recorded ({}); setting {} \
+             again",
+            diff.join("; "),
+            expected.describe()
+        ));
+        let action = correct(run, &expected).await;
+        log.info(&format!("canary resumed: {action}"));
+        let after = read(run, &expected).await.unwrap_or(state);
+        let left = expected.differences(&after);
+        publish(run, actual(&after, left, Some(action))).await;
+    }
+}
+
+/// The router's state, read back outside the checkpoint log.
+async fn read(run: &Run<'_>, expected: &Routing) -> Result<RoutingState, StepError> {
+    let expected = expected.clone();
+    with_plugin(run, |h, req| async move {
+        router::read_back(traffic_router(&h)?, &req, &expected)
+            .await
+            .map_err(StepError::from)
+    })
+    .await
+}
+
+/// Sets manent's routing again (the router renders the whole of it) and reads it back.
+async fn correct(run: &Run<'_>, expected: &Routing) -> String {
+    let weight = if expected.retired { 0 } else { expected.weight };
+    let exp = expected.clone();
+    let set = with_plugin(run, |h, req| async move {
+        let router = traffic_router(&h)?;
+        router
+            .set_candidate_weight(&req, weight)
+            .await
+            .map_err(StepError::from)?;
+        router::read_back(router, &req, &exp)
+            .await
+            .map_err(StepError::from)
+    })
+    .await;
+    match set {
+        Ok(state) => {
+            let left = expected.differences(&state);
+            if left.is_empty() {
+                format!("corrected: the router serves {} again", expected.describe())
+            } else {
+                format!(
+                    "correcting it did not take: the router still differs ({})",
+                    left.join("; ")
+                )
+            }
+        }
+        Err(e) => format!("correcting it failed: {e}"),
+    }
+}
+
+fn actual(state: &RoutingState, drift: Vec<String>, action: Option<String>) -> Actual {
+    Actual {
+        weight: state
+            .routing
+            .as_ref()
+            .map(|r| if r.retired { 0 } else { r.weight }),
+        error: None,
+        at: crate::sys::now_ms(),
+        served: state.routing.clone(),
+        foreign: state.foreign.clone(),
+        drift,
+        action,
+        by_engine: true,
+    }
+}
+
+fn error_read(e: &StepError) -> Actual {
+    Actual {
+        error: Some(e.to_string()),
+        at: crate::sys::now_ms(),
+        by_engine: true,
+        ..Actual::default()
+    }
+}
+
+async fn publish(run: &Run<'_>, a: Actual) {
+    if let Some(w) = a.weight {
+        crate::telemetry::metrics::get()
+            .canary_actual((&run.spec.application, &run.spec.environment), w);
+    }
+    let _ = run.ctx.publish(&[("canary_actual", json(&a))]).await;
+}
+
+impl Flight {
+    /// Publishes a read the canary made itself (right after a change).
+    pub(super) async fn published_read(&self, run: &Run<'_>, state: &RoutingState) {
+        let diff = self.record(run).differences(state);
+        publish(run, actual(state, diff, None)).await;
+    }
+}
+
+/// What a live canary's router serves, read by a command while no engine runs (`status`):
+/// the plugin is started for the one read, and stopped after it.
+pub async fn read_without_engine(
+    config: &crate::config::Config,
+    store: &dyn crate::workflow::Store,
+    id: &str,
+) -> Result<Actual, String> {
+    let state = store
+        .state(id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no deployment with id {id}"))?;
+    let input: crate::deploy::DeployInput =
+        serde_json::from_str(&state.row.inputs).map_err(|e| e.to_string())?;
+    let spec = input.spec;
+    let status: super::CanaryStatus = state
+        .events
+        .get("canary")
+        .and_then(|v| serde_json::from_str(v).ok())
+        .unwrap_or_default();
+    let expected = status
+        .routing
+        .ok_or_else(|| "the canary has not prepared its slots yet".to_owned())?;
+    let plan = crate::deploy::plan::compute(&spec)?;
+    let registry =
+        crate::plugin::Registry::new(config, std::sync::Arc::new(crate::plugin::logger::Discard));
+    let read = async {
+        let h = registry
+            .get(&spec.plugin)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut req = crate::deploy::steps::request(
+            &spec,
+            id,
+            plan.request_targets(),
+            1,
+            crate::plugin::Secrets::none(),
+            None,
+            &crate::plugin::Processes::none(),
+        );
+        req.traffic = status.slots.clone();
+        req.routing = Some(expected.clone());
+        let router = traffic_router(&h).map_err(|e| e.to_string())?;
+        router::read_back(router, &req, &expected)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let limit = spec.step_timeout.min(std::time::Duration::from_secs(15));
+    let read = tokio::time::timeout(limit, read)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {}s", limit.as_secs())));
+    registry.shutdown().await;
+    let state = read?;
+    let diff = expected.differences(&state);
+    Ok(Actual {
+        by_engine: false,
+        ..actual(&state, diff, None)
+    })
+}
