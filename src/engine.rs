@@ -429,6 +429,8 @@ impl Engine {
                 return Err(e.into());
             }
         };
+        // Other processes' commands wake the engine at once; the poll is the fallback.
+        store.listen();
         let poller = runtime.spawn_poller(Duration::from_millis(250));
         // On a shared database the lease is renewed, and what dead engines left is taken over.
         let heartbeat = config.postgres.is_some().then(|| {

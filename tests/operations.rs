@@ -621,6 +621,49 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
 }
 
 #[test]
+fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
+    let r = Receiver::start(0, false);
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    for v in ["1.0.0", "1.1.0"] {
+        let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    // The receiver is added: it hears of the next deploy, not of the two before.
+    std::fs::write(fx.config(), notify_manent(&r, "")).unwrap();
+    let env = [("HOOK_TOKEN", "t")];
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(r.events(), ["started", "finished"]);
+    let all = r.accepted.lock().unwrap().clone();
+    assert!(
+        all.iter().all(|b| b["deployment"] == id.as_str()),
+        "{all:?}"
+    );
+    // Each is stamped with when it happened, not when it was sent.
+    let v = fx.status(&id);
+    assert_eq!(all[0]["at"], v["created_at"]);
+    assert_eq!(all[1]["at"], v["completed_at"]);
+    let said: Vec<String> = fx
+        .db()
+        .prepare("SELECT message FROM logs WHERE message LIKE 'notify chat: new receiver%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("4 earlier event(s) of 2 deployment(s) are not sent")),
+        "{said:?}"
+    );
+}
+
+#[test]
 fn a_receiver_down_for_three_attempts_still_gets_everything_in_order() {
     let r = Receiver::start(3, false);
     let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);

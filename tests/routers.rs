@@ -426,7 +426,10 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     let v = fx.status(&id);
     assert_eq!(v["phase"]["reverting"], true, "{v}");
     let refused = text(&fx.run(&["weight", &id, "30"]).stderr);
-    assert!(refused.contains("it takes retry, abandon there"), "{refused}");
+    assert!(
+        refused.contains("it takes retry, abandon there"),
+        "{refused}"
+    );
     // Mended, a retry reverts: the candidate has no traffic, measured.
     n.break_check(false);
     let out = fx.run(&["retry", &id]);

@@ -553,10 +553,19 @@ fn canary_summary(v: &DeploymentView, c: &crate::deploy::view::CanaryView, out: 
             "returns to the previous step's weight",
         ));
     }
+    if v.takes(Topic::Retry) {
+        verbs.push((format!("manent retry {id}"), "tries the router call again"));
+    }
     if v.takes(Topic::Revert) {
         verbs.push((
             format!("manent revert {id}"),
             "takes the candidate out of traffic",
+        ));
+    }
+    if v.takes(Topic::Abandon) {
+        verbs.push((
+            format!("manent abandon {id} --reason \"…\""),
+            "ends it failed, traffic left where the router has it",
         ));
     }
     let wide = verbs.iter().map(|(v, _)| v.len()).max().unwrap_or(0);
@@ -674,7 +683,7 @@ pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
     {
         canary_summary(v, c, out);
     }
-    if v.state == DeploymentState::FailedAwaiting {
+    if v.state == DeploymentState::FailedAwaiting && !v.router_failed() {
         let id = &v.id;
         let failed = v.first_failure().map_or("TARGET", |t| t.name.as_str());
         let mut verbs = Vec::new();

@@ -343,6 +343,17 @@ impl DeploymentView {
         self
     }
 
+    /// A canary that waits for a decision after its router failed.
+    pub fn router_failed(&self) -> bool {
+        matches!(
+            self.phase,
+            Some(Phase::Canary {
+                doing: Doing::RouterFailed { .. },
+                ..
+            })
+        )
+    }
+
     /// The deployment's state when `engine_running` says whether any engine runs.
     pub fn state_with(&self, engine_running: bool) -> DeploymentState {
         match self.state {

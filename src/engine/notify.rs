@@ -32,6 +32,9 @@ const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// Deployments that ended longer ago than this when the engine started are not notified (a
 /// receiver added to manent.yml does not hear of last week's deploys).
 const RECENT_MS: i64 = 10 * 60 * 1000;
+/// A receiver first seen now still hears what happened this long before: the deploy whose
+/// command started this engine was submitted a moment before the engine (and its notifier).
+const ENABLING_GRACE_MS: i64 = 2_000;
 /// Failed deliveries before a notification is given up (logged).
 const MAX_ATTEMPTS: u32 = 30;
 /// At shutdown, what is due is sent for at most this long; the rest goes at the next start.
@@ -287,7 +290,7 @@ async fn scan(
                 .zip(enabled.iter_mut())
                 .filter(|(r, _)| r.events.iter().any(|e| e == event))
             {
-                if at < e.at {
+                if at < e.at - ENABLING_GRACE_MS {
                     e.skipped.insert(format!("{}/{mark}", v.id));
                     e.of.insert(v.id.clone());
                     continue;

@@ -457,18 +457,28 @@ impl Runtime {
         tokio::spawn(async move {
             let mut shutdown = rt.shutdown.subscribe();
             let mut last = rt.store.data_version().await.unwrap_or(0);
-            loop {
-                let changed = async {
-                    match rt.store.changes() {
+            let store = rt.store.clone();
+            // Registered before each round's work, so a change during the work is not missed.
+            let listen = || {
+                let mut n = Box::pin(async {
+                    match store.changes() {
                         Some(n) => n.notified().await,
                         None => std::future::pending().await,
                     }
-                };
+                });
+                // Polled once: the `notified()` inside is now registered.
+                let waker = futures::task::noop_waker();
+                let _ = n.as_mut().poll(&mut std::task::Context::from_waker(&waker));
+                n
+            };
+            let mut changed = listen();
+            loop {
                 tokio::select! {
                     () = tokio::time::sleep(every) => {}
-                    () = changed => {}
+                    () = &mut changed => {}
                     _ = shutdown.wait_for(|s| *s != Shutdown::Running) => return,
                 }
+                changed = listen();
                 let again = rt
                     .reclaim
                     .lock()

@@ -4,6 +4,7 @@
 
 mod events;
 mod steps;
+mod wake;
 mod workflows;
 
 use std::collections::BTreeMap;
@@ -118,6 +119,8 @@ pub struct SqliteStore {
     jobs: mpsc::Sender<Box<dyn Job>>,
     path: PathBuf,
     ext: Arc<dyn Extension>,
+    /// Wake-ups between this process and the engine holding the database.
+    wake: Arc<wake::Wake>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -151,14 +154,17 @@ impl SqliteStore {
         }
         schema::migrate(&mut conn, Some((ext.name(), ext.migrations())))?;
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
+        let wake = wake::Wake::new(path);
+        let signal = wake.clone();
         std::thread::Builder::new()
             .name("manent-store".into())
-            .spawn(move || writer_loop(&conn, &rx))
+            .spawn(move || writer_loop(&conn, &rx, &signal))
             .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
         Ok(SqliteStore {
             jobs: tx,
             path: path.to_owned(),
             ext,
+            wake,
         })
     }
 
@@ -206,7 +212,7 @@ impl SqliteStore {
     }
 }
 
-fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>) {
+fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>, wake: &wake::Wake) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_GROUP {
@@ -217,7 +223,7 @@ fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>) {
         }
         let (writes, reads): (Vec<_>, Vec<_>) = batch.into_iter().partition(|j| j.writes());
         if !writes.is_empty() {
-            commit_group(conn, writes);
+            commit_group(conn, writes, wake);
         }
         for mut job in reads {
             let r = job.run(conn).map(|_| ());
@@ -226,9 +232,13 @@ fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>) {
     }
 }
 
-fn commit_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>) {
+/// Commits a group of writes; once committed, the engine is told before anyone is answered
+/// (a command-line process may exit as soon as it has its answer).
+fn commit_group(conn: &Connection, mut jobs: Vec<Box<dyn Job>>, wake: &wake::Wake) {
     let result = run_group(conn, &mut jobs);
-    if result.is_err() {
+    if result.is_ok() {
+        wake.signal();
+    } else {
         // SQLite may already have rolled back (SQLITE_FULL, IOERR); an explicit ROLLBACK is the
         // documented response and may itself fail harmlessly.
         let _ = conn.execute_batch("ROLLBACK");
@@ -379,6 +389,14 @@ impl Store for SqliteStore {
             .await
     }
 
+    fn changes(&self) -> Option<&tokio::sync::Notify> {
+        self.wake.listening().then_some(&self.wake.notify)
+    }
+
+    fn listen(&self) -> bool {
+        self.wake.listen()
+    }
+
     async fn workflow(&self, id: &str) -> Result<Option<WorkflowRow>, StoreError> {
         let id = id.to_owned();
         self.read(move |c| workflows::get(c, &id)).await
@@ -423,6 +441,7 @@ impl Store for SqliteStore {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
+        self.wake.close();
         self.read(|c| {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             Ok(())

@@ -562,6 +562,11 @@ pub trait Store: Send + Sync {
     fn changes(&self) -> Option<&tokio::sync::Notify> {
         None
     }
+    /// The engine holding the database listens for other processes' commits (SQLite's wake
+    /// socket; PostgreSQL listens already): false when it cannot, and then it only polls.
+    fn listen(&self) -> bool {
+        false
+    }
     /// One workflow.
     async fn workflow(&self, id: &str) -> Result<Option<WorkflowRow>, StoreError>;
     /// Workflows, newest first.

@@ -69,7 +69,7 @@ fn bar_line(
 pub fn weights(c: &CanaryView, pending: Option<u32>, live: bool, t: &Theme) -> Line<'static> {
     let mut spans = vec![Span::raw(format!("set {}%", c.status.weight))];
     match c.actual_weight().filter(|_| live) {
-        Some(a) if a != c.status.weight => spans.push(Span::styled(
+        Some(a) if c.drift() => spans.push(Span::styled(
             format!(" · router {a}%: drift"),
             t.get("status.failed"),
         )),
@@ -107,8 +107,12 @@ pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> L
     Line::from(spans)
 }
 
-/// Testers, scale, and the last analysis run or automatic decision.
+/// A failed router call or drift first (in full in the log pane); else testers, scale, and
+/// the last analysis run or automatic decision.
 pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
+    if let Some(l) = c.router_lines().into_iter().next() {
+        return Line::from(Span::styled(l, t.get("status.failed")));
+    }
     let mut parts: Vec<Span<'static>> = Vec::new();
     if let Some((h, v)) = tester_header(&c.status.testers) {
         parts.push(Span::raw(format!("testers {h}: {v}")));
