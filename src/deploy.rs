@@ -83,6 +83,10 @@ pub struct DeployInput {
     pub dry_run: bool,
     /// Who started it.
     pub operator: String,
+    /// A canary run only to take the candidate that canary `revert_of` left in traffic (it
+    /// was abandoned) out of every pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert_of: Option<String>,
 }
 
 /// A rollback's inputs.

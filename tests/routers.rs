@@ -476,6 +476,21 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     );
     n.break_check(false);
     assert_share(&n, "2.0.0", 30.0, "abandoned where it was");
+    // Revert still works on it: a run of its own takes the candidate out, read back.
+    let out = fx.run(&["revert", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(n.sample(300, None, "2.0.0"), (0, 0));
+    let reverting = id_of(&fx);
+    assert_ne!(reverting, id);
+    let v = fx.status(&reverting);
+    assert_eq!(v["state"], "reverted", "{v}");
+    assert!(
+        v["report"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the candidate {id} left in traffic")),
+        "{v}"
+    );
 }
 
 fn drift_is_seen_and_corrected_or_held<R: Router>() {

@@ -119,7 +119,55 @@ pub async fn canary(
     } else {
         Expect::End
     };
+    if *cmd == OperatorCommand::Revert
+        && let Some(code) = revert_left(config_path, id, reason, json, out).await
+    {
+        return code;
+    }
     steer_and_follow(config_path, id, cmd, reason, false, json, expect, out).await
+}
+
+/// A canary that ended failed with its candidate still in a pool (an operator abandoned it):
+/// its revert is a run of its own, followed to its end. `None` when `id` is not one.
+async fn revert_left(
+    config_path: &Path,
+    id: &str,
+    reason: Option<&str>,
+    json: bool,
+    out: &mut Out,
+) -> Option<u8> {
+    let (config, store) = match output::open(config_path, out).await {
+        Ok(t) => t,
+        Err(code) => return Some(code),
+    };
+    let v = output::view(&*store, id, out).await.ok()?;
+    let left = v.kind == crate::deploy::state::Kind::Canary
+        && !v.status.is_live()
+        && v.state == DeploymentState::Failed
+        && v.canary
+            .as_ref()
+            .and_then(|c| c.status.routing.as_ref())
+            .is_some_and(|r| !r.retired);
+    if !left {
+        return None;
+    }
+    let op = Operator::from_env();
+    let sub = crate::deploy::submit::Submission::new(&op, reason, &config.engine);
+    let started = crate::deploy::submit::revert_left(&*store, id, &sub).await;
+    drop(store);
+    match started {
+        Ok(s) => {
+            out.note(format!(
+                "manent: {id} left its candidate in traffic: {} takes it out of every pool",
+                s.id()
+            ));
+            Some(run_and_follow(&config, s.id(), false, json, Expect::Revert, out).await)
+        }
+        Err(e) => {
+            out.error(e);
+            Some(exit::BAD_INPUT)
+        }
+    }
 }
 
 /// Sends `cmd` and says what it does.

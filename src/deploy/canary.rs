@@ -108,7 +108,95 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
         Ok(i) => i,
         Err(e) => return Ok(Report::bad_inputs(Kind::Canary, &e)),
     };
-    outcome(canary(&env, &ctx, &input.spec).await)
+    match &input.revert_of {
+        Some(of) => outcome(revert_left(&env, &ctx, &input.spec, of).await),
+        None => outcome(canary(&env, &ctx, &input.spec).await),
+    }
+}
+
+/// A canary run that only takes out of every pool the candidate canary `of` left in traffic
+/// when an operator abandoned it: its recorded routing is told to the router, the revert read
+/// back (waiting for a decision if the router fails again).
+async fn revert_left(
+    env: &DeployEnv,
+    ctx: &WfCtx,
+    spec: &EnvSpec,
+    of: &str,
+) -> Result<Report, Interrupt> {
+    let mut run = match Run::begin(env, ctx, spec, Kind::Canary).await {
+        Ok(r) => r,
+        Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => {
+            let mut r = Report::new(Kind::Canary, &spec.artifact.version);
+            r.message = why;
+            return spine::end(ctx, r).await;
+        }
+    };
+    let Some(plan) = spec.strategy.canary().cloned() else {
+        let r = run.report(
+            Ending::Failed,
+            format!("{of} was not a canary"),
+            NOT_STARTED,
+        );
+        return run.end(r).await;
+    };
+    let left: Result<(Routing, Option<serde_json::Value>), Stop> = ctx
+        .step(
+            StepName::Canary(CanaryCall::SlotsBefore),
+            &steps::internal(),
+            |_| async {
+                let events = env
+                    .db
+                    .events(of)
+                    .await
+                    .map_err(|e| StepError::Retryable(e.to_string()))?;
+                let status: CanaryStatus = events
+                    .get("canary")
+                    .and_then(|v| serde_json::from_str(v).ok())
+                    .unwrap_or_default();
+                let routing = status.routing.ok_or_else(|| {
+                    StepError::Permanent(format!("{of} recorded no routing: nothing to revert"))
+                })?;
+                Ok((routing, status.slots))
+            },
+        )
+        .await
+        .map_err(Stop::Interrupt)
+        .and_then(OrFail::or_fail);
+    let (routing, slots) = match left {
+        Ok(l) => l,
+        Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => {
+            let r = run.report(Ending::Failed, why, NOT_STARTED);
+            return run.end(r).await;
+        }
+    };
+    run.routing = Some(routing);
+    run.traffic = slots;
+    let mut flight = Flight::new(plan);
+    flight.live = true;
+    flight.status.routing.clone_from(&run.routing);
+    let report = match flight.reverting(&mut run).await {
+        Ok(()) => {
+            let stable = flight.record(&run).stable.slot;
+            let mut r = run.report(
+                Ending::Reverted,
+                format!(
+                    "the candidate {of} left in traffic is out of every pool (the router serves \
+                     {stable} only, read back)"
+                ),
+                NOT_STARTED,
+            );
+            for t in &mut r.targets {
+                t.status = TargetState::Reverted;
+                t.message = format!("{of}'s candidate out of every pool");
+            }
+            r
+        }
+        Err(Stop::Interrupt(i)) => return Err(i),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => run.report(Ending::Failed, why, NOT_STARTED),
+    };
+    run.end(report).await
 }
 
 async fn canary(env: &DeployEnv, ctx: &WfCtx, spec: &EnvSpec) -> Result<Report, Interrupt> {
@@ -133,18 +221,7 @@ async fn canary(env: &DeployEnv, ctx: &WfCtx, spec: &EnvSpec) -> Result<Report, 
         );
         return run.end(r).await;
     };
-    let mut flight = Flight {
-        plan,
-        status: CanaryStatus::default(),
-        pos: 0,
-        history: Vec::new(),
-        reasserted: false,
-        before: BTreeMap::new(),
-        live: false,
-        abandoned: false,
-        drift: Vec::new(),
-        drift_since: 0,
-    };
+    let mut flight = Flight::new(plan);
     let report = match flight.body(&mut run).await {
         Ok(r) => r,
         Err(Stop::Interrupt(i)) => return Err(i),
@@ -185,6 +262,31 @@ struct Flight {
 }
 
 impl Flight {
+    fn new(plan: Canary) -> Flight {
+        Flight {
+            plan,
+            status: CanaryStatus::default(),
+            pos: 0,
+            history: Vec::new(),
+            reasserted: false,
+            before: BTreeMap::new(),
+            live: false,
+            abandoned: false,
+            drift: Vec::new(),
+            drift_since: 0,
+        }
+    }
+
+    /// Publishes `Reverting` and takes the candidate out of every pool, read back.
+    async fn reverting(&mut self, run: &mut Run<'_>) -> Result<(), Stop> {
+        self.status.held = false;
+        self.publish(run, Phase::Reverting).await?;
+        if self.live {
+            self.change(run, Change::Revert).await?;
+        }
+        Ok(())
+    }
+
     async fn body(&mut self, run: &mut Run<'_>) -> Result<Report, Stop> {
         let (env, ctx, spec) = (run.env, run.ctx, run.spec);
         self.check_capabilities(run)?;
@@ -723,11 +825,7 @@ impl Flight {
         if by == "analysis" || by == "manent" {
             self.decide(run, "revert", by, why).await?;
         }
-        self.status.held = false;
-        self.publish(run, Phase::Reverting).await?;
-        if self.live {
-            self.change(run, Change::Revert).await?;
-        }
+        self.reverting(run).await?;
         let stable = self.record(run).stable.slot;
         let message = if by == "analysis" || by == "manent" {
             format!("reverted automatically: {why}; the stable release stays live")
@@ -753,9 +851,7 @@ impl Flight {
     /// A failure while the candidate may have traffic: it leaves every pool first (read back),
     /// and only then does the canary end failed. A revert that fails waits for an operator.
     async fn fail_safely(&mut self, run: &mut Run<'_>, why: String) -> Result<Report, Stop> {
-        self.status.held = false;
-        self.publish(run, Phase::Reverting).await?;
-        self.change(run, Change::Revert).await?;
+        self.reverting(run).await?;
         let stable = self.record(run).stable.slot;
         let mut report = run.report(
             Ending::Failed,

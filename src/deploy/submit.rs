@@ -233,6 +233,7 @@ pub async fn deploy(
         spec: spec.clone(),
         dry_run,
         operator: sub.operator.display(),
+        revert_of: None,
     };
     let detail = format!(
         "{}{} to {}",
@@ -397,6 +398,7 @@ pub async fn test(
         spec: spec.clone(),
         dry_run: false,
         operator: sub.operator.display(),
+        revert_of: None,
     };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     let detail = format!("test hooks against {}", spec.artifact.version);
@@ -417,6 +419,32 @@ pub async fn test(
             what: "a run of its test hooks".into(),
             id: live.id,
             subject: spec.subject(),
+        }),
+    }
+}
+
+/// Starts a canary run that only takes out of traffic the candidate canary `of` left there
+/// when it was abandoned (its routing as recorded; the router is read back after).
+pub async fn revert_left(
+    db: &dyn Db,
+    of: &str,
+    sub: &Submission<'_>,
+) -> Result<Submitted, SubmitError> {
+    let row = db
+        .workflow(of)
+        .await?
+        .ok_or_else(|| SubmitError::BadInput(format!("no deployment with id {of}")))?;
+    let mut input: DeployInput = serde_json::from_str(&row.inputs).map_err(StoreError::from)?;
+    input.revert_of = Some(of.to_owned());
+    input.operator = sub.operator.display();
+    let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
+    let detail = format!("the candidate {of} left in traffic");
+    match submit(db, CANARY, inputs, &input.spec, detail, sub, &[]).await? {
+        Ok(id) => Ok(Submitted::Started(id)),
+        Err(live) => Err(SubmitError::Busy {
+            what: describe(&live, phase_of(db, &live.id).await.as_ref()),
+            id: live.id,
+            subject: input.spec.subject(),
         }),
     }
 }
