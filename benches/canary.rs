@@ -4,7 +4,8 @@
 //! running (a worker) — against a baseline measured in the same run: the same split files put
 //! in place by hand and `nginx -s reload`, which is the router's own floor. The weight flips
 //! between 0 and 100, so the first request that answers with the other version marks the
-//! moment exactly. Run with `cargo bench --bench canary` (needs nginx).
+//! moment exactly. Also `manent weight` with no engine running (the verb starts one). Run with
+//! `cargo bench --bench canary` (needs nginx).
 
 #![allow(
     clippy::unwrap_used,
@@ -156,6 +157,23 @@ fn main() {
         .status();
     let _ = worker.wait();
 
+    // `manent weight` with no engine running: the verb starts one, which reads the router
+    // back (no second apply when it serves what was recorded) and makes the change.
+    let mut alone = Vec::new();
+    for i in 0..CHANGES {
+        let to = if i % 2 == 0 { 100 } else { 0 };
+        let (config, id) = (config.clone(), id.clone());
+        let mut verb = None;
+        let t = flip(&n, to, || {
+            verb = Some(std::thread::spawn(move || {
+                manent(&config, &["weight", &id, &to.to_string()])
+            }));
+        });
+        alone.push(t);
+        // The next change once this verb (and its engine) has exited.
+        let _ = verb.map(|v| v.join());
+    }
+
     // The floor: the same files put in place by hand, and nginx reloaded.
     let mut baseline = Vec::new();
     for i in 0..CHANGES {
@@ -192,6 +210,7 @@ fn main() {
     report("console Enter (engine in process)", &console);
     report("manent weight (a worker runs the engine)", &cli);
     report("manent weight, until the command exits", &cli_exit);
+    report("manent weight, no engine running", &alone);
     let goal = if pct(&cli, 95) < Duration::from_millis(300) {
         "met"
     } else {

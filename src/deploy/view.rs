@@ -114,15 +114,15 @@ impl CanaryView {
         if !a.by_engine {
             out.push(match (&served, &a.error) {
                 (Some(s), _) => format!(
-                    "no engine is running: last recorded candidate {}%; the router serves {s}                      (read now)",
+                    "no engine is running: last recorded candidate {}%; the router serves {s} (read now)",
                     self.status.weight
                 ),
                 (None, Some(e)) => format!(
-                    "no engine is running: last recorded candidate {}%; the router cannot be                      read: {e}",
+                    "no engine is running: last recorded candidate {}%; the router cannot be read: {e}",
                     self.status.weight
                 ),
                 (None, None) => format!(
-                    "no engine is running: last recorded candidate {}%; the router cannot say                      what it serves",
+                    "no engine is running: last recorded candidate {}%; the router cannot say what it serves",
                     self.status.weight
                 ),
             });
