@@ -5,6 +5,7 @@ mod control;
 mod db;
 mod follow;
 mod inspect;
+mod notify;
 pub mod output;
 mod run;
 
@@ -121,6 +122,10 @@ pub enum Command {
     /// store (SQLite to PostgreSQL, and back).
     #[command(subcommand)]
     Db(DbCommand),
+    /// Notifications set aside because their receiver refused them or they failed too often:
+    /// list them, or send them again.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
     /// List plugins: where each comes from, whether its binary matches its sha256, what it can do.
     Plugins(PluginsArgs),
     /// The interactive console: deployments, targets and logs live; deploy, pause, cancel, roll
@@ -177,6 +182,26 @@ pub enum DbCommand {
     /// Copy every deployment, release, journal entry and log line into another database,
     /// verified by row counts and checksums.
     Copy(DbCopyArgs),
+}
+
+/// `notify …`
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// The parked notifications, each with its receiver, event, deployment and why.
+    List(JsonArg),
+    /// Send a parked notification (or every one) again.
+    Retry(NotifyRetryArgs),
+}
+
+/// `notify retry`
+#[derive(Debug, Args)]
+pub struct NotifyRetryArgs {
+    /// The notification's id (`manent notify list`).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub id: Option<i64>,
+    /// Every parked notification.
+    #[arg(long)]
+    pub all: bool,
 }
 
 /// `db copy`
@@ -620,6 +645,8 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Db(DbCommand::Copy(a)) => {
             db::copy_to(&cli.config, &a.to, a.force, a.json.json, out).await
         }
+        Command::Notify(NotifyCommand::List(a)) => notify::list(&cli.config, a.json, out).await,
+        Command::Notify(NotifyCommand::Retry(a)) => notify::retry(&cli.config, a.id, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]
         Command::Console(a) => {

@@ -88,6 +88,8 @@ pub struct Receiver {
     pub timeout: Duration,
     /// First retry delay.
     pub backoff_base: Duration,
+    /// Failed deliveries before a notification is parked.
+    pub max_attempts: u32,
     /// Longest retry delay.
     pub backoff_max: Duration,
 }
@@ -554,6 +556,7 @@ fn receivers(
             timeout: n.timeout.map_or(Duration::from_secs(5), |d| d.0),
             backoff_base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
             backoff_max: backoff.max.map_or(Duration::from_secs(300), |d| d.0),
+            max_attempts: n.max_attempts.unwrap_or(10).max(1),
         });
     }
     Ok(out)

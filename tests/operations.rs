@@ -463,7 +463,8 @@ environments:
 }
 
 /// A webhook receiver on loopback: answers `fail_first` requests with 503 (or, `silent`,
-/// never), then 200; keeps the bodies it accepted and the headers it saw.
+/// never; or, `fail_first` above 1000, the first `fail_first - 1000` with 400), then 200; keeps
+/// the bodies it accepted and the headers it saw.
 struct Receiver {
     port: u16,
     accepted: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
@@ -508,7 +509,8 @@ impl Receiver {
                     held.push(conn);
                     continue;
                 }
-                let ok = i >= fail_first;
+                let refuse = fail_first > 1000 && i < fail_first - 1000;
+                let ok = !refuse && i >= fail_first % 1000;
                 if ok {
                     a.lock()
                         .unwrap()
@@ -517,6 +519,8 @@ impl Receiver {
                 }
                 let status = if ok {
                     "200 OK"
+                } else if refuse {
+                    "400 Bad Request"
                 } else {
                     "503 Service Unavailable"
                 };
@@ -661,6 +665,45 @@ fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
             .any(|m| m.contains("4 earlier event(s) of 2 deployment(s) are not sent")),
         "{said:?}"
     );
+}
+
+#[test]
+fn a_refused_notification_is_parked_and_the_next_ones_arrive() {
+    // The receiver refuses its first request (400): that one is set aside at once.
+    let r = Receiver::start(1001, false);
+    let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
+    let env = [("HOOK_TOKEN", "t")];
+    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        r.events(),
+        ["finished"],
+        "the refused one did not block the next"
+    );
+    assert_eq!(r.requests.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let list = fx.run(&["notify", "list", "--json"]);
+    let parked: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(parked[0]["row"]["event"], "started", "{parked}");
+    assert!(parked[0]["error"].as_str().unwrap().contains("HTTP 400"));
+    let inbox = text(&fx.run(&["inbox"]).stdout);
+    assert!(
+        inbox.contains("the started notification to chat is parked")
+            && inbox.contains("notify retry"),
+        "{inbox}"
+    );
+    // Sent again: it arrives with the next engine, and the inbox is clear.
+    let id = parked[0]["row"]["id"].as_i64().unwrap().to_string();
+    let out = fx.run(&["notify", "retry", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
+        &env,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(r.events(), ["finished", "started", "started", "finished"]);
+    assert!(!text(&fx.run(&["inbox"]).stdout).contains("parked"));
+    let out = fx.run(&["notify", "retry", "--all"]);
+    assert_eq!(out.status.code(), Some(2), "nothing parked now");
 }
 
 #[test]

@@ -12,7 +12,8 @@ mod pg;
 use std::sync::Arc;
 
 use manent::deploy::records::{
-    self, Db, JournalEntry, Lock, LogRecord, OutboxRow, ReleaseRecord, RolledBack,
+    self, Db, Delivery, JournalEntry, Lock, LogRecord, OutboxRow, ReleaseRecord, RolledBack,
+    SlotRecord,
 };
 use manent::workflow::store::{Checkpoint, Claim, NewWorkflow};
 use manent::workflow::{StoreError, Synchronous};
@@ -235,19 +236,84 @@ async fn records_commit_with_the_engine_and_read_back(db: Arc<dyn Db>) {
     };
     assert_eq!(db.enqueue(vec![row("a"), row("b")]).await.unwrap(), 2);
     assert_eq!(db.enqueue(vec![row("a")]).await.unwrap(), 0);
-    let due = db.undelivered("chat", 30, 10).await.unwrap();
+    assert_eq!(db.enqueue(vec![row("c")]).await.unwrap(), 1);
+    let due = db.undelivered("chat", 10).await.unwrap();
     assert_eq!(
         due.iter().map(|r| r.mark.as_str()).collect::<Vec<_>>(),
-        ["a", "b"]
+        ["a", "b", "c"]
     );
-    db.delivery(due[0].id, Ok(7)).await.unwrap();
-    db.delivery(due[1].id, Err((99, "503".into())))
+    db.delivery(due[0].id, Delivery::Delivered(7))
         .await
         .unwrap();
-    let due = db.undelivered("chat", 30, 10).await.unwrap();
+    db.delivery(
+        due[1].id,
+        Delivery::Failed {
+            next_at: 99,
+            error: "503".into(),
+        },
+    )
+    .await
+    .unwrap();
+    // A refusal sets a notification aside: the next one is due.
+    db.delivery(
+        due[2].id,
+        Delivery::Parked {
+            at: 5,
+            error: "HTTP 400".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let due = db.undelivered("chat", 10).await.unwrap();
     assert_eq!(due.len(), 1);
     assert_eq!((due[0].attempts, due[0].next_at), (1, 99));
-    assert!(db.undelivered("chat", 1, 10).await.unwrap().is_empty());
+    let parked = db.parked(10).await.unwrap();
+    assert_eq!(
+        (parked.len(), parked[0].parked_at, parked[0].error.as_str()),
+        (1, 5, "HTTP 400")
+    );
+    assert_eq!(db.unpark(None, 42).await.unwrap(), 1);
+    assert!(db.parked(10).await.unwrap().is_empty());
+    let due = db.undelivered("chat", 10).await.unwrap();
+    assert_eq!(
+        due.iter()
+            .map(|r| (r.mark.as_str(), r.attempts))
+            .collect::<Vec<_>>(),
+        [("b", 1), ("c", 0)]
+    );
+    // manent's record of which slot serves, replaced as a canary changes it.
+    let slots = |stable: &str, live: bool| SlotRecord {
+        subject: "web/prod".into(),
+        stable: stable.into(),
+        stable_version: "1.0".into(),
+        candidate: if stable == "blue" { "green" } else { "blue" }.into(),
+        candidate_version: "2.0".into(),
+        candidate_live: live,
+        deployment_id: "w1".into(),
+        updated_at: 1,
+    };
+    assert_eq!(db.slots("web/prod").await.unwrap(), None);
+    db.checkpoint(checkpoint(40, "tok", vec![slots("blue", true).effect()]))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.slots("web/prod").await.unwrap(),
+        Some(slots("blue", true))
+    );
+    db.checkpoint(checkpoint(41, "tok", vec![slots("green", false).effect()]))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.slots("web/prod").await.unwrap(),
+        Some(slots("green", false))
+    );
+    // A receiver is first seen once.
+    assert_eq!(db.receiver_enabled("chat", 10).await.unwrap(), 10);
+    assert_eq!(
+        db.receiver_enabled("chat", 20).await.unwrap(),
+        10,
+        "first seen stays"
+    );
 
     assert_eq!(
         db.workflow_counts().await.unwrap(),

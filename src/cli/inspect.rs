@@ -371,7 +371,11 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         Ok(x) => x,
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
-    let items = crate::deploy::inbox::items(&views, &locks, now);
+    let mut items = crate::deploy::inbox::items(&views, &locks, now);
+    match store.parked(100).await {
+        Ok(p) => items.extend(crate::deploy::inbox::parked_items(&p)),
+        Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
+    }
     if json {
         out.json(&Inbox { items, locks });
         return exit::OK;

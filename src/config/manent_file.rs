@@ -69,6 +69,10 @@ pub struct NotifySection {
     /// Retry backoff after a failed delivery (default 1s doubling to 5m).
     #[serde(default)]
     pub backoff: Option<super::descriptor::Backoff>,
+    /// Failed deliveries before a notification is set aside so later ones flow (default 10;
+    /// a refusal — an HTTP 4xx other than 408 and 429 — sets it aside at once).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
 }
 
 /// `metrics:` settings.

@@ -29,6 +29,8 @@ pub enum Waiting {
     DeadLettered,
     /// A deploy lock that expires soon.
     LockExpiring,
+    /// A notification its receiver refused (or that failed too often), set aside.
+    Notification,
 }
 
 impl Waiting {
@@ -41,6 +43,7 @@ impl Waiting {
             Waiting::Paused => "paused",
             Waiting::DeadLettered => "dead",
             Waiting::LockExpiring => "lock",
+            Waiting::Notification => "notify",
         }
     }
 }
@@ -104,7 +107,26 @@ fn rank(w: Waiting) -> u8 {
         Waiting::DeadLettered => 3,
         Waiting::Paused => 4,
         Waiting::LockExpiring => 5,
+        Waiting::Notification => 6,
     }
+}
+
+/// Parked notifications: each one, with why and the verb that sends it again.
+pub fn parked_items(parked: &[super::records::Parked]) -> Vec<Item> {
+    parked
+        .iter()
+        .map(|p| Item {
+            waiting: Waiting::Notification,
+            subject: p.row.receiver.clone(),
+            deployment: Some(p.row.workflow_id.clone()),
+            at: p.parked_at,
+            what: format!(
+                "the {} notification to {} is parked after {} attempt(s): {}",
+                p.row.event, p.row.receiver, p.row.attempts, p.error
+            ),
+            verbs: format!("manent notify retry {}", p.row.id),
+        })
+        .collect()
 }
 
 /// A live canary whose router was last read serving something else than manent set.

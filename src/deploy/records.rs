@@ -179,6 +179,28 @@ impl SlotRecord {
     }
 }
 
+/// What one delivery attempt of a notification came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Delivered at (epoch ms).
+    Delivered(i64),
+    /// Failed; tried again at `next_at`.
+    Failed { next_at: i64, error: String },
+    /// Given up at `at` (a refusal, or too many failures): set aside so later ones flow.
+    Parked { at: i64, error: String },
+}
+
+/// A parked notification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parked {
+    /// The notification.
+    pub row: OutboxRow,
+    /// When it was set aside (epoch ms).
+    pub parked_at: i64,
+    /// The last failure.
+    pub error: String,
+}
+
 const RELEASE: &str = "release";
 const SLOTS: &str = "slots";
 const ROLLED_BACK: &str = "rolled_back";
@@ -263,20 +285,15 @@ pub trait Records: Send + Sync {
     /// Adds notifications not already there (by receiver, deployment and mark); how many were
     /// new.
     async fn enqueue(&self, rows: Vec<OutboxRow>) -> Result<usize, StoreError>;
-    /// `receiver`'s undelivered notifications not given up (fewer than `max_attempts` failed
-    /// deliveries), oldest first.
-    async fn undelivered(
-        &self,
-        receiver: &str,
-        max_attempts: u32,
-        limit: u32,
-    ) -> Result<Vec<OutboxRow>, StoreError>;
-    /// Records a delivery (`Ok`) or a failed attempt and when to try again.
-    async fn delivery(
-        &self,
-        id: i64,
-        outcome: Result<i64, (i64, String)>,
-    ) -> Result<(), StoreError>;
+    /// `receiver`'s notifications neither delivered nor parked, oldest first.
+    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
+    /// Records a delivery, a failed attempt and when to try again, or a parked notification.
+    async fn delivery(&self, id: i64, outcome: Delivery) -> Result<(), StoreError>;
+    /// Parked notifications (a receiver refused them, or they failed too often), oldest first.
+    async fn parked(&self, limit: u32) -> Result<Vec<Parked>, StoreError>;
+    /// Sends parked notification `id` (every parked one: `None`) again from the start of its
+    /// receiver's queue position; how many.
+    async fn unpark(&self, id: Option<i64>, now: i64) -> Result<u64, StoreError>;
     /// When notification receiver `name` was first seen by an engine (recorded as `now` the
     /// first time): it is sent what happens from then on, never the history before it.
     async fn receiver_enabled(&self, name: &str, now: i64) -> Result<i64, StoreError>;

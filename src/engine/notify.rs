@@ -17,7 +17,7 @@ use serde::Serialize;
 use tokio::sync::{Notify, broadcast};
 
 use crate::config::{Receiver, SecretRef};
-use crate::deploy::records::{Db, JournalEntry, OutboxRow};
+use crate::deploy::records::{Db, Delivery, JournalEntry, OutboxRow};
 use crate::deploy::state::{DeploymentState, Kind};
 use crate::deploy::view::{self, DeploymentView};
 use crate::plugin::Logger;
@@ -35,8 +35,6 @@ const RECENT_MS: i64 = 10 * 60 * 1000;
 /// A receiver first seen now still hears what happened this long before: the deploy whose
 /// command started this engine was submitted a moment before the engine (and its notifier).
 const ENABLING_GRACE_MS: i64 = 2_000;
-/// Failed deliveries before a notification is given up (logged).
-const MAX_ATTEMPTS: u32 = 30;
 /// At shutdown, what is due is sent for at most this long; the rest goes at the next start.
 const FLUSH: Duration = Duration::from_secs(3);
 
@@ -523,45 +521,69 @@ async fn send_loop(
         let now = crate::sys::now_ms();
         // The oldest undelivered first, due or not: a later one never overtakes one that waits
         // for its retry.
-        let queue = db
-            .undelivered(&r.name, MAX_ATTEMPTS, 100)
-            .await
-            .unwrap_or_default();
+        let queue = db.undelivered(&r.name, 100).await.unwrap_or_default();
         for row in queue {
-            if row.attempts >= MAX_ATTEMPTS {
-                continue;
-            }
             if row.next_at > now {
                 break;
             }
             match deliver(&r, &secrets, &row).await {
                 Ok(()) => {
                     crate::telemetry::metrics::get().notification(&r.name, true);
-                    let _ = db.delivery(row.id, Ok(crate::sys::now_ms())).await;
+                    let _ = db
+                        .delivery(row.id, Delivery::Delivered(crate::sys::now_ms()))
+                        .await;
                 }
                 Err(e) => {
                     crate::telemetry::metrics::get().notification(&r.name, false);
                     let attempts = row.attempts + 1;
-                    let delay = backoff(&r, attempts);
-                    let next = crate::sys::now_ms()
-                        + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
-                    let said = if attempts >= MAX_ATTEMPTS {
-                        format!(
-                            "notify {}: giving up the {} notification of {} after {attempts} \
-                             attempts: {e}",
-                            r.name, row.event, row.workflow_id
-                        )
-                    } else {
-                        format!(
-                            "notify {}: the {} notification of {} failed ({e}); again in {}",
+                    if e.refused || attempts >= r.max_attempts {
+                        // Set aside: the receiver's later notifications go on.
+                        log.warn(&format!(
+                            "notify {}: the {} notification of {} is parked after {attempts} \
+                             attempt(s) ({}): {}; `manent notify retry {}` sends it again",
                             r.name,
                             row.event,
                             row.workflow_id,
-                            humantime::format_duration(delay)
+                            if e.refused {
+                                "the receiver refused it"
+                            } else {
+                                "too many failures"
+                            },
+                            e.message,
+                            row.id
+                        ));
+                        let at = crate::sys::now_ms();
+                        let _ = db
+                            .delivery(
+                                row.id,
+                                Delivery::Parked {
+                                    at,
+                                    error: e.message,
+                                },
+                            )
+                            .await;
+                        continue;
+                    }
+                    let delay = backoff(&r, attempts);
+                    let next = crate::sys::now_ms()
+                        + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+                    log.warn(&format!(
+                        "notify {}: the {} notification of {} failed ({}); again in {}",
+                        r.name,
+                        row.event,
+                        row.workflow_id,
+                        e.message,
+                        humantime::format_duration(delay)
+                    ));
+                    let _ = db
+                        .delivery(
+                            row.id,
+                            Delivery::Failed {
+                                next_at: next,
+                                error: e.message,
+                            },
                         )
-                    };
-                    log.warn(&said);
-                    let _ = db.delivery(row.id, Err((next, e))).await;
+                        .await;
                     // In order: nothing later goes before this one.
                     break;
                 }
@@ -569,10 +591,7 @@ async fn send_loop(
         }
         if stop {
             // Shutting down: go on until the queue is empty (finish() bounds how long).
-            let pending = db
-                .undelivered(&r.name, MAX_ATTEMPTS, 1)
-                .await
-                .unwrap_or_default();
+            let pending = db.undelivered(&r.name, 1).await.unwrap_or_default();
             let Some(next) = pending.first() else {
                 return;
             };
@@ -592,8 +611,24 @@ fn backoff(r: &Receiver, attempts: u32) -> Duration {
     r.backoff_base.saturating_mul(factor).min(r.backoff_max)
 }
 
+/// Why a delivery failed.
+struct Failure {
+    message: String,
+    /// The receiver refused it (an HTTP 4xx other than 408 and 429): trying again is useless.
+    refused: bool,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            message,
+            refused: false,
+        }
+    }
+}
+
 /// One POST; a 2xx is a delivery.
-async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Result<(), String> {
+async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Result<(), Failure> {
     let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
     for (k, v) in &r.headers {
         headers.push((k.clone(), with_secrets(v, secrets).await?));
@@ -612,14 +647,17 @@ async fn deliver(r: &Receiver, secrets: &ConfigSecrets, row: &OutboxRow) -> Resu
         Ok(())
     } else {
         let text = String::from_utf8_lossy(&body);
-        Err(format!(
-            "HTTP {status}{}",
-            if text.trim().is_empty() {
-                String::new()
-            } else {
-                format!(": {}", crate::deploy::probe::tail(text.trim(), 200))
-            }
-        ))
+        Err(Failure {
+            message: format!(
+                "HTTP {status}{}",
+                if text.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", crate::deploy::probe::tail(text.trim(), 200))
+                }
+            ),
+            refused: (400..500).contains(&status) && status != 408 && status != 429,
+        })
     }
 }
 

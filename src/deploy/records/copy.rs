@@ -219,6 +219,7 @@ const TABLES: &[Table] = &[
             ("next_at", Int),
             ("delivered_at", Int),
             ("last_error", Text),
+            ("parked_at", Int),
         ],
         order_sqlite: "id",
         order_postgres: "id",

@@ -6,8 +6,8 @@ use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
 use super::{
-    DeployRecords, JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, RELEASE, ROLLED_BACK,
-    Records, ReleaseRecord, RolledBack, SLOTS, SlotRecord,
+    Delivery, DeployRecords, JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, Parked, RELEASE,
+    ROLLED_BACK, Records, ReleaseRecord, RolledBack, SLOTS, SlotRecord,
 };
 use crate::workflow::postgres::{Extension, exec, query, query_opt, u32_at};
 use crate::workflow::store::Record;
@@ -96,6 +96,10 @@ CREATE TABLE receivers (
   name       TEXT PRIMARY KEY,
   enabled_at BIGINT NOT NULL
 );
+ALTER TABLE outbox ADD COLUMN parked_at BIGINT;
+DROP INDEX outbox_undelivered;
+CREATE INDEX outbox_undelivered ON outbox(receiver, id)
+  WHERE delivered_at IS NULL AND parked_at IS NULL;
 ",
 ];
 
@@ -174,6 +178,19 @@ impl Extension for DeployRecords {
             other => return Err(StoreError::Sql(format!("unknown record kind `{other}`"))),
         }
         Ok(())
+    }
+}
+
+fn outbox_row(r: &Row) -> OutboxRow {
+    OutboxRow {
+        id: r.get(0),
+        receiver: r.get(1),
+        workflow_id: r.get(2),
+        mark: r.get(3),
+        event: r.get(4),
+        body: r.get(5),
+        attempts: u32_at(r, 6),
+        next_at: r.get(7),
     }
 }
 
@@ -488,43 +505,22 @@ impl Records for PostgresStore {
         })
     }
 
-    async fn undelivered(
-        &self,
-        receiver: &str,
-        max_attempts: u32,
-        limit: u32,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
+    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
         let rows = query(
             &self.client().await?,
             "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at \
-             FROM outbox WHERE delivered_at IS NULL AND receiver = $1 AND attempts < $3 \
+             FROM outbox WHERE delivered_at IS NULL AND parked_at IS NULL AND receiver = $1 \
              ORDER BY id LIMIT $2",
-            &[&receiver, &i64::from(limit), &i64::from(max_attempts)],
+            &[&receiver, &i64::from(limit)],
         )
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| OutboxRow {
-                id: r.get(0),
-                receiver: r.get(1),
-                workflow_id: r.get(2),
-                mark: r.get(3),
-                event: r.get(4),
-                body: r.get(5),
-                attempts: u32_at(r, 6),
-                next_at: r.get(7),
-            })
-            .collect())
+        Ok(rows.iter().map(outbox_row).collect())
     }
 
-    async fn delivery(
-        &self,
-        id: i64,
-        outcome: Result<i64, (i64, String)>,
-    ) -> Result<(), StoreError> {
+    async fn delivery(&self, id: i64, outcome: Delivery) -> Result<(), StoreError> {
         let c = self.client().await?;
         match outcome {
-            Ok(at) => {
+            Delivery::Delivered(at) => {
                 exec(
                     &c,
                     "UPDATE outbox SET delivered_at = $2, attempts = attempts + 1 WHERE id = $1",
@@ -532,7 +528,7 @@ impl Records for PostgresStore {
                 )
                 .await?
             }
-            Err((next_at, error)) => {
+            Delivery::Failed { next_at, error } => {
                 exec(
                     &c,
                     "UPDATE outbox SET attempts = attempts + 1, next_at = $2, last_error = $3 \
@@ -541,8 +537,47 @@ impl Records for PostgresStore {
                 )
                 .await?
             }
+            Delivery::Parked { at, error } => {
+                exec(
+                    &c,
+                    "UPDATE outbox SET attempts = attempts + 1, parked_at = $2, last_error = $3 \
+                     WHERE id = $1",
+                    &[&id, &at, &error],
+                )
+                .await?
+            }
         };
         Ok(())
+    }
+
+    async fn parked(&self, limit: u32) -> Result<Vec<Parked>, StoreError> {
+        let rows = query(
+            &self.client().await?,
+            "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at, parked_at, \
+             COALESCE(last_error, '') FROM outbox \
+             WHERE parked_at IS NOT NULL AND delivered_at IS NULL ORDER BY id LIMIT $1",
+            &[&i64::from(limit)],
+        )
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Parked {
+                row: outbox_row(r),
+                parked_at: r.get(8),
+                error: r.get(9),
+            })
+            .collect())
+    }
+
+    async fn unpark(&self, id: Option<i64>, now: i64) -> Result<u64, StoreError> {
+        exec(
+            &self.client().await?,
+            "UPDATE outbox SET parked_at = NULL, attempts = 0, next_at = $2 \
+             WHERE parked_at IS NOT NULL AND delivered_at IS NULL \
+             AND ($1::BIGINT IS NULL OR id = $1)",
+            &[&id, &now],
+        )
+        .await
     }
 
     async fn receiver_enabled(&self, name: &str, now: i64) -> Result<i64, StoreError> {

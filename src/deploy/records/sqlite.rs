@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{Connection, params};
 
 use super::{
-    JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, RELEASE, ROLLED_BACK, Records,
-    ReleaseRecord, RolledBack, SLOTS, SlotRecord,
+    Delivery, JOURNAL, JournalEntry, Lock, LogRecord, OutboxRow, Parked, RELEASE, ROLLED_BACK,
+    Records, ReleaseRecord, RolledBack, SLOTS, SlotRecord,
 };
 use crate::workflow::sqlite::Extension;
 use crate::workflow::store::Record;
@@ -110,6 +110,11 @@ CREATE TABLE receivers (
   name       TEXT PRIMARY KEY,
   enabled_at INTEGER NOT NULL
 );
+-- A notification its receiver refused (or that failed too often) is set aside: later ones flow.
+ALTER TABLE outbox ADD COLUMN parked_at INTEGER;
+DROP INDEX outbox_undelivered;
+CREATE INDEX outbox_undelivered ON outbox(receiver, id)
+  WHERE delivered_at IS NULL AND parked_at IS NULL;
 ",
 ];
 
@@ -227,6 +232,19 @@ fn active_lock(conn: &Connection, subject: &str, now: i64) -> Result<Option<Lock
         ))?
         .query_row(params![subject, now], lock_row)
         .optional()?)
+}
+
+fn outbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    Ok(OutboxRow {
+        id: r.get(0)?,
+        receiver: r.get(1)?,
+        workflow_id: r.get(2)?,
+        mark: r.get(3)?,
+        event: r.get(4)?,
+        body: r.get(5)?,
+        attempts: r.get(6)?,
+        next_at: r.get(7)?,
+    })
 }
 
 fn log_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogRecord> {
@@ -488,30 +506,58 @@ impl Records for SqliteStore {
         .await
     }
 
-    async fn undelivered(
-        &self,
-        receiver: &str,
-        max_attempts: u32,
-        limit: u32,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
+    async fn undelivered(&self, receiver: &str, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
         let receiver = receiver.to_owned();
         self.read(move |c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at \
-                 FROM outbox WHERE delivered_at IS NULL AND receiver = ?1 AND attempts < ?3 \
+                 FROM outbox WHERE delivered_at IS NULL AND parked_at IS NULL AND receiver = ?1 \
                  ORDER BY id LIMIT ?2",
             )?;
             let rows = stmt
-                .query_map(params![receiver, limit, max_attempts], |r| {
-                    Ok(OutboxRow {
-                        id: r.get(0)?,
-                        receiver: r.get(1)?,
-                        workflow_id: r.get(2)?,
-                        mark: r.get(3)?,
-                        event: r.get(4)?,
-                        body: r.get(5)?,
-                        attempts: r.get(6)?,
-                        next_at: r.get(7)?,
+                .query_map(params![receiver, limit], outbox_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    async fn delivery(&self, id: i64, outcome: Delivery) -> Result<(), StoreError> {
+        self.write(move |c| match outcome {
+            Delivery::Delivered(at) => exec(
+                c,
+                "UPDATE outbox SET delivered_at = ?2, attempts = attempts + 1 WHERE id = ?1",
+                params![id, at],
+            ),
+            Delivery::Failed { next_at, error } => exec(
+                c,
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?2, last_error = ?3 \
+                 WHERE id = ?1",
+                params![id, next_at, error],
+            ),
+            Delivery::Parked { at, error } => exec(
+                c,
+                "UPDATE outbox SET attempts = attempts + 1, parked_at = ?2, last_error = ?3 \
+                 WHERE id = ?1",
+                params![id, at, error],
+            ),
+        })
+        .await
+    }
+
+    async fn parked(&self, limit: u32) -> Result<Vec<Parked>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, receiver, workflow_id, mark, event, body, attempts, next_at, \
+                 parked_at, COALESCE(last_error, '') FROM outbox \
+                 WHERE parked_at IS NOT NULL AND delivered_at IS NULL ORDER BY id LIMIT ?1",
+            )?;
+            let rows = stmt
+                .query_map(params![limit], |r| {
+                    Ok(Parked {
+                        row: outbox_row(r)?,
+                        parked_at: r.get(8)?,
+                        error: r.get(9)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -520,23 +566,16 @@ impl Records for SqliteStore {
         .await
     }
 
-    async fn delivery(
-        &self,
-        id: i64,
-        outcome: Result<i64, (i64, String)>,
-    ) -> Result<(), StoreError> {
-        self.write(move |c| match outcome {
-            Ok(at) => exec(
-                c,
-                "UPDATE outbox SET delivered_at = ?2, attempts = attempts + 1 WHERE id = ?1",
-                params![id, at],
-            ),
-            Err((next_at, error)) => exec(
-                c,
-                "UPDATE outbox SET attempts = attempts + 1, next_at = ?2, last_error = ?3 \
-                 WHERE id = ?1",
-                params![id, next_at, error],
-            ),
+    async fn unpark(&self, id: Option<i64>, now: i64) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE outbox SET parked_at = NULL, attempts = 0, next_at = ?2 \
+                     WHERE parked_at IS NOT NULL AND delivered_at IS NULL \
+                     AND (?1 IS NULL OR id = ?1)",
+                )?
+                .execute(params![id, now])?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
         .await
     }
