@@ -101,6 +101,10 @@ pub struct LogFile {
     pub dir: PathBuf,
     /// Files kept.
     pub keep: usize,
+    /// Bytes per file before it rotates.
+    pub max_size: u64,
+    /// Bytes of all files together at most.
+    pub max_total: u64,
 }
 
 /// Engine settings with defaults applied.
@@ -121,6 +125,8 @@ pub struct EngineSettings {
     pub max_recovery_attempts: u32,
     /// How long log lines are kept.
     pub log_retention: Duration,
+    /// Log bytes one deployment keeps in the database at most.
+    pub log_cap: u64,
 }
 
 impl EngineSettings {
@@ -634,6 +640,7 @@ impl Config {
             log_retention: e
                 .log_retention
                 .map_or(Duration::from_secs(30 * 24 * 3600), |d| d.0),
+            log_cap: e.log_cap.map_or(256 << 20, |s| s.0),
             lease: e.lease.map_or(Duration::from_secs(15), |d| d.0),
         };
         let secrets: BTreeMap<String, SecretRef> =
@@ -679,6 +686,8 @@ impl Config {
             (Some(d), keep) => Some(LogFile {
                 dir: dir.join(d),
                 keep: keep.unwrap_or(14),
+                max_size: file.log_file.max_size.map_or(100 << 20, |s| s.0).max(4096),
+                max_total: file.log_file.max_total.map_or(1 << 30, |s| s.0).max(4096),
             }),
             (None, _) => None,
         };

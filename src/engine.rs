@@ -84,26 +84,45 @@ impl LogSink for LogHub {
 }
 
 impl LogHub {
-    /// A hub whose lines are written to `store` in batches; the task ends when the hub drops.
-    pub fn new(store: Arc<dyn Db>) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
-        LogHub::with_queue(store, STORE_QUEUE)
+    /// A hub whose lines are written to `store` in batches, at most `cap` bytes of log per
+    /// deployment; the task ends when the hub drops.
+    pub fn new(store: Arc<dyn Db>, cap: u64) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+        LogHub::with_queue(store, STORE_QUEUE, cap)
     }
 
-    fn with_queue(store: Arc<dyn Db>, queue: usize) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
+    fn with_queue(
+        store: Arc<dyn Db>,
+        queue: usize,
+        cap: u64,
+    ) -> (Arc<LogHub>, tokio::task::JoinHandle<()>) {
         let (lines, _) = broadcast::channel(16_384);
         let (to_store, mut rx) = mpsc::channel::<Arc<LogLine>>(queue);
         let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let missed = unstored.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
+            let mut caps = Caps::new(cap);
             while rx.recv_many(&mut batch, 2048).await > 0 {
-                let mut rows: Vec<LogRecord> = batch.drain(..).map(|l| record(&l)).collect();
+                let mut rows: Vec<LogRecord> = Vec::with_capacity(batch.len());
+                for l in batch.drain(..) {
+                    match caps.admit(&l) {
+                        Admit::Store => rows.push(record(&l)),
+                        Admit::CapReached => {
+                            rows.push(record(&l));
+                            rows.push(record(&cap_line(&l, cap)));
+                        }
+                        Admit::Drop => {}
+                    }
+                }
                 let n = missed.swap(0, std::sync::atomic::Ordering::Relaxed);
                 if n > 0 {
                     rows.push(record(&unstored_line(n)));
                 }
+                if rows.is_empty() {
+                    continue;
+                }
                 if let Err(e) = store.append_logs(rows).await {
-                    tracing::warn!(error = %e, "log lines could not be stored");
+                    log_path_failed(format!("log lines could not be stored: {e}"));
                 }
             }
         });
@@ -120,6 +139,90 @@ impl LogHub {
     /// Log lines from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<LogLine>> {
         self.lines.subscribe()
+    }
+}
+
+/// What the log path lost, if it failed: said at the end of a command, which then exits
+/// non-zero (the deploy may have succeeded; its record is not whole).
+static LOG_PATH: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Records (and says at error level) that the log path failed; the first failure is kept.
+fn log_path_failed(why: String) {
+    tracing::error!("{why}");
+    if let Ok(mut f) = LOG_PATH.lock()
+        && f.is_none()
+    {
+        *f = Some(why);
+    }
+}
+
+/// How the log path failed in this process, if it did.
+pub fn log_path_failure() -> Option<String> {
+    LOG_PATH.lock().ok().and_then(|f| f.clone())
+}
+
+/// Per deployment, the log bytes stored so far: past the cap, lines are only shown live and
+/// written to the JSON log.
+struct Caps {
+    cap: u64,
+    used: std::collections::HashMap<String, u64>,
+}
+
+enum Admit {
+    Store,
+    /// This line is the last one stored: the cut is said after it.
+    CapReached,
+    Drop,
+}
+
+impl Caps {
+    fn new(cap: u64) -> Caps {
+        Caps {
+            cap,
+            used: std::collections::HashMap::new(),
+        }
+    }
+
+    fn admit(&mut self, l: &LogLine) -> Admit {
+        let Some(id) = &l.deployment_id else {
+            return Admit::Store;
+        };
+        let size = u64::try_from(l.message.len() + 64).unwrap_or(u64::MAX);
+        let used = self.used.entry(id.clone()).or_insert(0);
+        if *used > self.cap {
+            crate::telemetry::metrics::get().log_lines_dropped("cap", 1);
+            return Admit::Drop;
+        }
+        *used = used.saturating_add(size);
+        if *used > self.cap {
+            Admit::CapReached
+        } else {
+            Admit::Store
+        }
+    }
+}
+
+/// Said once in a deployment's stored log when it reaches the cap.
+fn cap_line(after: &LogLine, cap: u64) -> LogLine {
+    let message = format!(
+        "this deployment's log reached {} in the database (engine.log_cap): later lines are \
+         not stored; they still reach the console and the JSON log",
+        if cap >= 1 << 20 {
+            format!("{} MB", cap >> 20)
+        } else {
+            format!("{cap} bytes")
+        }
+    );
+    tracing::warn!(deployment = ?after.deployment_id, "{message}");
+    LogLine {
+        at: after.at,
+        level: crate::plugin::Level::Warn,
+        source: "manent".into(),
+        deployment_id: after.deployment_id.clone(),
+        target: None,
+        moniker: None,
+        message,
+        attrs: Default::default(),
     }
 }
 
@@ -373,7 +476,7 @@ impl Engine {
                 crate::redact::register_redaction(&v);
             }
         }
-        let (logs, log_writer) = LogHub::new(store.clone());
+        let (logs, log_writer) = LogHub::new(store.clone(), config.engine.log_cap);
         if !reaped.is_empty() {
             Logger::new(logs.clone(), "engine").warn(&format!(
                 "killed {} process group(s) an engine that died had left running (pgid {}) \
@@ -597,7 +700,13 @@ impl Engine {
         drop(self.runtime);
         // The log writer ends once every sender is gone.
         drop(self.logs);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.log_writer).await;
+        match tokio::time::timeout(Duration::from_secs(5), self.log_writer).await {
+            Ok(Err(e)) => log_path_failed(format!("the log writer stopped: {e}")),
+            Err(_) => log_path_failed(
+                "the log writer did not finish storing lines within 5s of shutdown".into(),
+            ),
+            Ok(Ok(())) => {}
+        }
         if left == 0
             && let Err(e) = self.store.close().await
         {
@@ -637,7 +746,7 @@ mod tests {
         let store: Arc<dyn Db> =
             Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
         crate::redact::register_redaction("hub-s3cr3t-9f2");
-        let (hub, writer) = LogHub::new(store.clone());
+        let (hub, writer) = LogHub::new(store.clone(), 256 << 20);
         let mut live = hub.subscribe();
         let mut l = line(0);
         l.message = "token=hub-s3cr3t-9f2 from a plugin's stderr".into();
@@ -670,7 +779,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Db> =
             Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
-        let (hub, writer) = LogHub::with_queue(store.clone(), 4);
+        let (hub, writer) = LogHub::with_queue(store.clone(), 4, 256 << 20);
         let mut live = hub.subscribe();
         // The writer task cannot run until this test awaits: the queue fills at 4.
         for i in 0..10 {
@@ -693,6 +802,45 @@ mod tests {
         assert!(
             stored[4].starts_with("6 log lines were shown live but not stored"),
             "{stored:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_deployment_past_its_log_cap_keeps_what_came_first_and_says_where_it_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Db> =
+            Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
+        // Each line counts its message and a fixed 64 bytes: 5 lines of ~70 fit in 350.
+        let (hub, writer) = LogHub::with_queue(store.clone(), 1000, 350);
+        for i in 0..50 {
+            let mut l = line(i);
+            l.deployment_id = Some("dep-1".into());
+            hub.log(l);
+        }
+        // Lines of no deployment are not capped.
+        hub.log(line(99));
+        drop(hub);
+        writer.await.unwrap();
+        let stored: Vec<String> = store
+            .logs("dep-1", 0, None, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.message)
+            .collect();
+        assert_eq!(stored.len(), 7, "{stored:?}");
+        assert_eq!(stored[5], "line 5");
+        assert!(
+            stored[6].contains("reached 350 bytes in the database (engine.log_cap)"),
+            "{stored:?}"
+        );
+        assert!(
+            store
+                .recent_logs(0, 100)
+                .await
+                .unwrap()
+                .iter()
+                .any(|r| r.message == "line 99")
         );
     }
 }

@@ -38,8 +38,17 @@ fn main() -> ExitCode {
         }
     };
     let mut out = Out::std();
-    let code = runtime.block_on(manent::cli::run(cli, &mut out));
+    let mut code = runtime.block_on(manent::cli::run(cli, &mut out));
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    // A deploy may have gone well while its log did not reach the database: never silently.
+    if let Some(why) = manent::engine::log_path_failure() {
+        out.error(format!(
+            "the log path failed: {why}; the stored log is not whole"
+        ));
+        if code == manent::cli::exit::OK {
+            code = manent::cli::exit::ENGINE;
+        }
+    }
     ExitCode::from(code)
 }
 

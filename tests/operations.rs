@@ -462,6 +462,54 @@ environments:
     });
 }
 
+#[test]
+fn a_flood_with_a_log_file_stores_every_line_up_to_the_cap_and_says_so() {
+    let manent = "plugins:\n  exec: {}\nengine:\n  log_cap: 200KB\nlog_file:\n  dir: logs\n  keep: 20\n  max_size: 1MB\n";
+    let app = r#"application: flood
+artifact: {version: "1"}
+deploy:
+  plugin: exec
+  params:
+    deploy: seq 1 20000
+environments:
+  prod:
+    targets: [{name: a}]
+"#;
+    let fx = Fixture::new(manent, &[("flood", app)]);
+    let out = fx.run(&["deploy", "flood", "prod", "--yes"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let id = fx.deployments().pop().unwrap();
+    let stored = text(&fx.run(&["logs", &id]).stdout);
+    assert!(
+        stored.contains("] 1\n") || stored.contains(" 1\n"),
+        "the first lines are kept"
+    );
+    assert!(
+        stored.contains("log reached 204800 bytes in the database (engine.log_cap)"),
+        "the cut is said: {}",
+        &stored[stored.len().saturating_sub(600)..]
+    );
+    assert!(!stored.contains(" 20000\n"), "past the cap, not stored");
+    // The JSON log has every line, the cap notwithstanding, in files of at most 1MB.
+    let mut all = String::new();
+    let files: Vec<_> = std::fs::read_dir(fx.path().join("logs"))
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .collect();
+    assert!(files.len() > 1, "rotated by size: {files:?}");
+    for f in &files {
+        assert!(std::fs::metadata(f).unwrap().len() <= 1 << 20, "{f:?}");
+        all.push_str(&std::fs::read_to_string(f).unwrap());
+    }
+    assert!(
+        all.contains("\"message\":\"20000\""),
+        "the JSON log has the last line"
+    );
+    assert!(all.contains("\"message\":\"1\""));
+}
+
 /// A webhook receiver on loopback: answers `fail_first` requests with 503 (or, `silent`,
 /// never; or, `fail_first` above 1000, the first `fail_first - 1000` with 400), then 200; keeps
 /// the bodies it accepted and the headers it saw.

@@ -94,6 +94,12 @@ pub struct LogFileSection {
     /// Files kept (default 14); older ones are deleted at rotation.
     #[serde(default)]
     pub keep: Option<usize>,
+    /// A file is rotated once it holds this much (default 100MB), whatever the day.
+    #[serde(default)]
+    pub max_size: Option<super::values::Size>,
+    /// The files together hold at most this much (default 1GB): the oldest go first.
+    #[serde(default)]
+    pub max_total: Option<super::values::Size>,
 }
 
 /// `console:` settings.
@@ -127,6 +133,10 @@ pub struct EngineSection {
     /// How long log lines are kept in the database (default 30d).
     #[serde(default)]
     pub log_retention: Option<Dur>,
+    /// Log bytes one deployment keeps in the database at most (default 256MB); past it lines
+    /// still reach the console and the JSON log, and the cut is said once.
+    #[serde(default)]
+    pub log_cap: Option<super::values::Size>,
     /// On a shared PostgreSQL: how long an engine that stops renewing its lease keeps its
     /// deployments before another engine takes them over (default 15s).
     #[serde(default)]

@@ -103,6 +103,48 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
+/// A size in bytes, written as `64MB`, `1GiB`, `512k` or a plain number of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl Size {
+    /// Parses `64MB`, `1GiB`, `512k`, `1000`.
+    pub fn parse(s: &str) -> Option<Size> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (n, unit) = t.split_at(split);
+        let n: u64 = n.parse().ok()?;
+        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kb" | "kib" => 1 << 10,
+            "m" | "mb" | "mib" => 1 << 20,
+            "g" | "gb" | "gib" => 1 << 30,
+            _ => return None,
+        };
+        n.checked_mul(mult).map(Size)
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        let s = match Raw::deserialize(d)? {
+            Raw::N(n) => return Ok(Size(n)),
+            Raw::S(s) => s,
+        };
+        Size::parse(&s).ok_or_else(|| {
+            de::Error::custom(format!(
+                "invalid size `{s}`: write it like 64MB, 1GB or 512KB"
+            ))
+        })
+    }
+}
+
 /// How targets are grouped into batches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

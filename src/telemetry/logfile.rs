@@ -1,6 +1,7 @@
 //! The JSON log file for a SIEM (DESIGN §10): one JSON object per line, in daily files
-//! (`manent.YYYY-MM-DD.jsonl`, at most `keep` of them), written by tracing-appender's
-//! non-blocking writer — lossy past its buffer, so a slow disk never stalls a deploy.
+//! (`manent.YYYY-MM-DD.jsonl`, rotated by size too, at most `keep` of them and `max_total`
+//! bytes in all: [`rolling`]), written by tracing-appender's non-blocking writer — lossy past
+//! its buffer, so a slow disk never stalls a deploy.
 //!
 //! Two kinds of line share it: the engine's own tracing events (through a layer the process's
 //! subscriber carries from the start and the engine switches on), and every plugin and engine
@@ -12,14 +13,15 @@ use std::sync::{OnceLock, RwLock};
 
 use serde::Serialize;
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
-use tracing_appender::rolling::{Builder, Rotation};
 use tracing_subscriber::Layer;
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{Filtered, LevelFilter};
 use tracing_subscriber::registry::Registry;
 use tracing_subscriber::reload;
 
 use crate::plugin::LogLine;
 use crate::redact::redact;
+
+mod rolling;
 
 type FileLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
 
@@ -32,10 +34,13 @@ static LINES: RwLock<Option<Redacting>> = RwLock::new(None);
 const BUFFERED_LINES: usize = 64_000;
 
 /// The layer a process's subscriber starts with (put it first: it is typed for the registry).
-pub fn layer() -> reload::Layer<FileLayer, Registry> {
+/// The file's level filter wraps the switch, not the layer switched in: a per-layer filter
+/// gets its id when the subscriber is built, and one reloaded in later has none (tracing
+/// panics on it, and the log path would die with the deploy going on).
+pub fn layer() -> Filtered<reload::Layer<FileLayer, Registry>, LevelFilter, Registry> {
     let (layer, handle) = reload::Layer::new(None);
     let _ = EVENTS.set(handle);
-    layer
+    layer.with_filter(LevelFilter::INFO)
 }
 
 /// Why the log file could not be opened.
@@ -78,13 +83,7 @@ pub fn open(cfg: &crate::config::LogFile) -> Result<Open, LogFileError> {
         dir: cfg.dir.display().to_string(),
         reason,
     };
-    std::fs::create_dir_all(&cfg.dir).map_err(|e| fail(e.to_string()))?;
-    let appender = Builder::new()
-        .rotation(Rotation::DAILY)
-        .filename_prefix("manent")
-        .filename_suffix("jsonl")
-        .max_log_files(cfg.keep)
-        .build(&cfg.dir)
+    let appender = rolling::Rolling::open(&cfg.dir, cfg.keep, cfg.max_size, cfg.max_total)
         .map_err(|e| fail(e.to_string()))?;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
@@ -98,8 +97,7 @@ pub fn open(cfg: &crate::config::LogFile) -> Result<Open, LogFileError> {
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
-            .with_writer(writer.clone())
-            .with_filter(LevelFilter::INFO);
+            .with_writer(writer.clone());
         let _ = h.reload(Some(
             Box::new(events) as Box<dyn Layer<Registry> + Send + Sync>
         ));
@@ -360,5 +358,37 @@ fn write_raw(record: &impl Serialize) {
     if let Ok(mut text) = serde_json::to_vec(record) {
         text.push(b'\n');
         let _ = writer.0.clone().write_all(&text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    #[allow(clippy::unwrap_used, reason = "test code")]
+    fn the_engines_events_reach_the_file_from_any_thread() {
+        let subscriber = tracing_subscriber::registry().with(super::layer());
+        let dir = tempfile::tempdir().unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            let open = super::open(&crate::config::LogFile {
+                dir: dir.path().to_owned(),
+                keep: 2,
+                max_size: 1 << 20,
+                max_total: 4 << 20,
+            })
+            .unwrap();
+            tracing::warn!("first from the test's thread");
+            tracing::info!("an info line");
+            tracing::debug!("a debug line, below the file's level");
+            drop(open);
+        });
+        let mut text = String::new();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
+        }
+        assert!(text.contains("first from the test's thread"), "{text}");
+        assert!(text.contains("an info line"), "{text}");
+        assert!(!text.contains("a debug line"), "{text}");
     }
 }
