@@ -613,3 +613,48 @@ fn remote_copy_deploys_and_rolls_back_over_ssh() {
     .unwrap();
     check_remote_copy(&fx, &root, &["n1", "n2"]);
 }
+
+/// A deploy whose engine also resumed another application's deployment stuck on a plugin that
+/// never speaks returns when its own deployment ends: the stuck one goes to a background
+/// worker (a liveness bound of one minute, not a timing assertion: waiting for the stuck one
+/// would take its 10-minute start_timeout).
+#[test]
+fn a_deploy_returns_when_its_own_deployment_ends_whatever_its_engine_resumed() {
+    let manent = format!(
+        "plugins:\n  fix:\n    external:\n      command: {FIXTURE}\n      start_timeout: 10m\n      \
+         env: {{FIXTURE_START: silent}}\n  exec: {{}}\n"
+    );
+    let stuck = "application: a\nartifact: {version: \"1\"}\ndeploy:\n  plugin: fix\nenvironments:\n  prod:\n    targets: [{name: t1}]\n";
+    let other = "application: other\nartifact: {version: \"1\"}\ndeploy:\n  plugin: exec\n  params:\n    deploy: echo ok\nenvironments:\n  prod:\n    targets: [{name: o1}]\n";
+    let fx = Fixture::new(&manent, &[("a", stuck), ("other", other)]);
+    let mut first = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    wait_until(Duration::from_secs(30), "the stuck deploy to start", || {
+        fx.deployments().len() == 1
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut child = fx.spawn_with(&["deploy", "other", "prod", "--yes"], &[]);
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the other deploy waited for the stuck one");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(status.success(), "{err}");
+    assert!(
+        err.contains("resumed by this engine) to a background worker"),
+        "{err}"
+    );
+    // The worker carries the stuck one on; stop it.
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", &format!("{} worker", fx.config().display())])
+        .status();
+}

@@ -90,18 +90,63 @@ impl Runner {
         }
     }
 
-    /// Stops the engine run here; `stopping` when the operator interrupted: then in-flight
-    /// targets finish and nothing new starts, rather than waiting for whole deployments.
-    pub async fn finish(self, stopping: bool) -> usize {
-        match self {
-            Runner::Local(e) if stopping => {
-                let hard = e.config().engine.hard_timeout;
-                e.shutdown_within(Duration::ZERO, hard).await
-            }
-            Runner::Local(e) => e.shutdown().await,
-            Runner::Remote { .. } => 0,
+    /// Stops the engine run here. `stopping` when the operator interrupted: runs stop at their
+    /// next step boundary and steps in flight get a moment (an interrupted step is durable: the
+    /// next engine reconciles it), so a Ctrl-C or SIGTERM ends this process within seconds in
+    /// any phase. Otherwise the deployment this command followed has settled: deployments the
+    /// engine resumed beside it do not hold the command — they go to a background worker.
+    /// Returns how many runs were cut off and left for the next engine.
+    pub async fn finish(self, stopping: bool, out: &mut Out) -> usize {
+        let Runner::Local(e) = self else {
+            return 0;
+        };
+        if stopping {
+            return e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
         }
+        let others = e.active();
+        if others.is_empty() {
+            return e.shutdown().await;
+        }
+        out.note(format!(
+            "manent: handing {} (resumed by this engine) to a background worker",
+            crate::deploy::state::names(&others)
+        ));
+        let file = e.config().file.clone();
+        e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
+        match spawn_worker(&file) {
+            Ok(pid) => out.note(format!(
+                "manent: a background `manent worker` (pid {pid}) continues them; `manent status` \
+                 shows them"
+            )),
+            Err(err) => out.note(format!(
+                "manent: could not start a background worker ({err}); `manent resume ID` \
+                 continues them"
+            )),
+        }
+        0
     }
+}
+
+/// How long steps in flight get when this process stops its engine before it has finished:
+/// what is cut off is durable, and the next engine reconciles it.
+const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+/// A detached `manent worker --until-idle` on `config_file`.
+fn spawn_worker(config_file: &std::path::Path) -> std::io::Result<u32> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let exe = std::env::current_exe()?;
+    let child = std::process::Command::new(exe)
+        .arg("--config")
+        .arg(config_file)
+        .arg("worker")
+        .arg("--until-idle")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    Ok(child.id())
 }
 
 /// How following ended.
@@ -203,7 +248,7 @@ pub async fn to_end(
         Runner::Local(e) => Some(e.store().clone()),
         Runner::Remote { .. } => None,
     };
-    let left = runner.finish(matches!(ending, Ending::Stopped)).await;
+    let left = runner.finish(matches!(ending, Ending::Stopped), out).await;
     if left > 0 {
         out.note(format!(
             "manent: {left} deployment(s) were still running; they resume at the next start"

@@ -178,7 +178,7 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
         Ok(s) => s,
         Err(e) => {
             out.error(e);
-            runner.finish(false).await;
+            runner.finish(false, out).await;
             return exit::BAD_INPUT;
         }
     };
@@ -297,7 +297,7 @@ async fn start_and_follow(
         Ok(s) => s,
         Err(e) => {
             out.error(e);
-            runner.finish(false).await;
+            runner.finish(false, out).await;
             return exit::BAD_INPUT;
         }
     };

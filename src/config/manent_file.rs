@@ -181,7 +181,7 @@ pub struct ExternalDecl {
     /// Environment variables passed to it (the rest of manent's environment is not).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Limit on start and handshake (default 1m; at least 1s).
+    /// Limit on start and handshake (default 15s; at least 1s).
     #[serde(default, deserialize_with = "start_timeout")]
     pub start_timeout: Option<Dur>,
 }

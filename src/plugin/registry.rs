@@ -126,7 +126,7 @@ impl Registry {
                     args: e.args.clone(),
                     sha256: e.sha256.as_ref().map(|s| s.0.clone()),
                     env: e.env.clone(),
-                    start_timeout: e.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
+                    start_timeout: e.start_timeout.map_or(Duration::from_secs(15), |d| d.0),
                     options: d.options.clone(),
                 }),
                 (None, None) => return None,
@@ -139,7 +139,7 @@ impl Registry {
             args: Vec::new(),
             sha256: None,
             env: BTreeMap::new(),
-            start_timeout: Duration::from_secs(60),
+            start_timeout: Duration::from_secs(15),
             options: serde_json::Value::Object(serde_json::Map::new()),
         }))
     }
