@@ -184,6 +184,10 @@ pub struct DbCopyArgs {
     /// Empty a target that has rows first.
     #[arg(long)]
     pub force: bool,
+    /// For a PostgreSQL target: the secret (declared under `secrets:`) its engines will share
+    /// as `engine.inputs_key`; the copied deployments are signed with it.
+    #[arg(long, value_name = "SECRET")]
+    pub inputs_key: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -589,9 +593,7 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Inbox(a) => inspect::inbox(&cli.config, a.json, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Db(DbCommand::Check(a)) => db::check(&cli.config, a.json, out).await,
-        Command::Db(DbCommand::Copy(a)) => {
-            db::copy_to(&cli.config, &a.to, a.force, a.json.json, out).await
-        }
+        Command::Db(DbCommand::Copy(a)) => db::copy_to(&cli.config, &a, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]
         Command::Console(a) => {

@@ -118,6 +118,10 @@ pub struct EngineSettings {
     pub max_recovery_attempts: u32,
     /// How long log lines are kept.
     pub log_retention: Duration,
+    /// The group that shares the engine's files, if any (`engine.shared_group`).
+    pub shared_group: Option<String>,
+    /// On a shared PostgreSQL: the secret that authenticates stored inputs.
+    pub inputs_key: Option<String>,
 }
 
 impl EngineSettings {
@@ -460,6 +464,49 @@ fn database_at(
     })
 }
 
+/// `engine.inputs_key`: required with a shared PostgreSQL (the engines authenticate each
+/// other's stored inputs with it), naming a declared secret; a SQLite database keeps its key in
+/// a file beside it instead.
+fn check_inputs_key(
+    text: &str,
+    path: &Path,
+    engine: &EngineSettings,
+    postgres: bool,
+    secrets: &BTreeMap<String, SecretRef>,
+) -> Result<(), ConfigError> {
+    let fail = |needle: &str, message: String, hint: String| ConfigError {
+        file: path.to_owned(),
+        position: locate(text, needle, 0),
+        message,
+        hint: Some(hint),
+    };
+    match (&engine.inputs_key, postgres) {
+        (None, true) => Err(fail(
+            "database:",
+            "a shared PostgreSQL needs `engine.inputs_key`: the secret every engine on it holds, \
+             which authenticates the deployments they store for each other"
+                .into(),
+            "add `engine: {inputs_key: manent_key}` and `secrets: {manent_key: \
+             file:/etc/manent/inputs.key}` — the same 32 or more random characters on every \
+             host (`head -c 32 /dev/urandom | base64`)"
+                .into(),
+        )),
+        (Some(_), false) => Err(fail(
+            "inputs_key:",
+            "engine.inputs_key is for a shared PostgreSQL; a SQLite database keeps its key in \
+             a file beside it (<database>.key)"
+                .into(),
+            "remove it".into(),
+        )),
+        (Some(name), true) if !secrets.contains_key(name) => Err(fail(
+            "inputs_key:",
+            format!("engine.inputs_key: secret `{name}` is not declared under `secrets:`"),
+            format!("declare it, e.g. `secrets: {{{name}: file:/etc/manent/inputs.key}}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The `notify:` receivers, checked: an http(s) URL, known events, declared secrets.
 fn receivers(
     text: &str,
@@ -631,7 +678,20 @@ impl Config {
                 .log_retention
                 .map_or(Duration::from_secs(30 * 24 * 3600), |d| d.0),
             lease: e.lease.map_or(Duration::from_secs(15), |d| d.0),
+            shared_group: e.shared_group.clone(),
+            inputs_key: e.inputs_key.clone(),
         };
+        if let Some(group) = &e.shared_group
+            && let Err(why) = crate::sys::files::Trust::new(Some(group))
+        {
+            return Err(ConfigError {
+                file: path.to_owned(),
+                position: locate(&text, "shared_group:", 0),
+                message: why,
+                hint: None,
+            }
+            .into());
+        }
         let secrets: BTreeMap<String, SecretRef> =
             file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect();
         let (database, postgres) = match database_at(
@@ -643,6 +703,7 @@ impl Config {
             DatabaseAt::File(f) => (f, None),
             DatabaseAt::Postgres(pg) => (PathBuf::from(".manent/manent.db"), Some(pg)),
         };
+        check_inputs_key(&text, path, &engine, postgres.is_some(), &secrets)?;
         // Engines sharing a database need distinct ids; two configurations on one bastion (two
         // operators' checkouts) would both default to the host name. The configuration file's
         // digest keeps an engine's id across its restarts, so it still resumes its own

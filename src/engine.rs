@@ -35,9 +35,13 @@ pub enum EngineError {
          it writable) and run again"
     )]
     Unwritable { path: String, cause: String },
-    /// The directory that records the processes the engine starts cannot be used.
-    #[error("cannot record the engine's processes in {path}: {reason}")]
-    Processes { path: String, reason: String },
+    /// One of the engine's files is not its user's alone (or the shared group's): nothing
+    /// starts, and nothing is killed.
+    #[error(transparent)]
+    Refused(#[from] crate::sys::files::Refused),
+    /// `engine.shared_group` cannot be used by this user.
+    #[error("{0}")]
+    Trust(String),
     /// `metrics.listen` cannot be listened on (a taken port).
     #[error(transparent)]
     Metrics(#[from] crate::telemetry::metrics::ServeError),
@@ -305,12 +309,13 @@ impl Engine {
     /// Takes the lease on the configured database, opens it, and resumes what crashed runs
     /// left behind.
     pub async fn start(config: &Config) -> Result<Engine, EngineError> {
-        let lease = Lease::acquire(&config.database)?;
+        let trust = records::trust(config).map_err(EngineError::Trust)?;
+        let lease = Lease::acquire(&config.database, &trust)?;
         // The JSON log file first: what recovery does below is in it.
         let log_file = config
             .log_file
             .as_ref()
-            .map(crate::telemetry::logfile::open)
+            .map(|l| crate::telemetry::logfile::open(l, &trust))
             .transpose()?;
         let store: Arc<dyn Db> = records::open_configured(config, true).await?;
         let metrics = match config.metrics_listen {
@@ -353,17 +358,13 @@ impl Engine {
         }
         // What a dead engine left running (its commands, its plugins) dies before anything
         // runs again: no step may run beside its own earlier attempt.
-        let processes =
-            Processes::beside(&config.database).map_err(|e| EngineError::Processes {
-                path: config.database.display().to_string(),
-                reason: e.to_string(),
-            })?;
+        let processes = Processes::beside(&config.database, &trust)?;
         let reaped = tokio::task::spawn_blocking({
             let p = processes.clone();
             move || p.reap()
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|_| Ok(Default::default()))?;
         // Secrets from the engine's environment are known before anything runs: a command that
         // is passed the variable itself (exec's `pass_env`) prints it redacted too.
         for source in config.secrets.values() {
@@ -374,17 +375,24 @@ impl Engine {
             }
         }
         let (logs, log_writer) = LogHub::new(store.clone());
-        if !reaped.is_empty() {
-            Logger::new(logs.clone(), "engine").warn(&format!(
+        // Said on the terminal too: whoever starts the engine learns what it killed or spared.
+        let mut said = reaped.spared;
+        if !reaped.killed.is_empty() {
+            said.push(format!(
                 "killed {} process group(s) an engine that died had left running (pgid {}) \
                  before resuming its deployments",
-                reaped.len(),
+                reaped.killed.len(),
                 reaped
+                    .killed
                     .iter()
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        }
+        for line in &said {
+            tracing::warn!("{line}");
+            Logger::new(logs.clone(), "engine").warn(line);
         }
         let registry = Arc::new(Registry::with_processes(
             config,

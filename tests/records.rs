@@ -268,7 +268,9 @@ async fn postgres_records_commit_with_the_engine_and_read_back() {
         return;
     };
     let url = server.create_db("records");
-    let db = records::open_postgres(&url, None, 4).await.unwrap();
+    let db = records::open_postgres(&url, None, 4, pg::inputs_key())
+        .await
+        .unwrap();
     records_commit_with_the_engine_and_read_back(Arc::new(db)).await;
 }
 
@@ -279,9 +281,13 @@ async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
     };
     let url = server.create_db("newer");
     // Created and migrated by this manent; a second open finds it current.
-    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    let db = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     drop(db);
-    records::open_postgres(&url, None, 2).await.unwrap();
+    records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -290,7 +296,9 @@ async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
         .batch_execute("UPDATE schema_components SET version = 99 WHERE name = 'engine'")
         .await
         .unwrap();
-    let err = records::open_postgres(&url, None, 2).await.unwrap_err();
+    let err = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap_err();
     let said = err.to_string();
     assert!(
         said.contains("newer than this manent") && said.contains("upgrade manent"),
@@ -309,7 +317,9 @@ async fn a_postgres_across_the_network_is_reached_over_verified_tls() {
     // libpq's verify-full with the server's CA: TLS, the chain and the host name checked.
     let url =
         format!("postgres://postgres@localhost:{port}/tls?sslmode=verify-full&sslrootcert={ca}");
-    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    let db = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     let ssl: bool = db
         .client()
         .await
@@ -324,7 +334,7 @@ async fn a_postgres_across_the_network_is_reached_over_verified_tls() {
     assert!(ssl, "the connection is encrypted");
     // A certificate nobody vouches for is refused, saying what to give.
     let url = format!("postgres://postgres@localhost:{port}/tls?sslmode=require");
-    let err = records::open_postgres(&url, None, 2)
+    let err = records::open_postgres(&url, None, 2, pg::inputs_key())
         .await
         .unwrap_err()
         .to_string();

@@ -127,6 +127,15 @@ pub struct EngineSection {
     /// deployments before another engine takes them over (default 15s).
     #[serde(default)]
     pub lease: Option<Dur>,
+    /// The group whose members share this engine's files (database, lock, key, process
+    /// records, JSON log): 0660 files and 2770 directories of that group instead of 0600/0700
+    /// of one user.
+    #[serde(default)]
+    pub shared_group: Option<String>,
+    /// On a shared PostgreSQL: the secret (declared under `secrets:`) every engine on it holds,
+    /// which authenticates deployments' stored inputs; at least 32 characters.
+    #[serde(default)]
+    pub inputs_key: Option<String>,
 }
 
 /// SQLite's `synchronous`.

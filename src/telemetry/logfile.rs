@@ -6,13 +6,17 @@
 //! subscriber carries from the start and the engine switches on), and every plugin and engine
 //! log line the [`LogHub`](crate::engine::LogHub) carries, with its original level, message and
 //! attributes, plugin, deployment, target and moniker. Both pass the secret redactor.
+//!
+//! The directory and its files are the engine user's alone (0700/0600, or the shared group's),
+//! as the database is: every line may quote a deploy command or a hook's output.
+
+mod daily;
 
 use std::io::Write;
 use std::sync::{OnceLock, RwLock};
 
 use serde::Serialize;
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
-use tracing_appender::rolling::{Builder, Rotation};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::registry::Registry;
@@ -72,19 +76,19 @@ impl Drop for Open {
     }
 }
 
-/// Opens the daily files in `dir`, keeping at most `keep`.
-pub fn open(cfg: &crate::config::LogFile) -> Result<Open, LogFileError> {
+/// Opens the daily files in `dir`, keeping at most `keep`, under `trust`'s file rules.
+pub fn open(
+    cfg: &crate::config::LogFile,
+    trust: &crate::sys::files::Trust,
+) -> Result<Open, LogFileError> {
     let fail = |reason: String| LogFileError {
         dir: cfg.dir.display().to_string(),
         reason,
     };
-    std::fs::create_dir_all(&cfg.dir).map_err(|e| fail(e.to_string()))?;
-    let appender = Builder::new()
-        .rotation(Rotation::DAILY)
-        .filename_prefix("manent")
-        .filename_suffix("jsonl")
-        .max_log_files(cfg.keep)
-        .build(&cfg.dir)
+    trust
+        .ensure_log_dir(&cfg.dir)
+        .map_err(|e| fail(e.to_string()))?;
+    let appender = daily::Daily::open(cfg.dir.clone(), cfg.keep, trust.clone())
         .map_err(|e| fail(e.to_string()))?;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)

@@ -250,6 +250,21 @@ impl Runtime {
                 Ok(false)
             }
             Claim::NotClaimable => Ok(false),
+            Claim::Refused(row) => {
+                let why = row
+                    .error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+                    .and_then(|e| e["message"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                tracing::error!(workflow = id, "{why}");
+                let _ = self.events.send(RuntimeEvent::Ended {
+                    workflow_id: id.to_owned(),
+                    status: Some(WorkflowStatus::Error),
+                    reason: why,
+                });
+                Ok(false)
+            }
         }
     }
 

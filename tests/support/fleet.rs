@@ -37,8 +37,20 @@ impl Fixture {
         }
     }
 
-    /// The same, on the PostgreSQL database `url` (`database:` in manent.yml).
+    /// The same, on the PostgreSQL database `url` (`database:` in manent.yml), with the inputs
+    /// key the tests' engines share (`engine.inputs_key`, merged into an `engine:` section
+    /// `manent_yml` has).
     pub fn on_postgres(url: &str, manent_yml: &str, apps: &[(&str, &str)]) -> Fixture {
+        let key = "manent-tests-inputs-key-0123456789abcdef";
+        assert!(!manent_yml.contains("secrets:"), "merge the secrets here");
+        let manent_yml = if manent_yml.contains("engine: {") {
+            manent_yml.replacen("engine: {", "engine: {inputs_key: pg_inputs, ", 1)
+        } else if manent_yml.contains("engine:\n") {
+            manent_yml.replacen("engine:\n", "engine:\n  inputs_key: pg_inputs\n", 1)
+        } else {
+            format!("{manent_yml}engine: {{inputs_key: pg_inputs}}\n")
+        };
+        let manent_yml = format!("{manent_yml}secrets: {{pg_inputs: \"value:{key}\"}}\n");
         let mut fx = Fixture::new(&format!("database: \"{url}\"\n{manent_yml}"), apps);
         fx.postgres = Some(url.to_owned());
         fx
