@@ -122,6 +122,8 @@ pub struct EngineSettings {
     pub shared_group: Option<String>,
     /// On a shared PostgreSQL: the secret that authenticates stored inputs.
     pub inputs_key: Option<String>,
+    /// Secrets shorter than 8 characters are accepted (test fixtures).
+    pub allow_short_secrets: bool,
 }
 
 impl EngineSettings {
@@ -559,8 +561,15 @@ fn receivers(
                 list.clone()
             }
         };
+        if n.url.contains("${secret:") {
+            return Err(fail(
+                "${secret:",
+                format!("notify[{i}].url: `${{secret:…}}` is not read in a URL"),
+                Some("put the secret in a header: `headers: {Authorization: \"Bearer ${secret:NAME}\"}`".into()),
+            ));
+        }
         for v in n.headers.values() {
-            for c in secret_ref.iter().flat_map(|r| r.captures_iter(v)) {
+            for c in secret_ref.iter().flat_map(|r| r.captures_iter(&v.0)) {
                 let name = c.get(1).map_or("", |m| m.as_str());
                 if !secrets.contains_key(name) {
                     return Err(fail(
@@ -594,7 +603,7 @@ fn receivers(
             headers: n
                 .headers
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.0.clone(), v.0.clone()))
                 .collect(),
             events,
             timeout: n.timeout.map_or(Duration::from_secs(5), |d| d.0),
@@ -680,6 +689,7 @@ impl Config {
             lease: e.lease.map_or(Duration::from_secs(15), |d| d.0),
             shared_group: e.shared_group.clone(),
             inputs_key: e.inputs_key.clone(),
+            allow_short_secrets: e.allow_short_secrets,
         };
         if let Some(group) = &e.shared_group
             && let Err(why) = crate::sys::files::Trust::new(Some(group))

@@ -365,14 +365,16 @@ impl Engine {
         })
         .await
         .unwrap_or_else(|_| Ok(Default::default()))?;
-        // Secrets from the engine's environment are known before anything runs: a command that
-        // is passed the variable itself (exec's `pass_env`) prints it redacted too.
-        for source in config.secrets.values() {
-            if let crate::config::SecretRef::Env(var) = source
-                && let Ok(v) = std::env::var(var)
-            {
-                crate::redact::register_redaction(&v);
-            }
+        // Every declared secret is known to redaction before anything runs, whatever a call
+        // later reads: a command that prints a `file:` secret, or the variable exec passes
+        // through, shows `[redacted]` in every sink (the log, the database, webhooks).
+        let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
+        let (warnings, notes) = secrets.preload().await;
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        for n in notes {
+            tracing::info!("{n}; a deployment that reads it fails until it can be read");
         }
         let (logs, log_writer) = LogHub::new(store.clone());
         // Said on the terminal too: whoever starts the engine learns what it killed or spared.

@@ -624,7 +624,10 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
 fn a_receiver_down_for_three_attempts_still_gets_everything_in_order() {
     let r = Receiver::start(3, false);
     let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
-    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[("HOOK_TOKEN", "t0k3n-for-tests")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(r.events(), ["started", "finished"]);
     assert_eq!(
@@ -662,7 +665,10 @@ fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
         &[("web", &ledger_app(""))],
     );
     let started = std::time::Instant::now();
-    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[("HOOK_TOKEN", "t0k3n-for-tests")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         started.elapsed() < Duration::from_secs(30),

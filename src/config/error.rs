@@ -105,6 +105,26 @@ impl ConfigError {
             let last = text.lines().last().unwrap_or_default();
             e.position = Some((lines, last.chars().count() + 1));
         }
+        // A line break in a header value is refused on the value's own line (the parser points
+        // at the start of the headers' map): the first escape of a control character after it.
+        if e.message.contains("header injection")
+            && let Some((line, _)) = e.position
+        {
+            let found = text
+                .lines()
+                .enumerate()
+                .skip(line.saturating_sub(1))
+                .find_map(|(n, l)| {
+                    ["\\r", "\\n", "\\u00", "\\x"]
+                        .iter()
+                        .filter_map(|esc| l.find(esc))
+                        .min()
+                        .map(|at| (n + 1, l[..at].chars().count() + 1))
+                });
+            if found.is_some() {
+                e.position = found;
+            }
+        }
         let key = ["duplicate field `", "duplicate entry with key `"]
             .iter()
             .find_map(|p| e.message.split_once(p))
