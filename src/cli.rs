@@ -331,9 +331,12 @@ pub struct UnlockArgs {
     pub app: String,
     /// The environment.
     pub env: String,
-    /// Why, for the audit journal.
+    /// Why, for the audit journal (required with `--force`).
     #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
+    /// Lift another operator's lock (a break-glass, journaled; needs `--reason`).
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }

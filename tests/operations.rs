@@ -11,7 +11,7 @@ mod fleet;
 
 use std::time::Duration;
 
-use fleet::{Fixture, LEDGER_MANENT, free_port, ledger_app, sigterm, text};
+use fleet::{AS_NOBODY, Fixture, LEDGER_MANENT, free_port, ledger_app, me, sigterm, text};
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
@@ -52,18 +52,15 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lock = json(&out);
     assert_eq!(lock["locked"], true);
-    assert_eq!(lock["lock"]["operator"], "tester");
+    assert_eq!(lock["lock"]["operator"], me().as_str());
     assert_eq!(lock["lock"]["reason"], "investigating 502s");
     assert!(lock["lock"]["expires_at"].is_null());
 
     // Another operator cannot take it over without --force.
-    let out = fx.run_with(
-        &["lock", "web", "prod", "--reason", "mine"],
-        &[("USER", "bob")],
-    );
+    let out = fx.run_with(&["lock", "web", "prod", "--reason", "mine"], &AS_NOBODY);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("already locked by tester"),
+        text(&out.stderr).contains(&format!("already locked by {}", me())),
         "{}",
         text(&out.stderr)
     );
@@ -74,11 +71,12 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         &["deploy", "web", "prod", "--yes", "--version", "3.0.0"][..],
         &["rollback", "web", "prod", "--yes"][..],
     ] {
-        let out = fx.run_with(args, &[("USER", "bob")]);
+        let out = fx.run_with(args, &AS_NOBODY);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert!(
-            err.contains("web/prod is locked by tester") && err.contains("investigating 502s"),
+            err.contains(&format!("web/prod is locked by {}", me()))
+                && err.contains("investigating 502s"),
             "{err}"
         );
         assert!(err.contains("manent unlock web prod"), "{err}");
@@ -99,7 +97,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
             "--reason",
             "hotfix for the 502s",
         ],
-        &[("USER", "bob")],
+        &AS_NOBODY,
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -113,32 +111,47 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         .iter()
         .find(|j| j["action"] == "break-glass")
         .expect("a break-glass entry");
-    assert_eq!(glass["operator"], "bob");
+    assert_eq!(glass["operator"], "nobody");
     assert_eq!(glass["reason"], "hotfix for the 502s");
     assert!(
         glass["detail"]
             .as_str()
             .unwrap()
-            .contains("through the lock of tester"),
+            .contains(&format!("through the lock of {}", me())),
         "{glass}"
     );
     let deploy = journal
         .iter()
-        .find(|j| j["action"] == "deploy" && j["operator"] == "bob")
+        .find(|j| j["action"] == "deploy" && j["operator"] == "nobody")
         .unwrap();
     assert_eq!(
         glass["workflow_id"], deploy["workflow_id"],
         "names its deploy"
     );
 
+    // Another operator's lock is theirs to lift: `--force` and a reason, journaled.
+    let out = fx.run_with(&["unlock", "web", "prod"], &AS_NOBODY);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("it is theirs to lift"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = fx.run_with(&["unlock", "web", "prod", "--force"], &AS_NOBODY);
+    assert_eq!(out.status.code(), Some(2), "--force needs a reason");
+    assert!(
+        text(&out.stderr).contains("--reason"),
+        "{}",
+        text(&out.stderr)
+    );
     // Unlocked, anyone deploys again; the journal keeps both ends.
     let out = fx.run_with(
-        &["unlock", "web", "prod", "--reason", "fixed"],
-        &[("USER", "bob")],
+        &["unlock", "web", "prod", "--force", "--reason", "fixed"],
+        &AS_NOBODY,
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("it was locked by tester"),
+        text(&out.stdout).contains(&format!("it was locked by {}", me())),
         "{}",
         text(&out.stdout)
     );
@@ -155,7 +168,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         actions,
         [
             "rollback",
-            "unlock",
+            "unlock --force",
             "deploy",
             "break-glass",
             "lock",
@@ -216,7 +229,7 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
         items[1]["what"]
             .as_str()
             .unwrap()
-            .contains("lock expires in 10m: tester on"),
+            .contains(&format!("lock expires in 10m: {} on", me())),
         "{inbox}"
     );
     assert_eq!(inbox["locks"][0]["reason"], "look at web-3");
@@ -598,7 +611,7 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
     assert_eq!(all[0]["application"], "web");
     assert_eq!(all[0]["environment"], "prod");
     assert_eq!(all[0]["version"], "2.0.0");
-    assert_eq!(all[0]["who"], "tester");
+    assert_eq!(all[0]["who"], me().as_str());
     assert_eq!(all[0]["why"], "JIRA-7");
     assert_eq!(all[1]["target"], "web-3");
     assert!(

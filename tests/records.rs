@@ -205,11 +205,21 @@ async fn records_commit_with_the_engine_and_read_back(db: Arc<dyn Db>) {
         .unwrap();
     assert_eq!(db.locks(1004).await.unwrap()[0].operator, "bo");
     assert!(db.locks(6000).await.unwrap().is_empty(), "expired");
-    let lifted = db.unlock("web/prod", entry("unlock", 1005)).await.unwrap();
-    assert_eq!(lifted.unwrap().operator, "bo");
+    // Another operator's lock is lifted only with force (the journal entry's operator acts).
+    let kept = db
+        .unlock("web/prod", false, entry("unlock", 1005))
+        .await
+        .unwrap();
+    assert_eq!(kept.unwrap_err().operator, "bo");
+    let lifted = db
+        .unlock("web/prod", true, entry("unlock", 1005))
+        .await
+        .unwrap();
+    assert_eq!(lifted.unwrap().unwrap().operator, "bo");
     assert!(
-        db.unlock("web/prod", entry("unlock", 1006))
+        db.unlock("web/prod", false, entry("unlock", 1006))
             .await
+            .unwrap()
             .unwrap()
             .is_none()
     );

@@ -112,6 +112,13 @@ pub struct Lock {
 }
 
 impl Lock {
+    /// True when it is another person's than `operator`'s (what they claimed aside): lifting
+    /// or replacing it then needs `--force` and a reason.
+    pub fn held_by_another(&self, operator: &str) -> bool {
+        crate::operator::Operator::person(&self.operator)
+            != crate::operator::Operator::person(operator)
+    }
+
     /// Still blocking at `now` (epoch ms).
     pub fn active_at(&self, now: i64) -> bool {
         self.expires_at.is_none_or(|e| e > now)
@@ -222,9 +229,15 @@ pub trait Records: Send + Sync {
         replace: bool,
         entry: JournalEntry,
     ) -> Result<Result<(), Lock>, StoreError>;
-    /// Lifts the lock on `subject`, journaling `entry` with it; the lock lifted (`None`: there
-    /// was no active one, and nothing is journaled).
-    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError>;
+    /// Lifts the lock on `subject`, journaling `entry` (whose operator acts) with it; the lock
+    /// lifted (`None`: there was no active one, and nothing is journaled). Another operator's
+    /// lock is kept and returned (`Err`) unless `force`.
+    async fn unlock(
+        &self,
+        subject: &str,
+        force: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<Option<Lock>, Lock>, StoreError>;
     /// The locks active at `now` (epoch ms), by subject.
     async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError>;
     /// Adds notifications not already there (by receiver, deployment and mark); how many were

@@ -81,6 +81,7 @@ impl Fixture {
         c.arg("--config").arg(self.config()).args(args);
         c.env("USER", "tester")
             .env_remove("SUDO_USER")
+            .env_remove("SUDO_UID")
             .env_remove("SSH_CONNECTION");
         c.env("MANENT_LOG", "warn").env("FIXTURE", self.path());
         c.env_remove("MANENT_FAILPOINTS");
@@ -250,6 +251,17 @@ pub fn pg_rows(url: &str, sql: &str) -> Vec<Vec<String>> {
             .collect()
     })
 }
+
+/// The operator the journal names for these tests' commands: the real user, as the kernel
+/// knows it (`USER` is not believed).
+pub fn me() -> String {
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The environment that makes a command act for another operator, `nobody`: what sudo sets.
+/// (Believed only when the real user is root, as the tests run; sudo makes it so.)
+pub const AS_NOBODY: [(&str, &str); 2] = [("SUDO_USER", "nobody"), ("SUDO_UID", "65534")];
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
