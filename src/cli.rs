@@ -344,16 +344,7 @@ pub struct UnlockArgs {
 /// A reason, the one text an operator writes that others read in their terminals (the journal,
 /// a lock's refusal, notifications): one line of printable text, no escape sequences.
 fn one_line(s: &str) -> Result<String, String> {
-    if s.chars().any(char::is_control) {
-        return Err(
-            "a reason is one line of printable text: no line breaks, tabs or escape \
-                    sequences"
-                .into(),
-        );
-    }
-    if s.chars().count() > 500 {
-        return Err("a reason is at most 500 characters".into());
-    }
+    crate::operator::check_reason(s)?;
     Ok(s.to_owned())
 }
 

@@ -333,6 +333,41 @@ fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `text` as a `T`: first read as plain YAML, so a syntax error anywhere (an unclosed `[`, a
+/// tab, an alias bomb) is said at its own line:col rather than hidden behind the first key `T`
+/// does not take; then as `T`, with `known`'s names in scope. A file of the other kind (a
+/// manent.yml given as a descriptor) is said to be one.
+fn parse_yaml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    known: &Known,
+    kind: &str,
+) -> Result<T, ConfigError> {
+    if let Err(e) = yaml_serde::from_str::<yaml_serde::Value>(text)
+        // A key given twice is said by `T`'s reading, which names it as a field.
+        && !e.to_string().contains("duplicate entry")
+    {
+        return Err(ConfigError::from_yaml_in(path, text, &e));
+    }
+    values::with_known(known, || yaml_serde::from_str::<T>(text)).map_err(|e| {
+        let mut err = ConfigError::from_yaml_in(path, text, &e);
+        let other = match kind {
+            "descriptor" => ["plugins", "database", "secrets", "engine", "notify", "log_file"]
+                .iter()
+                .find(|k| err.message.contains(&format!("unknown field `{k}`")))
+                .map(|_| "manent.yml (the engine's settings), not an application descriptor: descriptors go in apps/ or -f FILE"),
+            _ => ["application", "environments", "deploy"]
+                .iter()
+                .find(|k| err.message.contains(&format!("unknown field `{k}`")))
+                .map(|_| "an application descriptor, not manent.yml: put it in apps/ (or pass it with -f FILE)"),
+        };
+        if let Some(other) = other {
+            err.hint = Some(format!("this file looks like {other}"));
+        }
+        err
+    })
+}
+
 /// The schemes `database:` may use.
 const DATABASE_SCHEMES: &[&str] = &["sqlite", "postgres"];
 
@@ -652,8 +687,7 @@ impl Config {
                 plugin_dir: None,
                 catalog: *catalog,
             };
-            values::with_known(&known, || yaml_serde::from_str(&text))
-                .map_err(|e| ConfigError::from_yaml_in(path, &text, &e))?
+            parse_yaml(path, &text, &known, "manent.yml")?
         };
         // A bare `manent.yml` has an empty parent: paths then stay relative to the working
         // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
@@ -784,6 +818,7 @@ impl Config {
             .catalog
             .builtins
             .iter()
+            .filter(|b| !values::MUST_DECLARE.contains(b))
             .map(|s| (*s).to_owned())
             .collect();
         plugins.extend(self.plugins.keys().cloned());
@@ -828,8 +863,7 @@ impl Config {
             Err(e) => return self.problems.push(e),
         };
         let known = self.known();
-        let parsed = values::with_known(&known, || yaml_serde::from_str::<DescriptorFile>(&text));
-        match parsed {
+        match parse_yaml::<DescriptorFile>(file, &text, &known, "descriptor") {
             Ok(spec) => {
                 let d = Descriptor {
                     file: file.to_owned(),
@@ -843,9 +877,7 @@ impl Config {
                     self.problems.extend(problems);
                 }
             }
-            Err(e) => self
-                .problems
-                .push(ConfigError::from_yaml_in(file, &text, &e)),
+            Err(e) => self.problems.push(e),
         }
     }
 
@@ -1003,6 +1035,17 @@ fn is_production_name(env: &str) -> bool {
     env == "prod" || env == "production" || env.starts_with("prod/") || env.starts_with("prod-")
 }
 
+/// Where environment `name`'s key is written: bare, or quoted (a name with a space must be).
+fn env_at(text: &str, name: &str) -> Option<(usize, usize)> {
+    [
+        format!("{name}:"),
+        format!("\"{}\":", name.replace('\\', "\\\\").replace('"', "\\\"")),
+        format!("'{}':", name.replace('\'', "''")),
+    ]
+    .iter()
+    .find_map(|k| locate(text, k, 0))
+}
+
 fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
     let mut problems = Vec::new();
     let at = |needle: &str, nth: usize| locate(&d.text, needle, nth);
@@ -1038,7 +1081,7 @@ fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
                 host: String::new(),
                 labels: BTreeMap::new(),
             }) {
-                let env_key = at(&format!("{env_name}:"), 0);
+                let env_key = env_at(&d.text, env_name);
                 let position = if e.to_string().contains("namespace") {
                     env_key
                 } else {
@@ -1055,7 +1098,7 @@ fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
         if env.targets.is_empty() {
             problems.push(ConfigError {
                 file: d.file.clone(),
-                position: at(&format!("{env_name}:"), 0),
+                position: env_at(&d.text, env_name),
                 message: format!("environments.{env_name} has no targets"),
                 hint: None,
             });

@@ -19,6 +19,43 @@ pub struct Operator {
     pub client: Option<String>,
 }
 
+/// Characters a reason may not hold, besides control characters: bidirectional overrides and
+/// isolates (U+202E turns `evil.sh` into what reads as another name), zero-width and invisible
+/// separators (U+200B, U+2060, U+FEFF…), and line or paragraph separators (U+2028, U+2029),
+/// all of which make what others read in their terminal differ from what was written.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}'
+        | '\u{3164}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{E0000}'..='\u{E007F}')
+}
+
+/// Why `reason` cannot be journaled: the one text an operator writes that others read in their
+/// terminals (the journal, a lock's refusal, notifications) is one line of visible text of at
+/// most 500 characters.
+pub fn check_reason(reason: &str) -> Result<(), String> {
+    if let Some(c) = reason.chars().find(|c| c.is_control() || invisible(*c)) {
+        return Err(format!(
+            "a reason is one line of visible text: {} is refused (line breaks, tabs, escape \
+             sequences, bidirectional overrides and invisible characters would make what others \
+             read differ from what you wrote)",
+            if c.is_control() {
+                format!("{c:?}")
+            } else {
+                format!("U+{:04X}", u32::from(c))
+            }
+        ));
+    }
+    if reason.chars().count() > 500 {
+        return Err("a reason is at most 500 characters".into());
+    }
+    Ok(())
+}
+
 /// The operator's name from the real uid and the sudo variables: `SUDO_USER` is who acted only
 /// when the real user is root (sudo makes it so) and `SUDO_UID` is that user's uid.
 fn identify(
@@ -110,6 +147,25 @@ mod tests {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, u)| *u)
+    }
+
+    #[test]
+    fn a_reason_that_would_read_otherwise_than_written_is_refused() {
+        assert!(check_reason("rollback: 502s on checkout").is_ok());
+        assert!(check_reason("Ünïcödé ✓ déploiement").is_ok());
+        for bad in [
+            "a\u{202E}hs.live",
+            "x\u{2028}y",
+            "zero\u{200B}width",
+            "\u{FEFF}bom",
+            "a\nb",
+            "\u{1b}[2J",
+        ] {
+            let err = check_reason(bad).unwrap_err();
+            assert!(err.contains("one line of visible text"), "{bad:?}: {err}");
+        }
+        assert!(check_reason("\u{202E}").unwrap_err().contains("U+202E"));
+        assert!(check_reason(&"x".repeat(501)).is_err());
     }
 
     #[test]

@@ -802,7 +802,7 @@ environments:
   prod:
     targets: [{name: a}]
 "#;
-    let fx = Fixture::new("", &[("api", app)]);
+    let fx = Fixture::new("plugins:\n  exec: {}\n", &[("api", app)]);
     let out = fx.run(&["deploy", "api", "prod", "--yes", "-v"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {

@@ -345,6 +345,11 @@ fn a_plugin_that_never_speaks_fails_within_its_start_timeout_and_holds_nothing_u
     let out = bounded(fx.command(&["plugins", "--probe"]), HANG, "plugins --probe");
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(all.contains("stuck at"), "{all}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a failing probe is a failure: {all}"
+    );
     // Another application deploys, whatever the stuck one waits for.
     let out = bounded(
         fx.command(&["deploy", "other", "prod", "--yes"]),
@@ -793,7 +798,10 @@ fn a_secret_file_that_is_a_fifo_fails_the_deploy_naming_it() {
     let fx = Fixture::new("", &[]);
     let fifo = fx.path().join("token");
     mkfifo(&fifo);
-    let manent = format!("secrets:\n  token: file:{}\n", fifo.display());
+    let manent = format!(
+        "plugins:\n  exec: {{}}\nsecrets:\n  token: file:{}\n",
+        fifo.display()
+    );
     std::fs::write(fx.config(), manent).unwrap();
     let app = "application: s\nartifact: {version: \"1\"}\ndeploy:\n  plugin: exec\n  secrets: [token]\n  params:\n    \
                secrets: [token]\n    deploy: echo hi\nmax_retries: 0\nenvironments:\n  prod:\n    targets: [{name: t1}]\n";
@@ -1132,6 +1140,11 @@ fn a_process_record_is_acted_on_only_for_the_very_process_it_recorded() {
         roots.alive() && nobodys.alive(),
         "a spared process was killed"
     );
+    // Warnings to a stderr that is not a terminal are plain text.
+    assert!(
+        !err.contains('\u{1b}'),
+        "colour codes in a piped stderr: {err:?}"
+    );
     wait_until(
         Duration::from_secs(5),
         "the true record's group to die",
@@ -1337,7 +1350,10 @@ fn every_file_the_engine_keeps_is_private_whatever_the_umask() {
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let records = fx.path().join(".manent/manent.db.processes");
-    wait_until(HANG, "both commands to start", || started(&fx).len() == 2);
+    // Recorded right after each starts (the command may write its ledger line first).
+    wait_until(HANG, "both commands to be recorded", || {
+        started(&fx).len() == 2 && std::fs::read_dir(&records).is_ok_and(|d| d.count() == 2)
+    });
     let modes: Vec<(String, u32)> = std::fs::read_dir(&records)
         .unwrap()
         .map(|e| {
@@ -1692,4 +1708,25 @@ fn identity_comes_from_the_kernel_not_from_what_anyone_can_type() {
     assert_eq!(lock["reason"], "over-ssh", "{lock}");
     assert_eq!(lock["client"], "127.0.0.1", "{lock}");
     assert_eq!(lock["operator"], me().as_str(), "{lock}");
+}
+
+#[test]
+fn plugins_probe_fails_for_a_broken_plugin_found_on_the_search_path() {
+    let fx = Fixture::new("plugin_dir: bin\n", &[]);
+    std::fs::create_dir(fx.path().join("bin")).unwrap();
+    let broken = fx.path().join("bin/manent-plugin-broken");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\necho 'cannot start: no config' >&2\nexit 3\n",
+    )
+    .unwrap();
+    chmod(&broken, 0o755);
+    // Not declared, not used: still listed, and its failure is the probe's.
+    let out = bounded(fx.command(&["plugins", "--probe"]), HANG, "plugins --probe");
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("broken") && all.contains("cannot start: no config"),
+        "{all}"
+    );
 }

@@ -29,11 +29,19 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     // A lock needs a reason; an unknown environment is named.
     let out = fx.run(&["lock", "web", "prod"]);
     assert_eq!(out.status.code(), Some(2));
-    // A reason others will read in their terminals carries no escape sequences.
+    // A reason others will read in their terminals carries no escape sequences, nor what
+    // would make it read otherwise than written (a right-to-left override).
+    let out = fx.run(&["lock", "web", "prod", "--reason", "fine \u{202e}txt.exe"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("U+202E"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = fx.run(&["lock", "web", "prod", "--reason", "\u{1b}[2Jgotcha"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("one line of printable text"),
+        text(&out.stderr).contains("one line of visible text"),
         "{}",
         text(&out.stderr)
     );

@@ -1089,7 +1089,23 @@ pub async fn plugins(config_path: &Path, a: &super::PluginsArgs, out: &mut Out) 
     };
     let registry = Registry::new(&config, Arc::new(Discard));
     let mut rows = Vec::new();
-    for name in registry.names().map(str::to_owned).collect::<Vec<_>>() {
+    // Declared and built in; found on the search path; and what descriptors name — a plugin
+    // a deploy would use is listed (and probed) even if nothing declares it.
+    let mut names: Vec<String> = registry.names().map(str::to_owned).collect();
+    names.extend(crate::plugin::external::activation::discoverable(
+        config.plugin_dir.as_deref(),
+    ));
+    for d in &config.descriptors {
+        names.push(d.spec.deploy.plugin.0.clone());
+        for env in d.spec.environments.values() {
+            if let Some(deploy) = &env.deploy {
+                names.push(deploy.plugin.0.clone());
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    for name in names {
         let row = match registry.resolve(&name) {
             Some(crate::plugin::registry::Resolved::Builtin(b)) => {
                 let caps = registry
@@ -1141,7 +1157,17 @@ pub async fn plugins(config_path: &Path, a: &super::PluginsArgs, out: &mut Out) 
                     problem,
                 }
             }
-            None => continue,
+            None => PluginRow {
+                problem: Some(format!(
+                    "no plugin `{name}`: a descriptor uses it, but manent.yml does not declare \
+                     it and no `manent-plugin-{name}` is on PATH or in plugin_dir"
+                )),
+                name,
+                kind: "missing",
+                path: "-".into(),
+                sha256: "-".into(),
+                capabilities: None,
+            },
         };
         rows.push(row);
     }

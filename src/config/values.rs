@@ -288,6 +288,13 @@ fn check_ref<E: de::Error>(
         if set.contains(name) || (what == "plugin" && discoverable(name, known)) {
             return Ok(());
         }
+        if what == "plugin" && MUST_DECLARE.contains(&name) {
+            return Err(E::custom(format!(
+                "plugin `{name}` runs shell commands on this host, so manent.yml must declare it \
+                 before a descriptor uses it: add `plugins: {{{name}: {{}}}}` to manent.yml \
+                 (with `pass_env:` or `env:` as its commands need)"
+            )));
+        }
         let list = set
             .iter()
             .map(String::as_str)
@@ -301,6 +308,11 @@ fn check_ref<E: de::Error>(
         )))
     })
 }
+
+/// Built-in plugins a descriptor may use only when manent.yml declares them: `exec` runs any
+/// shell command a descriptor writes, on this host, as the engine's user — whoever keeps
+/// manent.yml decides whether descriptors may do that.
+pub const MUST_DECLARE: &[&str] = &["exec"];
 
 fn discoverable(name: &str, known: &Known) -> bool {
     (known.catalog.discover)(name, known.plugin_dir.as_deref()).is_some()
