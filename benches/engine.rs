@@ -46,10 +46,18 @@ fn fixture(sync: &str) -> (tempfile::TempDir, Config) {
 /// Metrics on an ephemeral port and the JSON log file in the fixture's directory.
 const TELEMETRY: &str = "metrics:\n  listen: 127.0.0.1:0\nlog_file:\n  dir: logs\n";
 
+/// The inputs key the benchmark's engines on PostgreSQL share (`engine.inputs_key`).
+const PG_KEY: &str = "secrets: {pg_inputs: \"value:manent-bench-inputs-key-0123456789abcdef\"}\n";
+
 fn fixture_with(sync: &str, extra: &str) -> (tempfile::TempDir, Config) {
     let dir = tempfile::tempdir().unwrap();
     let manent = format!(
-        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\nengine:\n  synchronous: {sync}\n{extra}"
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\nengine:\n  synchronous: {sync}\n{}{extra}",
+        if extra.contains("database:") {
+            "  inputs_key: pg_inputs\n"
+        } else {
+            ""
+        }
     );
     std::fs::write(dir.path().join("manent.yml"), manent).unwrap();
     std::fs::create_dir(dir.path().join("apps")).unwrap();
@@ -248,7 +256,10 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
     };
     let per = |d: Duration| d.as_secs_f64() * 1000.0 / TARGETS as f64;
     let url = server.create_db("bench");
-    let r = rt.block_on(engine_run_with("full", &format!("database: \"{url}\"\n")));
+    let r = rt.block_on(engine_run_with(
+        "full",
+        &format!("database: \"{url}\"\n{PG_KEY}"),
+    ));
     println!("\nPostgreSQL (fsync on, Unix socket, same machine):");
     for (name, r) in [("SQLite FULL", sqlite), ("PostgreSQL", &r)] {
         println!(
@@ -286,12 +297,17 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
 /// targets each, one target at a time, each call taking 100–200 ms.
 fn host(url: Option<&str>, id: &str, apps: usize, targets: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let database = url.map_or(String::new(), |u| format!("database: \"{u}\"\n"));
+    let database = url.map_or(String::new(), |u| format!("database: \"{u}\"\n{PG_KEY}"));
     std::fs::write(
         dir.path().join("manent.yml"),
         format!(
             "{database}plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n    \
-             latency: {{min: 100ms, max: 200ms}}\nengine:\n  executor_id: {id}\n  lease: 3s\n"
+             latency: {{min: 100ms, max: 200ms}}\nengine:\n  executor_id: {id}\n  lease: 3s\n{}",
+            if url.is_some() {
+                "  inputs_key: pg_inputs\n"
+            } else {
+                ""
+            }
         ),
     )
     .unwrap();

@@ -213,6 +213,10 @@ pub struct DbCopyArgs {
     /// Empty a target that has rows first.
     #[arg(long)]
     pub force: bool,
+    /// For a PostgreSQL target: the secret (declared under `secrets:`) its engines will share
+    /// as `engine.inputs_key`; the copied deployments are signed with it.
+    #[arg(long, value_name = "SECRET")]
+    pub inputs_key: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -356,9 +360,12 @@ pub struct UnlockArgs {
     pub app: String,
     /// The environment.
     pub env: String,
-    /// Why, for the audit journal.
+    /// Why, for the audit journal (required with `--force`).
     #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
+    /// Lift another operator's lock (a break-glass, journaled; needs `--reason`).
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -366,16 +373,7 @@ pub struct UnlockArgs {
 /// A reason, the one text an operator writes that others read in their terminals (the journal,
 /// a lock's refusal, notifications): one line of printable text, no escape sequences.
 fn one_line(s: &str) -> Result<String, String> {
-    if s.chars().any(char::is_control) {
-        return Err(
-            "a reason is one line of printable text: no line breaks, tabs or escape \
-                    sequences"
-                .into(),
-        );
-    }
-    if s.chars().count() > 500 {
-        return Err("a reason is at most 500 characters".into());
-    }
+    crate::operator::check_reason(s)?;
     Ok(s.to_owned())
 }
 
@@ -642,9 +640,7 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
         Command::Inbox(a) => inspect::inbox(&cli.config, a.json, out).await,
         Command::Worker(a) => run::worker(&cli.config, a.until_idle, out).await,
         Command::Db(DbCommand::Check(a)) => db::check(&cli.config, a.json, out).await,
-        Command::Db(DbCommand::Copy(a)) => {
-            db::copy_to(&cli.config, &a.to, a.force, a.json.json, out).await
-        }
+        Command::Db(DbCommand::Copy(a)) => db::copy_to(&cli.config, &a, out).await,
         Command::Notify(NotifyCommand::List(a)) => notify::list(&cli.config, a.json, out).await,
         Command::Notify(NotifyCommand::Retry(a)) => notify::retry(&cli.config, a.id, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,

@@ -127,6 +127,12 @@ pub struct EngineSettings {
     pub log_retention: Duration,
     /// Log bytes one deployment keeps in the database at most.
     pub log_cap: u64,
+    /// The group that shares the engine's files, if any (`engine.shared_group`).
+    pub shared_group: Option<String>,
+    /// On a shared PostgreSQL: the secret that authenticates stored inputs.
+    pub inputs_key: Option<String>,
+    /// Secrets shorter than 8 characters are accepted (test fixtures).
+    pub allow_short_secrets: bool,
 }
 
 impl EngineSettings {
@@ -336,6 +342,41 @@ fn check_depth(path: &Path, text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `text` as a `T`: first read as plain YAML, so a syntax error anywhere (an unclosed `[`, a
+/// tab, an alias bomb) is said at its own line:col rather than hidden behind the first key `T`
+/// does not take; then as `T`, with `known`'s names in scope. A file of the other kind (a
+/// manent.yml given as a descriptor) is said to be one.
+fn parse_yaml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    known: &Known,
+    kind: &str,
+) -> Result<T, ConfigError> {
+    if let Err(e) = yaml_serde::from_str::<yaml_serde::Value>(text)
+        // A key given twice is said by `T`'s reading, which names it as a field.
+        && !e.to_string().contains("duplicate entry")
+    {
+        return Err(ConfigError::from_yaml_in(path, text, &e));
+    }
+    values::with_known(known, || yaml_serde::from_str::<T>(text)).map_err(|e| {
+        let mut err = ConfigError::from_yaml_in(path, text, &e);
+        let other = match kind {
+            "descriptor" => ["plugins", "database", "secrets", "engine", "notify", "log_file"]
+                .iter()
+                .find(|k| err.message.contains(&format!("unknown field `{k}`")))
+                .map(|_| "manent.yml (the engine's settings), not an application descriptor: descriptors go in apps/ or -f FILE"),
+            _ => ["application", "environments", "deploy"]
+                .iter()
+                .find(|k| err.message.contains(&format!("unknown field `{k}`")))
+                .map(|_| "an application descriptor, not manent.yml: put it in apps/ (or pass it with -f FILE)"),
+        };
+        if let Some(other) = other {
+            err.hint = Some(format!("this file looks like {other}"));
+        }
+        err
+    })
+}
+
 /// The schemes `database:` may use.
 const DATABASE_SCHEMES: &[&str] = &["sqlite", "postgres"];
 
@@ -469,6 +510,49 @@ fn database_at(
     })
 }
 
+/// `engine.inputs_key`: required with a shared PostgreSQL (the engines authenticate each
+/// other's stored inputs with it), naming a declared secret; a SQLite database keeps its key in
+/// a file beside it instead.
+fn check_inputs_key(
+    text: &str,
+    path: &Path,
+    engine: &EngineSettings,
+    postgres: bool,
+    secrets: &BTreeMap<String, SecretRef>,
+) -> Result<(), ConfigError> {
+    let fail = |needle: &str, message: String, hint: String| ConfigError {
+        file: path.to_owned(),
+        position: locate(text, needle, 0),
+        message,
+        hint: Some(hint),
+    };
+    match (&engine.inputs_key, postgres) {
+        (None, true) => Err(fail(
+            "database:",
+            "a shared PostgreSQL needs `engine.inputs_key`: the secret every engine on it holds, \
+             which authenticates the deployments they store for each other"
+                .into(),
+            "add `engine: {inputs_key: manent_key}` and `secrets: {manent_key: \
+             file:/etc/manent/inputs.key}` — the same 32 or more random characters on every \
+             host (`head -c 32 /dev/urandom | base64`)"
+                .into(),
+        )),
+        (Some(_), false) => Err(fail(
+            "inputs_key:",
+            "engine.inputs_key is for a shared PostgreSQL; a SQLite database keeps its key in \
+             a file beside it (<database>.key)"
+                .into(),
+            "remove it".into(),
+        )),
+        (Some(name), true) if !secrets.contains_key(name) => Err(fail(
+            "inputs_key:",
+            format!("engine.inputs_key: secret `{name}` is not declared under `secrets:`"),
+            format!("declare it, e.g. `secrets: {{{name}: file:/etc/manent/inputs.key}}`"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The `notify:` receivers, checked: an http(s) URL, known events, declared secrets.
 fn receivers(
     text: &str,
@@ -521,8 +605,15 @@ fn receivers(
                 list.clone()
             }
         };
+        if n.url.contains("${secret:") {
+            return Err(fail(
+                "${secret:",
+                format!("notify[{i}].url: `${{secret:…}}` is not read in a URL"),
+                Some("put the secret in a header: `headers: {Authorization: \"Bearer ${secret:NAME}\"}`".into()),
+            ));
+        }
         for v in n.headers.values() {
-            for c in secret_ref.iter().flat_map(|r| r.captures_iter(v)) {
+            for c in secret_ref.iter().flat_map(|r| r.captures_iter(&v.0)) {
                 let name = c.get(1).map_or("", |m| m.as_str());
                 if !secrets.contains_key(name) {
                     return Err(fail(
@@ -556,7 +647,7 @@ fn receivers(
             headers: n
                 .headers
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.0.clone(), v.0.clone()))
                 .collect(),
             events,
             timeout: n.timeout.map_or(Duration::from_secs(5), |d| d.0),
@@ -606,8 +697,7 @@ impl Config {
                 plugin_dir: None,
                 catalog: *catalog,
             };
-            values::with_known(&known, || yaml_serde::from_str(&text))
-                .map_err(|e| ConfigError::from_yaml_in(path, &text, &e))?
+            parse_yaml(path, &text, &known, "manent.yml")?
         };
         // A bare `manent.yml` has an empty parent: paths then stay relative to the working
         // directory and read as the user wrote them (`apps/web.yml`, not `./apps/web.yml`).
@@ -642,7 +732,21 @@ impl Config {
                 .map_or(Duration::from_secs(30 * 24 * 3600), |d| d.0),
             log_cap: e.log_cap.map_or(256 << 20, |s| s.0),
             lease: e.lease.map_or(Duration::from_secs(15), |d| d.0),
+            shared_group: e.shared_group.clone(),
+            inputs_key: e.inputs_key.clone(),
+            allow_short_secrets: e.allow_short_secrets,
         };
+        if let Some(group) = &e.shared_group
+            && let Err(why) = crate::sys::files::Trust::new(Some(group))
+        {
+            return Err(ConfigError {
+                file: path.to_owned(),
+                position: locate(&text, "shared_group:", 0),
+                message: why,
+                hint: None,
+            }
+            .into());
+        }
         let secrets: BTreeMap<String, SecretRef> =
             file.secrets.into_iter().map(|(k, v)| (k, v.0)).collect();
         let (database, postgres) = match database_at(
@@ -654,6 +758,7 @@ impl Config {
             DatabaseAt::File(f) => (f, None),
             DatabaseAt::Postgres(pg) => (PathBuf::from(".manent/manent.db"), Some(pg)),
         };
+        check_inputs_key(&text, path, &engine, postgres.is_some(), &secrets)?;
         // Engines sharing a database need distinct ids; two configurations on one bastion (two
         // operators' checkouts) would both default to the host name. The configuration file's
         // digest keeps an engine's id across its restarts, so it still resumes its own
@@ -726,6 +831,7 @@ impl Config {
             .catalog
             .builtins
             .iter()
+            .filter(|b| !values::MUST_DECLARE.contains(b))
             .map(|s| (*s).to_owned())
             .collect();
         plugins.extend(self.plugins.keys().cloned());
@@ -770,8 +876,7 @@ impl Config {
             Err(e) => return self.problems.push(e),
         };
         let known = self.known();
-        let parsed = values::with_known(&known, || yaml_serde::from_str::<DescriptorFile>(&text));
-        match parsed {
+        match parse_yaml::<DescriptorFile>(file, &text, &known, "descriptor") {
             Ok(spec) => {
                 let d = Descriptor {
                     file: file.to_owned(),
@@ -785,9 +890,7 @@ impl Config {
                     self.problems.extend(problems);
                 }
             }
-            Err(e) => self
-                .problems
-                .push(ConfigError::from_yaml_in(file, &text, &e)),
+            Err(e) => self.problems.push(e),
         }
     }
 
@@ -945,6 +1048,17 @@ fn is_production_name(env: &str) -> bool {
     env == "prod" || env == "production" || env.starts_with("prod/") || env.starts_with("prod-")
 }
 
+/// Where environment `name`'s key is written: bare, or quoted (a name with a space must be).
+fn env_at(text: &str, name: &str) -> Option<(usize, usize)> {
+    [
+        format!("{name}:"),
+        format!("\"{}\":", name.replace('\\', "\\\\").replace('"', "\\\"")),
+        format!("'{}':", name.replace('\'', "''")),
+    ]
+    .iter()
+    .find_map(|k| locate(text, k, 0))
+}
+
 fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
     let mut problems = Vec::new();
     let at = |needle: &str, nth: usize| locate(&d.text, needle, nth);
@@ -980,7 +1094,7 @@ fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
                 host: String::new(),
                 labels: BTreeMap::new(),
             }) {
-                let env_key = at(&format!("{env_name}:"), 0);
+                let env_key = env_at(&d.text, env_name);
                 let position = if e.to_string().contains("namespace") {
                     env_key
                 } else {
@@ -997,7 +1111,7 @@ fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
         if env.targets.is_empty() {
             problems.push(ConfigError {
                 file: d.file.clone(),
-                position: at(&format!("{env_name}:"), 0),
+                position: env_at(&d.text, env_name),
                 message: format!("environments.{env_name} has no targets"),
                 hint: None,
             });

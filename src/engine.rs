@@ -35,9 +35,13 @@ pub enum EngineError {
          it writable) and run again"
     )]
     Unwritable { path: String, cause: String },
-    /// The directory that records the processes the engine starts cannot be used.
-    #[error("cannot record the engine's processes in {path}: {reason}")]
-    Processes { path: String, reason: String },
+    /// One of the engine's files is not its user's alone (or the shared group's): nothing
+    /// starts, and nothing is killed.
+    #[error(transparent)]
+    Refused(#[from] crate::sys::files::Refused),
+    /// `engine.shared_group` cannot be used by this user.
+    #[error("{0}")]
+    Trust(String),
     /// `metrics.listen` cannot be listened on (a taken port).
     #[error(transparent)]
     Metrics(#[from] crate::telemetry::metrics::ServeError),
@@ -408,12 +412,13 @@ impl Engine {
     /// Takes the lease on the configured database, opens it, and resumes what crashed runs
     /// left behind.
     pub async fn start(config: &Config) -> Result<Engine, EngineError> {
-        let lease = Lease::acquire(&config.database)?;
+        let trust = records::trust(config).map_err(EngineError::Trust)?;
+        let lease = Lease::acquire(&config.database, &trust)?;
         // The JSON log file first: what recovery does below is in it.
         let log_file = config
             .log_file
             .as_ref()
-            .map(crate::telemetry::logfile::open)
+            .map(|l| crate::telemetry::logfile::open(l, &trust))
             .transpose()?;
         let store: Arc<dyn Db> = records::open_configured(config, true).await?;
         let metrics = match config.metrics_listen {
@@ -456,38 +461,43 @@ impl Engine {
         }
         // What a dead engine left running (its commands, its plugins) dies before anything
         // runs again: no step may run beside its own earlier attempt.
-        let processes =
-            Processes::beside(&config.database).map_err(|e| EngineError::Processes {
-                path: config.database.display().to_string(),
-                reason: e.to_string(),
-            })?;
+        let processes = Processes::beside(&config.database, &trust)?;
         let reaped = tokio::task::spawn_blocking({
             let p = processes.clone();
             move || p.reap()
         })
         .await
-        .unwrap_or_default();
-        // Secrets from the engine's environment are known before anything runs: a command that
-        // is passed the variable itself (exec's `pass_env`) prints it redacted too.
-        for source in config.secrets.values() {
-            if let crate::config::SecretRef::Env(var) = source
-                && let Ok(v) = std::env::var(var)
-            {
-                crate::redact::register_redaction(&v);
-            }
+        .unwrap_or_else(|_| Ok(Default::default()))?;
+        // Every declared secret is known to redaction before anything runs, whatever a call
+        // later reads: a command that prints a `file:` secret, or the variable exec passes
+        // through, shows `[redacted]` in every sink (the log, the database, webhooks).
+        let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
+        let (warnings, notes) = secrets.preload().await;
+        for w in warnings {
+            tracing::warn!("{w}");
+        }
+        for n in notes {
+            tracing::info!("{n}; a deployment that reads it fails until it can be read");
         }
         let (logs, log_writer) = LogHub::new(store.clone(), config.engine.log_cap);
-        if !reaped.is_empty() {
-            Logger::new(logs.clone(), "engine").warn(&format!(
+        // Said on the terminal too: whoever starts the engine learns what it killed or spared.
+        let mut said = reaped.spared;
+        if !reaped.killed.is_empty() {
+            said.push(format!(
                 "killed {} process group(s) an engine that died had left running (pgid {}) \
                  before resuming its deployments",
-                reaped.len(),
+                reaped.killed.len(),
                 reaped
+                    .killed
                     .iter()
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
+        }
+        for line in &said {
+            tracing::warn!("{line}");
+            Logger::new(logs.clone(), "engine").warn(line);
         }
         let registry = Arc::new(Registry::with_processes(
             config,
@@ -658,6 +668,12 @@ impl Engine {
     /// Deployments running in this process.
     pub fn active(&self) -> Vec<String> {
         self.runtime.active()
+    }
+
+    /// Deployments running in this process that have work to do (not parked waiting for an
+    /// operator).
+    pub fn working(&self) -> Vec<String> {
+        self.runtime.working()
     }
 
     /// True while deployment `id` runs in this process, or is being claimed by it.

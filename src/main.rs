@@ -65,8 +65,12 @@ fn init_tracing(command: &Command) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    // Colour only on a terminal (and not under NO_COLOR): a log file or a pipe gets plain text.
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .with_filter(
             EnvFilter::try_from_env("MANENT_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),

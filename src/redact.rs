@@ -8,27 +8,29 @@ fn redactions() -> &'static RwLock<Vec<String>> {
     &VALUES
 }
 
-/// Remembers a secret value so [`redact`] hides it wherever it shows up — and each of its lines,
-/// since output is read and shown line by line (a key file, a certificate).
+/// Remembers a secret value so [`redact`] hides it wherever it shows up, however short (a
+/// secret under 8 characters is refused by `manent validate` unless a test fixture allows it) —
+/// and each of its lines, since output is read and shown line by line (a key file, a
+/// certificate).
 pub fn register_redaction(value: &str) {
-    register_one(value);
+    register_one(value, 1);
     // As JSON writes it (the JSON log file formats fields before it redacts them).
     if let Ok(quoted) = serde_json::to_string(value) {
         let escaped = &quoted[1..quoted.len() - 1];
         if escaped != value {
-            register_one(escaped);
+            register_one(escaped, 1);
         }
     }
     if value.contains('\n') {
         for line in value.lines() {
-            register_one(line.trim_end_matches('\r'));
+            // A line of a few characters (a PEM's `-----`) would hide ordinary text.
+            register_one(line.trim_end_matches('\r'), 4);
         }
     }
 }
 
-fn register_one(value: &str) {
-    // Very short values would redact ordinary words; they are still never logged on purpose.
-    if value.len() < 4 {
+fn register_one(value: &str, shortest: usize) {
+    if value.len() < shortest {
         return;
     }
     let known = |v: &[String]| v.iter().any(|x| x == value);
@@ -77,6 +79,12 @@ mod tests {
         register_redaction("inner-7c1d");
         assert_eq!(redact("a outer-inner-7c1d-tail b"), "a [redacted] b");
         assert_eq!(redact("a inner-7c1d b"), "a [redacted] b");
+    }
+
+    #[test]
+    fn a_short_secret_is_redacted_too() {
+        register_redaction("q7z");
+        assert_eq!(redact("pin=q7z"), "pin=[redacted]");
     }
 
     #[test]

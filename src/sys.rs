@@ -1,5 +1,23 @@
-//! The few operating-system calls std does not offer: signals to processes and the host name.
+//! The few operating-system calls std does not offer: signals to processes and the host name;
+//! who a process is ([`account`], [`process`]) and the rules for the files the engine keeps
+//! ([`files`]).
 #![allow(unsafe_code, reason = "libc calls with no memory arguments")]
+
+pub mod account;
+pub mod files;
+pub mod process;
+
+/// This process's effective user id: whose files it creates and may trust.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// This process's real user id: who started it (sudo sets it to root).
+pub fn uid() -> u32 {
+    // SAFETY: getuid(2) cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
 
 /// Sends SIGKILL to this very process: what `kill -9` does, used by crash failpoints.
 pub fn kill_self() -> ! {
@@ -83,16 +101,9 @@ pub fn die_with_parent(cmd: &mut tokio::process::Command) {
     }
 }
 
-/// The name of the user this process runs as, from the password database.
+/// The name of the user this process runs as (its real user id), from the password database.
 pub fn user_name() -> Option<String> {
-    // SAFETY: getuid(2) cannot fail and touches no memory.
-    let uid = unsafe { libc::getuid() };
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
-    })
+    account::user_by_id(uid()).map(|u| u.name)
 }
 
 /// A TLS client configuration (rustls, aws-lc-rs) trusting the system's certificate authorities

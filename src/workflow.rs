@@ -6,6 +6,7 @@
 
 pub mod ctx;
 pub mod error;
+pub mod inputs_key;
 pub mod lease;
 pub mod postgres;
 pub mod retry;
@@ -16,6 +17,7 @@ pub mod store;
 
 pub use ctx::{Observer, Shutdown, StepEvent, StepInfo, WfCtx};
 pub use error::{FailureKind, Interrupt, StepError, StepFailure, StepResult, StoreError};
+pub use inputs_key::InputsKey;
 pub use lease::{Lease, LeaseError};
 pub use postgres::PostgresStore;
 pub use retry::RetryPolicy;

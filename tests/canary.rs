@@ -158,7 +158,7 @@ fn a_revert_takes_the_candidate_out_and_keeps_the_stable_release() {
         v["report"]["message"]
             .as_str()
             .unwrap()
-            .contains("reverted by tester (p99 doubled)"),
+            .contains(&format!("reverted by {} (p99 doubled)", fleet::me())),
         "{}",
         v["report"]["message"]
     );

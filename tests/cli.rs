@@ -108,7 +108,7 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
     assert_eq!(journal.len(), 3);
     assert_eq!(journal[1]["reason"], "JIRA-1");
     assert_eq!(journal[0]["action"], "rollback");
-    assert_eq!(journal[0]["operator"], "tester");
+    assert_eq!(journal[0]["operator"], fleet::me().as_str());
     assert_eq!(journal[0]["reason"], "errors up");
     assert_eq!(journal[0]["detail"], "6 targets: 2.0.0 → 1.0.0");
     let live: Vec<&serde_json::Value> = h["releases"]
@@ -551,7 +551,7 @@ fn skip_leaves_a_failed_target_on_its_release_and_the_deploy_ends_with_skips() {
         v["targets"][2]["message"]
             .as_str()
             .unwrap()
-            .contains("skipped by tester: host being retired"),
+            .contains(&format!("skipped by {}: host being retired", fleet::me())),
         "{}",
         v["targets"][2]["message"]
     );
@@ -802,7 +802,7 @@ environments:
   prod:
     targets: [{name: a}]
 "#;
-    let fx = Fixture::new("", &[("api", app)]);
+    let fx = Fixture::new("plugins:\n  exec: {}\n", &[("api", app)]);
     let out = fx.run(&["deploy", "api", "prod", "--yes", "-v"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {

@@ -120,6 +120,22 @@ const TOKENS: &[&str] = &[
     "timeouts",
     "x: y\n",
     "- {name: a}\n",
+    // What issue 20 found positions missing or wrong for: bidirectional overrides and
+    // invisible separators, a tab where indentation is expected, alias bombs, line breaks in
+    // header values, secret references, a manent.yml key in a descriptor.
+    "\u{202e}",
+    "\u{2028}",
+    "\u{200b}",
+    "\t- ",
+    "a: &b [*b]\n",
+    "x: &a [y, y, y]\nz: [*a, *a, *a, *a]\n",
+    "\"a\\r\\nX-Evil: 1\"",
+    "headers: {X-A: \"a\\nb\"}\n",
+    "${secret:",
+    "${secret:nope}",
+    "shared_group: nobody-here\n",
+    "database: x.db\n",
+    "plugins: {exec: {}}\n",
 ];
 
 /// Values put where a value was.
@@ -149,6 +165,11 @@ const VALUES: &[&str] = &[
     "0x10",
     "1_000",
     "2026-12-01",
+    "\"a\\r\\nSet-Cookie: x=1\"",
+    "\"${secret:web_token}\"",
+    "\"${secret:undeclared}\"",
+    "'\u{202e}evil'",
+    "\"value:abc\"",
 ];
 
 fn mutate(rng: &mut Rng, text: &[u8]) -> Vec<u8> {

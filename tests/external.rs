@@ -9,6 +9,8 @@
 
 #[path = "support/fleet.rs"]
 mod fleet;
+#[path = "support/sshd.rs"]
+mod sshd;
 
 use std::time::Duration;
 
@@ -511,84 +513,9 @@ fn remote_copy_deploys_and_rolls_back_local_paths_built_in_and_as_a_binary() {
     }
 }
 
-/// A real sshd on loopback, with a generated host key and client key.
-struct Sshd {
-    child: std::process::Child,
-    port: u16,
-    key: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sshd() -> Option<Sshd> {
-    let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())?;
-    // OpenSSH refuses to start without its privilege separation directory.
-    let _ = std::fs::create_dir_all("/run/sshd");
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let keygen = |file: &str| {
-        let ok = std::process::Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-            .arg(d.join(file))
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    };
-    keygen("host_key");
-    keygen("client_key");
-    std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let user = String::from_utf8(
-        std::process::Command::new("id")
-            .arg("-un")
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let config = format!(
-        "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nAuthorizedKeysFile {ak}\nPasswordAuthentication no\n\
-         KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\n\
-         UsePAM no\nPidFile {pid}\nAllowUsers {user}\nSubsystem sftp internal-sftp\n",
-        hk = d.join("host_key").display(),
-        ak = d.join("authorized_keys").display(),
-        pid = d.join("sshd.pid").display(),
-        user = user.trim()
-    );
-    std::fs::write(d.join("sshd_config"), config).unwrap();
-    let child = std::process::Command::new(sshd)
-        .arg("-D")
-        .arg("-e")
-        .arg("-f")
-        .arg(d.join("sshd_config"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until(Duration::from_secs(10), "sshd to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    Some(Sshd {
-        child,
-        port,
-        key: d.join("client_key"),
-        _dir: dir,
-    })
-}
-
 #[test]
 fn remote_copy_deploys_and_rolls_back_over_ssh() {
-    let Some(server) = sshd() else {
+    let Some(server) = sshd::sshd() else {
         assert!(
             std::env::var("CI").is_err(),
             "sshd is required in CI (openssh-server)"

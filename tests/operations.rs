@@ -11,7 +11,7 @@ mod fleet;
 
 use std::time::Duration;
 
-use fleet::{Fixture, LEDGER_MANENT, free_port, ledger_app, sigterm, text};
+use fleet::{AS_NOBODY, Fixture, LEDGER_MANENT, free_port, ledger_app, me, sigterm, text};
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
@@ -29,11 +29,19 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     // A lock needs a reason; an unknown environment is named.
     let out = fx.run(&["lock", "web", "prod"]);
     assert_eq!(out.status.code(), Some(2));
-    // A reason others will read in their terminals carries no escape sequences.
+    // A reason others will read in their terminals carries no escape sequences, nor what
+    // would make it read otherwise than written (a right-to-left override).
+    let out = fx.run(&["lock", "web", "prod", "--reason", "fine \u{202e}txt.exe"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("U+202E"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = fx.run(&["lock", "web", "prod", "--reason", "\u{1b}[2Jgotcha"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("one line of printable text"),
+        text(&out.stderr).contains("one line of visible text"),
         "{}",
         text(&out.stderr)
     );
@@ -52,18 +60,15 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let lock = json(&out);
     assert_eq!(lock["locked"], true);
-    assert_eq!(lock["lock"]["operator"], "tester");
+    assert_eq!(lock["lock"]["operator"], me().as_str());
     assert_eq!(lock["lock"]["reason"], "investigating 502s");
     assert!(lock["lock"]["expires_at"].is_null());
 
     // Another operator cannot take it over without --force.
-    let out = fx.run_with(
-        &["lock", "web", "prod", "--reason", "mine"],
-        &[("USER", "bob")],
-    );
+    let out = fx.run_with(&["lock", "web", "prod", "--reason", "mine"], &AS_NOBODY);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("already locked by tester"),
+        text(&out.stderr).contains(&format!("already locked by {}", me())),
         "{}",
         text(&out.stderr)
     );
@@ -74,11 +79,12 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         &["deploy", "web", "prod", "--yes", "--version", "3.0.0"][..],
         &["rollback", "web", "prod", "--yes"][..],
     ] {
-        let out = fx.run_with(args, &[("USER", "bob")]);
+        let out = fx.run_with(args, &AS_NOBODY);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = text(&out.stderr);
         assert!(
-            err.contains("web/prod is locked by tester") && err.contains("investigating 502s"),
+            err.contains(&format!("web/prod is locked by {}", me()))
+                && err.contains("investigating 502s"),
             "{err}"
         );
         assert!(err.contains("manent unlock web prod"), "{err}");
@@ -99,7 +105,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
             "--reason",
             "hotfix for the 502s",
         ],
-        &[("USER", "bob")],
+        &AS_NOBODY,
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -113,32 +119,47 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         .iter()
         .find(|j| j["action"] == "break-glass")
         .expect("a break-glass entry");
-    assert_eq!(glass["operator"], "bob");
+    assert_eq!(glass["operator"], "nobody");
     assert_eq!(glass["reason"], "hotfix for the 502s");
     assert!(
         glass["detail"]
             .as_str()
             .unwrap()
-            .contains("through the lock of tester"),
+            .contains(&format!("through the lock of {}", me())),
         "{glass}"
     );
     let deploy = journal
         .iter()
-        .find(|j| j["action"] == "deploy" && j["operator"] == "bob")
+        .find(|j| j["action"] == "deploy" && j["operator"] == "nobody")
         .unwrap();
     assert_eq!(
         glass["workflow_id"], deploy["workflow_id"],
         "names its deploy"
     );
 
+    // Another operator's lock is theirs to lift: `--force` and a reason, journaled.
+    let out = fx.run_with(&["unlock", "web", "prod"], &AS_NOBODY);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("it is theirs to lift"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = fx.run_with(&["unlock", "web", "prod", "--force"], &AS_NOBODY);
+    assert_eq!(out.status.code(), Some(2), "--force needs a reason");
+    assert!(
+        text(&out.stderr).contains("--reason"),
+        "{}",
+        text(&out.stderr)
+    );
     // Unlocked, anyone deploys again; the journal keeps both ends.
     let out = fx.run_with(
-        &["unlock", "web", "prod", "--reason", "fixed"],
-        &[("USER", "bob")],
+        &["unlock", "web", "prod", "--force", "--reason", "fixed"],
+        &AS_NOBODY,
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("it was locked by tester"),
+        text(&out.stdout).contains(&format!("it was locked by {}", me())),
         "{}",
         text(&out.stdout)
     );
@@ -155,7 +176,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         actions,
         [
             "rollback",
-            "unlock",
+            "unlock --force",
             "deploy",
             "break-glass",
             "lock",
@@ -216,7 +237,7 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
         items[1]["what"]
             .as_str()
             .unwrap()
-            .contains("lock expires in 10m: tester on"),
+            .contains(&format!("lock expires in 10m: {} on", me())),
         "{inbox}"
     );
     assert_eq!(inbox["locks"][0]["reason"], "look at web-3");
@@ -650,7 +671,7 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
     assert_eq!(all[0]["application"], "web");
     assert_eq!(all[0]["environment"], "prod");
     assert_eq!(all[0]["version"], "2.0.0");
-    assert_eq!(all[0]["who"], "tester");
+    assert_eq!(all[0]["who"], me().as_str());
     assert_eq!(all[0]["why"], "JIRA-7");
     assert_eq!(all[1]["target"], "web-3");
     assert!(
@@ -683,7 +704,7 @@ fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     // The receiver is added: it hears of the next deploy, not of the two before.
     std::fs::write(fx.config(), notify_manent(&r, "")).unwrap();
-    let env = [("HOOK_TOKEN", "t")];
+    let env = [("HOOK_TOKEN", "a-hook-token-x")];
     let out = fx.run_with(
         &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
         &env,
@@ -720,7 +741,7 @@ fn a_refused_notification_is_parked_and_the_next_ones_arrive() {
     // The receiver refuses its first request (400): that one is set aside at once.
     let r = Receiver::start(1001, false);
     let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
-    let env = [("HOOK_TOKEN", "t")];
+    let env = [("HOOK_TOKEN", "a-hook-token-x")];
     let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
@@ -758,7 +779,10 @@ fn a_refused_notification_is_parked_and_the_next_ones_arrive() {
 fn a_receiver_down_for_three_attempts_still_gets_everything_in_order() {
     let r = Receiver::start(3, false);
     let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
-    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[("HOOK_TOKEN", "t0k3n-for-tests")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(r.events(), ["started", "finished"]);
     assert_eq!(
@@ -796,7 +820,10 @@ fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
         &[("web", &ledger_app(""))],
     );
     let started = std::time::Instant::now();
-    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("HOOK_TOKEN", "t")]);
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[("HOOK_TOKEN", "t0k3n-for-tests")],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         started.elapsed() < Duration::from_secs(30),

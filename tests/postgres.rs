@@ -343,7 +343,15 @@ fn sqlite_rows(db: &std::path::Path) -> BTreeMap<String, Vec<String>> {
     ];
     let mut all = BTreeMap::new();
     for t in tables {
-        let mut stmt = c.prepare(&format!("SELECT * FROM {t}")).unwrap();
+        // The inputs' MAC is each database's own (its key signs what it holds).
+        let sql = if t == "workflow_status" {
+            "SELECT workflow_id, name, inputs, status, output, error, created_at, updated_at, \
+             subject, dedup_key FROM workflow_status"
+                .to_owned()
+        } else {
+            format!("SELECT * FROM {t}")
+        };
+        let mut stmt = c.prepare(&sql).unwrap();
         let n = stmt.column_count();
         let mut rows: Vec<String> = stmt
             .query_map([], |r| {
@@ -367,8 +375,15 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         return;
     };
     let url = pg.create_db("copied");
-    // A history on SQLite: a deploy, a lock and its journal entries, logs.
-    let local = Fixture::new(LEDGER_MANENT, &[("web", &talkative_app())]);
+    // A history on SQLite: a deploy, a lock and its journal entries, logs. Its configuration
+    // declares the inputs key the engines on PostgreSQL will share.
+    let local = Fixture::new(
+        &format!(
+            "{LEDGER_MANENT}secrets: {{pg_inputs: \"value:{}\"}}\n",
+            pg::INPUTS_KEY
+        ),
+        &[("web", &talkative_app())],
+    );
     let out = local.run(&["deploy", "web", "prod", "--yes"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = local.run(&["lock", "web", "prod", "--reason", "freeze for the audit"]);
@@ -380,7 +395,23 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         "{before:?}"
     );
 
-    let out = local.run(&["db", "copy", "--to", &url, "--json"]);
+    // Without the key its engines share, a copy to PostgreSQL is refused, saying what to give.
+    let out = local.run(&["db", "copy", "--to", &url]);
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--inputs-key"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = local.run(&[
+        "db",
+        "copy",
+        "--to",
+        &url,
+        "--inputs-key",
+        "pg_inputs",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["verified"], true, "{report:#}");
@@ -393,7 +424,7 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
     assert_eq!(logs["rows"], before["logs"].len(), "{report:#}");
 
     // A second copy into the now non-empty database is refused, and changes nothing.
-    let out = local.run(&["db", "copy", "--to", &url]);
+    let out = local.run(&["db", "copy", "--to", &url, "--inputs-key", "pg_inputs"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("is not empty"),
@@ -428,6 +459,30 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         before,
         "a row changed in the round trip"
     );
+    // Each database signs the deployments it holds with its own key: the copy's verify with
+    // the key made beside it.
+    let key = manent::workflow::InputsKey::load(
+        &manent::workflow::InputsKey::path_beside(&back),
+        &manent::sys::files::Trust::private(),
+    )
+    .unwrap()
+    .unwrap();
+    let c = rusqlite::Connection::open(&back).unwrap();
+    let mut stmt = c
+        .prepare("SELECT workflow_id, name, inputs, inputs_sha256 FROM workflow_status")
+        .unwrap();
+    let rows: Vec<(String, String, String, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!rows.is_empty());
+    for (id, name, inputs, mac) in rows {
+        assert!(
+            key.verifies(&id, &name, &inputs, &mac),
+            "{id} does not verify"
+        );
+    }
 }
 
 #[test]
@@ -547,4 +602,60 @@ fn two_configurations_on_one_host_run_two_engines_without_naming_them() {
         let out = w.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
+}
+
+#[test]
+fn a_deployment_written_into_the_shared_database_without_the_engines_key_never_runs() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("forged");
+    let a = host(&url, "host-a");
+    let out = a.run(&["deploy", "web", "prod", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = deployment(&url);
+    // Someone who can write the database but does not hold the engines' key: a copy of the
+    // deployment whose command also writes `id -u` to $FIXTURE/pwned, with the plain sha256 of
+    // its inputs anyone can compute, waiting for an engine.
+    rows(
+        &url,
+        &format!(
+            "INSERT INTO workflow_status (workflow_id, name, definition_version, inputs, \
+             inputs_sha256, status, subject, created_at, updated_at) \
+             SELECT 'dep-forged', name, definition_version, f.inputs, \
+             encode(sha256(convert_to(f.inputs, 'UTF8')), 'hex'), 'ENQUEUED', subject, \
+             created_at, updated_at FROM workflow_status, \
+             LATERAL (SELECT replace(inputs, 'echo \\\"start', 'id -u > \\\"$FIXTURE/pwned\\\"; \
+             echo \\\"start') AS inputs) f WHERE workflow_id = '{id}'"
+        ),
+    );
+    let forged = rows(
+        &url,
+        "SELECT inputs FROM workflow_status WHERE workflow_id = 'dep-forged'",
+    );
+    assert!(forged[0][0].contains("pwned"), "{forged:?}");
+    let out = a.run(&["deploy", "web", "prod", "--yes", "--version", "2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(status_of(&url, "dep-forged"), "ERROR");
+    let error = rows(
+        &url,
+        "SELECT error FROM workflow_status WHERE workflow_id = 'dep-forged'",
+    );
+    assert!(error[0][0].contains("do not verify"), "{error:?}");
+    assert!(!a.path().join("pwned").exists(), "the forged command ran");
+    // An engine given another key than the database was signed with does not start.
+    let b = Fixture::new(
+        &format!(
+            "database: \"{url}\"\n{LEDGER_MANENT}engine: {{inputs_key: k}}\n\
+             secrets: {{k: \"value:another-key-of-32-characters-or-more\"}}\n"
+        ),
+        &[("web", &ledger_app(""))],
+    );
+    let out = b.run(&["deploy", "web", "prod", "--yes", "--version", "3"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{err}");
+    assert!(
+        err.contains("signed with another inputs key") && err.contains("engine.inputs_key"),
+        "{err}"
+    );
 }

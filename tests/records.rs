@@ -206,11 +206,21 @@ async fn records_commit_with_the_engine_and_read_back(db: Arc<dyn Db>) {
         .unwrap();
     assert_eq!(db.locks(1004).await.unwrap()[0].operator, "bo");
     assert!(db.locks(6000).await.unwrap().is_empty(), "expired");
-    let lifted = db.unlock("web/prod", entry("unlock", 1005)).await.unwrap();
-    assert_eq!(lifted.unwrap().operator, "bo");
+    // Another operator's lock is lifted only with force (the journal entry's operator acts).
+    let kept = db
+        .unlock("web/prod", false, entry("unlock", 1005))
+        .await
+        .unwrap();
+    assert_eq!(kept.unwrap_err().operator, "bo");
+    let lifted = db
+        .unlock("web/prod", true, entry("unlock", 1005))
+        .await
+        .unwrap();
+    assert_eq!(lifted.unwrap().unwrap().operator, "bo");
     assert!(
-        db.unlock("web/prod", entry("unlock", 1006))
+        db.unlock("web/prod", false, entry("unlock", 1006))
             .await
+            .unwrap()
             .unwrap()
             .is_none()
     );
@@ -334,7 +344,9 @@ async fn postgres_records_commit_with_the_engine_and_read_back() {
         return;
     };
     let url = server.create_db("records");
-    let db = records::open_postgres(&url, None, 4).await.unwrap();
+    let db = records::open_postgres(&url, None, 4, pg::inputs_key())
+        .await
+        .unwrap();
     records_commit_with_the_engine_and_read_back(Arc::new(db)).await;
 }
 
@@ -345,9 +357,13 @@ async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
     };
     let url = server.create_db("newer");
     // Created and migrated by this manent; a second open finds it current.
-    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    let db = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     drop(db);
-    records::open_postgres(&url, None, 2).await.unwrap();
+    records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -356,7 +372,9 @@ async fn a_postgres_database_from_a_newer_manent_is_refused_with_what_to_do() {
         .batch_execute("UPDATE schema_components SET version = 99 WHERE name = 'engine'")
         .await
         .unwrap();
-    let err = records::open_postgres(&url, None, 2).await.unwrap_err();
+    let err = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap_err();
     let said = err.to_string();
     assert!(
         said.contains("newer than this manent") && said.contains("upgrade manent"),
@@ -375,7 +393,9 @@ async fn a_postgres_across_the_network_is_reached_over_verified_tls() {
     // libpq's verify-full with the server's CA: TLS, the chain and the host name checked.
     let url =
         format!("postgres://postgres@localhost:{port}/tls?sslmode=verify-full&sslrootcert={ca}");
-    let db = records::open_postgres(&url, None, 2).await.unwrap();
+    let db = records::open_postgres(&url, None, 2, pg::inputs_key())
+        .await
+        .unwrap();
     let ssl: bool = db
         .client()
         .await
@@ -390,7 +410,7 @@ async fn a_postgres_across_the_network_is_reached_over_verified_tls() {
     assert!(ssl, "the connection is encrypted");
     // A certificate nobody vouches for is refused, saying what to give.
     let url = format!("postgres://postgres@localhost:{port}/tls?sslmode=require");
-    let err = records::open_postgres(&url, None, 2)
+    let err = records::open_postgres(&url, None, 2, pg::inputs_key())
         .await
         .unwrap_err()
         .to_string();

@@ -132,7 +132,7 @@ impl Backend {
             N.fetch_add(1, Ordering::SeqCst)
         );
         let url = server.create_db(&name);
-        let store = PostgresStore::open(&url, None, 8, Arc::new(Notes))
+        let store = PostgresStore::open(&url, None, 8, Arc::new(Notes), pg::inputs_key())
             .await
             .unwrap();
         Some(Backend::Postgres {

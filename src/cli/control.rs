@@ -435,6 +435,13 @@ pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) ->
     let Some(subject) = subject_of(&config, &a.app, &a.env, out) else {
         return exit::BAD_INPUT;
     };
+    if a.force && a.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        out.error(
+            "`--force` lifts another operator's lock and needs `--reason \"…\"`: it is journaled \
+             for them to read",
+        );
+        return exit::BAD_INPUT;
+    }
     let operator = Operator::from_env();
     let mut entry = operator.journal("unlock", None, Some(&subject), None, a.reason.as_deref());
     let held = crate::deploy::records::Records::locks(&*store, entry.at)
@@ -444,8 +451,25 @@ pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) ->
     entry.detail = held
         .as_ref()
         .map(|l| format!("the lock of {} ({})", l.owner(), l.reason));
-    match store.unlock(&subject, entry).await {
-        Ok(lifted) => {
+    if a.force
+        && held
+            .as_ref()
+            .is_some_and(|l| l.held_by_another(&operator.name))
+    {
+        entry.action = "unlock --force".into();
+    }
+    match store.unlock(&subject, a.force, entry).await {
+        Ok(Err(held)) => {
+            out.error(format!(
+                "{subject} is locked by {} since {}: {} — it is theirs to lift; `--force --reason \
+                 \"…\"` lifts it anyway (journaled)",
+                held.owner(),
+                output::time(held.since),
+                held.reason
+            ));
+            exit::BAD_INPUT
+        }
+        Ok(Ok(lifted)) => {
             let message = match &lifted {
                 Some(l) => format!(
                     "{subject} unlocked (it was locked by {}: {})",

@@ -117,13 +117,8 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
 
 /// `manent db copy --to TARGET`: the configured database's every row into `target`, refused if
 /// it has rows unless `force`, verified by counts and checksums read back.
-pub async fn copy_to(
-    config_path: &Path,
-    target: &str,
-    force: bool,
-    json: bool,
-    out: &mut Out,
-) -> u8 {
+pub async fn copy_to(config_path: &Path, a: &super::DbCopyArgs, out: &mut Out) -> u8 {
+    let (target, force, json) = (a.to.as_str(), a.force, a.json.json);
     let Some(config) = load_config(config_path, None, out) else {
         return exit::BAD_INPUT;
     };
@@ -139,7 +134,21 @@ pub async fn copy_to(
         Ok(s) => s,
         Err(e) => return output::db_error(&database_shown(&config), &e, out),
     };
-    let to = match copy::open_side(&target, password.as_deref()).await {
+    let key = match target_key(&config, a.inputs_key.as_deref()).await {
+        Ok(k) => k,
+        Err(e) => {
+            out.error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let trust = match crate::deploy::records::trust(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            out.error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let to = match copy::open_side(&target, password.as_deref(), key, &trust).await {
         Ok(s) => s,
         Err(e) => return output::db_error(&shown_target, &e, out),
     };
@@ -197,6 +206,15 @@ pub async fn copy_to(
             ));
         }
     }
+    if !copied.unverified.is_empty() {
+        out.note(format!(
+            "manent: warning: {} deployment(s) whose stored inputs do not verify with {} were \
+             copied as they are, unsigned; the target's engines will refuse them: {}",
+            copied.unverified.len(),
+            from.describe(),
+            copied.unverified.join(", ")
+        ));
+    }
     if copied.verified() {
         out.note(format!(
             "manent: every row copied and verified; point `database:` at {} to use it",
@@ -207,6 +225,29 @@ pub async fn copy_to(
         out.error("the copy does not match its source (see above); do not switch to it");
         exit::ENGINE
     }
+}
+
+/// The inputs key of a PostgreSQL target: `--inputs-key NAME`, else the configuration's own
+/// `engine.inputs_key` (a copy between two shared databases).
+async fn target_key(
+    config: &crate::config::Config,
+    flag: Option<&str>,
+) -> Result<Option<crate::workflow::InputsKey>, String> {
+    let Some(name) = flag.or(config.engine.inputs_key.as_deref()) else {
+        return Ok(None);
+    };
+    if !config.secrets.contains_key(name) {
+        return Err(format!(
+            "--inputs-key: secret `{name}` is not declared under `secrets:` in {}",
+            config.file.display()
+        ));
+    }
+    use crate::plugin::secrets::SecretSource;
+    let value = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone())
+        .secret(name)
+        .await
+        .map_err(|e| format!("--inputs-key: {e}"))?;
+    crate::workflow::InputsKey::from_secret(&value, &format!("secret `{name}`")).map(Some)
 }
 
 /// The target as given, with a `${secret:NAME}` password read from the configuration's secrets.

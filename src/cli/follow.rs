@@ -103,7 +103,9 @@ impl Runner {
         if stopping {
             return e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
         }
-        let others = e.active();
+        // Runs parked for an operator drain at once; what still works (resumed beside the
+        // deployment followed) must not hold this command.
+        let others = e.working();
         if others.is_empty() {
             return e.shutdown().await;
         }

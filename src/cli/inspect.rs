@@ -32,43 +32,166 @@ struct Validation {
     warnings: Vec<String>,
 }
 
-/// What validate can tell of the secret sources without reading any value: a `file:` that is
-/// not a readable regular file is an error; an unset `env:` variable a warning (the engine that
-/// deploys may have it), which becomes an error when a plugin asks for it.
+/// What validate can tell of the secret sources: a `file:` that is not a readable regular file
+/// is an error; an unset `env:` variable a warning (the engine that deploys may have it), which
+/// becomes an error when a plugin asks for it. A value it can read that is shorter than 8
+/// characters is refused (`engine.allow_short_secrets` lets a test fixture have one). No value
+/// is shown.
 fn check_secrets(config: &crate::config::Config) -> (Vec<ConfigError>, Vec<String>) {
+    use crate::plugin::secrets::SHORT;
     let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+    let text = config.manent_text().unwrap_or_default();
+    let at = |needle: &str| crate::config::locate_text(&text, needle);
     for (name, source) in &config.secrets {
-        match source {
-            crate::config::SecretRef::Env(var) if std::env::var_os(var).is_none() => {
-                warnings.push(format!(
-                    "{}: secret `{name}`: the environment variable {var} is not set here; a \
-                     deploy that reads it fails unless the engine's environment has it",
-                    config.file.display()
-                ))
-            }
-            crate::config::SecretRef::File(path) => {
-                let why = match std::fs::metadata(path) {
-                    Err(e) => Some(e.to_string()),
-                    Ok(m) if !m.is_file() => {
-                        Some("not a regular file (a FIFO or a device is refused)".into())
-                    }
-                    Ok(_) => std::fs::File::open(path).err().map(|e| e.to_string()),
-                };
-                if let Some(why) = why {
-                    let at = config
-                        .manent_text()
-                        .and_then(|t| crate::config::locate_text(&t, &format!("file:{path}")));
-                    problems.push(ConfigError::located(
-                        &config.file,
-                        at,
-                        format!("secrets.{name}: {path} cannot be read: {why}"),
+        let value = match source {
+            crate::config::SecretRef::Env(var) => match std::env::var(var) {
+                Ok(v) => Some(v),
+                Err(_) => {
+                    warnings.push(format!(
+                        "{}: secret `{name}`: the environment variable {var} is not set here; a \
+                         deploy that reads it fails unless the engine's environment has it",
+                        config.file.display()
                     ));
+                    None
+                }
+            },
+            crate::config::SecretRef::File(path) => {
+                let read = match std::fs::metadata(path) {
+                    Err(e) => Err(e.to_string()),
+                    Ok(m) if !m.is_file() => {
+                        Err("not a regular file (a FIFO or a device is refused)".into())
+                    }
+                    Ok(m) if m.len() > 1 << 20 => Err("larger than 1 MiB".into()),
+                    Ok(_) => std::fs::read_to_string(path).map_err(|e| e.to_string()),
+                };
+                match read {
+                    Ok(v) => Some(v.trim_end_matches(['\n', '\r']).to_owned()),
+                    Err(why) => {
+                        problems.push(ConfigError::located(
+                            &config.file,
+                            at(&format!("file:{path}")),
+                            format!("secrets.{name}: {path} cannot be read: {why}"),
+                        ));
+                        None
+                    }
                 }
             }
-            _ => {}
+            crate::config::SecretRef::Literal(v) => Some(v.clone()),
+        };
+        if let Some(v) = value
+            && v.chars().count() < SHORT
+            && !config.engine.allow_short_secrets
+        {
+            problems.push(ConfigError {
+                file: config.file.clone(),
+                position: at(&format!("{name}:")),
+                message: format!(
+                    "secrets.{name}: its value is {} characters; a secret needs at least {SHORT} \
+                     (a short one is guessed, and redacting it would hide ordinary words)",
+                    v.chars().count()
+                ),
+                hint: Some(
+                    "use a longer secret; a test fixture may set `engine: {allow_short_secrets: \
+                     true}`"
+                        .into(),
+                ),
+            });
         }
     }
     (problems, warnings)
+}
+
+/// `${secret:NAME}` in exec's `env:` (manent.yml) and `params.env` (the descriptor) is read
+/// through the deploy's secrets: each NAME must be declared and listed under `deploy.secrets`.
+fn check_exec_secret_refs(
+    config: &crate::config::Config,
+    registry: &Registry,
+    spec: &EnvSpec,
+    d: &crate::config::Descriptor,
+) -> Vec<ConfigError> {
+    let is_exec = registry
+        .decl(&spec.plugin)
+        .and_then(|decl| decl.builtin.as_deref())
+        == Some("exec");
+    if !is_exec {
+        return Vec::new();
+    }
+    let env_of = |v: Option<&serde_json::Value>| -> Vec<(String, String)> {
+        v.and_then(|v| v.get("env"))
+            .and_then(|e| e.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let options = registry.decl(&spec.plugin).map(|decl| decl.options.clone());
+    let mut problems = Vec::new();
+    let sources = [
+        (
+            "params.env",
+            env_of(Some(&spec.params)),
+            &d.file,
+            d.text.clone(),
+        ),
+        (
+            "plugins.exec.env",
+            env_of(options.as_ref()),
+            &config.file,
+            config.manent_text().unwrap_or_default(),
+        ),
+    ];
+    for (where_, env, file, text) in sources {
+        for (k, v) in env {
+            let names = match crate::config::values::secret_refs(&v) {
+                Ok(n) => n,
+                Err(e) => {
+                    problems.push(ConfigError::located(
+                        file,
+                        crate::config::locate_text(&text, "${secret:"),
+                        format!("{where_}.{k}: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            for name in names {
+                let problem = if !config.secrets.contains_key(&name) {
+                    Some((
+                        format!("{where_}.{k} reads ${{secret:{name}}}, which is not declared"),
+                        format!(
+                            "declare it under `secrets:` in manent.yml, e.g. `{name}: env:{}`",
+                            name.to_uppercase()
+                        ),
+                    ))
+                } else if !spec.secrets.contains(&name) {
+                    Some((
+                        format!(
+                            "{where_}.{k} reads ${{secret:{name}}}, which {} does not list \
+                             under deploy.secrets (environment {})",
+                            d.file.display(),
+                            spec.environment
+                        ),
+                        format!(
+                            "add `secrets: [{name}]` under `deploy:` in {}",
+                            d.file.display()
+                        ),
+                    ))
+                } else {
+                    None
+                };
+                if let Some((message, hint)) = problem {
+                    problems.push(ConfigError {
+                        file: file.clone(),
+                        position: crate::config::locate_text(&text, &format!("${{secret:{name}}}")),
+                        message,
+                        hint: Some(hint),
+                    });
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// `manent validate`: every file, every environment's plan, and built-in plugins' own checks.
@@ -108,6 +231,7 @@ pub async fn validate(config_path: &Path, json: bool, out: &mut Out) -> u8 {
             };
             envs += 1;
             targets += spec.targets.len();
+            problems.extend(check_exec_secret_refs(&config, &registry, &spec, d));
             if let Err(e) = check_with_plugin(&registry, &spec).await {
                 let at = config.locate_in(&d.file, &e, "params:");
                 problems.push(ConfigError::located(
@@ -992,7 +1116,23 @@ pub async fn plugins(config_path: &Path, a: &super::PluginsArgs, out: &mut Out) 
     };
     let registry = Registry::new(&config, Arc::new(Discard));
     let mut rows = Vec::new();
-    for name in registry.names().map(str::to_owned).collect::<Vec<_>>() {
+    // Declared and built in; found on the search path; and what descriptors name — a plugin
+    // a deploy would use is listed (and probed) even if nothing declares it.
+    let mut names: Vec<String> = registry.names().map(str::to_owned).collect();
+    names.extend(crate::plugin::external::activation::discoverable(
+        config.plugin_dir.as_deref(),
+    ));
+    for d in &config.descriptors {
+        names.push(d.spec.deploy.plugin.0.clone());
+        for env in d.spec.environments.values() {
+            if let Some(deploy) = &env.deploy {
+                names.push(deploy.plugin.0.clone());
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    for name in names {
         let row = match registry.resolve(&name) {
             Some(crate::plugin::registry::Resolved::Builtin(b)) => {
                 let caps = registry
@@ -1044,7 +1184,17 @@ pub async fn plugins(config_path: &Path, a: &super::PluginsArgs, out: &mut Out) 
                     problem,
                 }
             }
-            None => continue,
+            None => PluginRow {
+                problem: Some(format!(
+                    "no plugin `{name}`: a descriptor uses it, but manent.yml does not declare \
+                     it and no `manent-plugin-{name}` is on PATH or in plugin_dir"
+                )),
+                name,
+                kind: "missing",
+                path: "-".into(),
+                sha256: "-".into(),
+                capabilities: None,
+            },
         };
         rows.push(row);
     }

@@ -105,6 +105,80 @@ impl ConfigError {
             let last = text.lines().last().unwrap_or_default();
             e.position = Some((lines, last.chars().count() + 1));
         }
+        // An alias bomb: the parser says no more than that; the first alias used is where.
+        if e.message.contains("repetition limit exceeded") {
+            e.position = text.lines().enumerate().find_map(|(n, l)| {
+                let at = l.find('*').filter(|&i| {
+                    l[..i].ends_with([' ', '[', ',', '{', ':'])
+                        && l[i + 1..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                })?;
+                Some((n + 1, l[..at].chars().count() + 1))
+            });
+            e.message = "aliases (`*name`) expand to too much: refused before it fills the memory \
+                         (an alias bomb)"
+                .into();
+            e.hint = Some("write the values out, or use fewer nested aliases".into());
+            return e;
+        }
+        // A tab where YAML expects indentation: say so (the parser says only "cannot start
+        // any token").
+        if let Some((line, col)) = e.position
+            && e.message.contains("cannot start any token")
+            && text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .and_then(|l| l.chars().nth(col.saturating_sub(1)))
+                == Some('\t')
+        {
+            e.message = "a tab character: YAML indents with spaces only".into();
+            e.hint = Some("replace the tab with spaces".into());
+            return e;
+        }
+        // A value refused inside a map is reported at the map: moved to the value (the first
+        // `word` the message quotes, on or after the reported line).
+        if let Some((line, _)) = e.position
+            && let Some(word) = e.message.split('`').nth(1).filter(|w| w.len() >= 2)
+            && !e.message.contains("unknown field")
+            && !e.message.contains("duplicate")
+            && !text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .is_some_and(|l| l.contains(word))
+            && let Some((n, l)) = text
+                .lines()
+                .enumerate()
+                .skip(line)
+                .take(64)
+                .find(|(_, l)| l.contains(word))
+            && let Some(at) = l.find(word)
+        {
+            e.position = Some((n + 1, l[..at].chars().count() + 1));
+        }
+        if e.message.contains("while parsing a flow") && e.hint.is_none() {
+            e.hint = Some(
+                "a `[` or `{` opened here is not closed, or a value is missing after a `,`".into(),
+            );
+        }
+        // A line break in a header value is refused on the value's own line (the parser points
+        // at the start of the headers' map): the first escape of a control character after it.
+        if e.message.contains("header injection")
+            && let Some((line, _)) = e.position
+        {
+            let found = text
+                .lines()
+                .enumerate()
+                .skip(line.saturating_sub(1))
+                .find_map(|(n, l)| {
+                    ["\\r", "\\n", "\\u00", "\\x"]
+                        .iter()
+                        .filter_map(|esc| l.find(esc))
+                        .min()
+                        .map(|at| (n + 1, l[..at].chars().count() + 1))
+                });
+            if found.is_some() {
+                e.position = found;
+            }
+        }
         let key = ["duplicate field `", "duplicate entry with key `"]
             .iter()
             .find_map(|p| e.message.split_once(p))

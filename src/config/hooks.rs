@@ -25,7 +25,7 @@ use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::error::nearest;
-use super::values::{Dur, SecretName};
+use super::values::{Dur, HeaderName, HeaderValue, SecretName};
 
 /// When a hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -311,7 +311,7 @@ struct HttpSpec {
     #[serde(default)]
     method: Option<String>,
     #[serde(default)]
-    headers: std::collections::BTreeMap<String, String>,
+    headers: std::collections::BTreeMap<HeaderName, HeaderValue>,
     #[serde(default)]
     status: Option<u16>,
 }
@@ -393,10 +393,27 @@ impl HookSpec {
                         "http.method `{method}`: one of GET, HEAD, POST, PUT, PATCH, DELETE"
                     )));
                 }
+                let headers: Vec<(String, String)> =
+                    h.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect();
+                for (what, text) in std::iter::once(("http.url".to_owned(), &h.url)).chain(
+                    headers
+                        .iter()
+                        .map(|(k, v)| (format!("http.headers.{k}"), v)),
+                ) {
+                    for name in super::values::secret_refs(text).map_err(E::custom)? {
+                        if !self.secrets.iter().any(|s| s.0 == name) {
+                            return Err(E::custom(format!(
+                                "hook `{}`: {what} reads ${{secret:{name}}}, which the hook does \
+                                 not list: add `secrets: [{name}]` to it",
+                                self.name
+                            )));
+                        }
+                    }
+                }
                 HookKind::Http(HttpHook {
                     method,
                     url: h.url,
-                    headers: h.headers.into_iter().collect(),
+                    headers,
                     status: check_status::<E>("http.status", h.status.unwrap_or(200))?,
                 })
             }
@@ -404,6 +421,12 @@ impl HookSpec {
                 let check = match (w.url, w.command) {
                     (Some(url), None) => {
                         check_url::<E>("wait.url", &url)?;
+                        if url.contains("${secret:") {
+                            return Err(E::custom(
+                                "wait.url: `${secret:…}` is not read in a wait hook's URL; an \
+                                 http hook reads it in its URL and headers",
+                            ));
+                        }
                         WaitCheck::Url {
                             url,
                             status: check_status::<E>("wait.status", w.status.unwrap_or(200))?,
@@ -453,6 +476,17 @@ impl HookSpec {
                     "hook `{}`: `{name}`: MANENT_ variables are manent's own",
                     self.name
                 )));
+            }
+        }
+        for (name, value) in &self.env {
+            for secret in super::values::secret_refs(value).map_err(E::custom)? {
+                if !self.secrets.iter().any(|s| s.0 == secret) {
+                    return Err(E::custom(format!(
+                        "hook `{}`: env.{name} reads ${{secret:{secret}}}, which the hook does \
+                         not list: add `secrets: [{secret}]` to it",
+                        self.name
+                    )));
+                }
             }
         }
         let on_failure = self.on_failure.map_or(OnFailure::Fail, |o| o.0);

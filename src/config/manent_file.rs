@@ -59,7 +59,7 @@ pub struct NotifySection {
     pub url: String,
     /// Extra headers; `${secret:NAME}` in a value is read from `secrets:` when sending.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<super::values::HeaderName, super::values::HeaderValue>,
     /// The transitions it hears (default: all).
     #[serde(default)]
     pub events: Option<Vec<String>>,
@@ -141,6 +141,19 @@ pub struct EngineSection {
     /// deployments before another engine takes them over (default 15s).
     #[serde(default)]
     pub lease: Option<Dur>,
+    /// The group whose members share this engine's files (database, lock, key, process
+    /// records, JSON log): 0660 files and 2770 directories of that group instead of 0600/0700
+    /// of one user.
+    #[serde(default)]
+    pub shared_group: Option<String>,
+    /// On a shared PostgreSQL: the secret (declared under `secrets:`) every engine on it holds,
+    /// which authenticates deployments' stored inputs; at least 32 characters.
+    #[serde(default)]
+    pub inputs_key: Option<String>,
+    /// Accept secrets shorter than 8 characters (test fixtures only): each is then redacted
+    /// wherever its characters appear, even inside other words.
+    #[serde(default)]
+    pub allow_short_secrets: bool,
 }
 
 /// SQLite's `synchronous`.

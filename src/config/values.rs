@@ -330,6 +330,13 @@ fn check_ref<E: de::Error>(
         if set.contains(name) || (what == "plugin" && discoverable(name, known)) {
             return Ok(());
         }
+        if what == "plugin" && MUST_DECLARE.contains(&name) {
+            return Err(E::custom(format!(
+                "plugin `{name}` runs shell commands on this host, so manent.yml must declare it \
+                 before a descriptor uses it: add `plugins: {{{name}: {{}}}}` to manent.yml \
+                 (with `pass_env:` or `env:` as its commands need)"
+            )));
+        }
         let list = set
             .iter()
             .map(String::as_str)
@@ -343,6 +350,11 @@ fn check_ref<E: de::Error>(
         )))
     })
 }
+
+/// Built-in plugins a descriptor may use only when manent.yml declares them: `exec` runs any
+/// shell command a descriptor writes, on this host, as the engine's user — whoever keeps
+/// manent.yml decides whether descriptors may do that.
+pub const MUST_DECLARE: &[&str] = &["exec"];
 
 fn discoverable(name: &str, known: &Known) -> bool {
     (known.catalog.discover)(name, known.plugin_dir.as_deref()).is_some()
@@ -385,6 +397,77 @@ impl<'de> Deserialize<'de> for SecretName {
             "declare it under `secrets:` in manent.yml",
         )?;
         Ok(SecretName(name))
+    }
+}
+
+/// The secrets `${secret:NAME}` references in `text` name, in order; an unclosed or empty
+/// reference is an error.
+pub fn secret_refs(text: &str) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${secret:") {
+        let after = &rest[start + "${secret:".len()..];
+        let Some(end) = after.find('}') else {
+            return Err("an unclosed `${secret:…`: write `${secret:NAME}`".into());
+        };
+        let name = &after[..end];
+        if name.is_empty() {
+            return Err("`${secret:}` names no secret: write `${secret:NAME}`".into());
+        }
+        names.push(name.to_owned());
+        rest = &after[end + 1..];
+    }
+    Ok(names)
+}
+
+/// Why `value` cannot be an HTTP header value: a line break would end the header and start
+/// another (or the body) — header injection; other control characters are refused by HTTP.
+pub fn check_header_value(value: &str) -> Result<(), String> {
+    match value.chars().find(|c| c.is_control() && *c != '\t') {
+        None => Ok(()),
+        Some(c) => Err(format!(
+            "a header value may not hold {c:?}: a line break would start another header \
+             (header injection); put one value on one line"
+        )),
+    }
+}
+
+/// Why `name` cannot be an HTTP header name (an RFC 9110 token).
+pub fn check_header_name(name: &str) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if !name.is_empty() && name.chars().all(token) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a header name (letters, digits and !#$%&'*+-.^_`|~)",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// An HTTP header's name and value, checked as the YAML is read (so a refusal points at the
+/// value): no line break can smuggle in another header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderValue(pub String);
+
+impl<'de> Deserialize<'de> for HeaderValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = String::deserialize(d)?;
+        check_header_value(&v).map_err(de::Error::custom)?;
+        secret_refs(&v).map_err(de::Error::custom)?;
+        Ok(HeaderValue(v))
+    }
+}
+
+/// An HTTP header's name, checked as the YAML is read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HeaderName(pub String);
+
+impl<'de> Deserialize<'de> for HeaderName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = String::deserialize(d)?;
+        check_header_name(&v).map_err(de::Error::custom)?;
+        Ok(HeaderName(v))
     }
 }
 

@@ -1217,6 +1217,9 @@ impl App {
                     Action::Input(ch) => {
                         match &mut c.typed {
                             Some((expected, typed)) if typed != expected => typed.push(ch),
+                            // What the journal would refuse is not typed in (a bidirectional
+                            // override, an invisible character).
+                            _ if crate::operator::check_reason(&ch.to_string()).is_err() => {}
                             _ => c.reason.push(ch),
                         }
                         None

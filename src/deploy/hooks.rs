@@ -226,6 +226,28 @@ fn environment(
     env
 }
 
+/// The hook's `env:` values with `${secret:NAME}` read through its own secrets.
+async fn substitute_env(
+    run: &Run<'_>,
+    h: &Hook,
+    env: &mut BTreeMap<String, String>,
+) -> Result<(), StepError> {
+    if !h.env.values().any(|v| v.contains("${secret:")) {
+        return Ok(());
+    }
+    let source = run
+        .env
+        .registry
+        .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+    for (k, v) in &h.env {
+        let value = crate::plugin::secrets::substitute(v, source.as_ref())
+            .await
+            .map_err(|e| StepError::Permanent(format!("env.{k}: {e}")))?;
+        env.insert(k.clone(), value);
+    }
+    Ok(())
+}
+
 /// Reads the hook's secrets for one attempt (by reference: the values go in its environment
 /// only, and every value read is redacted wherever output goes).
 async fn secrets(run: &Run<'_>, h: &Hook) -> Result<Vec<(String, String)>, StepError> {
@@ -287,6 +309,7 @@ async fn run_hook(
         .step(name, &policy, |info| async move {
             let started = Instant::now();
             let mut env = environment(run, event, h, vars, Some(&info));
+            substitute_env(run, h, &mut env).await?;
             env.extend(secrets(run, h).await?);
             let ran = kind(run, h, &env, log).await;
             crate::telemetry::metrics::get().hook_ran(
@@ -338,7 +361,26 @@ async fn kind(
             }
         }
         HookKind::Http(x) => {
-            let (status, body) = probe::request(&x.method, &x.url, &x.headers, h.timeout)
+            // `${secret:NAME}` read now, through the hook's own secrets; what is logged and
+            // said keeps the reference, not the value.
+            let source = run
+                .env
+                .registry
+                .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+            let permanent = |e: crate::plugin::PluginError| StepError::Permanent(e.to_string());
+            let url = crate::plugin::secrets::substitute(&x.url, source.as_ref())
+                .await
+                .map_err(permanent)?;
+            let mut headers = Vec::with_capacity(x.headers.len());
+            for (k, v) in &x.headers {
+                let v = crate::plugin::secrets::substitute(v, source.as_ref())
+                    .await
+                    .map_err(permanent)?;
+                crate::config::values::check_header_value(&v)
+                    .map_err(|e| StepError::Permanent(format!("http.headers.{k}: {e}")))?;
+                headers.push((k.clone(), v));
+            }
+            let (status, body) = probe::request(&x.method, &url, &headers, h.timeout)
                 .await
                 .map_err(StepError::Retryable)?;
             let body = String::from_utf8_lossy(&body).into_owned();

@@ -112,6 +112,13 @@ pub struct Lock {
 }
 
 impl Lock {
+    /// True when it is another person's than `operator`'s (what they claimed aside): lifting
+    /// or replacing it then needs `--force` and a reason.
+    pub fn held_by_another(&self, operator: &str) -> bool {
+        crate::operator::Operator::person(&self.operator)
+            != crate::operator::Operator::person(operator)
+    }
+
     /// Still blocking at `now` (epoch ms).
     pub fn active_at(&self, now: i64) -> bool {
         self.expires_at.is_none_or(|e| e > now)
@@ -277,9 +284,15 @@ pub trait Records: Send + Sync {
         replace: bool,
         entry: JournalEntry,
     ) -> Result<Result<(), Lock>, StoreError>;
-    /// Lifts the lock on `subject`, journaling `entry` with it; the lock lifted (`None`: there
-    /// was no active one, and nothing is journaled).
-    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError>;
+    /// Lifts the lock on `subject`, journaling `entry` (whose operator acts) with it; the lock
+    /// lifted (`None`: there was no active one, and nothing is journaled). Another operator's
+    /// lock is kept and returned (`Err`) unless `force`.
+    async fn unlock(
+        &self,
+        subject: &str,
+        force: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<Option<Lock>, Lock>, StoreError>;
     /// The locks active at `now` (epoch ms), by subject.
     async fn locks(&self, now: i64) -> Result<Vec<Lock>, StoreError>;
     /// Adds notifications not already there (by receiver, deployment and mark); how many were
@@ -306,21 +319,27 @@ pub trait Db: Store + Records {}
 
 impl<T: Store + Records + ?Sized> Db for T {}
 
-/// The configured system database with deploys' tables: the SQLite file, or the shared
-/// PostgreSQL (its password read from its secret now). `check` runs SQLite's quick check first,
-/// as an engine does at start.
+/// The configured system database with deploys' tables: the SQLite file (checked and created
+/// under the configuration's file rules), or the shared PostgreSQL (its password and inputs key
+/// read from their secrets now). `check` runs SQLite's quick check first, as an engine does at
+/// start.
 pub async fn open_configured(
     config: &crate::config::Config,
     check: bool,
 ) -> Result<std::sync::Arc<dyn Db>, StoreError> {
     let Some(pg) = &config.postgres else {
-        return Ok(std::sync::Arc::new(open(
+        return Ok(std::sync::Arc::new(open_trusted(
             &config.database,
             config.engine.synchronous,
             check,
+            &trust(config).map_err(|reason| StoreError::Open {
+                path: config.database.display().to_string(),
+                reason,
+            })?,
         )?));
     };
     let password = postgres_password(config, pg).await?;
+    let key = postgres_inputs_key(config, pg).await?;
     Ok(std::sync::Arc::new(
         crate::workflow::PostgresStore::open_with_lease(
             &pg.url,
@@ -328,9 +347,15 @@ pub async fn open_configured(
             POOL,
             config.engine.lease,
             std::sync::Arc::new(DeployRecords),
+            key,
         )
         .await?,
     ))
+}
+
+/// The rules for the engine's files under `config` (its `engine.shared_group`).
+pub fn trust(config: &crate::config::Config) -> Result<crate::sys::files::Trust, String> {
+    crate::sys::files::Trust::new(config.engine.shared_group.as_deref())
 }
 
 /// Connections an engine keeps to a shared PostgreSQL: concurrent steps' commits share the
@@ -338,6 +363,18 @@ pub async fn open_configured(
 /// (PostgreSQL's backends compete with the engine for the CPU), and several engines must fit
 /// in the server's `max_connections` (100).
 const POOL: usize = 16;
+
+/// The value of secret `name`, read now (and known to redaction).
+async fn secret_value(
+    config: &crate::config::Config,
+    name: &str,
+) -> Result<String, crate::plugin::PluginError> {
+    use crate::plugin::secrets::SecretSource;
+    let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
+    let value = secrets.secret(name).await?;
+    crate::redact::register_redaction(&value);
+    Ok(value)
+}
 
 /// The configured PostgreSQL's password, read from its secret now (and known to redaction).
 pub async fn postgres_password(
@@ -347,36 +384,72 @@ pub async fn postgres_password(
     let Some(name) = &pg.password else {
         return Ok(None);
     };
-    use crate::plugin::secrets::SecretSource;
-    let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
-    let password = secrets.secret(name).await.map_err(|e| StoreError::Open {
-        path: pg.shown(),
-        reason: format!("its password (secret `{name}`): {e}"),
-    })?;
-    crate::redact::register_redaction(&password);
+    let password = secret_value(config, name)
+        .await
+        .map_err(|e| StoreError::Open {
+            path: pg.shown(),
+            reason: format!("its password (secret `{name}`): {e}"),
+        })?;
     Ok(Some(password))
 }
 
-/// Connects to the shared PostgreSQL system database at `url` with deploys' tables.
+/// The key the engines on the shared PostgreSQL authenticate stored inputs with: the secret
+/// `engine.inputs_key` names.
+pub async fn postgres_inputs_key(
+    config: &crate::config::Config,
+    pg: &crate::config::PostgresDb,
+) -> Result<crate::workflow::InputsKey, StoreError> {
+    let fail = |reason: String| StoreError::Open {
+        path: pg.shown(),
+        reason,
+    };
+    let Some(name) = &config.engine.inputs_key else {
+        return Err(fail(
+            "`engine.inputs_key` is not set: a shared PostgreSQL needs the secret its engines \
+             authenticate stored deployments with (see `manent validate`)"
+                .into(),
+        ));
+    };
+    let value = secret_value(config, name)
+        .await
+        .map_err(|e| fail(format!("its inputs key (secret `{name}`): {e}")))?;
+    crate::workflow::InputsKey::from_secret(&value, &format!("engine.inputs_key (secret `{name}`)"))
+        .map_err(fail)
+}
+
+/// Connects to the shared PostgreSQL system database at `url` with deploys' tables, its stored
+/// inputs authenticated with `key`.
 pub async fn open_postgres(
     url: &str,
     password: Option<&str>,
     pool_size: usize,
+    key: crate::workflow::InputsKey,
 ) -> Result<crate::workflow::PostgresStore, StoreError> {
     crate::workflow::PostgresStore::open(
         url,
         password,
         pool_size,
         std::sync::Arc::new(DeployRecords),
+        key,
     )
     .await
 }
 
-/// Opens the system database at `path` with deploys' tables.
+/// Opens the system database at `path` with deploys' tables, as this user's private files.
 pub fn open(
     path: &std::path::Path,
     sync: Synchronous,
     check: bool,
 ) -> Result<SqliteStore, StoreError> {
     SqliteStore::open(path, sync, check, std::sync::Arc::new(DeployRecords))
+}
+
+/// [`open`] under `trust`'s file rules.
+pub fn open_trusted(
+    path: &std::path::Path,
+    sync: Synchronous,
+    check: bool,
+    trust: &crate::sys::files::Trust,
+) -> Result<SqliteStore, StoreError> {
+    SqliteStore::open_trusted(path, sync, check, std::sync::Arc::new(DeployRecords), trust)
 }

@@ -673,22 +673,12 @@ fn shown_url(url: &str) -> String {
     }
 }
 
-/// `Bearer ${secret:token}` with the secret read now (and registered for redaction).
+/// `Bearer ${secret:token}` with the secret read now (and registered for redaction); a value
+/// that would then hold a line break (a secret with one) is refused, never sent.
 async fn with_secrets(value: &str, secrets: &ConfigSecrets) -> Result<String, String> {
-    use crate::plugin::secrets::SecretSource;
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(start) = rest.find("${secret:") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + "${secret:".len()..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Ok(out);
-        };
-        let name = &after[..end];
-        out.push_str(&secrets.secret(name).await.map_err(|e| e.to_string())?);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
+    let v = crate::plugin::secrets::substitute(value, secrets)
+        .await
+        .map_err(|e| e.to_string())?;
+    crate::config::values::check_header_value(&v)?;
+    Ok(v)
 }

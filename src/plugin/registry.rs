@@ -75,8 +75,9 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The plugins `config` declares, plus every built-in under its own name; the plugin
-    /// processes it starts are not recorded (commands that only inspect).
+    /// The plugins `config` declares, plus every built-in under its own name but those manent.yml
+    /// must declare (`exec`); the plugin processes it starts are not recorded (commands that
+    /// only inspect).
     pub fn new(config: &Config, sink: Arc<dyn LogSink>) -> Self {
         Registry::with_processes(config, sink, Processes::none())
     }
@@ -84,7 +85,10 @@ impl Registry {
     /// [`Registry::new`], recording the plugin processes it starts in `processes`.
     pub fn with_processes(config: &Config, sink: Arc<dyn LogSink>, processes: Processes) -> Self {
         let mut decls = config.plugins.clone();
-        for name in builtin::NAMES {
+        for name in builtin::NAMES
+            .iter()
+            .filter(|n| !crate::config::values::MUST_DECLARE.contains(n))
+        {
             decls
                 .entry((*name).to_owned())
                 .or_insert_with(|| PluginDecl {

@@ -56,6 +56,62 @@ impl SecretSource for ConfigSecrets {
     }
 }
 
+impl ConfigSecrets {
+    /// Reads every declared secret now, so each is known to redaction before anything runs —
+    /// whatever a call later asks for (a command that cats a `file:` secret no call read prints
+    /// `[redacted]`). What cannot be read now is returned, to be said; a call that needs it
+    /// fails then. Returns (warnings, notes): a short secret is warned of; one that cannot be
+    /// read here (an `env:` this engine was not given) is only noted.
+    pub async fn preload(&self) -> (Vec<String>, Vec<String>) {
+        let (mut warnings, mut notes) = (Vec::new(), Vec::new());
+        for name in self.sources.keys() {
+            match self.secret(name).await {
+                Ok(v) if v.chars().count() < SHORT => warnings.push(format!(
+                    "secret `{name}` is shorter than {SHORT} characters: it is redacted \
+                     wherever those characters appear (`manent validate` refuses it unless \
+                     engine.allow_short_secrets is set)"
+                )),
+                Ok(_) => {}
+                Err(e) => notes.push(e.to_string()),
+            }
+        }
+        (warnings, notes)
+    }
+}
+
+/// Secrets shorter than this are refused by `manent validate` (a short value is guessed, and
+/// redacting it hides ordinary words).
+pub const SHORT: usize = 8;
+
+/// `value` with each `${secret:NAME}` replaced by the secret, read from `source` now (and so
+/// known to redaction).
+pub async fn substitute(value: &str, source: &dyn SecretSource) -> Result<String, PluginError> {
+    let names = crate::config::values::secret_refs(value).map_err(PluginError::Permanent)?;
+    if names.is_empty() {
+        return Ok(value.to_owned());
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    for name in names {
+        let marker = format!("${{secret:{name}}}");
+        let Some(at) = rest.find(&marker) else {
+            break;
+        };
+        out.push_str(&rest[..at]);
+        out.push_str(&source.secret(&name).await?);
+        rest = &rest[at + marker.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[async_trait]
+impl SecretSource for Secrets {
+    async fn secret(&self, name: &str) -> Result<String, PluginError> {
+        Secrets::secret(self, name).await
+    }
+}
+
 /// Largest secret file read.
 const SECRET_MAX: u64 = 1 << 20;
 
@@ -188,6 +244,23 @@ mod tests {
         let err = secrets.secret("k").await.unwrap_err().to_string();
         assert!(err.contains("after the call returned"), "{err}");
         assert_eq!(redact("token=s3cr3t-value;"), "token=[redacted];");
+    }
+
+    #[tokio::test]
+    async fn references_are_substituted_and_an_unclosed_one_is_an_error() {
+        let src = ConfigSecrets::new(BTreeMap::from([(
+            "tok".to_owned(),
+            SecretRef::Literal("t0k3n-value-77".into()),
+        )]));
+        assert_eq!(
+            substitute("Bearer ${secret:tok}; again ${secret:tok}", &src)
+                .await
+                .unwrap(),
+            "Bearer t0k3n-value-77; again t0k3n-value-77"
+        );
+        assert_eq!(substitute("plain", &src).await.unwrap(), "plain");
+        assert!(substitute("${secret:tok", &src).await.is_err());
+        assert!(substitute("${secret:nope}", &src).await.is_err());
     }
 
     #[test]

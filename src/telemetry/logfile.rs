@@ -7,6 +7,11 @@
 //! subscriber carries from the start and the engine switches on), and every plugin and engine
 //! log line the [`LogHub`](crate::engine::LogHub) carries, with its original level, message and
 //! attributes, plugin, deployment, target and moniker. Both pass the secret redactor.
+//!
+//! The directory and its files are the engine user's alone (0700/0600, or the shared group's),
+//! as the database is: every line may quote a deploy command or a hook's output.
+
+mod rolling;
 
 use std::io::Write;
 use std::sync::{OnceLock, RwLock};
@@ -20,8 +25,6 @@ use tracing_subscriber::reload;
 
 use crate::plugin::LogLine;
 use crate::redact::redact;
-
-mod rolling;
 
 type FileLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
 
@@ -77,14 +80,26 @@ impl Drop for Open {
     }
 }
 
-/// Opens the daily files in `dir`, keeping at most `keep`.
-pub fn open(cfg: &crate::config::LogFile) -> Result<Open, LogFileError> {
+/// Opens the daily files in `dir`, keeping at most `keep`, under `trust`'s file rules.
+pub fn open(
+    cfg: &crate::config::LogFile,
+    trust: &crate::sys::files::Trust,
+) -> Result<Open, LogFileError> {
     let fail = |reason: String| LogFileError {
         dir: cfg.dir.display().to_string(),
         reason,
     };
-    let appender = rolling::Rolling::open(&cfg.dir, cfg.keep, cfg.max_size, cfg.max_total)
+    trust
+        .ensure_log_dir(&cfg.dir)
         .map_err(|e| fail(e.to_string()))?;
+    let appender = rolling::Rolling::open(
+        &cfg.dir,
+        cfg.keep,
+        cfg.max_size,
+        cfg.max_total,
+        trust.clone(),
+    )
+    .map_err(|e| fail(e.to_string()))?;
     let (writer, guard) = NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(BUFFERED_LINES)
@@ -371,12 +386,15 @@ mod tests {
         let subscriber = tracing_subscriber::registry().with(super::layer());
         let dir = tempfile::tempdir().unwrap();
         tracing::subscriber::with_default(subscriber, || {
-            let open = super::open(&crate::config::LogFile {
-                dir: dir.path().to_owned(),
-                keep: 2,
-                max_size: 1 << 20,
-                max_total: 4 << 20,
-            })
+            let open = super::open(
+                &crate::config::LogFile {
+                    dir: dir.path().join("logs"),
+                    keep: 2,
+                    max_size: 1 << 20,
+                    max_total: 4 << 20,
+                },
+                &crate::sys::files::Trust::private(),
+            )
             .unwrap();
             tracing::warn!("first from the test's thread");
             tracing::info!("an info line");
@@ -384,7 +402,7 @@ mod tests {
             drop(open);
         });
         let mut text = String::new();
-        for e in std::fs::read_dir(dir.path()).unwrap() {
+        for e in std::fs::read_dir(dir.path().join("logs")).unwrap() {
             text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
         }
         assert!(text.contains("first from the test's thread"), "{text}");

@@ -1,7 +1,10 @@
 //! One engine per database (B.9): an exclusive `flock` on `<db>.lock`, which the kernel releases
 //! when the holder dies, even by `kill -9`. The file names the holder for the next one's error.
+//! It is the engine user's, created with the engine's file mode (never through a symbolic link).
 
 use std::fs::{File, OpenOptions, TryLockError};
+
+use crate::sys::files::{Refused, Trust};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
@@ -28,6 +31,9 @@ pub enum LeaseError {
     /// The lock file could not be used.
     #[error("cannot use the lock file {path}: {reason}")]
     Io { path: String, reason: String },
+    /// The lock file or its directory is not the engine user's alone.
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 /// The held lease; dropping it releases the lock.
@@ -44,23 +50,18 @@ impl Lease {
         PathBuf::from(p)
     }
 
-    /// Takes the lease without waiting.
-    pub fn acquire(db: &Path) -> Result<Lease, LeaseError> {
+    /// Takes the lease without waiting; the lock file and its directory must pass `trust`'s
+    /// checks (they are created to pass them).
+    pub fn acquire(db: &Path, trust: &Trust) -> Result<Lease, LeaseError> {
         let path = Lease::lock_path(db);
         let io = |e: std::io::Error| LeaseError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            trust.ensure_dir(dir, "the database's directory")?;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
+        let mut file = trust.open_file(&path, "the lock file", true)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -135,14 +136,18 @@ mod tests {
     fn a_second_lease_names_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("m.db");
-        let first = Lease::acquire(&db).unwrap();
-        let err = Lease::acquire(&db).unwrap_err().to_string();
+        let trust = Trust::private();
+        let first = Lease::acquire(&db, &trust).unwrap();
+        let err = Lease::acquire(&db, &trust).unwrap_err().to_string();
         assert!(
             err.contains(&format!("pid {}", std::process::id())),
             "{err}"
         );
         assert!(err.contains(&crate::sys::hostname()), "{err}");
         drop(first);
-        Lease::acquire(&db).unwrap();
+        Lease::acquire(&db, &trust).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let mode = std::fs::metadata(Lease::lock_path(&db)).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 }

@@ -20,6 +20,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::error::StoreError;
+use super::inputs_key::{InputsKey, KeyVerdict};
 use super::store::{
     AttemptEnd, AttemptStart, Checkpoint, Claim, EngineRow, Finished, History, Message,
     NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
@@ -141,6 +142,15 @@ CREATE TABLE engines (
 );
 CREATE INDEX wf_pending_owner ON workflow_status(executor_id) WHERE status = 'PENDING';
 ",
+    r"
+-- The fingerprint of the key the engines share to authenticate workflow_status.inputs
+-- (inputs_sha256 holds each row's HMAC under it): an engine given another key refuses to start.
+CREATE TABLE inputs_key (
+  id          BIGINT PRIMARY KEY CHECK (id = 1),
+  fingerprint TEXT NOT NULL,
+  created_at  BIGINT NOT NULL
+);
+",
 ];
 
 /// Now, in epoch ms by the database's clock: every engine's lease is measured by one clock.
@@ -201,6 +211,7 @@ pub struct PostgresStore {
     pool: Pool,
     shown: String,
     ext: Arc<dyn Extension>,
+    key: Arc<InputsKey>,
     lease_ms: i64,
     changes: Arc<Changes>,
     /// Ends the LISTEN connection when the store goes.
@@ -364,14 +375,16 @@ pub fn tls_params(url: &str) -> (String, Option<std::path::PathBuf>) {
 impl PostgresStore {
     /// Connects to `url` (the password, if any, given apart so it is never part of a shown
     /// URL), and creates or migrates the engine's schema and `ext`'s. A database written by a
-    /// newer manent is refused.
+    /// newer manent is refused, and so is one whose deployments were signed with another inputs
+    /// key than `key` (the secret the engines share).
     pub async fn open(
         url: &str,
         password: Option<&str>,
         pool_size: usize,
         ext: Arc<dyn Extension>,
+        key: InputsKey,
     ) -> Result<Self, StoreError> {
-        Self::open_with_lease(url, password, pool_size, Duration::from_secs(15), ext).await
+        Self::open_with_lease(url, password, pool_size, Duration::from_secs(15), ext, key).await
     }
 
     /// [`PostgresStore::open`] for engines whose lease lasts `lease`: a session left idle in
@@ -383,6 +396,7 @@ impl PostgresStore {
         pool_size: usize,
         lease: Duration,
         ext: Arc<dyn Extension>,
+        key: InputsKey,
     ) -> Result<Self, StoreError> {
         let lease_ms = i64::try_from(lease.as_millis())
             .unwrap_or(i64::MAX)
@@ -431,11 +445,12 @@ impl PostgresStore {
             pool,
             shown: shown.clone(),
             ext,
+            key: Arc::new(key),
             lease_ms,
             changes,
             stop,
         };
-        store.migrate().await.map_err(|e| {
+        let verdict = store.migrate().await.map_err(|e| {
             let cause = e.cause();
             if cause.contains("certificate") {
                 open_err(format!(
@@ -447,6 +462,9 @@ impl PostgresStore {
                 open_err(cause)
             }
         })?;
+        if verdict == KeyVerdict::Differs {
+            return Err(open_err(store.key.differs(&shown)));
+        }
         spawn_listener(
             listen.0,
             listen.1,
@@ -469,7 +487,14 @@ impl PostgresStore {
         })
     }
 
-    async fn migrate(&self) -> Result<(), StoreError> {
+    /// The key that authenticates the stored inputs.
+    pub fn inputs_key(&self) -> &InputsKey {
+        &self.key
+    }
+
+    /// Migrates the schemas and has the database adopt or recognise the inputs key, under one
+    /// advisory lock (engines start together).
+    async fn migrate(&self) -> Result<KeyVerdict, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -481,8 +506,9 @@ impl PostgresStore {
         .await?;
         migrate_component(&tx, "engine", MIGRATIONS).await?;
         migrate_component(&tx, self.ext.name(), self.ext.migrations()).await?;
+        let verdict = workflows::adopt_key(&tx, &self.key).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(verdict)
     }
 
     /// The extension, for the layer above's own writes.
@@ -592,12 +618,12 @@ macro_rules! in_tx {
 #[async_trait]
 impl Store for PostgresStore {
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError> {
-        let ext = self.ext.clone();
-        in_tx!(self, notify, tx => workflows::start(&tx, &wf, ext.as_ref()))
+        let (ext, key) = (self.ext.clone(), self.key.clone());
+        in_tx!(self, notify, tx => workflows::start(&tx, &wf, ext.as_ref(), &key))
     }
 
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError> {
-        in_tx!(self, tx => workflows::claim(&tx, id, executor, run_token))
+        in_tx!(self, tx => workflows::claim(&tx, id, executor, run_token, &self.key))
     }
 
     async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError> {

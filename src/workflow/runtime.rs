@@ -161,6 +161,19 @@ impl Runtime {
             .unwrap_or_default()
     }
 
+    /// The runs here that have work to do (not parked waiting for an operator).
+    pub fn working(&self) -> Vec<String> {
+        self.active
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, c)| c.awaiting_operator.load(Ordering::SeqCst) == 0)
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
@@ -250,6 +263,21 @@ impl Runtime {
                 Ok(false)
             }
             Claim::NotClaimable => Ok(false),
+            Claim::Refused(row) => {
+                let why = row
+                    .error
+                    .as_deref()
+                    .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+                    .and_then(|e| e["message"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                tracing::error!(workflow = id, "{why}");
+                let _ = self.events.send(RuntimeEvent::Ended {
+                    workflow_id: id.to_owned(),
+                    status: Some(WorkflowStatus::Error),
+                    reason: why,
+                });
+                Ok(false)
+            }
         }
     }
 

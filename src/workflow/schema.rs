@@ -126,6 +126,15 @@ CREATE TABLE schema_components (
 ALTER TABLE workflow_status ADD COLUMN interrupt_requested INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE notifications ADD COLUMN interrupts INTEGER NOT NULL DEFAULT 0;
 ",
+    r"
+-- The fingerprint of the key that authenticates workflow_status.inputs (inputs_sha256 holds
+-- each row's HMAC under it): an engine given another key refuses the database at open.
+CREATE TABLE inputs_key (
+  id          INTEGER PRIMARY KEY CHECK (id = 1),
+  fingerprint TEXT NOT NULL,
+  created_at  INTEGER NOT NULL
+);
+",
 ];
 
 /// The schema version this binary writes.

@@ -12,16 +12,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
 use async_trait::async_trait;
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
 use super::error::StoreError;
+use super::inputs_key::{InputsKey, KeyVerdict};
 use super::schema::{self, Synchronous};
 use super::store::{
     AttemptEnd, AttemptStart, Checkpoint, Claim, EngineRow, Finished, History, Message,
     NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
     WorkflowState,
 };
+use crate::sys::files::Trust;
 
 /// Most jobs committed in one transaction.
 const MAX_GROUP: usize = 512;
@@ -119,6 +121,7 @@ pub struct SqliteStore {
     jobs: mpsc::Sender<Box<dyn Job>>,
     path: PathBuf,
     ext: Arc<dyn Extension>,
+    key: Arc<InputsKey>,
     /// Wake-ups between this process and the engine holding the database.
     wake: Arc<wake::Wake>,
 }
@@ -133,19 +136,56 @@ impl std::fmt::Debug for SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating it and its directory if needed) and migrates the database at `path`,
-    /// with `ext`'s tables. `check` runs `PRAGMA quick_check` first, as an engine does at start.
+    /// with `ext`'s tables, as this user's private files. `check` runs `PRAGMA quick_check`
+    /// first, as an engine does at start.
     pub fn open(
         path: &Path,
         sync: Synchronous,
         check: bool,
         ext: Arc<dyn Extension>,
     ) -> Result<Self, StoreError> {
+        Self::open_trusted(path, sync, check, ext, &Trust::private())
+    }
+
+    /// [`SqliteStore::open`] under `trust`'s rules: the directory, the database, its journal
+    /// files and the inputs key beside it must be the engine user's (or the shared group's) and
+    /// writable by no one else — refused otherwise, naming the file — and what is created is
+    /// created with the engine's mode whatever the umask.
+    pub fn open_trusted(
+        path: &Path,
+        sync: Synchronous,
+        check: bool,
+        ext: Arc<dyn Extension>,
+        trust: &Trust,
+    ) -> Result<Self, StoreError> {
         let open_err = |reason: String| StoreError::Open {
             path: path.display().to_string(),
             reason,
         };
+        let refused = |r: crate::sys::files::Refused| open_err(r.to_string());
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
+            trust
+                .ensure_dir(dir, "the database's directory")
+                .map_err(refused)?;
+        }
+        if std::fs::symlink_metadata(path).is_err() {
+            // Created here, private, before SQLite opens it (SQLite would use 0644 less the
+            // umask); its -wal and -shm files take the same mode.
+            if let Err(e) = trust.create_file(path, "the database")
+                && !path.exists()
+            {
+                return Err(refused(e));
+            }
+        }
+        trust.check_file(path, "the database").map_err(refused)?;
+        for (suffix, what) in [
+            ("-wal", "the database's write-ahead log"),
+            ("-shm", "the database's shared memory file"),
+            ("-journal", "the database's journal"),
+        ] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            trust.check_file(Path::new(&p), what).map_err(refused)?;
         }
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         schema::configure(&conn, sync)?;
@@ -153,6 +193,7 @@ impl SqliteStore {
             schema::quick_check(&conn)?;
         }
         schema::migrate(&mut conn, Some((ext.name(), ext.migrations())))?;
+        let key = Arc::new(inputs_key(&conn, path, trust)?);
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let wake = wake::Wake::new(path);
         let signal = wake.clone();
@@ -164,8 +205,14 @@ impl SqliteStore {
             jobs: tx,
             path: path.to_owned(),
             ext,
+            key,
             wake,
         })
+    }
+
+    /// The key that authenticates the stored inputs.
+    pub fn inputs_key(&self) -> &InputsKey {
+        &self.key
     }
 
     /// The database file.
@@ -210,6 +257,48 @@ impl SqliteStore {
     {
         self.call(false, f).await
     }
+}
+
+/// The key beside the database, made with a new database (or one from before keys); the
+/// database adopts it, or must have been signed with it.
+fn inputs_key(conn: &Connection, db: &Path, trust: &Trust) -> Result<InputsKey, StoreError> {
+    let open_err = |reason: String| StoreError::Open {
+        path: db.display().to_string(),
+        reason,
+    };
+    let stored: Option<String> = conn
+        .query_row("SELECT fingerprint FROM inputs_key WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let path = InputsKey::path_beside(db);
+    let key = match InputsKey::load(&path, trust).map_err(|e| open_err(e.to_string()))? {
+        Some(k) => k,
+        None if stored.is_some() => {
+            return Err(open_err(format!(
+                "the inputs key {} that authenticates its deployments is missing: restore it \
+                 from the database's backups (without it no stored deployment can be trusted, so \
+                 none would run); to start afresh, move the database away",
+                path.display()
+            )));
+        }
+        // Another process opening the new database at the same moment may make it first.
+        None => match InputsKey::create(&path, trust) {
+            Ok(k) => k,
+            Err(e) => InputsKey::load(&path, trust)
+                .ok()
+                .flatten()
+                .ok_or_else(|| open_err(e.to_string()))?,
+        },
+    };
+    let verdict = match key.verdict(stored.as_deref()) {
+        KeyVerdict::Adopt => workflows::adopt_key(conn, &key)?,
+        v => v,
+    };
+    if verdict == KeyVerdict::Differs {
+        return Err(open_err(key.differs(&db.display().to_string())));
+    }
+    Ok(key)
 }
 
 fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>, wake: &wake::Wake) {
@@ -265,14 +354,15 @@ fn run_group(conn: &Connection, jobs: &mut [Box<dyn Job>]) -> Result<(), StoreEr
 #[async_trait]
 impl Store for SqliteStore {
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError> {
-        let ext = self.ext.clone();
-        self.write(move |c| workflows::start(c, wf, ext.as_ref()))
+        let (ext, key) = (self.ext.clone(), self.key.clone());
+        self.write(move |c| workflows::start(c, wf, ext.as_ref(), &key))
             .await
     }
 
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError> {
         let (id, executor, token) = (id.to_owned(), executor.to_owned(), run_token.to_owned());
-        self.write(move |c| workflows::claim(c, &id, &executor, &token))
+        let key = self.key.clone();
+        self.write(move |c| workflows::claim(c, &id, &executor, &token, &key))
             .await
     }
 

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
 
-/// Inputs' digest: the same id with other inputs is a different request (B.2).
+/// A plain sha256 in hex: what rows from before inputs keys carry (see
+/// [`super::inputs_key`]), and a short stable name for a file's path.
 pub fn inputs_digest(inputs: &str) -> String {
     use sha2::{Digest, Sha256};
     Sha256::digest(inputs.as_bytes())
@@ -186,6 +187,9 @@ pub enum Claim {
     DeadLettered(WorkflowRow),
     /// Not ENQUEUED (someone else claimed it, or it finished).
     NotClaimable,
+    /// Its stored inputs do not verify with the inputs key: it was written or changed outside
+    /// manent, and is ended ERROR without running (the row after).
+    Refused(Box<WorkflowRow>),
 }
 
 /// One completed step, as recorded (E1).

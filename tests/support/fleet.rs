@@ -37,8 +37,20 @@ impl Fixture {
         }
     }
 
-    /// The same, on the PostgreSQL database `url` (`database:` in manent.yml).
+    /// The same, on the PostgreSQL database `url` (`database:` in manent.yml), with the inputs
+    /// key the tests' engines share (`engine.inputs_key`, merged into an `engine:` section
+    /// `manent_yml` has).
     pub fn on_postgres(url: &str, manent_yml: &str, apps: &[(&str, &str)]) -> Fixture {
+        let key = "manent-tests-inputs-key-0123456789abcdef";
+        assert!(!manent_yml.contains("secrets:"), "merge the secrets here");
+        let manent_yml = if manent_yml.contains("engine: {") {
+            manent_yml.replacen("engine: {", "engine: {inputs_key: pg_inputs, ", 1)
+        } else if manent_yml.contains("engine:\n") {
+            manent_yml.replacen("engine:\n", "engine:\n  inputs_key: pg_inputs\n", 1)
+        } else {
+            format!("{manent_yml}engine: {{inputs_key: pg_inputs}}\n")
+        };
+        let manent_yml = format!("{manent_yml}secrets: {{pg_inputs: \"value:{key}\"}}\n");
         let mut fx = Fixture::new(&format!("database: \"{url}\"\n{manent_yml}"), apps);
         fx.postgres = Some(url.to_owned());
         fx
@@ -69,6 +81,7 @@ impl Fixture {
         c.arg("--config").arg(self.config()).args(args);
         c.env("USER", "tester")
             .env_remove("SUDO_USER")
+            .env_remove("SUDO_UID")
             .env_remove("SSH_CONNECTION");
         c.env("MANENT_LOG", "warn").env("FIXTURE", self.path());
         c.env_remove("MANENT_FAILPOINTS");
@@ -238,6 +251,17 @@ pub fn pg_rows(url: &str, sql: &str) -> Vec<Vec<String>> {
             .collect()
     })
 }
+
+/// The operator the journal names for these tests' commands: the real user, as the kernel
+/// knows it (`USER` is not believed).
+pub fn me() -> String {
+    let out = Command::new("id").arg("-un").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The environment that makes a command act for another operator, `nobody`: what sudo sets.
+/// (Believed only when the real user is root, as the tests run; sudo makes it so.)
+pub const AS_NOBODY: [(&str, &str); 2] = [("SUDO_USER", "nobody"), ("SUDO_UID", "65534")];
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

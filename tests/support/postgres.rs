@@ -27,6 +27,14 @@ pub struct Postgres {
     tls: Option<PathBuf>,
 }
 
+/// The inputs key every test engine on a test PostgreSQL shares (`engine.inputs_key`).
+pub const INPUTS_KEY: &str = "manent-tests-inputs-key-0123456789abcdef";
+
+/// [`INPUTS_KEY`] as the stores take it.
+pub fn inputs_key() -> manent::workflow::InputsKey {
+    manent::workflow::InputsKey::from_secret(INPUTS_KEY, "the tests' inputs key").unwrap()
+}
+
 /// Where Debian puts the server's binaries (not on PATH), newest version first.
 fn bin_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("MANENT_PG_BIN") {

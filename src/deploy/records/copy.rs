@@ -2,6 +2,9 @@
 //! commands, events, releases, the journal, logs, locks, notifications, slots, receivers) from one store to
 //! another — SQLite to PostgreSQL, and back — verified at the end by row counts and checksums
 //! read back from the target. Engines' leases are not copied: they belong to running processes.
+//! Nor is the inputs key: each database keeps its own, so every deployment whose inputs verify
+//! with the source's key is signed with the target's (one that does not verify is copied as it
+//! is, and the target's engines refuse it as the source's would).
 
 use std::sync::Arc;
 
@@ -271,6 +274,14 @@ pub enum Side {
 }
 
 impl Side {
+    /// The key its stored inputs are authenticated with.
+    fn inputs_key(&self) -> &crate::workflow::InputsKey {
+        match self {
+            Side::Sqlite(s) => s.inputs_key(),
+            Side::Postgres(p) => p.inputs_key(),
+        }
+    }
+
     /// Where it is, as it may be shown.
     pub fn describe(&self) -> String {
         use crate::workflow::Store;
@@ -541,6 +552,27 @@ impl Tally {
 pub struct Copied {
     /// Table, and its rows and checksum on both sides (equal when verified).
     pub tables: Vec<(&'static str, Tally, Tally)>,
+    /// Deployments whose stored inputs did not verify with the source's key: copied as they
+    /// are, never signed with the target's.
+    pub unverified: Vec<String>,
+}
+
+/// A `workflow_status` row's MAC made the target's, when the source's key vouches for it.
+fn resign(
+    row: &mut [Cell],
+    from: &crate::workflow::InputsKey,
+    to: &crate::workflow::InputsKey,
+) -> bool {
+    let text = |i: usize| match row.get(i) {
+        Some(Cell::Text(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let (id, name, mac, inputs) = (text(0), text(1), text(3), text(row.len() - 1));
+    if !from.verifies(&id, &name, &inputs, &mac) {
+        return false;
+    }
+    row[3] = Cell::Text(to.mac(&id, &name, &inputs));
+    true
 }
 
 impl Copied {
@@ -580,16 +612,23 @@ pub async fn copy(
         to.empty().await?;
     }
     let mut tables = Vec::new();
+    let mut unverified = Vec::new();
     for t in TABLES {
         let mut read = Tally::default();
         let mut offset = 0;
         loop {
-            let rows = from.read(t, offset).await?;
+            let mut rows = from.read(t, offset).await?;
             if rows.is_empty() {
                 break;
             }
             offset += rows.len() as i64;
-            for r in &rows {
+            for r in &mut rows {
+                if t.name == "workflow_status"
+                    && !resign(r, from.inputs_key(), to.inputs_key())
+                    && let Some(Cell::Text(id)) = r.first()
+                {
+                    unverified.push(id.clone());
+                }
                 read.add(r);
             }
             to.write(t, rows).await?;
@@ -613,22 +652,35 @@ pub async fn copy(
         }
         tables[i].2 = back;
     }
-    Ok(Copied { tables })
+    Ok(Copied { tables, unverified })
 }
 
-/// Opens `target` for a copy: `postgres://…` (its password given apart), `sqlite:///path` or a
-/// file path. The schema is created if missing.
-pub async fn open_side(target: &str, password: Option<&str>) -> Result<Side, StoreError> {
+/// Opens `target` for a copy: `postgres://…` (its password given apart, and `key`, the inputs
+/// key its engines share), `sqlite:///path` or a file path (its key made beside it, under
+/// `trust`'s file rules). The schema is created if missing.
+pub async fn open_side(
+    target: &str,
+    password: Option<&str>,
+    key: Option<crate::workflow::InputsKey>,
+    trust: &crate::sys::files::Trust,
+) -> Result<Side, StoreError> {
     if target.starts_with("postgres://") || target.starts_with("postgresql://") {
+        let key = key.ok_or_else(|| StoreError::Open {
+            path: crate::workflow::postgres::shown_url(target),
+            reason: "no inputs key for it: give `--inputs-key NAME`, the secret (under \
+                     `secrets:`) its engines will share as `engine.inputs_key`"
+                .into(),
+        })?;
         return Ok(Side::Postgres(Arc::new(
-            super::open_postgres(target, password, 4).await?,
+            super::open_postgres(target, password, 4, key).await?,
         )));
     }
     let path = target.strip_prefix("sqlite://").unwrap_or(target);
-    Ok(Side::Sqlite(Arc::new(super::open(
+    Ok(Side::Sqlite(Arc::new(super::open_trusted(
         std::path::Path::new(path),
         crate::workflow::Synchronous::Full,
         false,
+        trust,
     )?)))
 }
 
@@ -637,10 +689,17 @@ pub async fn configured_side(config: &crate::config::Config) -> Result<Side, Sto
     match &config.postgres {
         Some(pg) => {
             let password = super::postgres_password(config, pg).await?;
+            let key = super::postgres_inputs_key(config, pg).await?;
             Ok(Side::Postgres(Arc::new(
-                super::open_postgres(&pg.url, password.as_deref(), 4).await?,
+                super::open_postgres(&pg.url, password.as_deref(), 4, key).await?,
             )))
         }
-        None => open_side(&config.database.display().to_string(), None).await,
+        None => {
+            let trust = super::trust(config).map_err(|reason| StoreError::Open {
+                path: config.database.display().to_string(),
+                reason,
+            })?;
+            open_side(&config.database.display().to_string(), None, None, &trust).await
+        }
     }
 }

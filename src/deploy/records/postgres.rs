@@ -439,7 +439,7 @@ impl Records for PostgresStore {
     ) -> Result<Result<(), Lock>, StoreError> {
         in_tx!(self, tx => {
             if let Some(held) = active_lock(&tx, &lock.subject, lock.since).await?
-                && held.operator != lock.operator
+                && held.held_by_another(&lock.operator)
                 && !replace
             {
                 return Ok(Err(held));
@@ -468,14 +468,24 @@ impl Records for PostgresStore {
         })
     }
 
-    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError> {
+    async fn unlock(
+        &self,
+        subject: &str,
+        force: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<Option<Lock>, Lock>, StoreError> {
         in_tx!(self, tx => {
             let held = active_lock(&tx, subject, entry.at).await?;
-            exec(&tx, "DELETE FROM locks WHERE subject = $1", &[&subject]).await?;
-            if held.is_some() {
-                insert_journal(&tx, &entry).await?;
+            match &held {
+                Some(h) if h.held_by_another(&entry.operator) && !force => Err(h.clone()),
+                _ => {
+                    exec(&tx, "DELETE FROM locks WHERE subject = $1", &[&subject]).await?;
+                    if held.is_some() {
+                        insert_journal(&tx, &entry).await?;
+                    }
+                    Ok(held)
+                }
             }
-            held
         })
     }
 

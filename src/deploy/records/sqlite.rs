@@ -428,7 +428,7 @@ impl Records for SqliteStore {
     ) -> Result<Result<(), Lock>, StoreError> {
         self.write(move |c| {
             if let Some(held) = active_lock(c, &lock.subject, lock.since)?
-                && held.operator != lock.operator
+                && held.held_by_another(&lock.operator)
                 && !replace
             {
                 return Ok(Err(held));
@@ -455,15 +455,26 @@ impl Records for SqliteStore {
         .await
     }
 
-    async fn unlock(&self, subject: &str, entry: JournalEntry) -> Result<Option<Lock>, StoreError> {
+    async fn unlock(
+        &self,
+        subject: &str,
+        force: bool,
+        entry: JournalEntry,
+    ) -> Result<Result<Option<Lock>, Lock>, StoreError> {
         let subject = subject.to_owned();
         self.write(move |c| {
             let held = active_lock(c, &subject, entry.at)?;
+            if let Some(h) = &held
+                && h.held_by_another(&entry.operator)
+                && !force
+            {
+                return Ok(Err(h.clone()));
+            }
             exec(c, "DELETE FROM locks WHERE subject = ?1", [&subject])?;
             if held.is_some() {
                 insert_journal(c, &entry)?;
             }
-            Ok(held)
+            Ok(Ok(held))
         })
         .await
     }

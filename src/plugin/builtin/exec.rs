@@ -217,7 +217,14 @@ impl Exec {
                 cmd.env(name, v);
             }
         }
-        cmd.envs(&self.options.env).envs(&p.env);
+        // `${secret:NAME}` in `env:` (manent.yml) and `params.env` (the descriptor) is read
+        // through the call's secrets: the application must list NAME under deploy.secrets.
+        for (k, v) in self.options.env.iter().chain(&p.env) {
+            cmd.env(
+                k,
+                crate::plugin::secrets::substitute(v, &req.secrets).await?,
+            );
+        }
         for (k, v) in &vars {
             cmd.env(env_name(k), v);
         }

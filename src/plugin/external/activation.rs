@@ -78,6 +78,31 @@ pub fn discover(name: &str, plugin_dir: Option<&Path>) -> Option<PathBuf> {
         })
 }
 
+/// The names of the undeclared plugins `discover` would find: every executable
+/// `manent-plugin-<name>` in the plugin directory and on PATH.
+pub fn discoverable(plugin_dir: Option<&Path>) -> Vec<String> {
+    let path_dirs = std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    let mut names: Vec<String> = plugin_dir
+        .map(Path::to_owned)
+        .into_iter()
+        .chain(path_dirs.unwrap_or_default())
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter_map(|e| {
+            let name = e
+                .file_name()
+                .to_str()?
+                .strip_prefix("manent-plugin-")?
+                .to_owned();
+            let m = std::fs::metadata(e.path()).ok()?;
+            (m.is_file() && m.permissions().mode() & 0o111 != 0 && !name.is_empty()).then_some(name)
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

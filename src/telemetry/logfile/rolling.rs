@@ -2,11 +2,15 @@
 //! current one holds `max_size` (then `manent.YYYY-MM-DD.N.jsonl`); at most `keep` files and
 //! `max_total` bytes in all, the oldest deleted first. When the cap deletes a file that still
 //! holds today's lines (a flood), the next file says so on its first line: nothing is lost
-//! silently. Written only by the non-blocking writer's own thread.
+//! silently. Each file is created with the engine's file mode whatever the umask, never opened
+//! through a symbolic link or when another user owns it. Written only by the non-blocking
+//! writer's own thread.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use crate::sys::files::Trust;
 
 /// The files of one directory.
 #[derive(Debug)]
@@ -22,12 +26,18 @@ pub struct Rolling {
     size: u64,
     /// A note the next file starts with (what a cap deleted).
     note: Option<String>,
+    trust: Trust,
 }
 
 impl Rolling {
     /// Opens (appending to) today's newest file in `dir`, and prunes beyond the caps.
-    pub fn open(dir: &Path, keep: usize, max_size: u64, max_total: u64) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
+    pub fn open(
+        dir: &Path,
+        keep: usize,
+        max_size: u64,
+        max_total: u64,
+        trust: Trust,
+    ) -> std::io::Result<Self> {
         let mut r = Rolling {
             dir: dir.to_owned(),
             keep: keep.max(1),
@@ -38,6 +48,7 @@ impl Rolling {
             part: 0,
             size: 0,
             note: None,
+            trust,
         };
         r.part = r
             .files()
@@ -60,7 +71,10 @@ impl Rolling {
 
     fn open_current(&mut self) -> std::io::Result<()> {
         let path = self.dir.join(self.name());
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let file = self
+            .trust
+            .open_append(&path, "the JSON log file")
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         self.size = file.metadata().map_or(0, |m| m.len());
         self.file = Some(file);
         if let Some(note) = self.note.take() {
@@ -212,7 +226,7 @@ mod tests {
             )
             .unwrap();
         }
-        let mut r = Rolling::open(dir.path(), 4, 1000, 3000).unwrap();
+        let mut r = Rolling::open(dir.path(), 4, 1000, 3000, Trust::private()).unwrap();
         let line = format!("{{\"message\":\"{}\"}}\n", "x".repeat(90));
         for _ in 0..200 {
             r.write_all(line.as_bytes()).unwrap();
@@ -236,6 +250,10 @@ mod tests {
             all.contains("bytes of today's log were deleted"),
             "the cut is said: {newest}"
         );
+        // Private whatever the umask.
+        use std::os::unix::fs::MetadataExt;
+        let last = dir.path().join(&files.last().unwrap().0);
+        assert_eq!(std::fs::metadata(last).unwrap().mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use tokio_postgres::Row;
 use super::{Extension, NOW_MS, exec, query, query_opt, u32_at};
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
+use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
     Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
     WorkflowStatus,
@@ -84,8 +85,9 @@ pub async fn start(
     tx: &Transaction<'_>,
     wf: &NewWorkflow,
     ext: &dyn Extension,
+    key: &InputsKey,
 ) -> Result<Started, StoreError> {
-    let sha = crate::workflow::store::inputs_digest(&wf.inputs);
+    let sha = key.mac(&wf.id, &wf.name, &wf.inputs);
     let now = now_ms();
     let (version, max) = (
         i64::from(wf.definition_version),
@@ -156,13 +158,57 @@ pub async fn start(
     Ok(Started::Created)
 }
 
+/// Signs this database with `key`, unless an engine did first (under the migrations' advisory
+/// lock): records its fingerprint. (Rows from before keys are not re-signed: their plain digest
+/// vouches for nothing.) What the database says of the key after.
+pub async fn adopt_key(tx: &Transaction<'_>, key: &InputsKey) -> Result<KeyVerdict, StoreError> {
+    let stored: Option<String> =
+        query_opt(tx, "SELECT fingerprint FROM inputs_key WHERE id = 1", &[])
+            .await?
+            .map(|r| r.get(0));
+    if stored.is_some() {
+        return Ok(key.verdict(stored.as_deref()));
+    }
+    exec(
+        tx,
+        "INSERT INTO inputs_key (id, fingerprint, created_at) VALUES (1, $1, $2)",
+        &[&key.fingerprint(), &now_ms()],
+    )
+    .await?;
+    Ok(KeyVerdict::Matches)
+}
+
 pub async fn claim(
     tx: &Transaction<'_>,
     id: &str,
     executor: &str,
     run_token: &str,
+    key: &InputsKey,
 ) -> Result<Claim, StoreError> {
     let now = now_ms();
+    // Inputs that do not verify were written outside manent: ended, never run.
+    let stored = query_opt(
+        tx,
+        "SELECT inputs_sha256 FROM workflow_status WHERE workflow_id = $1 AND status = 'ENQUEUED' \
+         FOR UPDATE",
+        &[&id],
+    )
+    .await?;
+    if let Some(stored) = stored {
+        let stored: String = stored.get(0);
+        let row = must_get(tx, id).await?;
+        if !key.verifies(&row.id, &row.name, &row.inputs, &stored) {
+            let error = serde_json::json!({"kind": "refused", "message": key.refusal(id)});
+            exec(
+                tx,
+                "UPDATE workflow_status SET status = 'ERROR', error = $1, completed_at = $2, \
+                 updated_at = $2 WHERE workflow_id = $3",
+                &[&error.to_string(), &now, &id],
+            )
+            .await?;
+            return Ok(Claim::Refused(Box::new(must_get(tx, id).await?)));
+        }
+    }
     let changed = exec(
         tx,
         "UPDATE workflow_status SET status = 'PENDING', executor_id = $1, run_token = $2, \

@@ -5,9 +5,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use super::Extension;
 use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
+use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
     Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
-    WorkflowStatus, inputs_digest,
+    WorkflowStatus,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
@@ -64,8 +65,9 @@ pub fn start(
     conn: &Connection,
     wf: NewWorkflow,
     ext: &dyn Extension,
+    key: &InputsKey,
 ) -> Result<Started, StoreError> {
-    let sha = inputs_digest(&wf.inputs);
+    let sha = key.mac(&wf.id, &wf.name, &wf.inputs);
     if let Some(existing) = get(conn, &wf.id)? {
         let stored_sha: String = super::query_row(
             conn,
@@ -110,13 +112,60 @@ pub fn start(
     Ok(Started::Created)
 }
 
+/// Signs this database with `key`, unless another process did first: records its fingerprint.
+/// (Rows from before keys are not re-signed: their plain digest vouches for nothing.) What the
+/// database says of the key after.
+pub fn adopt_key(conn: &Connection, key: &InputsKey) -> Result<KeyVerdict, StoreError> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let stored: Option<String> = tx
+        .query_row("SELECT fingerprint FROM inputs_key WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if stored.is_some() {
+        return Ok(key.verdict(stored.as_deref()));
+    }
+    tx.execute(
+        "INSERT INTO inputs_key (id, fingerprint, created_at) VALUES (1, ?1, ?2)",
+        params![key.fingerprint(), now_ms()],
+    )?;
+    tx.commit()?;
+    Ok(KeyVerdict::Matches)
+}
+
+/// True when `id`'s stored inputs verify with `key`.
+fn verified(conn: &Connection, row: &WorkflowRow, key: &InputsKey) -> Result<bool, StoreError> {
+    let stored: String = super::query_row(
+        conn,
+        "SELECT inputs_sha256 FROM workflow_status WHERE workflow_id = ?1",
+        [&row.id],
+        |r| r.get(0),
+    )?;
+    Ok(key.verifies(&row.id, &row.name, &row.inputs, &stored))
+}
+
 pub fn claim(
     conn: &Connection,
     id: &str,
     executor: &str,
     run_token: &str,
+    key: &InputsKey,
 ) -> Result<Claim, StoreError> {
     let now = now_ms();
+    // Inputs that do not verify were written outside manent: ended, never run.
+    if let Some(row) = get(conn, id)?
+        && row.status == WorkflowStatus::Enqueued
+        && !verified(conn, &row, key)?
+    {
+        let error = serde_json::json!({"kind": "refused", "message": key.refusal(id)});
+        super::exec(
+            conn,
+            "UPDATE workflow_status SET status = 'ERROR', error = ?1, completed_at = ?2, \
+             updated_at = ?2 WHERE workflow_id = ?3 AND status = 'ENQUEUED'",
+            params![error.to_string(), now, id],
+        )?;
+        return Ok(Claim::Refused(Box::new(must_get(conn, id)?)));
+    }
     let changed = super::exec(
         conn,
         "UPDATE workflow_status SET status = 'PENDING', executor_id = ?1, run_token = ?2, \

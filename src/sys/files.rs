@@ -1,0 +1,455 @@
+//! The engine's own files — the database and its directory, the lock, the inputs key, the
+//! process records, the JSON log — are its user's and private, the way ssh's StrictModes wants a
+//! user's keys: created 0600/0700 whatever the umask (0660/2770 and the group set, for a declared
+//! `engine.shared_group`), and refused when another user owns them or others may write them. On
+//! a shared bastion anyone who can write one of them can make the engine run or kill what they
+//! like, so a file that fails the check is never used: the error names it, its owner and mode,
+//! and the command that fixes it.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::account::{self, Group};
+
+/// A file or directory manent will not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {}: {problem}; {fix}", path.display())]
+pub struct Refused {
+    /// What it is to manent (`the database`, `the processes directory`).
+    pub what: String,
+    /// Where.
+    pub path: PathBuf,
+    /// What is wrong with it (owner, mode, kind).
+    pub problem: String,
+    /// What to do.
+    pub fix: String,
+}
+
+/// Who may own and write the engine's files: its own user, or the members of a declared shared
+/// group.
+#[derive(Debug, Clone)]
+pub struct Trust {
+    uid: u32,
+    shared: Option<Group>,
+}
+
+/// Bits that let others than the owner change a file or a directory's entries.
+const GROUP_WRITE: u32 = 0o020;
+const OTHER_WRITE: u32 = 0o002;
+const STICKY: u32 = 0o1000;
+
+impl Trust {
+    /// This process's user alone: files 0600, directories 0700.
+    pub fn private() -> Trust {
+        Trust {
+            uid: super::euid(),
+            shared: None,
+        }
+    }
+
+    /// With `engine.shared_group` when set: files 0660 and directories 2770 of that group, which
+    /// this user must belong to (root needs not).
+    pub fn new(shared_group: Option<&str>) -> Result<Trust, String> {
+        let uid = super::euid();
+        let Some(name) = shared_group else {
+            return Ok(Trust { uid, shared: None });
+        };
+        let group = account::group_by_name(name).ok_or_else(|| {
+            format!(
+                "engine.shared_group: there is no group `{name}` on this host; create it \
+                 (`groupadd {name}`) and add the operators who share the database, or remove \
+                 the setting"
+            )
+        })?;
+        let member = uid == 0
+            || group.has_member(uid)
+            || account::me()
+                .is_some_and(|me| me.egid == group.gid || me.groups.contains(&group.gid));
+        if !member {
+            return Err(format!(
+                "engine.shared_group: {} is not a member of group `{name}`; add it (`usermod -aG \
+                 {name} {}`, then log in again) or run manent as a member",
+                account::user_shown(uid),
+                account::user_by_id(uid).map_or_else(|| uid.to_string(), |u| u.name)
+            ));
+        }
+        Ok(Trust {
+            uid,
+            shared: Some(group),
+        })
+    }
+
+    /// The mode of the files the engine creates.
+    pub fn file_mode(&self) -> u32 {
+        if self.shared.is_some() { 0o660 } else { 0o600 }
+    }
+
+    /// The mode of the directories the engine creates.
+    pub fn dir_mode(&self) -> u32 {
+        if self.shared.is_some() { 0o2770 } else { 0o700 }
+    }
+
+    /// The shared group's name, if one is declared.
+    pub fn group(&self) -> Option<&str> {
+        self.shared.as_ref().map(|g| g.name.as_str())
+    }
+
+    fn me(&self) -> String {
+        account::user_by_id(self.uid).map_or_else(|| self.uid.to_string(), |u| u.name)
+    }
+
+    /// Creates directory `dir` (and missing parents) with the engine's mode, or checks the one
+    /// there; either way its ancestors must be writable only by root, this user or — with the
+    /// sticky bit, as `/tmp` — by others who cannot replace what is not theirs.
+    pub fn ensure_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
+        self.make_dir(dir, what)?;
+        self.check_dir(dir, what)?;
+        self.check_ancestors(dir)
+    }
+
+    /// Creates or checks the JSON log's directory (its ancestors are the administrator's
+    /// choice: `/var/log` is group-writable on some systems).
+    pub fn ensure_log_dir(&self, dir: &Path) -> Result<(), Refused> {
+        let what = "the JSON log's directory";
+        self.make_dir(dir, what)?;
+        self.check_dir(dir, what)
+    }
+
+    fn make_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
+        if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(self.dir_mode() & 0o777)
+                .create(dir);
+            match made {
+                Ok(()) => self.set_owner_and_mode(dir, self.dir_mode(), what)?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(self.io(what, dir, "cannot create it", &e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a directory the engine keeps files in.
+    pub fn check_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
+        let meta = std::fs::metadata(dir).map_err(|e| self.io(what, dir, "cannot read it", &e))?;
+        if !meta.is_dir() {
+            return Err(self.refused(
+                what,
+                dir,
+                "it is not a directory".into(),
+                "move it away".into(),
+            ));
+        }
+        self.check_meta(dir, &meta, what, self.dir_mode())
+    }
+
+    /// Checks a file the engine keeps, if it exists (`Ok(false)` when it does not).
+    pub fn check_file(&self, path: &Path, what: &str) -> Result<bool, Refused> {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(self.io(what, path, "cannot read it", &e)),
+        };
+        if !meta.is_file() {
+            return Err(self.refused(
+                what,
+                path,
+                "it is not a regular file".into(),
+                "move it away; manent creates it".into(),
+            ));
+        }
+        self.check_meta(path, &meta, what, self.file_mode())?;
+        Ok(true)
+    }
+
+    /// Creates `path` with the engine's mode and group; fails if it exists (a symbolic link
+    /// included: nothing is created through one).
+    pub fn create_file(&self, path: &Path, what: &str) -> Result<File, Refused> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(self.file_mode())
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| self.io(what, path, "cannot create it", &e))?;
+        self.set_owner_and_mode(path, self.file_mode(), what)?;
+        Ok(file)
+    }
+
+    /// Opens `path` for reading and writing — creating it with the engine's mode when `create`
+    /// and missing — never through a symbolic link, and checks the file it opened.
+    pub fn open_file(&self, path: &Path, what: &str, create: bool) -> Result<File, Refused> {
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        self.open_checked(path, what, create, &opts)
+    }
+
+    /// [`Trust::open_file`] for appending (the JSON log).
+    pub fn open_append(&self, path: &Path, what: &str) -> Result<File, Refused> {
+        let mut opts = OpenOptions::new();
+        opts.append(true);
+        self.open_checked(path, what, true, &opts)
+    }
+
+    fn open_checked(
+        &self,
+        path: &Path,
+        what: &str,
+        create: bool,
+        opts: &OpenOptions,
+    ) -> Result<File, Refused> {
+        if create {
+            // Made with the right mode and group, then opened as asked (below).
+            match self.create_file(path, what) {
+                Ok(_) => {}
+                Err(_) if std::fs::symlink_metadata(path).is_ok() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let file = opts
+            .clone()
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    self.refused(
+                        what,
+                        path,
+                        "it is a symbolic link".into(),
+                        "remove it; manent creates the file itself".into(),
+                    )
+                } else {
+                    self.io(what, path, "cannot open it", &e)
+                }
+            })?;
+        let meta = file
+            .metadata()
+            .map_err(|e| self.io(what, path, "cannot read it", &e))?;
+        if !meta.is_file() {
+            return Err(self.refused(
+                what,
+                path,
+                "it is not a regular file".into(),
+                "move it away; manent creates it".into(),
+            ));
+        }
+        self.check_meta(path, &meta, what, self.file_mode())?;
+        Ok(file)
+    }
+
+    /// Sets the group (when shared) and the exact mode (the umask does not apply).
+    fn set_owner_and_mode(&self, path: &Path, mode: u32, what: &str) -> Result<(), Refused> {
+        if let Some(g) = &self.shared {
+            std::os::unix::fs::chown(path, None, Some(g.gid))
+                .map_err(|e| self.io(what, path, "cannot give it to the shared group", &e))?;
+        }
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| self.io(what, path, "cannot set its mode", &e))
+    }
+
+    /// The owner, group and write bits of something the engine keeps.
+    fn check_meta(
+        &self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+        what: &str,
+        want: u32,
+    ) -> Result<(), Refused> {
+        let mode = meta.mode() & 0o7777;
+        let owner_ok = match &self.shared {
+            None => meta.uid() == self.uid,
+            Some(g) => meta.uid() == self.uid || meta.uid() == 0 || g.has_member(meta.uid()),
+        };
+        let group_ok = self.shared.as_ref().is_none_or(|g| meta.gid() == g.gid);
+        let write_ok = match &self.shared {
+            None => mode & (GROUP_WRITE | OTHER_WRITE) == 0,
+            Some(_) => mode & OTHER_WRITE == 0,
+        };
+        // Ours, and no one else could have written it: brought to the engine's mode and group
+        // (a database an older manent made 0644 under the umask, a private one the configuration
+        // now shares with a group).
+        let untouched = mode & OTHER_WRITE == 0
+            && (mode & GROUP_WRITE == 0 || (self.shared.is_some() && group_ok));
+        if meta.uid() == self.uid && untouched {
+            if mode != want || !group_ok {
+                self.set_owner_and_mode(path, want, what)?;
+                tracing::warn!(
+                    "{what} {} was mode {mode:04o} of group {}; made it {want:04o}{}",
+                    path.display(),
+                    account::group_shown(meta.gid()),
+                    self.shared
+                        .as_ref()
+                        .map(|g| format!(" of group {}", g.name))
+                        .unwrap_or_default()
+                );
+            }
+            return Ok(());
+        }
+        if owner_ok && group_ok && write_ok {
+            return Ok(());
+        }
+        let mut problem = format!(
+            "owned by {}, group {}, mode {mode:04o}",
+            account::user_shown(meta.uid()),
+            account::group_shown(meta.gid())
+        );
+        let rule = match &self.shared {
+            None => format!(
+                "manent runs as {} and uses only its own files, writable by no one else",
+                account::user_shown(self.uid)
+            ),
+            Some(g) => format!(
+                "manent uses only files of group `{}` (engine.shared_group) owned by its members, \
+                 writable by no one outside it",
+                g.name
+            ),
+        };
+        problem.push_str(&format!(
+            ": {rule} (ssh's StrictModes), since whoever can write it can \
+                                   make the engine run or kill what they like"
+        ));
+        let p = shell_word(path);
+        let mut cmds = Vec::new();
+        if !owner_ok {
+            cmds.push(format!("chown {} {p}", self.me()));
+        }
+        if let (false, Some(g)) = (group_ok, &self.shared) {
+            cmds.push(format!("chgrp {} {p}", g.name));
+        }
+        cmds.push(format!("chmod {:o} {p}", want & 0o7777));
+        let fix = format!(
+            "if you did not make it so, move it away and find out who did; if it is yours: `{}`",
+            cmds.join(" && ")
+        );
+        Err(self.refused(what, path, problem, fix))
+    }
+
+    /// Every directory above `dir` (after symbolic links) is root's or this user's, and writable
+    /// by others only with the sticky bit (or by the shared group).
+    fn check_ancestors(&self, dir: &Path) -> Result<(), Refused> {
+        let what = "a directory above the database";
+        let real =
+            std::fs::canonicalize(dir).map_err(|e| self.io(what, dir, "cannot resolve it", &e))?;
+        for a in real.ancestors().skip(1) {
+            let meta = std::fs::metadata(a).map_err(|e| self.io(what, a, "cannot read it", &e))?;
+            let mode = meta.mode() & 0o7777;
+            let owner_ok = meta.uid() == 0 || meta.uid() == self.uid;
+            let shared_gid = self.shared.as_ref().is_some_and(|g| g.gid == meta.gid());
+            let writable_by_others =
+                mode & OTHER_WRITE != 0 || (mode & GROUP_WRITE != 0 && !shared_gid);
+            if owner_ok && (!writable_by_others || mode & STICKY != 0) {
+                continue;
+            }
+            let problem = format!(
+                "owned by {}, group {}, mode {mode:04o}: whoever can write it can replace the \
+                 directories below it, the database's among them",
+                account::user_shown(meta.uid()),
+                account::group_shown(meta.gid())
+            );
+            let fix = format!(
+                "put the database under directories only root or {} can write (`database:` in \
+                 manent.yml), or `chmod o-w,g-w {}`",
+                self.me(),
+                shell_word(a)
+            );
+            return Err(self.refused(what, a, problem, fix));
+        }
+        Ok(())
+    }
+
+    fn refused(&self, what: &str, path: &Path, problem: String, fix: String) -> Refused {
+        Refused {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            problem,
+            fix,
+        }
+    }
+
+    fn io(&self, what: &str, path: &Path, doing: &str, e: &std::io::Error) -> Refused {
+        self.refused(
+            what,
+            path,
+            format!("{doing}: {e}"),
+            format!(
+                "manent needs it as {}'s own{}",
+                self.me(),
+                self.shared
+                    .as_ref()
+                    .map(|g| format!(" (or group {}'s)", g.name))
+                    .unwrap_or_default()
+            ),
+        )
+    }
+}
+
+/// `path` as it may be pasted into a shell.
+fn shell_word(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
+    {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_private_whatever_the_umask_and_refuses_what_others_may_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let trust = Trust::private();
+        let own = dir.path().join("a/b");
+        trust.ensure_dir(&own, "the database's directory").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&own), 0o700);
+        let f = own.join("f");
+        trust.create_file(&f, "the database").unwrap();
+        assert_eq!(mode(&f), 0o600);
+        assert!(trust.check_file(&f, "the database").unwrap());
+        // Readable by others: made private. Writable by others: refused, with the fix.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        trust.check_file(&f, "the database").unwrap();
+        assert_eq!(mode(&f), 0o600);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = trust
+            .check_file(&f, "the database")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mode 0666") && err.contains("chmod 600"),
+            "{err}"
+        );
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = trust
+            .ensure_dir(&own, "the database's directory")
+            .unwrap_err();
+        assert_eq!(err.path, own);
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+    }
+
+    #[test]
+    fn never_opens_through_a_symbolic_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let trust = Trust::private();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "x").unwrap();
+        let link = dir.path().join("lock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = trust.open_file(&link, "the lock file", true).unwrap_err();
+        assert!(err.problem.contains("symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell_when_needed() {
+        assert_eq!(shell_word(Path::new("/a/b.db")), "/a/b.db");
+        assert_eq!(shell_word(Path::new("/a b/it's")), r"'/a b/it'\''s'");
+    }
+}
