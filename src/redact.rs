@@ -3,9 +3,20 @@
 
 use std::sync::RwLock;
 
-fn redactions() -> &'static RwLock<Vec<String>> {
-    static VALUES: RwLock<Vec<String>> = RwLock::new(Vec::new());
-    &VALUES
+use aho_corasick::{AhoCorasick, MatchKind};
+
+/// The known secret values, longest first, and one automaton that finds them all in one pass.
+struct Redactor {
+    values: Vec<String>,
+    finder: Option<AhoCorasick>,
+}
+
+fn redactor() -> &'static RwLock<Redactor> {
+    static R: RwLock<Redactor> = RwLock::new(Redactor {
+        values: Vec::new(),
+        finder: None,
+    });
+    &R
 }
 
 /// Remembers a secret value so [`redact`] hides it wherever it shows up, however short (a
@@ -33,31 +44,40 @@ fn register_one(value: &str, shortest: usize) {
     if value.len() < shortest {
         return;
     }
-    let known = |v: &[String]| v.iter().any(|x| x == value);
-    if redactions().read().is_ok_and(|v| known(&v)) {
+    let known = |r: &Redactor| r.values.iter().any(|x| x == value);
+    if redactor().read().is_ok_and(|r| known(&r)) {
         return;
     }
-    if let Ok(mut v) = redactions().write()
-        && !known(&v)
+    if let Ok(mut r) = redactor().write()
+        && !known(&r)
     {
         // Longest first: a secret inside another must not break the longer one's redaction.
-        let at = v.partition_point(|x| x.len() >= value.len());
-        v.insert(at, value.to_owned());
+        let at = r.values.partition_point(|x| x.len() >= value.len());
+        r.values.insert(at, value.to_owned());
+        r.finder = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&r.values)
+            .ok();
     }
 }
 
-/// `text` with every known secret value replaced by `[redacted]`.
+/// `text` with every known secret value replaced by `[redacted]`, in one pass: a replacement
+/// is never searched again (a one-letter test secret cannot eat into `[redacted]`).
 pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    let Ok(values) = redactions().read() else {
+    let Ok(r) = redactor().read() else {
         return text.into();
     };
-    if values.iter().all(|v| !text.contains(v.as_str())) {
+    let Some(finder) = &r.finder else {
+        return text.into();
+    };
+    if !finder.is_match(text) {
         return text.into();
     }
-    let mut out = text.to_owned();
-    for v in values.iter() {
-        out = out.replace(v.as_str(), "[redacted]");
-    }
+    let mut out = String::with_capacity(text.len());
+    finder.replace_all_with(text, &mut out, |_, _, dst| {
+        dst.push_str("[redacted]");
+        true
+    });
     out.into()
 }
 
@@ -85,6 +105,12 @@ mod tests {
     fn a_short_secret_is_redacted_too() {
         register_redaction("q7z");
         assert_eq!(redact("pin=q7z"), "pin=[redacted]");
+    }
+
+    #[test]
+    fn a_replacement_is_never_redacted_again() {
+        register_redaction("dac");
+        assert_eq!(redact("dac and dac"), "[redacted] and [redacted]");
     }
 
     #[test]
