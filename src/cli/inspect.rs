@@ -440,14 +440,15 @@ fn print_hooks_plan(p: &crate::deploy::plan::Plan, out: &mut Out) {
     }
 }
 
-/// Deployments of `rows`, each read in full; a read error is an error, not a gap.
+/// What a list shows of the deployments of `rows` (no targets: `status ID` has them), each
+/// read from its row and events; a read error is an error, not a gap.
 async fn views(
     store: &dyn Db,
     rows: Vec<crate::workflow::store::WorkflowRow>,
 ) -> Result<Vec<DeploymentView>, StoreError> {
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
-        out.push(view::of_row(store, r).await?);
+        out.push(view::summary_of_row(store, r).await?);
     }
     Ok(out)
 }

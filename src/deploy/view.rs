@@ -380,6 +380,123 @@ struct Inputs {
     operator: String,
 }
 
+/// What a list needs of a deployment's inputs, read without building its targets (a spec of
+/// 100,000 targets is skipped over, not built).
+#[derive(Deserialize)]
+struct InputsHead {
+    spec: SpecHead,
+    #[serde(default)]
+    dry_run: bool,
+    #[serde(default)]
+    operator: String,
+}
+
+#[derive(Deserialize)]
+struct SpecHead {
+    application: String,
+    environment: String,
+    #[serde(default)]
+    production: bool,
+    artifact: ArtifactHead,
+    plugin: String,
+    strategy: crate::config::Strategy,
+}
+
+#[derive(Deserialize)]
+struct ArtifactHead {
+    #[serde(default)]
+    version: String,
+}
+
+/// What a list needs of a deployment's outcome, without its per-target lines.
+#[derive(Deserialize)]
+struct ReportHead {
+    kind: Kind,
+    #[serde(rename = "result")]
+    ending: Ending,
+    version: String,
+    #[serde(default)]
+    transitions: Transitions,
+    message: String,
+    #[serde(default)]
+    skipped: u32,
+}
+
+impl From<ReportHead> for Report {
+    fn from(h: ReportHead) -> Report {
+        Report {
+            kind: h.kind,
+            ending: h.ending,
+            version: h.version,
+            transitions: h.transitions,
+            message: h.message,
+            targets: Vec::new(),
+            rolled_back: Vec::new(),
+            skipped: h.skipped,
+        }
+    }
+}
+
+/// How much of a deployment to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// Every target, attempt and hook.
+    Full,
+    /// What a list shows: state, phase, version, canary — no targets or hooks.
+    Summary,
+}
+
+/// A deployment's inputs as far as `depth` needs them: the whole spec, or its head.
+struct Head {
+    application: String,
+    environment: String,
+    production: bool,
+    version: String,
+    plugin: String,
+    strategy: Option<crate::config::Strategy>,
+    atomic: bool,
+    dry_run: bool,
+    operator: String,
+    spec: Option<EnvSpec>,
+}
+
+impl Head {
+    fn read(inputs: &str, depth: Depth) -> Option<Head> {
+        Some(match depth {
+            Depth::Full => {
+                let i: Inputs = serde_json::from_str(inputs).ok()?;
+                Head {
+                    application: i.spec.application.clone(),
+                    environment: i.spec.environment.clone(),
+                    production: i.spec.production,
+                    version: i.spec.artifact.version.clone(),
+                    plugin: i.spec.plugin.clone(),
+                    strategy: Some(i.spec.strategy.clone()),
+                    atomic: i.spec.atomic,
+                    dry_run: i.dry_run,
+                    operator: i.operator,
+                    spec: Some(i.spec),
+                }
+            }
+            Depth::Summary => {
+                let i: InputsHead = serde_json::from_str(inputs).ok()?;
+                Head {
+                    application: i.spec.application,
+                    environment: i.spec.environment,
+                    production: i.spec.production,
+                    version: i.spec.artifact.version,
+                    plugin: i.spec.plugin,
+                    strategy: Some(i.spec.strategy),
+                    atomic: false,
+                    dry_run: i.dry_run,
+                    operator: i.operator,
+                    spec: None,
+                }
+            }
+        })
+    }
+}
+
 /// Loads deployment `id`, read at one moment; None if there is none.
 pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>, StoreError> {
     Ok(store.state(id).await?.map(|s| {
@@ -388,6 +505,7 @@ pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>,
             &s.events,
             &s.history,
             s.pending.into_iter().map(|m| m.topic).collect(),
+            Depth::Full,
         );
         v.phase_at = s.event_times.get("phase").copied();
         v
@@ -399,6 +517,23 @@ pub async fn of_row(store: &dyn Store, row: WorkflowRow) -> Result<DeploymentVie
     load(store, &row.id)
         .await?
         .ok_or(StoreError::NotFound(row.id))
+}
+
+/// What a list shows of the deployment of a row (state, phase, version, canary, when), read
+/// from the row and its events alone: no target, attempt or hook is read, so a list costs the
+/// same whatever its deployments' sizes. Its `targets` and `hooks` are empty.
+pub async fn summary_of_row(
+    store: &dyn Store,
+    row: WorkflowRow,
+) -> Result<DeploymentView, StoreError> {
+    let events = store.events(&row.id).await?;
+    Ok(build(
+        &row,
+        &events,
+        &History::default(),
+        Vec::new(),
+        Depth::Summary,
+    ))
 }
 
 fn event<T: serde::de::DeserializeOwned>(
@@ -420,9 +555,13 @@ fn build(
     events: &BTreeMap<String, String>,
     history: &History,
     pending_commands: Vec<String>,
+    depth: Depth,
 ) -> DeploymentView {
-    let inputs: Option<Inputs> = serde_json::from_str(&row.inputs).ok();
-    let plan: Option<Plan> = event(events, "plan");
+    let inputs = Head::read(&row.inputs, depth);
+    let plan: Option<Plan> = match depth {
+        Depth::Full => event(events, "plan"),
+        Depth::Summary => None,
+    };
     let phase: Option<Phase> = event(events, "phase");
     let live = row.status.is_live();
     let accepts: Vec<Topic> = if live {
@@ -430,11 +569,13 @@ fn build(
     } else {
         Vec::new()
     };
-    let report: Option<Report> = row
-        .output
-        .as_deref()
-        .or(row.error.as_deref())
-        .and_then(|o| serde_json::from_str(o).ok());
+    let outcome = row.output.as_deref().or(row.error.as_deref());
+    let report: Option<Report> = match depth {
+        Depth::Full => outcome.and_then(|o| serde_json::from_str(o).ok()),
+        Depth::Summary => outcome
+            .and_then(|o| serde_json::from_str::<ReportHead>(o).ok())
+            .map(Report::from),
+    };
     let kind = match (
         row.name.as_str(),
         inputs.as_ref().is_some_and(|i| i.dry_run),
@@ -445,7 +586,7 @@ fn build(
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
-    let spec = inputs.as_ref().map(|i| &i.spec);
+    let spec = inputs.as_ref().and_then(|i| i.spec.as_ref());
     let mut targets: Vec<TargetView> = match (&plan, spec) {
         // A test run touches no target.
         _ if kind == Kind::Test => Vec::new(),
@@ -612,17 +753,19 @@ fn build(
         .map(|r| r.transitions.clone())
         .or_else(|| event(events, "transitions"))
         .unwrap_or_default();
+    let head = inputs.as_ref();
     let version = match kind {
         Kind::Rollback => transitions.short(),
-        _ => spec.map(|s| s.artifact.version.clone()).unwrap_or_default(),
+        _ => head.map(|h| h.version.clone()).unwrap_or_default(),
     };
     let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
     let hooks = plan
         .as_ref()
-        .map(|p| hook_views(p, kind, spec.is_some_and(|s| s.atomic), history))
+        .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), history))
         .unwrap_or_default();
-    let canary = spec
-        .and_then(|s| s.strategy.canary())
+    let canary = head
+        .and_then(|h| h.strategy.as_ref())
+        .and_then(|s| s.canary())
         .filter(|_| kind == Kind::Canary)
         .map(|plan| CanaryView {
             plan: plan.clone(),
@@ -635,12 +778,12 @@ fn build(
         kind,
         status: row.status,
         state,
-        application: spec.map(|s| s.application.clone()).unwrap_or_default(),
-        environment: spec.map(|s| s.environment.clone()).unwrap_or_default(),
-        production: spec.is_some_and(|s| s.production),
+        application: head.map(|h| h.application.clone()).unwrap_or_default(),
+        environment: head.map(|h| h.environment.clone()).unwrap_or_default(),
+        production: head.is_some_and(|h| h.production),
         version,
         transitions,
-        plugin: spec.map(|s| s.plugin.clone()).unwrap_or_default(),
+        plugin: head.map(|h| h.plugin.clone()).unwrap_or_default(),
         dry_run: kind == Kind::DryRun,
         operator: inputs.map(|i| i.operator).unwrap_or_default(),
         phase,
