@@ -356,6 +356,34 @@ fn spawn_trouble_watch(
     })
 }
 
+/// How often an engine checks that its database is still there (a commit checks too).
+const LOST_CHECK: Duration = Duration::from_secs(2);
+
+/// Checks that the database is still the one the engine opened; once it is not, stops every
+/// run (nothing more can be recorded) and keeps why.
+fn spawn_lost_watch(
+    store: Arc<dyn Db>,
+    runtime: Arc<Runtime>,
+    lost: Arc<std::sync::Mutex<Option<String>>>,
+    log: Logger,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(LOST_CHECK).await;
+            let Some(why) = store.lost().await else {
+                continue;
+            };
+            tracing::error!("{why}");
+            log.error(&why);
+            if let Ok(mut l) = lost.lock() {
+                *l = Some(why);
+            }
+            runtime.stop_now();
+            return;
+        }
+    })
+}
+
 /// Deletes log lines older than `retention`, at start and every hour.
 fn spawn_pruner(store: Arc<dyn Db>, retention: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -393,6 +421,9 @@ pub struct Engine {
     pruner: tokio::task::JoinHandle<()>,
     watcher: tokio::task::JoinHandle<()>,
     trouble: Arc<std::sync::Mutex<Option<String>>>,
+    /// Why the database is gone, once it is: the engine has stopped its runs.
+    lost: Arc<std::sync::Mutex<Option<String>>>,
+    lost_watch: tokio::task::JoinHandle<()>,
     recovered: Vec<String>,
     metrics: Option<tokio::task::JoinHandle<()>>,
     notifier: Option<notify::Notifier>,
@@ -556,6 +587,13 @@ impl Engine {
             )
         });
         let pruner = spawn_pruner(store.clone(), config.engine.log_retention);
+        let lost = Arc::new(std::sync::Mutex::new(None));
+        let lost_watch = spawn_lost_watch(
+            store.clone(),
+            runtime.clone(),
+            lost.clone(),
+            Logger::new(logs.clone(), "engine"),
+        );
         Ok(Engine {
             config: config.clone(),
             processes,
@@ -569,12 +607,34 @@ impl Engine {
             pruner,
             watcher,
             trouble,
+            lost,
+            lost_watch,
             recovered,
             metrics,
             notifier,
             log_file,
             _lease: lease,
         })
+    }
+
+    /// Why the database is gone (deleted, replaced, its schema dropped), once the engine has
+    /// seen it: nothing more can be recorded, the runs are stopped, the command exits 6.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// [`Engine::lost`], asking the database now (a run that just stopped on a failed commit
+    /// may be the first to know).
+    pub async fn check_lost(&self) -> Option<String> {
+        if let Some(why) = self.lost() {
+            return Some(why);
+        }
+        let why = self.store.lost().await?;
+        if let Ok(mut l) = self.lost.lock() {
+            *l = Some(why.clone());
+        }
+        self.runtime.stop_now();
+        Some(why)
     }
 
     /// What the database refuses now, while deployments wait for it (disk full, I/O errors).
@@ -706,6 +766,7 @@ impl Engine {
         }
         self.pruner.abort();
         self.watcher.abort();
+        self.lost_watch.abort();
         // What the drain changed is notified (within a few seconds; the rest at the next start).
         if let Some(n) = self.notifier {
             n.finish().await;

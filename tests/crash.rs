@@ -871,3 +871,44 @@ mod postgres {
         lost_acknowledgements_on(&b);
     }
 }
+
+/// A database deleted under a running deploy (SQLite keeps writing to a deleted file) stops it
+/// with exit 6 — never "deployed" — and the next read says the database is gone instead of "no
+/// deployments yet", without creating a new one.
+#[test]
+fn a_database_deleted_mid_deploy_stops_the_deploy_and_reads_say_so() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let child = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "1")]);
+    wait_until(Duration::from_secs(60), "a first target done", || {
+        fx.ledger().iter().any(|e| e.event == "done")
+    });
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = fx.db_path().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(6), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("was deleted while the engine ran"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains(": deployed"), "never deployed: {stdout}");
+    assert!(!fx.db_path().exists(), "nothing made a new database");
+    for verb in [&["status"][..], &["db", "check"][..]] {
+        let out = fx.run(verb);
+        let err = text(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(6),
+            "{verb:?}: {err}{}",
+            text(&out.stdout)
+        );
+        assert!(
+            err.contains("is gone, but its inputs key"),
+            "{verb:?}: {err}"
+        );
+    }
+    assert!(!fx.db_path().exists(), "a read never creates the database");
+}

@@ -298,6 +298,42 @@ fn a_deploy_waits_out_a_database_outage_and_completes() {
     );
 }
 
+#[test]
+fn a_schema_dropped_mid_deploy_stops_the_engine_and_db_check_says_so() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("dropped");
+    let a = host(&url, "host-a");
+    let mut deploy = deploy_on(&a, "0.5");
+    wait_until(Duration::from_secs(60), "a target completes", || {
+        dones(&a) >= 1
+    });
+    rows(&url, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+    // Within a lease and a check: not a minute of failing renewals.
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(6), "{said}");
+    assert!(
+        said.contains("schema") && said.contains("is gone"),
+        "{said}"
+    );
+    assert!(!said.contains(": deployed"), "{said}");
+    assert!(
+        !said.contains("manent resume"),
+        "no advice that cannot work: {said}"
+    );
+    // A check reports the loss, and recreates nothing.
+    for _ in 0..2 {
+        let out = a.run(&["db", "check"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{err}");
+        assert!(err.contains("holds no manent schema"), "{err}");
+    }
+    let out = a.run(&["status"]);
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+}
+
 fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::Output {
     let t0 = std::time::Instant::now();
     loop {

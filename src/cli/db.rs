@@ -35,8 +35,16 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         return exit::BAD_INPUT;
     };
     let shown = database_shown(&config);
-    let store = match output::open_store(&config).await {
-        Ok(s) => s,
+    // A check never creates the database (nor a dropped schema): it says what is there.
+    let store = match output::existing_store(&config).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            out.line(format!(
+                "no database at {shown} yet: nothing has run with this configuration (an \
+                 engine's first start creates it)"
+            ));
+            return exit::OK;
+        }
         Err(e) => return output::db_error(&shown, &e, out),
     };
     if let Err(e) = store.check().await {

@@ -100,7 +100,8 @@ impl Runner {
         let Runner::Local(e) = self else {
             return 0;
         };
-        if stopping {
+        // Stopped by the operator, or nothing more can be recorded: nothing is handed over.
+        if stopping || e.lost().is_some() {
             return e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
         }
         // Runs parked for an operator drain at once; what still works (resumed beside the
@@ -161,6 +162,8 @@ enum Ending {
     Detached,
     /// The engine running it went away before the end.
     EngineGone,
+    /// The database went away under the engine: nothing more could be recorded.
+    Lost(String),
 }
 
 /// What the verb that follows expects, for its exit code.
@@ -240,6 +243,10 @@ pub async fn to_end(
             ));
             exit::INTERRUPTED
         }
+        Ending::Lost(why) => {
+            out.error(format!("{id} did not finish here: {why}"));
+            exit::ENGINE
+        }
     };
     if matches!(ending, Ending::Stopped)
         && let Runner::Local(e) = &runner
@@ -251,7 +258,7 @@ pub async fn to_end(
         Runner::Remote { .. } => None,
     };
     let left = runner.finish(matches!(ending, Ending::Stopped), out).await;
-    if left > 0 {
+    if left > 0 && !matches!(ending, Ending::Lost(_)) {
         out.note(format!(
             "manent: {left} deployment(s) were still running; they resume at the next start"
         ));
@@ -332,6 +339,11 @@ async fn follow(
     let engine_lines_after = runner.store().last_log_id().await.unwrap_or(0);
     let mut elsewhere: Option<String> = None;
     loop {
+        if let Runner::Local(e) = runner
+            && let Some(why) = e.lost()
+        {
+            return Ending::Lost(why);
+        }
         let store = runner.store();
         let view = crate::deploy::view::load(store, id).await.ok().flatten();
         if let Some(v) = &view {
@@ -391,6 +403,12 @@ async fn follow(
             && !Lease::is_held(db)
         {
             return Ending::EngineGone;
+        }
+        if let Runner::Local(e) = runner
+            && !e.runs(id)
+            && let Some(why) = e.check_lost().await
+        {
+            return Ending::Lost(why);
         }
         if let Runner::Local(e) = runner
             && !e.runs(id)

@@ -545,8 +545,13 @@ fn print_locks(locks: &[crate::deploy::records::Lock], out: &mut Out) {
 
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
-    let (config, store) = match output::open(config_path, out).await {
-        Ok(t) => t,
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    // A read never creates the database: with none yet, nothing has run here.
+    let store = match output::read_store(&config, out).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return nothing_yet(&config, a.deployment.as_deref(), a.json.json, out),
         Err(code) => return code,
     };
     let engine_running = output::engine_running(&config, &*store).await;
@@ -1053,10 +1058,32 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
     exit::OK
 }
 
+/// What a read says when there is no database yet: nothing has run with this configuration.
+fn nothing_yet(config: &crate::config::Config, id: Option<&str>, json: bool, out: &mut Out) -> u8 {
+    let db = output::database_shown(config);
+    if let Some(id) = id {
+        out.error(format!(
+            "no deployment with id {id}: there is no database at {db} yet (nothing has run with \
+             this configuration; is --config right?)"
+        ));
+        return exit::BAD_INPUT;
+    }
+    if json {
+        out.json(&Vec::<()>::new());
+    } else {
+        out.line(format!("no deployments yet (no database at {db})"));
+    }
+    exit::OK
+}
+
 /// `manent logs ID [-f]`
 pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
-    let (_, store) = match output::open(config_path, out).await {
-        Ok(t) => t,
+    let Some(config) = load_config(config_path, None, out) else {
+        return exit::BAD_INPUT;
+    };
+    let store = match output::read_store(&config, out).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return nothing_yet(&config, Some(&a.deployment), false, out),
         Err(code) => return code,
     };
     if let Err(code) = output::view(&*store, &a.deployment, out).await {

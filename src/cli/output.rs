@@ -165,15 +165,29 @@ pub async fn open_deployment(
 }
 
 /// The database, if it exists already (reads must not create one); a database that exists
-/// but cannot be opened is an error, never "nothing here".
+/// but cannot be opened is an error, never "nothing here" — and so is one that was there (its
+/// inputs key is still beside it) and is gone.
 pub async fn existing_store(config: &Config) -> Result<Option<Arc<dyn Db>>, StoreError> {
     if config.postgres.is_none()
         && std::fs::symlink_metadata(&config.database)
             .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
     {
+        // Opening says what is wrong when its key shows the database was there.
+        let key = crate::workflow::InputsKey::path_beside(&config.database);
+        if key.exists() {
+            return open_store(config).await.map(Some);
+        }
         return Ok(None);
     }
     open_store(config).await.map(Some)
+}
+
+/// [`existing_store`] for a verb that only reads: `Err(code)` said, `Ok(None)` when there is no
+/// database yet (said as "nothing has run here yet").
+pub async fn read_store(config: &Config, out: &mut Out) -> Result<Option<Arc<dyn Db>>, u8> {
+    existing_store(config)
+        .await
+        .map_err(|e| db_error(&database_shown(config), &e, out))
 }
 
 /// Before a read verb says "nothing here": the database must pass its integrity check (a

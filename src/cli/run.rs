@@ -350,8 +350,13 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
         tokio::select! {
             _ = int.recv() => break,
             _ = term.recv() => break,
-            _ = idle_check.tick(), if until_idle => {
-                if engine.busy() == 0 {
+            _ = idle_check.tick() => {
+                if let Some(why) = engine.lost() {
+                    out.error(format!("manent worker: {why}"));
+                    engine.shutdown_within(Duration::ZERO, Duration::from_secs(2)).await;
+                    return exit::ENGINE;
+                }
+                if until_idle && engine.busy() == 0 {
                     out.note("manent worker: nothing left to do (every deployment finished or waits for an operator)");
                     break;
                 }

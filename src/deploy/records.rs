@@ -340,14 +340,16 @@ pub async fn open_configured(
     };
     let password = postgres_password(config, pg).await?;
     let key = postgres_inputs_key(config, pg).await?;
+    // Only an engine makes the schema; every other command finds it, or says it is not there.
     Ok(std::sync::Arc::new(
-        crate::workflow::PostgresStore::open_with_lease(
+        crate::workflow::PostgresStore::connect(
             &pg.url,
             password.as_deref(),
             POOL,
             config.engine.lease,
             std::sync::Arc::new(DeployRecords),
             key,
+            check,
         )
         .await?,
     ))

@@ -50,12 +50,21 @@ pub enum StoreError {
     /// The writer thread has stopped (the engine is shutting down).
     #[error("the database writer has stopped")]
     Closed,
+    /// The database went away under the engine: its file was deleted or replaced, its schema
+    /// dropped. Nothing more can be recorded: the engine stops (exit 6), never says "done".
+    #[error("{0}")]
+    Lost(String),
 }
 
 impl StoreError {
     /// True when retrying the same transaction later can succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Transient(_))
+    }
+
+    /// True when the database itself is gone (deleted, replaced, its schema dropped).
+    pub fn is_lost(&self) -> bool {
+        matches!(self, StoreError::Lost(_))
     }
 
     /// What the database said, for a line that has its own wording around it.
@@ -114,6 +123,14 @@ impl From<tokio_postgres::Error> for StoreError {
             Some(c) => format!("PostgreSQL: {} (constraint {c})", db.message()),
             None => format!("PostgreSQL: {}", db.message()),
         };
+        // A table manent made is gone (42P01, 3F000 a schema): dropped under the engine.
+        if matches!(db.code().code(), "42P01" | "3F000") {
+            return StoreError::Lost(format!(
+                "manent's schema in the shared database is gone ({said}): it was dropped while \
+                 the engine ran; nothing more can be recorded, the engine stops. Restore the \
+                 database from a backup; `manent db check` says what is there"
+            ));
+        }
         match &db.code().code()[..2] {
             // Connection exceptions, insufficient resources, operator intervention (a server
             // shutting down), lock timeouts, serialization failures and deadlocks: later works.

@@ -398,6 +398,21 @@ impl PostgresStore {
         ext: Arc<dyn Extension>,
         key: InputsKey,
     ) -> Result<Self, StoreError> {
+        Self::connect(url, password, pool_size, lease, ext, key, true).await
+    }
+
+    /// [`PostgresStore::open_with_lease`]; without `create`, a database that holds no manent
+    /// schema is an error, not a fresh start (what reads and commands that are not an engine
+    /// open: they never make a schema, nor remake a dropped one).
+    pub async fn connect(
+        url: &str,
+        password: Option<&str>,
+        pool_size: usize,
+        lease: Duration,
+        ext: Arc<dyn Extension>,
+        key: InputsKey,
+        create: bool,
+    ) -> Result<Self, StoreError> {
         let lease_ms = i64::try_from(lease.as_millis())
             .unwrap_or(i64::MAX)
             .max(1000);
@@ -450,6 +465,13 @@ impl PostgresStore {
             changes,
             stop,
         };
+        if !create && !store.has_schema().await.map_err(|e| open_err(e.cause()))? {
+            return Err(open_err(
+                "it holds no manent schema: no engine has used it yet, or the schema was \
+                 dropped (restore it from a backup); an engine's first start creates it"
+                    .into(),
+            ));
+        }
         let verdict = store.migrate().await.map_err(|e| {
             let cause = e.cause();
             if cause.contains("certificate") {
@@ -494,6 +516,15 @@ impl PostgresStore {
 
     /// Migrates the schemas and has the database adopt or recognise the inputs key, under one
     /// advisory lock (engines start together).
+    /// True when manent's schema is there.
+    async fn has_schema(&self) -> Result<bool, StoreError> {
+        let c = self.client().await?;
+        let row = c
+            .query_one("SELECT to_regclass('schema_components') IS NOT NULL", &[])
+            .await?;
+        Ok(row.get(0))
+    }
+
     async fn migrate(&self) -> Result<KeyVerdict, StoreError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -656,6 +687,22 @@ impl Store for PostgresStore {
 
     fn describe(&self) -> String {
         self.shown.clone()
+    }
+
+    async fn lost(&self) -> Option<String> {
+        let c = self.client().await.ok()?;
+        let row = c
+            .query_one("SELECT to_regclass('workflow_status') IS NULL", &[])
+            .await
+            .ok()?;
+        row.get::<_, bool>(0).then(|| {
+            format!(
+                "manent's schema in {} is gone (its tables were dropped while the engine ran): \
+                 nothing more can be recorded, the engine stops. Restore the database from a \
+                 backup; `manent db check` says what is there",
+                self.shown
+            )
+        })
     }
 
     async fn check(&self) -> Result<(), StoreError> {

@@ -605,6 +605,13 @@ impl Runtime {
         self.active().len()
     }
 
+    /// Stops every run at its next step boundary (a hard stop, without a drain): what the
+    /// engine can no longer record must not go on.
+    pub fn stop_now(&self) {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.shutdown.send_replace(Shutdown::Hard);
+    }
+
     async fn wait_idle(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {

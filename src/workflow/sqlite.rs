@@ -124,6 +124,48 @@ pub struct SqliteStore {
     key: Arc<InputsKey>,
     /// Wake-ups between this process and the engine holding the database.
     wake: Arc<wake::Wake>,
+    /// The file opened: a file deleted or replaced under the engine is seen, not written on.
+    identity: Identity,
+}
+
+/// The database file an open store writes to (device and inode): SQLite keeps writing to a file
+/// that was deleted, and every commit would "succeed" into nothing.
+#[derive(Debug, Clone)]
+struct Identity {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl Identity {
+    fn of(path: &Path) -> Result<Identity, String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        Ok(Identity {
+            path: path.to_owned(),
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    }
+
+    /// Why the file at the path is no longer the one opened, if it is not.
+    fn lost(&self) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let what = match std::fs::metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "was deleted".to_owned(),
+            Err(e) => format!("cannot be read any more ({e})"),
+            Ok(m) if (m.dev(), m.ino()) != (self.dev, self.ino) => {
+                "was replaced by another file".to_owned()
+            }
+            Ok(_) => return None,
+        };
+        Some(format!(
+            "the database {} {what} while the engine ran: nothing after that could be recorded; \
+             the engine stops. Restore it from a backup (deployments recorded in it resume \
+             from there), or start afresh with a new one",
+            self.path.display()
+        ))
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -169,6 +211,18 @@ impl SqliteStore {
                 .map_err(refused)?;
         }
         if std::fs::symlink_metadata(path).is_err() {
+            // Its key still beside it: the database was there and is gone. A fresh one would
+            // hide that every deployment, release and lock was lost.
+            let key = InputsKey::path_beside(path);
+            if key.exists() {
+                return Err(StoreError::Lost(format!(
+                    "the database {} is gone, but its inputs key {} is still beside it: the \
+                     database was deleted. Restore it from a backup (its deployments, releases \
+                     and locks are in it); to start afresh on purpose, remove the key as well",
+                    path.display(),
+                    key.display()
+                )));
+            }
             // Created here, private, before SQLite opens it (SQLite would use 0644 less the
             // umask); its -wal and -shm files take the same mode.
             if let Err(e) = trust.create_file(path, "the database")
@@ -194,12 +248,14 @@ impl SqliteStore {
         }
         schema::migrate(&mut conn, Some((ext.name(), ext.migrations())))?;
         let key = Arc::new(inputs_key(&conn, path, trust)?);
+        let identity = Identity::of(path).map_err(open_err)?;
         let (tx, rx) = mpsc::channel::<Box<dyn Job>>();
         let wake = wake::Wake::new(path);
         let signal = wake.clone();
+        let file = identity.clone();
         std::thread::Builder::new()
             .name("manent-store".into())
-            .spawn(move || writer_loop(&conn, &rx, &signal))
+            .spawn(move || writer_loop(&conn, &rx, &signal, &file))
             .map_err(|e| open_err(format!("cannot start the writer thread: {e}")))?;
         Ok(SqliteStore {
             jobs: tx,
@@ -207,6 +263,7 @@ impl SqliteStore {
             ext,
             key,
             wake,
+            identity,
         })
     }
 
@@ -301,7 +358,12 @@ fn inputs_key(conn: &Connection, db: &Path, trust: &Trust) -> Result<InputsKey, 
     Ok(key)
 }
 
-fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>, wake: &wake::Wake) {
+fn writer_loop(
+    conn: &Connection,
+    rx: &mpsc::Receiver<Box<dyn Job>>,
+    wake: &wake::Wake,
+    file: &Identity,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_GROUP {
@@ -312,7 +374,15 @@ fn writer_loop(conn: &Connection, rx: &mpsc::Receiver<Box<dyn Job>>, wake: &wake
         }
         let (writes, reads): (Vec<_>, Vec<_>) = batch.into_iter().partition(|j| j.writes());
         if !writes.is_empty() {
-            commit_group(conn, writes, wake);
+            // One stat per group commit: nothing is "committed" into a deleted file.
+            match file.lost() {
+                Some(why) => {
+                    for job in writes {
+                        job.finish(Err(StoreError::Lost(why.clone())));
+                    }
+                }
+                None => commit_group(conn, writes, wake),
+            }
         }
         for mut job in reads {
             let r = job.run(conn).map(|_| ());
@@ -481,6 +551,10 @@ impl Store for SqliteStore {
 
     fn changes(&self) -> Option<&tokio::sync::Notify> {
         self.wake.listening().then_some(&self.wake.notify)
+    }
+
+    async fn lost(&self) -> Option<String> {
+        self.identity.lost()
     }
 
     fn listen(&self) -> bool {

@@ -566,6 +566,11 @@ pub trait Store: Send + Sync {
     fn changes(&self) -> Option<&tokio::sync::Notify> {
         None
     }
+    /// Why the database is gone, if it is (its file deleted or replaced, its schema dropped):
+    /// checked periodically by an engine, which then stops.
+    async fn lost(&self) -> Option<String> {
+        None
+    }
     /// The engine holding the database listens for other processes' commits (SQLite's wake
     /// socket; PostgreSQL listens already): false when it cannot, and then it only polls.
     fn listen(&self) -> bool {
