@@ -125,7 +125,14 @@ impl LogHub {
                 if rows.is_empty() {
                     continue;
                 }
-                if let Err(e) = store.append_logs(rows).await {
+                // A database that refuses writes for a while (an outage, a full disk) is
+                // waited out, as deployments wait; what cannot be stored at all is a failure.
+                let stored = crate::workflow::retry::until_committed(
+                    || store.append_logs(rows.clone()),
+                    |e| tracing::warn!(error = %e, "log lines wait for the database"),
+                )
+                .await;
+                if let Err(e) = stored {
                     log_path_failed(format!("log lines could not be stored: {e}"));
                 }
             }
@@ -269,40 +276,154 @@ fn redact_value(v: &mut serde_json::Value) {
 fn spawn_heartbeat(
     runtime: Arc<Runtime>,
     store: Arc<dyn Db>,
+    processes: Processes,
     log: Logger,
     executor: &str,
     lease: Duration,
 ) -> tokio::task::JoinHandle<()> {
     let executor = executor.to_owned();
-    let every = (lease / 3).max(Duration::from_millis(200));
+    // Often enough that a dead engine is taken over within its lease and the grace plus a
+    // second, and that a lapse is seen within a second.
+    let every = (lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(1));
     tokio::spawn(async move {
+        let mut beat = Heartbeat::new(lease);
         loop {
-            tokio::time::sleep(every).await;
-            match store.heartbeat(&executor).await {
-                Ok(taken) => {
-                    for id in taken {
-                        // Said in the deployment's own log: whoever reads it later sees why
-                        // another engine finished it.
-                        let from = store
-                            .workflow(&id)
-                            .await
-                            .ok()
-                            .flatten()
-                            .and_then(|w| w.executor_id)
-                            .unwrap_or_else(|| "?".into());
-                        log.for_deployment(&id).warn(&format!(
-                            "engine {executor} takes this deployment over: engine {from} stopped \
-                             renewing its lease; it resumes from its last completed step"
-                        ));
-                        if let Err(e) = runtime.claim_and_spawn(&id).await {
-                            tracing::warn!(workflow = %id, error = %e, "could not claim a deployment taken over");
+            // After a failure, again at once: the database coming back is the first thing
+            // an engine tells it.
+            let pause = if beat.failing {
+                Duration::from_millis(200)
+            } else {
+                every
+            };
+            tokio::time::sleep(pause).await;
+            if beat.lapsed() && !beat.fenced {
+                fence(&runtime, &processes, &log, lease);
+                beat.fenced = true;
+            }
+            let renewed = tokio::time::timeout(
+                every.max(lease / 3),
+                store.heartbeat(&executor, beat.may_take_over()),
+            )
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Transient("no answer".into())));
+            let taken = match renewed {
+                Ok(taken) => taken,
+                Err(e) => {
+                    if !beat.failing {
+                        tracing::warn!(error = %e, "could not renew the engine's lease; trying again");
+                    }
+                    beat.failed();
+                    continue;
+                }
+            };
+            let was_fenced = beat.renewed();
+            if was_fenced {
+                runtime.unfence();
+                // Its lease is back: what no other engine took meanwhile is its own again.
+                match store.reclaim_own(&executor).await {
+                    Ok(ids) => {
+                        for id in ids {
+                            log.for_deployment(&id).warn(
+                                "this engine renewed its lease: it takes its deployment back and \
+                                 resumes from its last completed step",
+                            );
+                            let _ = runtime.claim_and_spawn(&id).await;
                         }
                     }
+                    Err(e) => tracing::warn!(error = %e, "could not take its deployments back"),
                 }
-                Err(e) => tracing::warn!(error = %e, "could not renew the engine's lease"),
+            }
+            for id in taken {
+                // Said in the deployment's own log: whoever reads it later sees why another
+                // engine finished it. Who left it is read before it is claimed here.
+                let from = store
+                    .workflow(&id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|w| w.executor_id)
+                    .filter(|f| *f != executor)
+                    .unwrap_or_else(|| "?".into());
+                log.for_deployment(&id).warn(&format!(
+                    "engine {executor} takes this deployment over: engine {from} stopped \
+                     renewing its lease; it resumes from its last completed step"
+                ));
+                if let Err(e) = runtime.claim_and_spawn(&id).await {
+                    tracing::warn!(workflow = %id, error = %e, "could not claim a deployment taken over");
+                }
             }
         }
     })
+}
+
+/// What an engine's lease renewals have seen, by its own monotonic clock.
+struct Heartbeat {
+    lease: Duration,
+    /// The last renewal that committed.
+    last_ok: std::time::Instant,
+    /// Connected (renewals committing) without a break since: an engine takes others'
+    /// workflows over only after a whole lease of it — an outage both saw moves nothing.
+    connected_since: Option<std::time::Instant>,
+    failing: bool,
+    /// Its runs were cut off after a lapse; not yet taken back.
+    fenced: bool,
+}
+
+impl Heartbeat {
+    fn new(lease: Duration) -> Heartbeat {
+        let now = std::time::Instant::now();
+        Heartbeat {
+            lease,
+            last_ok: now,
+            connected_since: Some(now),
+            failing: false,
+            fenced: false,
+        }
+    }
+
+    /// No renewal has committed for a whole lease: others may run this engine's workflows.
+    fn lapsed(&self) -> bool {
+        self.last_ok.elapsed() > self.lease
+    }
+
+    fn may_take_over(&self) -> bool {
+        self.connected_since
+            .is_some_and(|since| since.elapsed() >= self.lease)
+    }
+
+    fn failed(&mut self) {
+        self.failing = true;
+        self.connected_since = None;
+    }
+
+    /// A renewal committed; true when the engine had fenced itself and takes its runs back.
+    fn renewed(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        // A renewal after a lapse (a paused engine) starts a new connected stretch too.
+        if self.failing || self.last_ok.elapsed() > self.lease {
+            self.connected_since = Some(now);
+        }
+        self.last_ok = now;
+        self.failing = false;
+        std::mem::take(&mut self.fenced)
+    }
+}
+
+/// This engine's lease lapsed: before anything else, every step process it started is killed
+/// and every run cut off — another engine may be running them now.
+fn fence(runtime: &Runtime, processes: &Processes, log: &Logger, lease: Duration) {
+    processes.kill_live();
+    let cut = runtime.fence();
+    let said = format!(
+        "this engine's lease lapsed (no renewal for over {}): its step processes were killed \
+         and its runs stopped, so another engine can take them over without both running a \
+         step; it takes back what nobody took once it renews",
+        humantime::format_duration(lease)
+    );
+    tracing::error!("{said}");
+    for id in cut {
+        log.for_deployment(&id).error(&said);
+    }
 }
 
 /// A log line as stored (already redacted by the hub).
@@ -581,6 +702,7 @@ impl Engine {
             spawn_heartbeat(
                 runtime.clone(),
                 store.clone(),
+                processes.clone(),
                 Logger::new(logs.clone(), "engine"),
                 executor,
                 config.engine.lease,
@@ -736,9 +858,10 @@ impl Engine {
         self.runtime.working()
     }
 
-    /// True while deployment `id` runs in this process, or is being claimed by it.
+    /// True while deployment `id` runs in this process, or is being claimed by it — or this
+    /// engine stopped its runs after its lease lapsed and takes them back once it renews.
     pub fn runs(&self, id: &str) -> bool {
-        self.runtime.runs(id)
+        self.runtime.runs(id) || self.runtime.is_fenced()
     }
 
     /// Drains (B.11) with the configured limits, flushes the logs, truncates the WAL and

@@ -298,6 +298,173 @@ fn a_deploy_waits_out_a_database_outage_and_completes() {
     );
 }
 
+/// A deploy whose steps tick into the shared ledger every 100ms, tagged with the host running
+/// them (`TAG`): when each target ran, and where.
+const TICKING_APP: &str = r#"application: web
+artifact: {version: "1.0.0"}
+deploy:
+  plugin: exec
+  params:
+    deploy: |
+      for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+        echo "tick $MANENT_TARGET $TAG $(date +%s%N)" >> "$FIXTURE/ticks"
+        sleep 0.1
+      done
+max_retries: 2
+backoff: {base: 10ms, max: 50ms}
+environments:
+  prod:
+    targets: [{name: t1}, {name: t2}, {name: t3}]
+"#;
+
+/// `pid` and every process under it.
+fn family(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|x| x.parse::<u32>().ok());
+            if ppid == Some(parent) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn kill_all(pids: &[u32], sig: &str) {
+    for p in pids {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &p.to_string()])
+            .status();
+    }
+}
+
+/// (target, host, nanoseconds) of every tick.
+fn ticks(fx: &Fixture) -> Vec<(String, String, u128)> {
+    std::fs::read_to_string(fx.path().join("ticks"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some((
+                f.get(1)?.to_string(),
+                f.get(2)?.to_string(),
+                f.get(3)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn an_engine_and_its_steps_paused_past_the_lease_never_run_a_target_beside_its_taker() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("sidefx");
+    let manent = |id: &str| {
+        format!(
+            "plugins:\n  exec:\n    pass_env: [FIXTURE, TAG]\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
+        )
+    };
+    let a = Fixture::on_postgres(&url, &manent("host-a"), &[("web", TICKING_APP)]);
+    let b = Fixture::on_postgres(&url, &manent("host-b"), &[("web", TICKING_APP)]);
+    let worker = on_ledger(&b, &a, &["worker"], &[("TAG", "b")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut deploy = on_ledger(&a, &a, &["deploy", "web", "prod", "--yes"], &[("TAG", "a")]);
+    wait_until(Duration::from_secs(60), "host A mid-target", || {
+        ticks(&a).iter().filter(|t| t.1 == "a").count() >= 3
+    });
+    // A paused VM: the engine and every step process it runs stop, well past the lease.
+    let paused = family(deploy.id());
+    kill_all(&paused, "-STOP");
+    let id = deployment(&url);
+    wait_until(
+        Duration::from_secs(60),
+        "host B runs the cut-off target",
+        || ticks(&a).iter().any(|t| t.1 == "b"),
+    );
+    // The engine comes back first and fences itself: its step processes are killed before
+    // they could go on (they are continued a moment later, as a machine's would be).
+    kill_all(&paused[..1], "-CONT");
+    std::thread::sleep(Duration::from_millis(1500));
+    kill_all(&paused[1..], "-CONT");
+    wait_until(Duration::from_secs(120), "the deployment finishes", || {
+        status_of(&url, &id) == "SUCCESS"
+    });
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    signal(&worker, "-TERM");
+    let w = worker.wait_with_output().unwrap();
+    let all = ticks(&a);
+    for target in ["t1", "t2", "t3"] {
+        let on = |h: &str| {
+            all.iter()
+                .filter(|t| t.0 == target && t.1 == h)
+                .map(|t| t.2)
+                .collect::<Vec<_>>()
+        };
+        let (ta, tb) = (on("a"), on("b"));
+        if ta.is_empty() || tb.is_empty() {
+            continue;
+        }
+        let (a_last, b_first) = (*ta.iter().max().unwrap(), *tb.iter().min().unwrap());
+        let (b_last, a_first) = (*tb.iter().max().unwrap(), *ta.iter().min().unwrap());
+        assert!(
+            a_last < b_first || b_last < a_first,
+            "{target} ran on both hosts at once: A {a_first}..{a_last}, B {b_first}..{b_last}\n{}\n{}",
+            text(&out.stderr),
+            text(&w.stderr)
+        );
+    }
+    let said = text(&out.stderr) + &text(&a.run(&["logs", &id]).stdout);
+    assert!(
+        said.contains("lease lapsed"),
+        "A said it fenced itself: {said}"
+    );
+}
+
+#[test]
+fn a_database_outage_longer_than_the_lease_moves_no_deployment() {
+    let Some(mut pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("still");
+    let (a, b) = (host(&url, "host-a"), host(&url, "host-b"));
+    // B is up and connected well before: it would take over a silent engine.
+    let mut worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.3")]);
+    std::thread::sleep(Duration::from_secs(3));
+    let mut deploy = deploy_on(&a, "0.3");
+    wait_until(Duration::from_secs(60), "a target completes", || {
+        dones(&a) >= 1
+    });
+    // 1.5 times the lease: both engines lose the database; neither saw the other fall silent.
+    pg.stop();
+    std::thread::sleep(Duration::from_millis(3000));
+    pg.restart();
+    let out = wait_bounded(&mut deploy, Duration::from_secs(120));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id = deployment(&url);
+    assert_eq!(
+        executors(&url, &id),
+        ["host-a"],
+        "the deploy stayed on its host"
+    );
+    let counts = ledger_counts(&a);
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    assert!(counts.values().all(|(_, d)| *d == 1), "{counts:?}");
+    signal(&worker, "-TERM");
+    let _ = worker.wait();
+}
+
 #[test]
 fn a_schema_dropped_mid_deploy_stops_the_engine_and_db_check_says_so() {
     let Some(pg) = pg::Postgres::start() else {

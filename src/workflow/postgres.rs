@@ -664,11 +664,19 @@ impl Store for PostgresStore {
         workflows::claimable(&self.client().await?, executor, self.lease_ms).await
     }
 
-    async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+    async fn heartbeat(&self, executor: &str, take_over: bool) -> Result<Vec<String>, StoreError> {
+        let expired_after = self.lease_ms + super::store::TAKEOVER_GRACE_MS;
         in_tx!(self, notify, tx => async {
             events::renew(&tx, executor, self.lease_ms).await?;
-            workflows::take_over(&tx, executor, self.lease_ms, false).await
+            if !take_over {
+                return Ok(Vec::new());
+            }
+            workflows::take_over(&tx, executor, expired_after, false).await
         })
+    }
+
+    async fn reclaim_own(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+        in_tx!(self, notify, tx => workflows::take_over(&tx, executor, i64::MAX / 2, true))
     }
 
     async fn release(&self, executor: &str) -> Result<(), StoreError> {

@@ -95,6 +95,10 @@ pub struct Runtime {
     observer: Arc<dyn Observer>,
     accepting: AtomicBool,
     reclaim: Mutex<Vec<String>>,
+    /// Each run's task, to cut it off at once when the engine's lease lapsed (fencing).
+    tasks: Mutex<HashMap<String, tokio::task::AbortHandle>>,
+    /// Its runs were cut off after a lapse and not yet taken back.
+    fenced: AtomicBool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -122,6 +126,8 @@ impl Runtime {
             events,
             accepting: AtomicBool::new(true),
             reclaim: Mutex::new(Vec::new()),
+            tasks: Mutex::new(HashMap::new()),
+            fenced: AtomicBool::new(false),
         })
     }
 
@@ -302,7 +308,48 @@ impl Runtime {
             recovery_attempt: row.recovery_attempts,
         });
         let rt = self.clone();
-        tokio::spawn(async move { rt.run(def, row, token, control).await });
+        let task = tokio::spawn(async move { rt.run(def, row, token, control).await });
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.insert(id.to_owned(), task.abort_handle());
+        }
+    }
+
+    /// True while this engine has fenced itself (its lease lapsed) and not yet renewed it.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// The lease is renewed after a lapse: the engine takes back what nobody took.
+    pub fn unfence(&self) {
+        self.fenced.store(false, Ordering::SeqCst);
+    }
+
+    /// Fencing: this engine's lease lapsed, so other engines may run its workflows now — every
+    /// run here is cut off at once (a plugin call in flight is dropped, and with it its
+    /// connection), recorded nowhere; the rows stay as they are for their new owner, or for
+    /// this engine to take back once it renews ([`Store::reclaim_own`]). Returns the ids cut.
+    pub fn fence(&self) -> Vec<String> {
+        let cut: Vec<(String, tokio::task::AbortHandle)> = self
+            .tasks
+            .lock()
+            .map(|mut t| t.drain().collect())
+            .unwrap_or_default();
+        self.fenced.store(true, Ordering::SeqCst);
+        for (_, task) in &cut {
+            task.abort();
+        }
+        if let Ok(mut active) = self.active.lock() {
+            active.clear();
+        }
+        self.changed.notify_waiters();
+        for (id, _) in &cut {
+            let _ = self.events.send(RuntimeEvent::Ended {
+                workflow_id: id.clone(),
+                status: None,
+                reason: "fenced: the engine's lease lapsed; another engine may run it".into(),
+            });
+        }
+        cut.into_iter().map(|(id, _)| id).collect()
     }
 
     fn is_active(&self, id: &str) -> bool {
@@ -345,6 +392,9 @@ impl Runtime {
         };
         if let Ok(mut active) = self.active.lock() {
             active.remove(&id);
+        }
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.remove(&id);
         }
         self.changed.notify_waiters();
         let _ = self.events.send(RuntimeEvent::Ended {

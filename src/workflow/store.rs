@@ -405,6 +405,12 @@ pub struct Message {
 /// nobody reads a stale list while the workflow acts on the command.
 pub const ACCEPTS: &str = "accepts";
 
+/// How long past an engine's lease another waits before taking its workflows over: the engine
+/// itself notices within a second that its lease lapsed and kills the step processes it started
+/// (its fencing of side effects); the grace covers that, so a cut-off step never runs on two
+/// engines at once.
+pub const TAKEOVER_GRACE_MS: i64 = 2_000;
+
 /// A command to deliver, with its validator.
 #[derive(Debug, Clone)]
 pub struct SendRequest {
@@ -494,10 +500,17 @@ pub trait Store: Send + Sync {
     /// several engines share, only the rows this engine's earlier run left and those of engines
     /// whose lease expired: the others are running elsewhere.
     async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError>;
-    /// Renews `executor`'s lease and takes over the workflows of engines whose lease expired
-    /// (re-enqueued, their open attempts closed as interrupted); returns the ids taken over,
-    /// for this engine to claim. One engine per database (SQLite's lock): nothing to do.
-    async fn heartbeat(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+    /// Renews `executor`'s lease and, with `take_over`, takes over the workflows of engines
+    /// whose lease expired more than [`TAKEOVER_GRACE_MS`] ago (re-enqueued, their open
+    /// attempts closed as interrupted); returns the ids taken over, for this engine to claim.
+    /// One engine per database (SQLite's lock): nothing to do.
+    async fn heartbeat(&self, executor: &str, take_over: bool) -> Result<Vec<String>, StoreError> {
+        let _ = (executor, take_over);
+        Ok(Vec::new())
+    }
+    /// Re-enqueues the PENDING workflows engine `executor` left (it stopped its own runs after
+    /// its lease lapsed, and renewed it since); returns their ids, for it to claim again.
+    async fn reclaim_own(&self, executor: &str) -> Result<Vec<String>, StoreError> {
         let _ = executor;
         Ok(Vec::new())
     }
