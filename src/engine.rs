@@ -565,7 +565,16 @@ impl Engine {
     /// left behind.
     pub async fn start(config: &Config) -> Result<Engine, EngineError> {
         let trust = records::trust(config).map_err(EngineError::Trust)?;
-        let lease = Lease::acquire(&config.database, &trust)?;
+        // On a shared PostgreSQL the local lock keeps one engine per configuration on this
+        // host; its error names the database the operator knows.
+        let lease =
+            Lease::acquire(&config.database, &trust).map_err(|e| match &config.postgres {
+                Some(pg) => e.naming(&format!(
+                    "{} (this configuration, on this host)",
+                    pg.shown()
+                )),
+                None => e,
+            })?;
         // The JSON log file first: what recovery does below is in it.
         let log_file = config
             .log_file

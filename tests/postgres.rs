@@ -862,3 +862,24 @@ fn a_deployment_written_into_the_shared_database_without_the_engines_key_never_r
         "{err}"
     );
 }
+
+/// A port that accepts connections and never answers: a clear error naming the limit, bounded
+/// by `connect_timeout` (1s here), for reads and for a deploy alike.
+#[test]
+fn a_database_port_that_never_answers_is_a_clear_error_within_its_connect_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let url = format!("postgres://manent@127.0.0.1:{port}/manent?connect_timeout=1");
+    let fx = Fixture::on_postgres(&url, LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    for verb in [&["status"][..], &["deploy", "web", "prod", "--yes"][..]] {
+        let mut child = fx.spawn_with(verb, &[]);
+        let out = wait_bounded(&mut child, Duration::from_secs(60));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{verb:?}: {err}");
+        assert!(
+            err.contains("no answer within 1s") && err.contains("connect_timeout"),
+            "{verb:?}: {err}"
+        );
+    }
+    drop(listener);
+}

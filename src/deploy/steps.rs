@@ -312,7 +312,9 @@ async fn reconcile(
     ));
     let done = TargetDone {
         status: TargetState::Deployed,
-        message: format!("reconciled: {version} was live (current_release) after a crash"),
+        message: format!(
+            "reconciled: {version} was live (current_release) after its call was cut off"
+        ),
         duration_ms: 0,
         attempt: info.attempt,
         version: version.clone(),

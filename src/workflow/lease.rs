@@ -36,6 +36,27 @@ pub enum LeaseError {
     Refused(#[from] Refused),
 }
 
+impl LeaseError {
+    /// The same error naming the database as the operator knows it (a shared PostgreSQL's URL,
+    /// not the local lock's path beside the configuration).
+    pub fn naming(self, database: &str) -> LeaseError {
+        match self {
+            LeaseError::Held {
+                pid, host, since, ..
+            } => LeaseError::Held {
+                db: database.to_owned(),
+                pid,
+                host,
+                since,
+            },
+            LeaseError::Starting { .. } => LeaseError::Starting {
+                db: database.to_owned(),
+            },
+            other => other,
+        }
+    }
+}
+
 /// The held lease; dropping it releases the lock.
 #[derive(Debug)]
 pub struct Lease {

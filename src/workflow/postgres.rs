@@ -432,7 +432,13 @@ impl PostgresStore {
         if let Some(p) = password {
             pg.password(p);
         }
-        pg.connect_timeout(Duration::from_secs(10));
+        // `connect_timeout=N` in the URL (libpq's), 5s by default: it bounds the whole
+        // connection, handshake included (a port that accepts and never answers).
+        let connect_timeout = pg
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(Duration::from_secs(5));
+        pg.connect_timeout(connect_timeout);
         pg.application_name("manent");
         pg.options(format!(
             "-c idle_in_transaction_session_timeout={}",
@@ -452,7 +458,7 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(pool_size.max(2))
             .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(10)))
+            .create_timeout(Some(connect_timeout))
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| open_err(e.to_string()))?;
@@ -465,16 +471,15 @@ impl PostgresStore {
             changes,
             stop,
         };
-        if !create && !store.has_schema().await.map_err(|e| open_err(e.cause()))? {
-            return Err(open_err(
-                "it holds no manent schema: no engine has used it yet, or the schema was \
-                 dropped (restore it from a backup); an engine's first start creates it"
-                    .into(),
-            ));
-        }
-        let verdict = store.migrate().await.map_err(|e| {
+        let explain = |e: StoreError| {
             let cause = e.cause();
-            if cause.contains("certificate") {
+            if cause.contains("Timeout") || cause.contains("timed out") {
+                open_err(format!(
+                    "no answer within {} ({cause}): is the server up and is this its address? \
+                     (`connect_timeout=N` in the database URL sets the limit)",
+                    humantime::format_duration(connect_timeout)
+                ))
+            } else if cause.contains("certificate") {
                 open_err(format!(
                     "{cause}: give the server's certificate authority with \
                      `sslrootcert=/path/ca.pem` in the URL (or `sslmode=disable` on a network \
@@ -483,7 +488,15 @@ impl PostgresStore {
             } else {
                 open_err(cause)
             }
-        })?;
+        };
+        if !create && !store.has_schema().await.map_err(explain)? {
+            return Err(open_err(
+                "it holds no manent schema: no engine has used it yet, or the schema was \
+                 dropped (restore it from a backup); an engine's first start creates it"
+                    .into(),
+            ));
+        }
+        let verdict = store.migrate().await.map_err(explain)?;
         if verdict == KeyVerdict::Differs {
             return Err(open_err(store.key.differs(&shown)));
         }
