@@ -282,9 +282,9 @@ fn spawn_heartbeat(
     lease: Duration,
 ) -> tokio::task::JoinHandle<()> {
     let executor = executor.to_owned();
-    // Often enough that a dead engine is taken over within its lease and the grace plus a
-    // second, and that a lapse is seen within a second.
-    let every = (lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(1));
+    // Often enough that a lapse is seen within half a second (before the grace others give it
+    // is over), and a dead engine is taken over within its lease and 2s.
+    let every = (lease / 3).clamp(Duration::from_millis(200), Duration::from_millis(500));
     tokio::spawn(async move {
         let mut beat = Heartbeat::new(lease);
         loop {
@@ -300,12 +300,12 @@ fn spawn_heartbeat(
                 fence(&runtime, &processes, &log, lease);
                 beat.fenced = true;
             }
-            let renewed = tokio::time::timeout(
-                every.max(lease / 3),
-                store.heartbeat(&executor, beat.may_take_over()),
-            )
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Transient("no answer".into())));
+            // A renewal that hangs (a frozen database) counts as failed: it must not hold off
+            // the lapse check.
+            let renewed =
+                tokio::time::timeout(every, store.heartbeat(&executor, beat.may_take_over()))
+                    .await
+                    .unwrap_or_else(|_| Err(StoreError::Transient("no answer".into())));
             let taken = match renewed {
                 Ok(taken) => taken,
                 Err(e) => {

@@ -406,10 +406,10 @@ pub struct Message {
 pub const ACCEPTS: &str = "accepts";
 
 /// How long past an engine's lease another waits before taking its workflows over: the engine
-/// itself notices within a second that its lease lapsed and kills the step processes it started
-/// (its fencing of side effects); the grace covers that, so a cut-off step never runs on two
-/// engines at once.
-pub const TAKEOVER_GRACE_MS: i64 = 2_000;
+/// itself notices within half a second that its lease lapsed and kills the step processes it
+/// started (its fencing of side effects); the grace covers that, so a cut-off step never runs
+/// on two engines at once.
+pub const TAKEOVER_GRACE_MS: i64 = 1_000;
 
 /// A command to deliver, with its validator.
 #[derive(Debug, Clone)]
