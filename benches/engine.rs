@@ -246,6 +246,116 @@ fn main() {
     );
     println!("goal: < 0.5 ms overhead per target-step, < 100 MiB; telemetry on within 10 % of off");
     shared(&rt, base, &full);
+    reads();
+}
+
+/// One command of the real binary: its wall time and peak RSS (KiB, from /usr/bin/time when
+/// it is installed).
+fn timed(dir: &std::path::Path, args: &[&str]) -> (Duration, Option<u64>) {
+    let rss_file = dir.join("rss");
+    let time = std::path::Path::new("/usr/bin/time");
+    let mut c = if time.exists() {
+        let mut c = std::process::Command::new(time);
+        c.arg("-f")
+            .arg("%M")
+            .arg("-o")
+            .arg(&rss_file)
+            .arg(env!("CARGO_BIN_EXE_manent"));
+        c
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+    };
+    c.arg("--config")
+        .arg(dir.join("manent.yml"))
+        .args(args)
+        .env("MANENT_LOG", "error")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let t0 = Instant::now();
+    let status = c.status().unwrap();
+    let took = t0.elapsed();
+    assert!(status.success(), "manent {args:?} failed");
+    let rss = std::fs::read_to_string(&rss_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    (took, rss)
+}
+
+/// The read verbs and the deploy at 1,000, 10,000 and 100,000 simulated targets (or the sizes
+/// in MANENT_BENCH_READS, comma-separated): each one's time and peak RSS, and its cost per
+/// target, against `manent validate` measured in the same run.
+fn reads() {
+    let sizes: Vec<usize> = std::env::var("MANENT_BENCH_READS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
+    println!("\nreads at scale (release binary; simulate, parallelism 100, zero latency):");
+    for n in sizes {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("manent.yml"),
+            "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n",
+        )
+        .unwrap();
+        std::fs::create_dir(dir.path().join("apps")).unwrap();
+        let mut app = String::from(
+            "application: big\nartifact: {version: \"1\"}\ndeploy: {plugin: fleet}\n\
+             parallelism: 100\nenvironments:\n  prod:\n    targets:\n",
+        );
+        for t in 0..n {
+            app.push_str(&format!("      - {{name: t{t}}}\n"));
+        }
+        std::fs::write(dir.path().join("apps/big.yml"), app).unwrap();
+        let (validate, _) = timed(dir.path(), &["validate"]);
+        let (deploy, deploy_rss) = timed(dir.path(), &["deploy", "big", "prod", "--yes"]);
+        let db = manent::deploy::records::open(
+            &dir.path().join(".manent/manent.db"),
+            Synchronous::Full,
+            false,
+        )
+        .unwrap();
+        let id = runtime::runtime()
+            .block_on(async {
+                use manent::workflow::store::Store;
+                db.workflows(manent::workflow::store::WorkflowQuery {
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+            })
+            .unwrap()[0]
+            .id
+            .clone();
+        drop(db);
+        let mib =
+            |k: Option<u64>| k.map_or("?".to_owned(), |k| format!("{:.0}", k as f64 / 1024.0));
+        println!(
+            "  {n:>7} targets: validate {:>7.0} ms; deploy {:>8.0} ms ({:.3} ms/target, {} MiB)",
+            validate.as_secs_f64() * 1e3,
+            deploy.as_secs_f64() * 1e3,
+            deploy.as_secs_f64() * 1e3 / n as f64,
+            mib(deploy_rss)
+        );
+        for args in [
+            vec!["status"],
+            vec!["status", id.as_str()],
+            vec!["status", id.as_str(), "--json"],
+            vec!["history", "big", "prod"],
+            vec!["inbox"],
+        ] {
+            let (t, rss) = timed(dir.path(), &args);
+            println!(
+                "      {:<32} {:>7.0} ms  {:>5} MiB  ({:.1}x validate, {:.4} ms/target)",
+                args.join(" ").replace(&id, "ID"),
+                t.as_secs_f64() * 1e3,
+                mib(rss),
+                t.as_secs_f64() / validate.as_secs_f64(),
+                t.as_secs_f64() * 1e3 / n as f64
+            );
+        }
+    }
+    println!("  goal at 100,000 targets: each read < 1 s and < 200 MiB, the deploy < 60 s");
 }
 
 /// The PostgreSQL rows: the same deploy, failover and recovery.

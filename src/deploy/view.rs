@@ -2,7 +2,7 @@
 //! the commands it takes, and each target's state, attempts and last message. The headless
 //! commands print it; the console renders it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -374,10 +374,6 @@ impl DeploymentView {
 #[derive(Deserialize)]
 struct Inputs {
     spec: EnvSpec,
-    #[serde(default)]
-    dry_run: bool,
-    #[serde(default)]
-    operator: String,
 }
 
 /// What a list needs of a deployment's inputs, read without building its targets (a spec of
@@ -400,6 +396,8 @@ struct SpecHead {
     artifact: ArtifactHead,
     plugin: String,
     strategy: crate::config::Strategy,
+    #[serde(default)]
+    atomic: bool,
 }
 
 #[derive(Deserialize)]
@@ -457,42 +455,23 @@ struct Head {
     atomic: bool,
     dry_run: bool,
     operator: String,
-    spec: Option<EnvSpec>,
 }
 
 impl Head {
-    fn read(inputs: &str, depth: Depth) -> Option<Head> {
-        Some(match depth {
-            Depth::Full => {
-                let i: Inputs = serde_json::from_str(inputs).ok()?;
-                Head {
-                    application: i.spec.application.clone(),
-                    environment: i.spec.environment.clone(),
-                    production: i.spec.production,
-                    version: i.spec.artifact.version.clone(),
-                    plugin: i.spec.plugin.clone(),
-                    strategy: Some(i.spec.strategy.clone()),
-                    atomic: i.spec.atomic,
-                    dry_run: i.dry_run,
-                    operator: i.operator,
-                    spec: Some(i.spec),
-                }
-            }
-            Depth::Summary => {
-                let i: InputsHead = serde_json::from_str(inputs).ok()?;
-                Head {
-                    application: i.spec.application,
-                    environment: i.spec.environment,
-                    production: i.spec.production,
-                    version: i.spec.artifact.version,
-                    plugin: i.spec.plugin,
-                    strategy: Some(i.spec.strategy),
-                    atomic: false,
-                    dry_run: i.dry_run,
-                    operator: i.operator,
-                    spec: None,
-                }
-            }
+    /// The head of `inputs`, read without building its targets (a spec of 100,000 targets is
+    /// megabytes; a view takes its targets from the plan).
+    fn read(inputs: &str) -> Option<Head> {
+        let i: InputsHead = serde_json::from_str(inputs).ok()?;
+        Some(Head {
+            application: i.spec.application,
+            environment: i.spec.environment,
+            production: i.spec.production,
+            version: i.spec.artifact.version,
+            plugin: i.spec.plugin,
+            strategy: Some(i.spec.strategy),
+            atomic: i.spec.atomic,
+            dry_run: i.dry_run,
+            operator: i.operator,
         })
     }
 }
@@ -557,7 +536,7 @@ fn build(
     pending_commands: Vec<String>,
     depth: Depth,
 ) -> DeploymentView {
-    let inputs = Head::read(&row.inputs, depth);
+    let inputs = Head::read(&row.inputs);
     let plan: Option<Plan> = match depth {
         Depth::Full => event(events, "plan"),
         Depth::Summary => None,
@@ -586,8 +565,14 @@ fn build(
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
-    let spec = inputs.as_ref().and_then(|i| i.spec.as_ref());
-    let mut targets: Vec<TargetView> = match (&plan, spec) {
+    // Before its plan is made, a deployment's targets are its spec's.
+    let spec = match (depth, &plan) {
+        (Depth::Full, None) => serde_json::from_str::<Inputs>(&row.inputs)
+            .ok()
+            .map(|i| i.spec),
+        _ => None,
+    };
+    let mut targets: Vec<TargetView> = match (&plan, &spec) {
         // A test run touches no target.
         _ if kind == Kind::Test => Vec::new(),
         (Some(plan), _) => plan
@@ -736,14 +721,20 @@ fn build(
         // Targets no step touched take the report's word: never started, a dry-run's answers;
         // a canary's candidates end promoted or reverted.
         let canary = kind == Kind::Canary;
+        let mut by_moniker: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, t) in targets.iter().enumerate() {
+            by_moniker.entry(t.moniker.clone()).or_default().push(i);
+        }
         for line in &r.targets {
-            if let Some(t) = targets.iter_mut().find(|t| {
-                t.moniker == line.moniker
-                    && (t.state == TargetState::Pending
-                        || (canary && t.state == TargetState::Candidate))
-            }) {
-                t.state = line.status;
-                t.message.clone_from(&line.message);
+            let open = by_moniker.get(&line.moniker).and_then(|found| {
+                found.iter().copied().find(|&i| {
+                    let state = targets[i].state;
+                    state == TargetState::Pending || (canary && state == TargetState::Candidate)
+                })
+            });
+            if let Some(i) = open {
+                targets[i].state = line.status;
+                targets[i].message.clone_from(&line.message);
             }
         }
     }
@@ -761,7 +752,7 @@ fn build(
     let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
     let hooks = plan
         .as_ref()
-        .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), history))
+        .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), history, &names))
         .unwrap_or_default();
     let canary = head
         .and_then(|h| h.strategy.as_ref())
@@ -802,19 +793,18 @@ fn build(
 }
 
 /// The hooks a `kind` deployment runs, in order, with what the history says of each.
-fn hook_views(plan: &Plan, kind: Kind, atomic: bool, history: &History) -> Vec<HookView> {
+fn hook_views(
+    plan: &Plan,
+    kind: Kind,
+    atomic: bool,
+    history: &History,
+    names: &BTreeMap<u32, StepName>,
+) -> Vec<HookView> {
     use crate::config::Event as E;
-    let names: Vec<(u32, StepName)> = history
-        .steps
+    let names: Vec<(u32, &StepName)> = names
         .iter()
-        .map(|s| (s.function_id, &s.function_name))
-        .chain(
-            history
-                .attempts
-                .iter()
-                .map(|a| (a.function_id, &a.function_name)),
-        )
-        .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
+        .filter(|(_, n)| matches!(n, StepName::Hook { .. } | StepName::HookDelete { .. }))
+        .map(|(id, n)| (*id, n))
         .collect();
     let ran = |event: E| {
         names
