@@ -175,7 +175,8 @@ fn a_failed_atomic_deploy_rolls_back_what_it_changed_and_exits_4() {
             .unwrap()
             .contains("disk full")
     );
-    assert_eq!(t("web-5")["state"], "skipped");
+    // Never started is not an operator's skip (issue 19).
+    assert_eq!(t("web-5")["state"], "not_started");
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "1.0.0", "web-{i}");

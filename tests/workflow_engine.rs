@@ -186,6 +186,7 @@ fn new_wf(id: &str, name: &str) -> NewWorkflow {
         max_recovery_attempts: 5,
         records: Vec::new(),
         executor: None,
+        events: Vec::new(),
     }
 }
 

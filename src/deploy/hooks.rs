@@ -83,6 +83,9 @@ pub async fn run_tests(run: &Run<'_>, vars: &Vars) -> Result<Vec<(String, bool)>
 pub struct Vars {
     /// What was live before this deployment (its most common version).
     pub previous_version: String,
+    /// A test run against a canary's candidate: the testers' header (`X-Canary`, `1`), which
+    /// HTTP hooks send and commands get as `MANENT_TESTER_HEADER` and `MANENT_TESTER_VALUE`.
+    pub testers: Option<(String, String)>,
 }
 
 impl Vars {
@@ -101,6 +104,7 @@ impl Vars {
             .unwrap_or_default();
         Vars {
             previous_version: previous,
+            testers: None,
         }
     }
 }
@@ -217,6 +221,10 @@ fn environment(
         if let Ok(v) = std::env::var(name) {
             env.insert(name.clone(), v);
         }
+    }
+    if let Some((name, value)) = &vars.testers {
+        env.insert("MANENT_TESTER_HEADER".into(), name.clone());
+        env.insert("MANENT_TESTER_VALUE".into(), value.clone());
     }
     env.extend(h.env.clone());
     if let Some(i) = info {
@@ -338,7 +346,15 @@ async fn kind(
             }
         }
         HookKind::Http(x) => {
-            let (status, body) = probe::request(&x.method, &x.url, &x.headers, h.timeout)
+            // Against a canary's candidate: the testers' header reaches it.
+            let mut headers = x.headers.clone();
+            if let (Some(n), Some(v)) = (
+                env.get("MANENT_TESTER_HEADER"),
+                env.get("MANENT_TESTER_VALUE"),
+            ) {
+                headers.push((n.clone(), v.clone()));
+            }
+            let (status, body) = probe::request(&x.method, &x.url, &headers, h.timeout)
                 .await
                 .map_err(StepError::Retryable)?;
             let body = String::from_utf8_lossy(&body).into_owned();

@@ -29,6 +29,8 @@ pub enum Waiting {
     DeadLettered,
     /// A deploy lock that expires soon.
     LockExpiring,
+    /// Submitted, never started: its submitter went away before any engine claimed it.
+    NeverStarted,
 }
 
 impl Waiting {
@@ -41,6 +43,7 @@ impl Waiting {
             Waiting::Paused => "paused",
             Waiting::DeadLettered => "dead",
             Waiting::LockExpiring => "lock",
+            Waiting::NeverStarted => "queued",
         }
     }
 }
@@ -68,6 +71,7 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
         .iter()
         .flat_map(|d| item_of(d).into_iter().chain(drift_of(d)))
         .collect();
+    out.extend(never_started(deployments));
     for l in locks {
         let Some(expires) = l.expires_at else {
             continue;
@@ -103,8 +107,37 @@ fn rank(w: Waiting) -> u8 {
         Waiting::Canary => 2,
         Waiting::DeadLettered => 3,
         Waiting::Paused => 4,
-        Waiting::LockExpiring => 5,
+        Waiting::NeverStarted => 5,
+        Waiting::LockExpiring => 6,
     }
+}
+
+/// Submissions parked unstarted because their submitter went away before any engine claimed
+/// them, while nothing newer of their application and environment was started.
+fn never_started(deployments: &[DeploymentView]) -> Vec<Item> {
+    deployments
+        .iter()
+        .filter_map(|d| {
+            let s = d.never_started.as_ref()?;
+            let newer = deployments
+                .iter()
+                .any(|o| o.subject() == d.subject() && o.created_at > d.created_at);
+            (!newer && d.status == WorkflowStatus::Cancelled).then(|| Item {
+                waiting: Waiting::NeverStarted,
+                subject: d.subject(),
+                deployment: Some(d.id.clone()),
+                at: d.created_at,
+                what: format!(
+                    "{} of {} submitted by {}, never started: it went away before any engine \
+                     claimed it",
+                    d.kind,
+                    d.version,
+                    s.describe()
+                ),
+                verbs: format!("manent resume {} (starts it)", d.id),
+            })
+        })
+        .collect()
 }
 
 /// A live canary whose router was last read serving something else than manent set.

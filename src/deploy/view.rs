@@ -199,6 +199,9 @@ pub struct DeploymentView {
     pub canary: Option<CanaryView>,
     /// Its hooks, in the order they run (the events this kind of deployment runs).
     pub hooks: Vec<HookView>,
+    /// Submitted, then parked unstarted: its submitter went away before any engine claimed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never_started: Option<crate::workflow::store::Submitter>,
 }
 
 /// Where a hook is.
@@ -601,7 +604,13 @@ fn build(
                     && (t.state == TargetState::Pending
                         || (canary && t.state == TargetState::Candidate))
             }) {
-                t.state = line.status;
+                // A target no step touched was never started; an operator's skip is a step.
+                t.state = match line.status {
+                    TargetState::Skipped if line.message.starts_with("not started") => {
+                        TargetState::NotStarted
+                    }
+                    other => other,
+                };
                 t.message.clone_from(&line.message);
             }
         }
@@ -655,6 +664,7 @@ fn build(
         completed_at: row.completed_at,
         canary,
         hooks,
+        never_started: event(events, crate::workflow::store::NEVER_STARTED),
     }
 }
 

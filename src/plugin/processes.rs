@@ -47,18 +47,8 @@ impl Drop for Tracked {
     }
 }
 
-/// What identifies a process across pid reuse and reboots: the boot and its start time.
 fn identity(pid: u32) -> Option<String> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`: comm may hold spaces, so count from the last ')'.
-    let start = stat
-        .rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .to_owned();
-    Some(format!("{} {start}", boot.trim()))
+    crate::sys::process_identity(pid)
 }
 
 impl Processes {
