@@ -138,9 +138,12 @@ where
     }
 }
 
+/// The console's terminal: stdout, colours said as the terminal reads them.
+pub type Term = Terminal<ratatui::backend::CrosstermBackend<super::term::Out<io::Stdout>>>;
+
 /// Raw mode and (unless `alt_screen` is off) the alternate screen, restored on panic too.
 /// (ratatui's own helpers print with `eprintln!`, which panics when the terminal has hung up.)
-pub fn init(alt_screen: bool) -> io::Result<ratatui::DefaultTerminal> {
+pub fn init(alt_screen: bool, caps: Caps) -> io::Result<Term> {
     ALT_SCREEN.store(alt_screen, std::sync::atomic::Ordering::SeqCst);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -151,7 +154,8 @@ pub fn init(alt_screen: bool) -> io::Result<ratatui::DefaultTerminal> {
     if alt_screen {
         crossterm::execute!(io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
     }
-    Terminal::new(ratatui::backend::CrosstermBackend::new(io::stdout()))
+    let out = super::term::Out::new(io::stdout(), caps);
+    Terminal::new(ratatui::backend::CrosstermBackend::new(out))
 }
 
 /// Whether the console entered the alternate screen (restore leaves it, or clears the main one).

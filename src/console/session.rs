@@ -89,14 +89,10 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     }
     if let Some(text) = options.open_first.clone() {
         app.follow_next = true;
-        app.flash = Some(super::app::Flash {
-            text,
-            level: crate::plugin::Level::Info,
-            at: app.now,
-        });
+        app.say(crate::plugin::Level::Info, text);
     }
     let ended = {
-        let mut terminal = match run::init(!options.no_alt_screen) {
+        let mut terminal = match run::init(!options.no_alt_screen, caps) {
             Ok(t) => t,
             Err(e) => {
                 run::restore();

@@ -1,7 +1,9 @@
 //! What the terminal can show, from `TERM`, `COLORTERM` and the locale (a bastion's `vt100`,
 //! the Linux console, a non-UTF-8 locale): how many colours, and whether box drawing and other
 //! non-ASCII symbols can be drawn. Overridable (`--colors`, `--glyphs`). Every frame is drawn
-//! as usual and then brought within these limits, so no view needs to know them.
+//! as usual and then brought within these limits, so no view needs to know them; and on a
+//! 16-colour terminal the output says colours as such terminals read them ([`Out`]: crossterm
+//! writes even the 16 basic colours as 256-colour `38;5;N`).
 
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
@@ -137,6 +139,114 @@ impl Caps {
     }
 }
 
+/// The console's output: the terminal, with every `38;5;N`/`48;5;N` of a basic colour (N < 16)
+/// rewritten as the 16-colour SGR (`31`, `97`, `44`, `100`) where the terminal has 16 colours.
+/// Writes are held until a flush (ratatui flushes each frame), so no sequence is cut in two.
+#[derive(Debug)]
+pub struct Out<W: std::io::Write> {
+    inner: W,
+    sgr16: bool,
+    held: Vec<u8>,
+}
+
+impl<W: std::io::Write> Out<W> {
+    /// `inner`, rewritten when `caps` has 16 colours or none.
+    pub fn new(inner: W, caps: Caps) -> Self {
+        Out {
+            inner,
+            sgr16: matches!(caps.depth, Depth::Ansi16 | Depth::None),
+            held: Vec::new(),
+        }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Out<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.sgr16 {
+            return self.inner.write(buf);
+        }
+        self.held.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.held.is_empty() {
+            let out = sgr16(&self.held);
+            self.held.clear();
+            self.inner.write_all(&out)?;
+        }
+        self.inner.flush()
+    }
+}
+
+/// `bytes` with every SGR's 256-colour basic colours said as 16-colour parameters.
+pub fn sgr16(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'[') {
+            // A CSI: parameters (digits and ';') up to its final byte.
+            let start = i + 2;
+            let mut end = start;
+            while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b';') {
+                end += 1;
+            }
+            if bytes.get(end) == Some(&b'm') {
+                let params = std::str::from_utf8(&bytes[start..end]).unwrap_or_default();
+                out.extend_from_slice(b"\x1b[");
+                out.extend_from_slice(rewrite(params).as_bytes());
+                out.push(b'm');
+                i = end + 1;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+fn rewrite(params: &str) -> String {
+    let p: Vec<&str> = params.split(';').collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < p.len() {
+        let basic = p
+            .get(k + 2)
+            .and_then(|n| n.parse::<u8>().ok())
+            .filter(|n| *n < 16);
+        match (p[k], p.get(k + 1), basic) {
+            ("38", Some(&"5"), Some(n)) => {
+                out.push(
+                    if n < 8 {
+                        30 + u16::from(n)
+                    } else {
+                        82 + u16::from(n)
+                    }
+                    .to_string(),
+                );
+                k += 3;
+            }
+            ("48", Some(&"5"), Some(n)) => {
+                out.push(
+                    if n < 8 {
+                        40 + u16::from(n)
+                    } else {
+                        92 + u16::from(n)
+                    }
+                    .to_string(),
+                );
+                k += 3;
+            }
+            (x, _, _) => {
+                out.push(x.to_owned());
+                k += 1;
+            }
+        }
+    }
+    out.join(";")
+}
+
 /// An ASCII stand-in for a symbol.
 fn ascii(sym: &str) -> &'static str {
     match sym {
@@ -251,5 +361,26 @@ mod tests {
         assert_eq!(buf[(1, 0)].bg, Color::LightRed);
         assert_eq!((buf[(2, 0)].symbol(), buf[(2, 0)].fg), (">", Color::Yellow));
         assert!(Caps::detect(Some("12"), None).is_err());
+    }
+
+    #[test]
+    fn sixteen_colour_terminals_are_told_colours_as_they_read_them() {
+        let out = sgr16(b"a\x1b[38;5;15mb\x1b[1;48;5;9;38;5;2mc\x1b[39m\x1b[38;5;200md\x1b[2J");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "a\x1b[97mb\x1b[1;101;32mc\x1b[39m\x1b[38;5;200md\x1b[2J"
+        );
+        let mut o = Out::new(
+            Vec::new(),
+            Caps {
+                depth: Depth::Ansi16,
+                ascii: true,
+            },
+        );
+        use std::io::Write;
+        o.write_all(b"\x1b[38;").unwrap();
+        o.write_all(b"5;1mx").unwrap();
+        o.flush().unwrap();
+        assert_eq!(o.inner, b"\x1b[31mx", "a sequence cut across writes");
     }
 }

@@ -145,7 +145,7 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             spans.push(Span::styled(d.kind.to_string(), h));
             spans.push(sep.clone());
             spans.push(Span::styled(
-                d.state.as_str().to_uppercase(),
+                widgets::state_word(d).to_uppercase(),
                 h.patch(theme.deployment(d.state, d.kind)),
             ));
             if d.state == DeploymentState::Running
@@ -326,7 +326,7 @@ fn takes(d: &crate::deploy::view::DeploymentView) -> Vec<(&'static str, &'static
         keys.push(("Space", "resume"));
     } else if d.takes(Topic::Pause) {
         keys.push(("Space", if d.canary.is_some() { "hold" } else { "pause" }));
-    } else if d.never_started.is_some() {
+    } else if d.never_started.is_some() && d.state == DeploymentState::Cancelled {
         keys.push(("Space", "start it"));
     }
     if d.status.is_live() {

@@ -225,7 +225,7 @@ fn dialogs() -> Vec<(&'static str, App)> {
     messages.say(Level::Info, "dry-run of shop 2.4.0 on staging requested");
     messages.say(
         Level::Error,
-        "dep-20261129-110000-0001 has not been claimed by an engine after 5s: the engine of          pid 4242 holds the database but has not taken it",
+        "dep-20261129-110000-0001 has not been claimed by an engine after 5s: the engine of pid 4242 holds the database but has not taken it",
     );
     ch(&mut messages, 'M');
     let mut engine_log = app_on_home();

@@ -167,8 +167,8 @@ pub fn resume(d: &DeploymentView, now: i64) -> Confirm {
                 crate::console::view::widgets::clock(s.at)
             ),
             format!(
-                "nobody confirmed it ran: its console (pid {} on {}) went away before any \
-                 engine claimed it; it starts from the beginning on {}",
+                "it never ran: its console (pid {} on {}) went away before any engine \
+                 claimed it; starting it deploys from the beginning to {}",
                 s.pid,
                 s.host,
                 crate::deploy::plan::count(d.targets.len(), "target")

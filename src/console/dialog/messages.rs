@@ -68,28 +68,34 @@ fn short(id: &str) -> String {
         .to_owned()
 }
 
-fn body(app: &App, ctx: Option<&ViewCtx<'_>>) -> Vec<Line<'static>> {
+/// The page's lines at `inner` columns, each message wrapped under its own text.
+fn body(app: &App, ctx: Option<&ViewCtx<'_>>, inner: usize) -> Vec<Line<'static>> {
     let entries = entries(app);
     if entries.is_empty() {
         return vec![Line::from(
             "nothing yet: what this console does and why shows here",
         )];
     }
-    entries
-        .into_iter()
-        .map(|(at, level, from, text)| {
-            let style = ctx.map(|c| c.theme.level(level)).unwrap_or_default();
-            let muted = ctx.map(|c| c.theme.get("muted")).unwrap_or_default();
-            Line::from(vec![
-                Span::styled(
-                    format!("{} {:<5} {from}: ", clock(at), level.as_str()),
-                    muted,
-                ),
-                Span::styled(text, style),
-            ])
-        })
-        .collect()
+    let muted = ctx.map(|c| c.theme.get("muted")).unwrap_or_default();
+    let mut out = Vec::new();
+    for (at, level, from, text) in entries {
+        let style = ctx.map(|c| c.theme.level(level)).unwrap_or_default();
+        out.push(Line::from(Span::styled(
+            format!("{} {:<5} {from}", clock(at), level.as_str()),
+            muted,
+        )));
+        for row in super::wrap(&text, inner.saturating_sub(INDENT)) {
+            out.push(Line::from(Span::styled(
+                format!("{:INDENT$}{row}", ""),
+                style,
+            )));
+        }
+    }
+    out
 }
+
+/// Columns a message's text is indented by, under its time.
+const INDENT: usize = 2;
 
 impl Messages {
     /// Applies a key.
@@ -98,7 +104,7 @@ impl Messages {
             return Reply::Close;
         }
         let (_, inner, room) = page(app.size, WIDTH);
-        let total = total_rows(body(app, None), inner);
+        let total = total_rows(body(app, None, inner), inner);
         self.scroll.apply(action, total, room);
         Reply::Keep
     }
@@ -106,11 +112,12 @@ impl Messages {
     /// Draws it.
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let hint = "↑↓ PgUp PgDn g G scroll · Esc closes";
+        let (_, inner, _) = page((area.width, area.height), WIDTH);
         scrolled(
             f,
             area,
             " Messages, oldest first ",
-            body(ctx.app, Some(ctx)),
+            body(ctx.app, Some(ctx), inner),
             (self.scroll, WIDTH, hint),
             ctx,
         );

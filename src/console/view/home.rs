@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
+use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight, state_word};
 use crate::console::app::Focus;
 use crate::console::layout::{Col, columns, constraints, id_cell, id_width};
 
@@ -182,7 +182,7 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         &[
             Col::shrinks(to16(name), 20, 1),
             Col::shrinks(10, 8, 2),
-            Col::shrinks(24, 10, 3).fills(),
+            Col::shrinks(24, 10, 3),
             Col::fixed(7),
             Col::shrinks(12, 8, 4),
             Col::shrinks(14, 8, 5).drops(),
@@ -276,10 +276,7 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             Cell::from(d.kind.to_string()),
             Cell::from(fit(&d.subject(), usize::from(w[2]))),
             Cell::from(d.version.clone()),
-            Cell::from(Span::styled(
-                d.state.as_str(),
-                t.deployment(d.state, d.kind),
-            )),
+            Cell::from(Span::styled(state_word(d), t.deployment(d.state, d.kind))),
             Cell::from(progress(d)),
         ];
         if w[6] > 0 {

@@ -424,8 +424,15 @@ pub async fn resume(
         &[&now_ms(), &id],
     )
     .await?;
-    // An operator's resume starts it whoever submitted it.
+    // An operator's resume starts it whoever submitted it, and it is no longer one that
+    // never started.
     forget_submitter(tx, id).await?;
+    exec(
+        tx,
+        "DELETE FROM workflow_events WHERE workflow_id = $1 AND key = $2",
+        &[&id, &crate::workflow::store::NEVER_STARTED],
+    )
+    .await?;
     for r in records {
         ext.apply(tx, Some(id), r).await?;
     }

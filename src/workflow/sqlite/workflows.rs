@@ -318,8 +318,14 @@ pub fn resume(
          completed_at = NULL, updated_at = ?1 WHERE workflow_id = ?2",
         params![now_ms(), id],
     )?;
-    // An operator's resume starts it whoever submitted it.
+    // An operator's resume starts it whoever submitted it, and it is no longer one that
+    // never started.
     forget_submitter(conn, id)?;
+    super::exec(
+        conn,
+        "DELETE FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
+        params![id, crate::workflow::store::NEVER_STARTED],
+    )?;
     for r in records {
         ext.apply(conn, Some(id), r)?;
     }
