@@ -5,7 +5,7 @@ use super::{App, Focus, Screen};
 use crate::console::action::Action;
 use crate::console::dialog::command::Verb;
 use crate::console::dialog::{self, Modal};
-use crate::deploy::command::{OperatorCommand, why_not};
+use crate::deploy::command::why_not;
 use crate::deploy::state::Topic;
 use crate::engine::handle::Command;
 use crate::plugin::Level;
@@ -94,19 +94,20 @@ impl App {
 
     /// `:weight N`: the split asked as the slider's Enter would.
     fn weight_verb(&mut self, w: u32) {
-        let d = self
-            .selected_deployment()
-            .filter(|d| d.canary.is_some())
-            .cloned();
-        match d {
-            Some(d) => self.ask_weight_of(&d, w),
-            None => self.say(
+        let selected = self.selected_deployment().cloned();
+        match selected {
+            Some(d) if d.canary.is_some() => self.ask_weight_of(&d, w),
+            Some(d) => self.say(
                 Level::Warn,
                 format!(
-                    "weight sets a canary's traffic: select or open a canary first ({} is \
-                     what `manent weight DEP {w}` does)",
-                    OperatorCommand::Weight(w)
+                    "weight {w} sets a canary's traffic: {} is a {}, not a canary — select one \
+                     (or open it) first",
+                    d.id, d.kind
                 ),
+            ),
+            None => self.say(
+                Level::Warn,
+                format!("weight {w} sets a canary's traffic: select a canary (or open it) first"),
             ),
         }
     }

@@ -152,58 +152,24 @@ fn deployment(app: &App) -> Vec<Section> {
             ("D  R  d  t", "deploy again; roll back; dry-run; test hooks"),
         ],
     )];
-    let focused: Section = match app.focus {
-        Focus::Targets => (
-            "Targets (focused)",
-            vec![
-                (
-                    "↑↓ jk  PgUp PgDn  g G",
-                    "select a target (G: follow the one at work)",
-                ),
-                (
-                    "Enter",
-                    "the target in full: message, attempts, its log lines",
-                ),
-                ("f", "the log pane shows only its lines (again: all)"),
-            ],
-        ),
-        Focus::Hooks => (
-            "Hooks (focused)",
-            vec![
-                ("↑↓ jk", "select a hook"),
-                (
-                    "Enter",
-                    "its run in full: message, output, delete actions, log lines",
-                ),
-            ],
-        ),
-        Focus::Logs => (
-            "Logs (focused)",
-            vec![
-                ("↑↓ jk  PgUp PgDn", "scroll (scrolling up stops following)"),
-                ("g  G End", "the oldest line; follow the newest again"),
-                ("Enter  f", "only the selected target's lines (again: all)"),
-                ("L", "level: all → info → warn → error"),
-                ("/", "words, plugin:NAME target:NAME level:warn"),
-            ],
-        ),
-        Focus::Canary => (
-            "Canary (focused)",
-            vec![
-                (
-                    "←  →  h l",
-                    "a pending weight, one slider step less / more candidate",
-                ),
-                ("Enter", "apply it: asks, naming the split before → after"),
-                ("Esc", "drop the pending weight (nothing was sent)"),
-            ],
-        ),
-        _ => ("", Vec::new()),
-    };
-    if !focused.1.is_empty() {
-        out.push(focused);
-    }
+    // Every panel's keys, the focused one first: arrows mean one thing per panel.
     let d = app.deployment();
+    let mut panels: Vec<Focus> = vec![app.focus];
+    for f in [Focus::Canary, Focus::Targets, Focus::Hooks, Focus::Logs] {
+        let shown = match f {
+            Focus::Canary => d.is_some_and(|d| d.canary.is_some()),
+            Focus::Hooks => d.is_some_and(|d| !d.hooks.is_empty()),
+            _ => true,
+        };
+        if shown && !panels.contains(&f) {
+            panels.push(f);
+        }
+    }
+    for f in panels {
+        if let Some(section) = panel(f, f == app.focus) {
+            out.push(section);
+        }
+    }
     if d.is_some_and(|d| d.canary.is_some()) {
         out.push((
             "Canary",
@@ -248,6 +214,66 @@ fn deployment(app: &App) -> Vec<Section> {
 }
 
 /// The page's lines at `inner` columns: each key's description wrapped under itself.
+/// One panel's keys (`focused`: said so in its title).
+fn panel(f: Focus, focused: bool) -> Option<Section> {
+    let (title, focused_title, keys) = match f {
+        Focus::Targets => (
+            "Targets",
+            "Targets (focused)",
+            vec![
+                (
+                    "↑↓ jk  PgUp PgDn  g G",
+                    "select a target (G: follow the one at work)",
+                ),
+                ("←→ hl", "the next / previous panel"),
+                (
+                    "Enter",
+                    "the target in full: message, attempts, its log lines",
+                ),
+                ("f", "the log pane shows only its lines (again: all)"),
+            ],
+        ),
+        Focus::Hooks => (
+            "Hooks",
+            "Hooks (focused)",
+            vec![
+                ("↑↓ jk", "select a hook"),
+                ("←→ hl", "the next / previous panel"),
+                (
+                    "Enter",
+                    "its run in full: message, output, delete actions, log lines",
+                ),
+            ],
+        ),
+        Focus::Logs => (
+            "Logs",
+            "Logs (focused)",
+            vec![
+                ("↑↓ jk  PgUp PgDn", "scroll (scrolling up stops following)"),
+                ("g  G End", "the oldest line; follow the newest again"),
+                ("←→ hl", "the next / previous panel"),
+                ("Enter  f", "only the selected target's lines (again: all)"),
+                ("L", "level: all → info → warn → error"),
+                ("/", "words, plugin:NAME target:NAME level:warn"),
+            ],
+        ),
+        Focus::Canary => (
+            "Canary",
+            "Canary (focused)",
+            vec![
+                (
+                    "←  →  h l",
+                    "a pending weight, one slider step less / more candidate",
+                ),
+                ("Enter", "apply it: asks, naming the split before → after"),
+                ("Esc", "drop the pending weight (nothing was sent)"),
+            ],
+        ),
+        Focus::Apps | Focus::Deployments | Focus::Inbox => return None,
+    };
+    Some((if focused { focused_title } else { title }, keys))
+}
+
 fn body(app: &App, ctx: Option<&ViewCtx<'_>>, inner: usize) -> Vec<Line<'static>> {
     let style = |slot: &str| ctx.map(|c| c.theme.get(slot)).unwrap_or_default();
     let mut lines = Vec::new();
