@@ -281,7 +281,12 @@ impl Runtime {
         else {
             return Ok(false);
         };
-        if submitter.alive(crate::sys::now_ms()) {
+        let engines = match submitter.alive_here() {
+            Some(true) => return Ok(false),
+            Some(false) => Vec::new(),
+            None => self.store.engines().await?,
+        };
+        if submitter.alive(&engines) {
             return Ok(false);
         }
         if self.committed(id, || self.store.park_unclaimed(id)).await? {

@@ -138,9 +138,9 @@ pub const SUBMITTER: &str = "submitter";
 /// parked (CANCELLED) rather than started, until an operator resumes it (JSON [`Submitter`]).
 pub const NEVER_STARTED: &str = "never_started";
 
-/// How long a submission from another host counts as watched by its submitter (whose process
-/// this host cannot see): past it, an engine that has not claimed it yet parks it.
-pub const REMOTE_SUBMITTER_MS: i64 = 60_000;
+/// A submitter on another host counts as alive while an engine of that process renewed its
+/// lease this recently (this host cannot see the process itself).
+pub const REMOTE_SUBMITTER_MS: i64 = 30_000;
 
 /// Who submitted a workflow, and from which process: a submission whose process is gone
 /// before any engine claimed it never starts by itself (an operator resumes it).
@@ -172,16 +172,26 @@ impl Submitter {
         }
     }
 
-    /// Whether the submitting process still runs (on another host: whether it submitted less
-    /// than [`REMOTE_SUBMITTER_MS`] ago, since this host cannot see it).
-    pub fn alive(&self, now: i64) -> bool {
+    /// Whether the submitting process still runs, where this host can see it (`None`: it
+    /// runs on another host; see [`Submitter::alive`]).
+    pub fn alive_here(&self) -> Option<bool> {
         if self.host != crate::sys::hostname() {
-            return now - self.at < REMOTE_SUBMITTER_MS;
+            return None;
         }
-        match &self.identity {
+        Some(match &self.identity {
             Some(id) => crate::sys::process_identity(self.pid).as_ref() == Some(id),
             None => crate::sys::process_alive(self.pid),
-        }
+        })
+    }
+
+    /// Whether the submitting process still runs: on this host, by its identity; on another,
+    /// by an engine of that process that renewed its lease within [`REMOTE_SUBMITTER_MS`].
+    pub fn alive(&self, engines: &[EngineRow]) -> bool {
+        self.alive_here().unwrap_or_else(|| {
+            engines
+                .iter()
+                .any(|e| e.host == self.host && e.pid == self.pid && e.age_ms < REMOTE_SUBMITTER_MS)
+        })
     }
 
     /// `alice (pid 4242 on bastion-1)`.

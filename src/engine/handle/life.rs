@@ -151,6 +151,27 @@ impl Actor {
         let mut keep = Vec::new();
         for (id, until, said) in std::mem::take(&mut self.submitted) {
             let row = self.store.workflow(&id).await.ok().flatten();
+            if row
+                .as_ref()
+                .is_some_and(|r| r.status == WorkflowStatus::Cancelled)
+            {
+                let parked = self
+                    .store
+                    .events(&id)
+                    .await
+                    .ok()
+                    .is_some_and(|e| e.contains_key(crate::workflow::store::NEVER_STARTED));
+                if parked {
+                    self.notice(
+                        Level::Error,
+                        format!(
+                            "{id} was not started: an engine that could not see this console \
+                             took it for gone and left the deploy for an operator (Space on it, \
+                             or `manent resume {id}`, starts it)"
+                        ),
+                    );
+                }
+            }
             if row.is_none_or(|r| r.status != WorkflowStatus::Enqueued) {
                 changed = true;
                 continue;
