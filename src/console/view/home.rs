@@ -91,7 +91,7 @@ fn render_inbox(
             Col::fixed(6),
             Col::shrinks(to16(subject), 10, 9),
             Col::shrinks(id_width(inner), 11, 1),
-            Col::shrinks(40, 20, 0).fills(),
+            Col::shrinks(40, 20, 6).fills(),
             Col::shrinks(to16(verbs), to16(verbs), 5).drops(),
         ],
     );
