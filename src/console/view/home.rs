@@ -90,7 +90,8 @@ fn render_inbox(
         &[
             Col::fixed(6),
             Col::shrinks(to16(subject), 10, 9),
-            Col::shrinks(id_width(inner), 11, 1),
+            // The verbs carry the whole id: the column gives way to them.
+            Col::shrinks(id_width(inner), 11, 7),
             Col::shrinks(40, 20, 6).fills(),
             Col::shrinks(to16(verbs), to16(verbs), 5).drops(),
         ],
