@@ -423,3 +423,31 @@ fn the_header_says_when_the_engine_it_attached_to_went_away() {
         "{screen}"
     );
 }
+
+#[test]
+fn deploying_over_a_failed_deploy_says_whether_it_retries_or_replaces_it() {
+    let mut app = app_on_home();
+    // shop/staging: its 2.4.0 deploy failed on web-07 and waits for a decision.
+    ch(&mut app, 'D');
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.ends_with("this retries its failed targets")),
+        "{:?}",
+        c.lines
+    );
+    key(&mut app, Esc);
+    ch(&mut app, 'D');
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.ends_with("this deploy cancels it and replaces it")),
+        "{:?}",
+        c.lines
+    );
+}

@@ -136,7 +136,16 @@ impl App {
             self.say(Level::Error, e);
             return;
         }
-        let c = asks::deploy(&a, version, None, self.now);
+        let subject = format!("{}/{}", a.application, a.environment);
+        let awaiting = self
+            .snap
+            .deployments
+            .iter()
+            .find(|d| d.subject() == subject)
+            .filter(|d| d.state == DeploymentState::FailedAwaiting && !d.router_failed())
+            .map(|d| (d.id.clone(), d.version.clone()));
+        let awaiting = awaiting.as_ref().map(|(i, v)| (i.as_str(), v.as_str()));
+        let c = asks::deploy(&a, version, awaiting, self.now);
         self.confirm(c);
     }
 

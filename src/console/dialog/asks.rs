@@ -41,9 +41,9 @@ pub(super) fn production_line(environment: &str) -> String {
     format!("{} IS A PRODUCTION ENVIRONMENT", environment.to_uppercase())
 }
 
-/// Deploy `version` of `a`; `replaces` is a deployment of it that failed and waits for a
-/// decision (the new deploy cancels it).
-pub fn deploy(a: &AppEnv, version: String, replaces: Option<&str>, now: i64) -> Confirm {
+/// Deploy `version` of `a`; `awaiting` is a deploy of it that failed and waits for a decision
+/// (its id and version): the same version retries its failed targets, another replaces it.
+pub fn deploy(a: &AppEnv, version: String, awaiting: Option<(&str, &str)>, now: i64) -> Confirm {
     let title = format!(
         "Deploy {} {version} to {}: {}?",
         a.application,
@@ -61,10 +61,15 @@ pub fn deploy(a: &AppEnv, version: String, replaces: Option<&str>, now: i64) -> 
             "{version} is already live on every target: this redeploys it"
         ));
     }
-    if let Some(id) = replaces {
-        lines.push(format!(
-            "{id} failed and waits for a decision: this deploy cancels it and replaces it"
-        ));
+    match awaiting {
+        Some((id, v)) if v == version => lines.push(format!(
+            "{id} deploys {v} already, failed and waits for a decision: this retries its \
+             failed targets"
+        )),
+        Some((id, v)) => lines.push(format!(
+            "{id} ({v}) failed and waits for a decision: this deploy cancels it and replaces it"
+        )),
+        None => {}
     }
     if a.production {
         lines.push(production_line(&a.environment));

@@ -127,14 +127,14 @@ impl Versions {
         else {
             return Reply::Close;
         };
-        let replaces = app
+        let awaiting = app
             .snap
             .deployments
             .iter()
             .find(|d| d.subject() == format!("{}/{}", a.application, a.environment))
             .filter(|d| d.state == DeploymentState::FailedAwaiting && !d.router_failed())
-            .map(|d| d.id.as_str());
-        let c = asks::deploy(a, version, replaces, app.now);
+            .map(|d| (d.id.as_str(), d.version.as_str()));
+        let c = asks::deploy(a, version, awaiting, app.now);
         Reply::Open(Box::new(Modal::Confirm(c)))
     }
 
