@@ -255,6 +255,35 @@ pub fn total_rows(body: Vec<Line<'static>>, inner: usize) -> usize {
     rows(body, inner).len()
 }
 
+/// The log lines this console holds that `keep` picks, each wrapped under its time and level
+/// (a target's detail, a hook's), or a line saying there are none here.
+pub fn held_lines(
+    app: &App,
+    ctx: Option<&ViewCtx<'_>>,
+    inner: usize,
+    keep: impl Fn(&crate::plugin::LogLine) -> bool,
+) -> Vec<Line<'static>> {
+    let muted = ctx.map(|c| c.theme.get("muted")).unwrap_or_default();
+    let mut out = Vec::new();
+    for l in app.logs.lines().filter(|l| keep(l)) {
+        let level = ctx.map(|c| c.theme.level(l.level)).unwrap_or_default();
+        let mut rows = wrap(&l.message, inner.saturating_sub(15)).into_iter();
+        out.push(Line::from(vec![
+            Span::styled(super::view::widgets::clock(l.at), muted),
+            Span::styled(format!(" {:<5} ", l.level.as_str()), level),
+            Span::raw(rows.next().unwrap_or_default()),
+        ]));
+        out.extend(rows.map(|r| Line::from(format!("{:15}{r}", ""))));
+    }
+    if out.is_empty() {
+        out.push(Line::from(Span::styled(
+            "none held by this console (`manent logs` has them all)",
+            muted,
+        )));
+    }
+    out
+}
+
 /// `text` cut into lines of at most `width` characters, at spaces where it can.
 pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(10);

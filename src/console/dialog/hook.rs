@@ -10,7 +10,7 @@ use crate::console::action::Action;
 use crate::console::app::App;
 use crate::console::scroll::Scroll;
 use crate::console::view::ViewCtx;
-use crate::console::view::widgets::{clock, fit, took};
+use crate::console::view::widgets::{fit, took};
 
 const WIDTH: u16 = 110;
 
@@ -28,6 +28,17 @@ pub struct Hook {
 }
 
 impl Hook {
+    /// The run it shows, as the snapshot has it now.
+    fn find<'a>(&self, app: &'a App) -> Option<&'a crate::deploy::view::HookView> {
+        app.snap
+            .deployments
+            .iter()
+            .find(|d| d.id == self.deployment)?
+            .hooks
+            .iter()
+            .find(|h| h.event == self.event && h.name == self.name)
+    }
+
     /// Applies a key.
     pub fn update(&mut self, action: &Action, app: &App) -> Reply {
         if *action == Action::Dismiss {
@@ -41,17 +52,7 @@ impl Hook {
 
     fn body(&self, app: &App, ctx: Option<&ViewCtx<'_>>, inner: usize) -> Vec<Line<'static>> {
         let style = |slot: &str| ctx.map(|c| c.theme.get(slot)).unwrap_or_default();
-        let Some(h) = app
-            .snap
-            .deployments
-            .iter()
-            .find(|d| d.id == self.deployment)
-            .and_then(|d| {
-                d.hooks
-                    .iter()
-                    .find(|h| h.event == self.event && h.name == self.name)
-            })
-        else {
+        let Some(h) = self.find(app) else {
             return vec![Line::from("this hook is no longer listed")];
         };
         let state = ctx
@@ -95,28 +96,9 @@ impl Hook {
             style("muted"),
         )));
         let source = format!("hook:{}", self.name);
-        let mut logged = 0;
-        for l in app.logs.lines().filter(|l| {
+        body.extend(super::held_lines(app, ctx, inner, |l| {
             l.deployment_id.as_deref() == Some(self.deployment.as_str()) && l.source == source
-        }) {
-            logged += 1;
-            let level = ctx.map(|c| c.theme.level(l.level)).unwrap_or_default();
-            let mut lines = wrap(&l.message, inner.saturating_sub(15)).into_iter();
-            body.push(Line::from(vec![
-                Span::styled(clock(l.at), style("muted")),
-                Span::styled(format!(" {:<5} ", l.level.as_str()), level),
-                Span::raw(lines.next().unwrap_or_default()),
-            ]));
-            for more in lines {
-                body.push(Line::from(format!("{:15}{more}", "")));
-            }
-        }
-        if logged == 0 {
-            body.push(Line::from(Span::styled(
-                "none held by this console (`manent logs` has them all)",
-                style("muted"),
-            )));
-        }
+        }));
         body
     }
 
@@ -124,17 +106,8 @@ impl Hook {
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let w = width(area.width);
         let (_, inner, _) = page((area.width, area.height), w);
-        let moniker = ctx
-            .app
-            .snap
-            .deployments
-            .iter()
-            .find(|d| d.id == self.deployment)
-            .and_then(|d| {
-                d.hooks
-                    .iter()
-                    .find(|h| h.event == self.event && h.name == self.name)
-            })
+        let moniker = self
+            .find(ctx.app)
             .map(|h| h.moniker.clone())
             .unwrap_or_default();
         let title = format!(

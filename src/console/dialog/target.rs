@@ -27,6 +27,17 @@ pub struct Target {
 }
 
 impl Target {
+    /// The target it shows, as the snapshot has it now.
+    fn find<'a>(&self, app: &'a App) -> Option<&'a TargetView> {
+        app.snap
+            .deployments
+            .iter()
+            .find(|d| d.id == self.deployment)?
+            .targets
+            .iter()
+            .find(|x| x.name == self.name)
+    }
+
     /// Applies a key.
     pub fn update(&mut self, action: &Action, app: &App) -> Reply {
         match action {
@@ -43,13 +54,7 @@ impl Target {
 
     fn body(&self, app: &App, ctx: Option<&ViewCtx<'_>>, inner: usize) -> Vec<Line<'static>> {
         let style = |slot: &str| ctx.map(|c| c.theme.get(slot)).unwrap_or_default();
-        let Some(x) = app
-            .snap
-            .deployments
-            .iter()
-            .find(|d| d.id == self.deployment)
-            .and_then(|d| d.targets.iter().find(|x| x.name == self.name))
-        else {
+        let Some(x) = self.find(app) else {
             return vec![Line::from("this target is no longer listed")];
         };
         let state = ctx.map(|c| c.theme.target(x.state)).unwrap_or_default();
@@ -76,29 +81,10 @@ impl Target {
             format!("LOG LINES of {}", self.name),
             style("muted"),
         )));
-        let mut logged = 0;
-        for l in app.logs.lines().filter(|l| {
+        body.extend(super::held_lines(app, ctx, inner, |l| {
             l.deployment_id.as_deref() == Some(self.deployment.as_str())
                 && l.target.as_deref() == Some(self.name.as_str())
-        }) {
-            logged += 1;
-            let level = ctx.map(|c| c.theme.level(l.level)).unwrap_or_default();
-            let mut lines = wrap(&l.message, inner.saturating_sub(15)).into_iter();
-            body.push(Line::from(vec![
-                Span::styled(clock(l.at), style("muted")),
-                Span::styled(format!(" {:<5} ", l.level.as_str()), level),
-                Span::raw(lines.next().unwrap_or_default()),
-            ]));
-            for more in lines {
-                body.push(Line::from(format!("{:15}{more}", "")));
-            }
-        }
-        if logged == 0 {
-            body.push(Line::from(Span::styled(
-                "none held by this console (`manent logs` has them all)",
-                style("muted"),
-            )));
-        }
+        }));
         body
     }
 
@@ -106,13 +92,8 @@ impl Target {
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let w = width(area.width);
         let (_, inner, _) = page((area.width, area.height), w);
-        let moniker = ctx
-            .app
-            .snap
-            .deployments
-            .iter()
-            .find(|d| d.id == self.deployment)
-            .and_then(|d| d.targets.iter().find(|x| x.name == self.name))
+        let moniker = self
+            .find(ctx.app)
             .map(|x| x.moniker.clone())
             .unwrap_or_default();
         let title = format!(
