@@ -7,6 +7,8 @@
 //! whole-screen snapshots with ratatui's `TestBackend` at 80×24 and 120×40, for each screen and
 //! each theme, with time injected.
 
+#[path = "console/canary_keys.rs"]
+mod canary_keys;
 #[path = "console/edges.rs"]
 mod edges;
 #[path = "console/fixture.rs"]

@@ -451,3 +451,54 @@ fn deploying_over_a_failed_deploy_says_whether_it_retries_or_replaces_it() {
         c.lines
     );
 }
+
+#[test]
+fn log_filters_search_level_target_and_scroll() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    // `/` filters the focused panel: the logs.
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Logs);
+    ch(&mut app, '/');
+    assert_eq!(app.mode(), Mode::Prompt);
+    for c in "plugin:fleet health".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, crossterm::event::KeyCode::Backspace);
+    key(&mut app, Enter);
+    assert_eq!(app.logs.filter.source.as_deref(), Some("fleet"));
+    assert_eq!(app.logs.filter.text, "healt");
+    ch(&mut app, '/');
+    key(&mut app, Esc);
+    assert_eq!(app.logs.filter.text, "healt", "Esc keeps the filter");
+    for expected in [
+        Some(Level::Info),
+        Some(Level::Warn),
+        Some(Level::Error),
+        None,
+    ] {
+        ch(&mut app, 'L');
+        assert_eq!(app.logs.filter.min_level, expected);
+    }
+    key(&mut app, BackTab);
+    key(&mut app, Down);
+    ch(&mut app, 'f');
+    assert_eq!(app.logs.filter.target.as_deref(), Some("web-02"));
+    ch(&mut app, 'f');
+    assert_eq!(app.logs.filter.target, None, "again: all targets");
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Logs);
+    app.logs.filter = Default::default();
+    app.logs.filter.deployment = Some("dep-20261129-100000-aaaa".into());
+    key(&mut app, crossterm::event::KeyCode::PageUp);
+    assert!(!app.logs.following());
+    ch(&mut app, 'G');
+    assert!(app.logs.following());
+    // `g` reaches the very first line at 80x24, whatever the pane's height.
+    ch(&mut app, 'g');
+    let rows = app.log_rows();
+    assert_eq!(
+        app.logs.visible(rows)[0].at,
+        NOW - 60_000,
+        "the oldest line shows"
+    );
+}
