@@ -339,7 +339,7 @@ async fn demo_bytes() {
         futures::stream::pending(),
         &h,
         &mut app,
-        &theme,
+        (&theme, manent::console::term::Caps::default()),
         finished,
     )
     .await

@@ -153,6 +153,15 @@ pub struct ConsoleArgs {
     /// Theme: default, light, high-contrast, mono, or one of yours (NO_COLOR picks mono).
     #[arg(long)]
     pub theme: Option<String>,
+    /// Draw on the main screen, not the alternate one (for terminals that garble it).
+    #[arg(long)]
+    pub no_alt_screen: bool,
+    /// Colours: auto (from TERM and COLORTERM), none, 16, 256, truecolor.
+    #[arg(long, env = "MANENT_COLORS", value_name = "DEPTH")]
+    pub colors: Option<String>,
+    /// Symbols: auto (from TERM and the locale), ascii (+-| borders), unicode.
+    #[arg(long, env = "MANENT_GLYPHS", value_name = "SET")]
+    pub glyphs: Option<String>,
 }
 
 /// `demo`
@@ -320,6 +329,9 @@ pub struct RollbackArgs {
 pub struct TestArgs {
     #[command(flatten)]
     pub target: Target,
+    /// Test the candidate of this live canary (through its testers' route), not what is live.
+    #[arg(long, value_name = "DEPLOYMENT")]
+    pub candidate: Option<String>,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -526,6 +538,9 @@ async fn demo(a: DemoArgs, out: &mut Out) -> u8 {
         theme: a.console.theme,
         open_first: (!a.console.readonly).then(|| crate::demo::STARTED.to_owned()),
         stop_on_quit: true,
+        no_alt_screen: a.console.no_alt_screen,
+        colors: a.console.colors,
+        glyphs: a.console.glyphs,
     };
     let code = console(config, options, out).await;
     out.note(format!(
@@ -559,7 +574,67 @@ async fn console(
 }
 
 /// Runs a parsed command line; returns the exit code.
-pub async fn run(cli: Cli, out: &mut Out) -> u8 {
+impl Command {
+    /// The deployment id the verb takes, if it takes one.
+    fn deployment_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Command::Status(a) => a.deployment.as_mut(),
+            Command::Cancel(a)
+            | Command::Pause(a)
+            | Command::Resume(a)
+            | Command::Abort(a)
+            | Command::Revert(a)
+            | Command::Back(a) => Some(&mut a.deployment),
+            Command::Retry(a) => Some(&mut a.deployment),
+            Command::Skip(a) => Some(&mut a.deployment),
+            Command::Promote(a) => Some(&mut a.deployment),
+            Command::Weight(a) => Some(&mut a.deployment),
+            Command::Abandon(a) => Some(&mut a.deployment),
+            Command::Logs(a) => Some(&mut a.deployment),
+            Command::Test(a) => a.candidate.as_mut(),
+            _ => None,
+        }
+    }
+}
+
+/// Every verb takes a deployment id as the console shows it: whole, or a unique start or end
+/// (`060248-384f`). Ambiguous: the matches are listed and nothing runs (exit 2). A database
+/// that cannot be opened is left to the verb to say.
+async fn resolve_id(
+    config_path: &std::path::Path,
+    typed: &mut String,
+    out: &mut Out,
+) -> Result<(), u8> {
+    use crate::deploy::ids::{Found, resolve};
+    let Ok(config) = crate::config::Config::load(config_path, &crate::plugin::catalog()) else {
+        return Ok(());
+    };
+    let Ok(store) = output::open_store(&config).await else {
+        return Ok(());
+    };
+    match resolve(store.as_ref(), typed).await {
+        Ok(Found::One(id)) => *typed = id,
+        Ok(Found::Many(ids)) => {
+            let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+            out.error(format!(
+                "`{typed}` names {} deployments: {}{} — type more of the id",
+                ids.len(),
+                shown.join(", "),
+                if ids.len() > 10 { ", …" } else { "" }
+            ));
+            return Err(exit::BAD_INPUT);
+        }
+        Ok(Found::Nothing) | Err(_) => {}
+    }
+    Ok(())
+}
+
+pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
+    if let Some(id) = cli.command.deployment_mut()
+        && let Err(code) = resolve_id(&cli.config, id, out).await
+    {
+        return code;
+    }
     match cli.command {
         Command::Validate(a) => inspect::validate(&cli.config, a.json, out).await,
         Command::Plan(a) => inspect::plan(&cli.config, &a, out).await,
@@ -652,6 +727,9 @@ pub async fn run(cli: Cli, out: &mut Out) -> u8 {
             let options = crate::console::session::Options {
                 readonly: a.readonly,
                 theme: a.theme,
+                no_alt_screen: a.no_alt_screen,
+                colors: a.colors,
+                glyphs: a.glyphs,
                 ..Default::default()
             };
             console(config, options, out).await

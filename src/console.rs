@@ -3,10 +3,13 @@
 
 pub mod action;
 pub mod app;
+pub mod dialog;
 pub mod keymap;
 pub mod layout;
 pub mod logpane;
 pub mod run;
+pub mod scroll;
 pub mod session;
+pub mod term;
 pub mod theme;
 pub mod view;

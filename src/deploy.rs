@@ -8,6 +8,7 @@ pub mod command;
 mod glue;
 pub mod hook_tests;
 pub mod hooks;
+pub mod ids;
 pub mod inbox;
 pub mod plan;
 pub mod probe;
@@ -87,6 +88,10 @@ pub struct DeployInput {
     /// was abandoned) out of every pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revert_of: Option<String>,
+    /// A test run against a canary's candidate: that canary's tester routing (`header` →
+    /// `X-Canary: 1`), which the test hooks send to reach it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub testers: std::collections::BTreeMap<String, String>,
 }
 
 /// A rollback's inputs.

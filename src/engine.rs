@@ -856,6 +856,12 @@ impl Engine {
         self.runtime.busy()
     }
 
+    /// Deployments that go on by themselves (not waiting for an operator): what a worker
+    /// would have to carry on.
+    pub fn going(&self) -> Vec<String> {
+        self.runtime.going()
+    }
+
     /// Deployments running in this process.
     pub fn active(&self) -> Vec<String> {
         self.runtime.active()

@@ -42,6 +42,21 @@ pub fn process_alive(pid: u32) -> bool {
     signal(pid, 0)
 }
 
+/// What identifies a process across pid reuse and reboots: the boot and its start time
+/// (`None` when it does not exist).
+pub fn process_identity(pid: u32) -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: comm may hold spaces, so count from the last ')'.
+    let start = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .to_owned();
+    Some(format!("{} {start}", boot.trim()))
+}
+
 /// This machine's host name, as `hostname` prints it.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -175,7 +175,8 @@ fn a_failed_atomic_deploy_rolls_back_what_it_changed_and_exits_4() {
             .unwrap()
             .contains("disk full")
     );
-    assert_eq!(t("web-5")["state"], "skipped");
+    // Never started is not an operator's skip (issue 19).
+    assert_eq!(t("web-5")["state"], "not_started");
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "1.0.0", "web-{i}");
@@ -819,4 +820,35 @@ environments:
     let id = fx.deployments().pop().unwrap();
     let status = fx.run(&["status", &id]);
     assert!(!status.stdout.contains(&0x1b), "{}", text(&status.stdout));
+}
+
+/// Every verb takes a deployment id as a narrow console shows it: any unique start or end of
+/// one (git's rule for short hashes); an ambiguous one lists the matches and runs nothing.
+#[test]
+fn a_unique_start_or_end_of_an_id_names_the_deployment_and_an_ambiguous_one_lists_them() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    for v in ["1.0.0", "2.0.0"] {
+        let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let ids = fx.deployments();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    // The end an 80-column console shows: `HHMMSS-xxxx`.
+    let short = &ids[0][ids[0].len() - 11..];
+    let out = fx.run(&["status", short, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(one["id"], ids[0].as_str());
+    let out = fx.run(&["logs", short]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // A start shared by both: the matches, exit 2, nothing done.
+    let out = fx.run(&["cancel", "dep-"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("`dep-` names 2 deployments"), "{err}");
+    assert!(err.contains(&ids[0]) && err.contains(&ids[1]), "{err}");
+    // No match: the verb says there is no such deployment.
+    let out = fx.run(&["status", "zzzz-nothing"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no deployment with id zzzz-nothing"));
 }

@@ -4,7 +4,12 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 //! The console in a real terminal: tmux runs `manent demo` (and `manent console`) at 80×24; the
-//! tests press keys and read what a user sees with `capture-pane`.
+//! tests press keys and read what a user sees with `capture-pane`. The edges of issue 19 (an
+//! engine that goes away under an attached console, traffic keys, terminals, ids) are in
+//! `console_e2e/edges.rs`.
+
+#[path = "console_e2e/edges.rs"]
+mod edges;
 
 #[path = "support/fleet.rs"]
 mod fleet;
@@ -159,32 +164,35 @@ fn the_demos_canary_is_steered_and_promoted_from_the_keyboard_at_80x24() {
     let screen = t.wait_for("CANARY PAUSED", LONG);
     assert!(screen.lines().count() <= 24 && screen.lines().all(|l| l.chars().count() <= 80));
     assert!(
-        screen.contains("10% candidate") && screen.contains("paused until promoted"),
+        screen.contains("candidate  10%") && screen.contains("paused until promoted"),
         "{screen}"
     );
     // The slider: a pending weight, applied with Enter after a confirmation.
     t.keys(&["Right", "Right"]);
     t.wait_for("pending 20%", SHORT);
     t.keys(&["Enter"]);
-    t.wait_for("stable 80% / candidate 20%", SHORT);
+    t.wait_for("80% / candidate 20% (36 targets)?", SHORT);
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Right", "Enter"]);
     let screen = t.wait_for("held at 20%", LONG);
-    assert!(screen.contains("20% candidate"), "{screen}");
-    // Space resumes the steps where they were held: the pause for the operator.
+    assert!(screen.contains("candidate  20%"), "{screen}");
+    // Space resumes the steps where they were held — it changes traffic, so it asks first.
     t.keys(&["Space"]);
+    t.wait_for("Resume the steps of the canary", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
     t.wait_for("step 3/9: paused until promoted", LONG);
     // p promotes past the pause: 25%, then the analysis, then 50% and the next pause.
     t.keys(&["p"]);
     t.wait_for(
-        "Promote the canary of shop 2.4.0 in prod past step 3/9?",
+        "Promote the canary of shop 2.4.0 in prod past step 3/9:",
         SHORT,
     );
     std::thread::sleep(Duration::from_millis(500));
     t.keys(&["Right", "Enter"]);
     t.wait_for("analysis", LONG);
     let screen = t.wait_for("step 7/9: paused until promoted", LONG);
-    assert!(screen.contains("50% candidate"), "{screen}");
+    assert!(screen.contains("candidate  50%"), "{screen}");
     // P promotes now: in production the environment's name is typed.
     t.keys(&["P"]);
     t.wait_for("in prod now, skipping its remaining", SHORT);

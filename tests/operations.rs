@@ -448,18 +448,22 @@ environments:
             .cloned()
             .unwrap_or_else(|| panic!("no such line in {lines:#?}"))
     };
-    // exec's lines: the command's stdout at info, its stderr at warn, with the stream.
+    // exec's lines: the command's output, stdout and stderr through one pipe, in the order the
+    // command wrote them (issue 19), at info; a target that fails is the error-level line.
     let used = find(&|v| v["message"] == "using [redacted]");
     assert_eq!(used["level"], "info");
     assert_eq!(used["kind"], "plugin");
     assert_eq!(used["source"], "exec");
     assert_eq!(used["target"], "a");
     assert_eq!(used["moniker"], "prod::api::exec::a");
-    assert_eq!(used["attrs"]["stream"], "stdout");
     assert!(used["deployment"].as_str().unwrap().starts_with("dep-"));
     let warned = find(&|v| v["message"] == "a warning on stderr");
-    assert_eq!(warned["level"], "warn");
-    assert_eq!(warned["attrs"]["stream"], "stderr");
+    assert_eq!(warned["level"], "info");
+    let at = |m: &str| lines.iter().position(|v| v["message"] == m).unwrap();
+    assert!(
+        at("using [redacted]") < at("a warning on stderr"),
+        "stdout written first reads first"
+    );
     // A go-plugin process's hclog lines keep their level, attributes and moniker.
     for (n, level) in [(0, "debug"), (1, "info"), (2, "warn")] {
         let l = find(&|v| v["message"] == format!("fixture line {n} for t1"));

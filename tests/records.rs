@@ -72,6 +72,7 @@ async fn records_commit_with_the_engine_and_read_back(db: Arc<dyn Db>) {
         max_recovery_attempts: 5,
         records: vec![entry("deploy", 10).record()],
         executor: None,
+        events: Vec::new(),
     })
     .await
     .unwrap();

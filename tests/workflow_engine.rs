@@ -186,6 +186,7 @@ fn new_wf(id: &str, name: &str) -> NewWorkflow {
         max_recovery_attempts: 5,
         records: Vec::new(),
         executor: None,
+        events: Vec::new(),
     }
 }
 
@@ -466,6 +467,88 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues(b: Backend)
     assert_eq!(ran.load(Ordering::SeqCst), 3);
 }
 
+/// A submission no engine claimed before its submitter went away is parked, never run: only an
+/// operator's resume starts it. One whose submitter runs is claimed as ever, and the claim
+/// forgets the submitter.
+async fn a_submission_whose_submitter_went_away_is_parked_until_resumed(b: Backend) {
+    use manent::workflow::store::{NEVER_STARTED, SUBMITTER, Submitter};
+    let store = b.store();
+    let ran = Arc::new(AtomicU32::new(0));
+    let r = ran.clone();
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |_ctx, _| {
+            let r = r.clone();
+            async move {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(RunOutcome::Success(serde_json::json!({})))
+            }
+            .boxed()
+        }),
+    };
+    // A process that existed and is gone: its pid, with an identity no process has now.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let dead = Submitter {
+        by: "alice".into(),
+        pid,
+        host: manent::sys::hostname(),
+        identity: Some("gone".into()),
+        at: 0,
+    };
+    let with = |id: &str, s: &Submitter| {
+        let mut wf = new_wf(id, "t");
+        wf.subject = Some(format!("app/{id}"));
+        wf.events = vec![(SUBMITTER.into(), serde_json::to_string(s).unwrap())];
+        wf
+    };
+    store.start(with("orphan", &dead)).await.unwrap();
+    let alive = Submitter::this_process("bob");
+    store.start(with("watched", &alive)).await.unwrap();
+    // An engine starts and recovers what is ENQUEUED.
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    let started = rt.recover().await.unwrap();
+    assert_eq!(started, vec!["watched".to_owned()]);
+    assert_eq!(
+        rt.wait("watched").await.unwrap().status,
+        WorkflowStatus::Success
+    );
+    assert!(
+        !store
+            .events("watched")
+            .await
+            .unwrap()
+            .contains_key(SUBMITTER),
+        "claimed: the submitter is forgotten"
+    );
+    let parked = store.workflow("orphan").await.unwrap().unwrap();
+    assert_eq!(parked.status, WorkflowStatus::Cancelled);
+    let events = store.events("orphan").await.unwrap();
+    let seen: Submitter = serde_json::from_str(&events[NEVER_STARTED]).unwrap();
+    assert_eq!(seen, dead);
+    assert!(!events.contains_key(SUBMITTER));
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the orphan never ran");
+    // Nothing claims it later by itself.
+    assert!(!rt.claim_and_spawn("orphan").await.unwrap());
+    // An operator's resume starts it.
+    store.resume("orphan", Vec::new()).await.unwrap();
+    assert!(rt.claim_and_spawn("orphan").await.unwrap());
+    assert_eq!(
+        rt.wait("orphan").await.unwrap().status,
+        WorkflowStatus::Success
+    );
+    assert!(
+        !store
+            .events("orphan")
+            .await
+            .unwrap()
+            .contains_key(NEVER_STARTED),
+        "started: it is no longer one that never started"
+    );
+}
+
 /// Each test above, once per store.
 macro_rules! on_both {
     ($($name:ident),* $(,)?) => {
@@ -495,4 +578,5 @@ on_both!(
     mailbox_is_idempotent_by_command_id_and_consumed_once,
     replay_returns_recorded_results_and_detects_renamed_steps,
     cancel_stops_at_the_next_step_boundary_and_resume_continues,
+    a_submission_whose_submitter_went_away_is_parked_until_resumed,
 );

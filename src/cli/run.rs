@@ -174,7 +174,7 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
     };
     let operator = Operator::from_env();
     let sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
-    let submitted = match submit::test(runner.store(), &spec, &sub).await {
+    let submitted = match submit::test(runner.store(), &spec, &sub, a.candidate.as_deref()).await {
         Ok(s) => s,
         Err(e) => {
             out.error(e);

@@ -25,18 +25,21 @@ pub enum Action {
     NextPanel,
     /// Focus the previous panel (`Shift-Tab`).
     PrevPanel,
-    /// `←`: on a canary, the pending weight down a slider step; elsewhere the previous panel.
+    /// `←`: in the canary panel, the pending weight down a slider step; elsewhere the previous
+    /// panel.
     Left,
-    /// `→`: on a canary, the pending weight up a slider step; elsewhere the next panel.
+    /// `→`: in the canary panel, the pending weight up a slider step; elsewhere the next panel.
     Right,
     /// Open what is selected.
     Open,
-    /// Back to the list.
+    /// Back: drops what is pending, a message, the zoom or the filter first, then leaves.
     Back,
     /// The help overlay.
     Help,
     /// The engine's own log (warnings, errors), captured while the console is up.
     EngineLog,
+    /// Every message this console showed, and the engine's warnings and errors, in full.
+    Messages,
     /// Leave the console.
     Quit,
     /// Deploy the selected application and environment.
@@ -49,7 +52,7 @@ pub enum Action {
     Cancel,
     /// Pause or resume the selected deployment.
     PauseResume,
-    /// Run the failed targets again.
+    /// Run the failed targets again (a canary whose router failed: the router call).
     Retry,
     /// Leave the selected target out.
     Skip,
@@ -63,14 +66,24 @@ pub enum Action {
     PromoteFull,
     /// Back to the canary's previous step's weight.
     StepBack,
+    /// A canary whose router failed: end it where its traffic is, with a reason.
+    Abandon,
     /// Run the test hooks.
     TestHooks,
-    /// Filter the log pane (`/`).
+    /// Filter the focused list or the log pane (`/`).
     Search,
     /// Next log level filter.
     CycleLevel,
     /// Show only the selected target's log lines (again: all).
     FilterTarget,
+    /// The focused pane takes the whole screen (again: back).
+    Zoom,
+    /// The command line (`:`): a headless verb on the selected deployment.
+    CommandLine,
+    /// Complete the word being typed (`Tab` on the command line).
+    Complete,
+    /// Clear the terminal and draw everything again (`Ctrl-L`).
+    Redraw,
     /// A typed character (prompts, confirmations).
     Input(char),
     /// Delete the last typed character.

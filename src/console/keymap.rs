@@ -18,6 +18,8 @@ pub enum Mode {
     TypedConfirm,
     /// A text prompt.
     Prompt,
+    /// The command line (`:`): a prompt with completion and history.
+    Command,
     /// The plan of an application's environment.
     Plan,
     /// A list to pick from (the version picker), or a scrollable page (a target's detail).
@@ -30,8 +32,10 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
         return None;
     }
     if key.modifiers.contains(KeyModifiers::CONTROL) {
-        // Control keys never type a letter: Ctrl-U clears a prompt, as in a shell.
+        // Control keys never type a letter: Ctrl-U clears a prompt, as in a shell; Ctrl-L
+        // redraws the whole screen everywhere, as in a shell.
         return match key.code {
+            KeyCode::Char('l') => Some(Action::Redraw),
             KeyCode::Char('c') if mode == Mode::Normal => Some(Action::Quit),
             KeyCode::Char('c') => Some(Action::Dismiss),
             KeyCode::Char('u') if typing(mode) => Some(Action::ClearInput),
@@ -42,7 +46,9 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
     }
     match mode {
         Mode::Help => match key.code {
-            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?' | 'q' | 'E') => Some(Action::Dismiss),
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('?' | 'q' | 'E' | 'M') => {
+                Some(Action::Dismiss)
+            }
             KeyCode::Up | KeyCode::Char('k') => Some(Action::Up),
             KeyCode::Down | KeyCode::Char('j') => Some(Action::Down),
             KeyCode::PageUp => Some(Action::PageUp),
@@ -75,6 +81,16 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
             KeyCode::Char(c) => Some(Action::Input(c)),
             _ => None,
         },
+        Mode::Command => match key.code {
+            KeyCode::Enter => Some(Action::Submit),
+            KeyCode::Esc => Some(Action::Dismiss),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Tab => Some(Action::Complete),
+            KeyCode::Up => Some(Action::Up),
+            KeyCode::Down => Some(Action::Down),
+            KeyCode::Char(c) => Some(Action::Input(c)),
+            _ => None,
+        },
         Mode::TypedConfirm | Mode::Prompt => match key.code {
             KeyCode::Enter => Some(Action::Submit),
             KeyCode::Esc => Some(Action::Dismiss),
@@ -96,13 +112,20 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
 }
 
 fn typing(mode: Mode) -> bool {
-    matches!(mode, Mode::Confirm | Mode::TypedConfirm | Mode::Prompt)
+    matches!(
+        mode,
+        Mode::Confirm | Mode::TypedConfirm | Mode::Prompt | Mode::Command
+    )
 }
 
 fn normal(code: KeyCode) -> Option<Action> {
     Some(match code {
         KeyCode::Char('?') => Action::Help,
         KeyCode::Char('E') => Action::EngineLog,
+        KeyCode::Char('M') => Action::Messages,
+        KeyCode::Char('z') => Action::Zoom,
+        KeyCode::Char(':') => Action::CommandLine,
+        KeyCode::Char('X') => Action::Abandon,
         KeyCode::Char('q') => Action::Quit,
         KeyCode::Up | KeyCode::Char('k') => Action::Up,
         KeyCode::Down | KeyCode::Char('j') => Action::Down,
@@ -197,6 +220,13 @@ mod tests {
                 KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT)
             ),
             Some(Action::PrevPanel)
+        );
+        for mode in [Mode::Normal, Mode::Confirm, Mode::Command, Mode::Help] {
+            assert_eq!(action(mode, ctrl('l')), Some(Action::Redraw), "{mode:?}");
+        }
+        assert_eq!(
+            action(Mode::Command, press(KeyCode::Tab)),
+            Some(Action::Complete)
         );
     }
 }

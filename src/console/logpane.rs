@@ -26,10 +26,12 @@ pub struct LogFilter {
 
 impl LogFilter {
     /// Parses what the operator typed after `/`: words are matched as text, except
-    /// `plugin:NAME`, `target:NAME` and `level:warn`.
+    /// `plugin:NAME`, `target:NAME` and `level:warn`. It replaces the whole filter (but the
+    /// deployment): what is not typed is not filtered.
     pub fn parse_into(&mut self, typed: &str) {
         self.source = None;
         self.target = None;
+        self.min_level = None;
         let mut words = Vec::new();
         for w in typed.split_whitespace() {
             if let Some(p) = w.strip_prefix("plugin:") {
@@ -43,6 +45,25 @@ impl LogFilter {
             }
         }
         self.text = words.join(" ");
+    }
+
+    /// What is set, as it would be typed after `/` (the prompt is pre-filled with it, and
+    /// Enter keeps it as it is): `plugin:fleet level:warn timeout`.
+    pub fn typed(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(s) = &self.source {
+            parts.push(format!("plugin:{s}"));
+        }
+        if let Some(t) = &self.target {
+            parts.push(format!("target:{t}"));
+        }
+        if let Some(l) = self.min_level {
+            parts.push(format!("level:{}", l.as_str()));
+        }
+        if !self.text.is_empty() {
+            parts.push(self.text.clone());
+        }
+        parts.join(" ")
     }
 
     /// What is set, for the pane's title: `plugin:fleet level≥warn "timeout"`.
@@ -251,6 +272,12 @@ mod tests {
             [50, 60, 70, 80, 90, 100, 110, 120, 130, 140]
         );
         assert_eq!(p.filter.describe(), "plugin:a level≥warn");
+        // Reopened, the prompt holds what was typed, and Enter keeps the same filter.
+        let again = p.filter.typed();
+        assert_eq!(again, "plugin:a level:warn");
+        let before = p.filter.clone();
+        p.filter.parse_into(&again);
+        assert_eq!(p.filter, before);
         p.filter = LogFilter::default();
         p.filter.parse_into("target:t1 LINE 14");
         assert_eq!(

@@ -1,7 +1,9 @@
 //! The console's event loop and terminal lifecycle. Input first (`biased`), so keys stay
 //! responsive while logs flood; a frame is drawn only when something changed, at most five times a
-//! second for engine updates and at once for keys; the terminal is restored on every exit path
-//! and on panic.
+//! second for engine updates and at once for keys, within what the terminal can show
+//! ([`Caps`]); the screen is cleared whole at start and on `Ctrl-L` (a reconnected ssh session
+//! may hold another screen's remains); the terminal is restored on every exit path and on
+//! panic.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::action::Action;
 use super::app::App;
 use super::keymap;
+use super::term::Caps;
 use super::theme::Theme;
 use super::view;
 use crate::engine::handle::EngineHandle;
@@ -41,7 +44,7 @@ pub async fn run<B, S>(
     mut events: S,
     handle: &EngineHandle,
     app: &mut App,
-    theme: &Theme,
+    (theme, caps): (&Theme, Caps),
     signals: impl std::future::Future<Output = Exit>,
 ) -> io::Result<Exit>
 where
@@ -60,10 +63,21 @@ where
     if let Ok(size) = terminal.size() {
         app.update(Action::Resize(size.width, size.height));
     }
+    // The first frame starts from a clean screen.
+    app.redraw = true;
     loop {
+        if app.redraw {
+            // Whatever another program (or a dropped session) left on the terminal goes.
+            terminal.clear().map_err(Into::into)?;
+            app.redraw = false;
+            app.dirty = true;
+        }
         if app.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
             terminal
-                .draw(|f| view::render(f, app, theme))
+                .draw(|f| {
+                    view::render(f, app, theme);
+                    caps.apply(f.buffer_mut());
+                })
                 .map_err(Into::into)?;
             app.dirty = false;
             last_draw = Some(Instant::now());
@@ -124,27 +138,47 @@ where
     }
 }
 
-/// Raw mode and the alternate screen, restored on panic too. (ratatui's own helpers print
-/// with `eprintln!`, which panics when the terminal has hung up.)
-pub fn init() -> io::Result<ratatui::DefaultTerminal> {
+/// The console's terminal: stdout, colours said as the terminal reads them.
+pub type Term = Terminal<ratatui::backend::CrosstermBackend<super::term::Out<io::Stdout>>>;
+
+/// Raw mode and (unless `alt_screen` is off) the alternate screen, restored on panic too.
+/// (ratatui's own helpers print with `eprintln!`, which panics when the terminal has hung up.)
+pub fn init(alt_screen: bool, caps: Caps) -> io::Result<Term> {
+    ALT_SCREEN.store(alt_screen, std::sync::atomic::Ordering::SeqCst);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore();
         previous(info);
     }));
     crossterm::terminal::enable_raw_mode()?;
-    crossterm::execute!(io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
-    Terminal::new(ratatui::backend::CrosstermBackend::new(io::stdout()))
+    if alt_screen {
+        crossterm::execute!(io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
+    }
+    let out = super::term::Out::new(io::stdout(), caps);
+    Terminal::new(ratatui::backend::CrosstermBackend::new(out))
 }
 
-/// Leaves raw mode and the alternate screen; quietly does nothing on a terminal that is gone.
+/// Whether the console entered the alternate screen (restore leaves it, or clears the main one).
+static ALT_SCREEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Leaves raw mode and the alternate screen (without one, clears what the console drew);
+/// quietly does nothing on a terminal that is gone.
 pub fn restore() {
     let _ = crossterm::terminal::disable_raw_mode();
-    let _ = crossterm::execute!(
-        io::stdout(),
-        crossterm::terminal::LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
+    if ALT_SCREEN.load(std::sync::atomic::Ordering::SeqCst) {
+        let _ = crossterm::execute!(
+            io::stdout(),
+            crossterm::terminal::LeaveAlternateScreen,
+            crossterm::cursor::Show
+        );
+    } else {
+        let _ = crossterm::execute!(
+            io::stdout(),
+            crossterm::terminal::Clear(crossterm::terminal::ClearType::All),
+            crossterm::cursor::MoveTo(0, 0),
+            crossterm::cursor::Show
+        );
+    }
 }
 
 /// After a hangup: stdin, stdout and stderr point at `/dev/null`, so nothing that runs on

@@ -25,6 +25,12 @@ pub struct Options {
     pub open_first: Option<String>,
     /// On quit, stop everything instead of handing deployments to a background worker.
     pub stop_on_quit: bool,
+    /// Draw on the main screen (for terminals that garble the alternate one).
+    pub no_alt_screen: bool,
+    /// `--colors`: auto, none, 16, 256, truecolor.
+    pub colors: Option<String>,
+    /// `--glyphs`: auto, ascii, unicode.
+    pub glyphs: Option<String>,
 }
 
 /// Routes tracing into the console's engine-log overlay: nothing but the UI may write to the
@@ -66,6 +72,11 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
         Ok(t) => t,
         Err(e) => return Ended::BadInput(e.to_string()),
     };
+    let caps = match super::term::Caps::detect(options.colors.as_deref(), options.glyphs.as_deref())
+    {
+        Ok(c) => c,
+        Err(e) => return Ended::BadInput(e.to_string()),
+    };
     let config_file = config.file.clone();
     let handle = match handle::open(config, Operator::from_env()).await {
         Ok(h) => h,
@@ -78,14 +89,10 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     }
     if let Some(text) = options.open_first.clone() {
         app.follow_next = true;
-        app.flash = Some(super::app::Flash {
-            text,
-            level: crate::plugin::Level::Info,
-            at: app.now,
-        });
+        app.say(crate::plugin::Level::Info, text);
     }
     let ended = {
-        let mut terminal = match run::init() {
+        let mut terminal = match run::init(!options.no_alt_screen, caps) {
             Ok(t) => t,
             Err(e) => {
                 run::restore();
@@ -98,13 +105,15 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             run::input(),
             &handle,
             &mut app,
-            &theme,
+            (&theme, caps),
             signals(),
         )
         .await;
         if matches!(ended, Ok(Exit::Hangup)) {
-            // Before anything writes to the terminal that is gone (restoring it, a library's
-            // last message): a failed write to stderr must not take the engine down.
+            // A hangup whose terminal is still there (`kill -HUP`, a multiplexer) gets it back
+            // sane; on one that is gone the writes fail at once, quietly. Then nothing that runs
+            // on headless writes to it: a failed write to stderr must not take the engine down.
+            run::restore();
             run::detach_from_terminal();
         }
         ended
@@ -182,7 +191,9 @@ async fn finish_quit(
     let Some(engine) = engine else {
         return;
     };
-    let live = engine.active();
+    // Only what goes on by itself needs a worker: a deployment waiting on a decision waits
+    // in the database, and whoever decides starts an engine.
+    let live = engine.going();
     if live.is_empty() || stop {
         engine
             .shutdown_within(Duration::ZERO, Duration::from_secs(60))

@@ -240,7 +240,7 @@ impl Theme {
             T::Reverted => "status.rolled_back",
             T::Retrying => "status.retrying",
             T::Failed | T::RollbackFailed => "status.failed",
-            T::Skipped => "status.skipped",
+            T::Skipped | T::NotStarted => "status.skipped",
             T::Unknown => "status.interrupted",
             T::Pending => "status.pending",
         })

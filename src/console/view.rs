@@ -3,16 +3,19 @@
 mod canary;
 mod deployment;
 mod home;
+mod hooks;
 mod logs;
-mod modal;
+mod side;
 pub(crate) mod widgets;
+
+pub use deployment::hook_style;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
-use super::app::{App, Flash, Screen};
+use super::app::{App, Focus, Screen};
 use super::layout;
 use super::theme::Theme;
 use crate::deploy::state::{DeploymentState, Topic};
@@ -35,40 +38,79 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
         ratatui::widgets::Block::default().style(theme.get("base")),
         area,
     );
-    // The database refusing writes stays on screen while it lasts.
-    let trouble = app.snap.store_trouble.as_ref().map(|t| Flash {
-        text: format!("⚠ {t}"),
-        level: crate::plugin::Level::Error,
-        at: app.now,
-    });
-    let status = app.flash.as_ref().or(trouble.as_ref());
-    let [header, body, flash, footer] = layout::screen(area, status.is_some());
+    if app.too_small() {
+        render_too_small(frame, area, &ctx);
+        return;
+    }
+    let [header, body, status, footer] = layout::screen(area, app.status_rows());
     render_header(frame, header, &ctx);
     match &app.screen {
         Screen::Home => home::render(frame, body, &ctx),
         Screen::Deployment(_) => deployment::render(frame, body, &ctx),
     }
-    if let Some(f) = status {
-        let slot = match f.level {
-            crate::plugin::Level::Error => "notice.error",
-            crate::plugin::Level::Warn => "notice.warn",
-            _ => "notice.info",
-        };
-        // On a deployment's screen its id goes without saying.
-        let text = app
-            .deployment()
-            .and_then(|d| f.text.strip_prefix(&format!("{}: ", d.id)))
-            .unwrap_or(&f.text);
-        frame.render_widget(
-            Paragraph::new(Line::from(Span::styled(
-                format!(" {text}"),
-                theme.get(slot),
-            ))),
-            flash,
-        );
+    if let Some((level, text)) = app.status() {
+        render_status(frame, status, level, &text, &ctx);
     }
     render_footer(frame, footer, &ctx);
-    modal::render(frame, area, &ctx);
+    super::dialog::render(frame, area, &ctx);
+}
+
+/// A screen too small to read panels in says so, and what to do.
+fn render_too_small(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+    let (w, h) = ctx.app.size;
+    let text = format!(
+        "The terminal is {w}×{h}: manent's console needs at least {}×{}. Enlarge the window          (or lower the font size). q quits; `manent status` prints the same in a shell.",
+        layout::MIN.0,
+        layout::MIN.1
+    );
+    frame.render_widget(
+        Paragraph::new(Line::from(Span::styled(text, ctx.theme.get("notice.warn"))))
+            .wrap(Wrap { trim: true }),
+        area,
+    );
+}
+
+/// The message shown now, wrapped over its rows; what does not fit is one key away (`M`).
+fn render_status(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    level: crate::plugin::Level,
+    text: &str,
+    ctx: &ViewCtx<'_>,
+) {
+    let slot = match level {
+        crate::plugin::Level::Error => "notice.error",
+        crate::plugin::Level::Warn => "notice.warn",
+        _ => "notice.info",
+    };
+    let width = usize::from(area.width.saturating_sub(1)).max(20);
+    let mut rows = super::dialog::wrap(text, width);
+    let room = usize::from(area.height).max(1);
+    if rows.len() > room {
+        rows.truncate(room);
+        if let Some(last) = rows.last_mut() {
+            let keep = width.saturating_sub(16);
+            *last = format!(
+                "{}… (M: in full)",
+                widgets::fit(last, keep).trim_end_matches('…')
+            );
+        }
+    }
+    // An error stays until Esc: its last row says so.
+    let dismiss = level == crate::plugin::Level::Error && ctx.app.flash.is_some();
+    let last = rows.len().saturating_sub(1);
+    let lines: Vec<Line<'_>> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut spans = vec![Span::styled(format!(" {r}"), ctx.theme.get(slot))];
+            if dismiss && i == last {
+                spans.push(Span::styled("  Esc", ctx.theme.get("key")));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
@@ -103,7 +145,7 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             spans.push(Span::styled(d.kind.to_string(), h));
             spans.push(sep.clone());
             spans.push(Span::styled(
-                d.state.as_str().to_uppercase(),
+                widgets::state_word(d).to_uppercase(),
                 h.patch(theme.deployment(d.state, d.kind)),
             ));
             if d.state == DeploymentState::Running
@@ -121,6 +163,10 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                     h
                 };
                 spans.push(Span::styled(format!("on {}", owner.engine), style));
+            }
+            if let Some(note) = engine_note(app) {
+                spans.push(sep.clone());
+                spans.push(Span::styled(note, theme.get("production")));
             }
             spans.push(sep.clone());
             let end = d.completed_at.unwrap_or(app.now);
@@ -162,6 +208,10 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 (None, _) => "starting".to_owned(),
             };
             spans.push(Span::styled(engine, h));
+            if let Some(note) = engine_note(app) {
+                spans.push(sep.clone());
+                spans.push(Span::styled(note, theme.get("production")));
+            }
             spans.push(sep.clone());
             spans.push(Span::styled(format!("operator {}", app.snap.operator), h));
         }
@@ -176,23 +226,19 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// What became of the engine this console attached to, short (the whole story is in `M`).
+fn engine_note(app: &App) -> Option<String> {
+    app.snap.engine_note.as_ref()?;
+    Some(match &app.snap.mode {
+        Some(EngineMode::InProcess) => "⚠ engine taken over here (M)".to_owned(),
+        _ => "⚠ engine: see M".to_owned(),
+    })
+}
+
 fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let app = ctx.app;
     let mut keys: Vec<(&str, &str)> = match app.screen {
-        Screen::Home => {
-            let mut k = vec![
-                ("Enter", "plan/open"),
-                ("D", "deploy"),
-                ("R", "rollback"),
-                ("d", "dry-run"),
-                ("c", "cancel"),
-            ];
-            if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
-                k.push(("t", "test"));
-            }
-            k.push(("Tab", "panel"));
-            k
-        }
+        Screen::Home => home_keys(app),
         Screen::Deployment(_) => deployment_keys(app),
     };
     // `? help` and `q quit` always show; others go from the right when the line is full.
@@ -214,58 +260,112 @@ fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// The deployment screen's keys: what the deployment takes now first.
-fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+/// Home's keys, for the focused panel; read-only, only those that change nothing.
+fn home_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+    let mut k = vec![(
+        "Enter",
+        match app.focus {
+            Focus::Apps => "plan",
+            Focus::Inbox => "go there",
+            _ => "open",
+        },
+    )];
+    if !app.readonly {
+        match app.focus {
+            Focus::Apps => {
+                k.extend([("D", "deploy"), ("R", "rollback"), ("d", "dry-run")]);
+                if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
+                    k.push(("t", "test"));
+                }
+            }
+            _ => {
+                if let Some(d) = app.selected_deployment() {
+                    k.extend(takes(d));
+                }
+            }
+        }
+    }
+    k.extend([("/", "filter"), ("Tab", "panel"), ("M", "messages")]);
+    k
+}
+
+/// What a deployment takes now, as keys.
+fn takes(d: &crate::deploy::view::DeploymentView) -> Vec<(&'static str, &'static str)> {
     let mut keys = Vec::new();
-    if let Some(d) = app.deployment() {
-        if app.pending().is_some() {
-            keys.push(("Enter", "apply weight"));
-            keys.push(("Esc", "drop it"));
-        }
-        if d.takes(Topic::Weight) {
-            keys.push(("←→", "weight"));
-        }
-        if d.takes(Topic::Promote) {
-            keys.push(("p", "promote"));
-        }
+    if d.router_failed() {
+        keys.push(("r", "retry router"));
         if d.takes(Topic::Revert) {
             keys.push(("x", "revert"));
         }
-        if d.takes(Topic::Back)
-            && d.canary
-                .as_ref()
-                .is_some_and(|c| c.status.back_to.is_some())
-        {
-            keys.push(("b", "back"));
+        keys.push(("X", "abandon"));
+        return keys;
+    }
+    if d.takes(Topic::Promote) {
+        keys.push(("p", "promote"));
+    }
+    if d.takes(Topic::Revert) {
+        keys.push(("x", "revert"));
+    }
+    if d.takes(Topic::Back)
+        && d.canary
+            .as_ref()
+            .is_some_and(|c| c.status.back_to.is_some())
+    {
+        keys.push(("b", "back"));
+    }
+    if d.takes(Topic::Retry) {
+        keys.push(("r", "retry"));
+    }
+    if d.takes(Topic::Skip) && d.state == DeploymentState::FailedAwaiting {
+        keys.push(("s", "skip"));
+    }
+    if d.takes(Topic::Abort) {
+        keys.push(("A", "abort"));
+    }
+    if d.takes(Topic::Resume) {
+        keys.push(("Space", "resume"));
+    } else if d.takes(Topic::Pause) {
+        keys.push(("Space", if d.canary.is_some() { "hold" } else { "pause" }));
+    } else if d.never_started.is_some() && d.state == DeploymentState::Cancelled {
+        keys.push(("Space", "start it"));
+    }
+    if d.status.is_live() {
+        keys.push(("c", "cancel"));
+    }
+    keys
+}
+
+/// The deployment screen's keys: the focused panel's first, then what the deployment takes
+/// now (read-only: only the keys that change nothing).
+fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
+    let mut keys = Vec::new();
+    match app.focus {
+        Focus::Canary if !app.readonly => {
+            if app.pending().is_some() {
+                keys.extend([("Enter", "apply weight"), ("Esc", "drop it")]);
+            } else if app.deployment().is_some_and(|d| d.takes(Topic::Weight)) {
+                keys.push(("←→", "weight"));
+            }
         }
-        if d.takes(Topic::Retry) {
-            keys.push(("r", "retry"));
-        }
-        if d.takes(Topic::Skip) && d.state == DeploymentState::FailedAwaiting {
-            keys.push(("s", "skip"));
-        }
-        if d.takes(Topic::Abort) {
-            keys.push(("A", "abort"));
-        }
-        if d.takes(Topic::Resume) {
-            keys.push(("Space", "resume"));
-        } else if d.takes(Topic::Pause) {
-            keys.push(("Space", if d.canary.is_some() { "hold" } else { "pause" }));
-        }
-        if d.status.is_live() {
-            keys.push(("c", "cancel"));
-        }
+        Focus::Targets => keys.push(("Enter", "target")),
+        Focus::Hooks => keys.push(("Enter", "hook")),
+        Focus::Logs => keys.extend([("↑↓", "scroll"), ("L", "level")]),
+        Focus::Canary | Focus::Apps | Focus::Deployments | Focus::Inbox => {}
+    }
+    if let Some(d) = app.deployment()
+        && !app.readonly
+    {
+        keys.extend(takes(d));
         if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
             keys.push(("t", "test"));
         }
     }
-    if app.pending().is_none() {
-        let enter = match app.focus {
-            crate::console::app::Focus::Hooks => "hook",
-            _ => "target",
-        };
-        keys.extend([("Enter", enter), ("Esc", "back")]);
-    }
-    keys.extend([("/", "filter"), ("Tab", "panel"), ("L", "level")]);
+    keys.extend([
+        ("/", "filter"),
+        ("Tab", "panel"),
+        ("z", "zoom"),
+        ("M", "messages"),
+        ("Esc", "back"),
+    ]);
     keys
 }

@@ -17,6 +17,7 @@
 //! Everything it decides comes from recorded steps and consumed commands, so a restart replays
 //! to the same place.
 
+pub mod ahead;
 pub mod analysis;
 mod gate;
 mod router;
@@ -435,6 +436,8 @@ impl Flight {
             };
             self.status.step = u32::try_from(self.pos + 1).unwrap_or(u32::MAX);
             let next = match step {
+                // Promote never lowers traffic: a step below a weight set by hand is passed.
+                CanaryStep::Weight(w) if ahead::passed_over(w, &self.status) => Next::EndStep,
                 CanaryStep::Weight(w) => {
                     self.publish(run, self.at(Doing::Weight { weight: w }))
                         .await?;

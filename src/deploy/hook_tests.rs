@@ -28,6 +28,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
     };
     let vars = Vars {
         previous_version: spec.artifact.version.clone(),
+        testers: super::canary::tester_header(&input.testers),
     };
     let results = match hooks::run_tests(&run, &vars).await {
         Ok(r) => r,

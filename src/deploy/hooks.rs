@@ -83,6 +83,9 @@ pub async fn run_tests(run: &Run<'_>, vars: &Vars) -> Result<Vec<(String, bool)>
 pub struct Vars {
     /// What was live before this deployment (its most common version).
     pub previous_version: String,
+    /// A test run against a canary's candidate: the testers' header (`X-Canary`, `1`), which
+    /// HTTP hooks send and commands get as `MANENT_TESTER_HEADER` and `MANENT_TESTER_VALUE`.
+    pub testers: Option<(String, String)>,
 }
 
 impl Vars {
@@ -101,6 +104,7 @@ impl Vars {
             .unwrap_or_default();
         Vars {
             previous_version: previous,
+            testers: None,
         }
     }
 }
@@ -217,6 +221,10 @@ fn environment(
         if let Ok(v) = std::env::var(name) {
             env.insert(name.clone(), v);
         }
+    }
+    if let Some((name, value)) = &vars.testers {
+        env.insert("MANENT_TESTER_HEADER".into(), name.clone());
+        env.insert("MANENT_TESTER_VALUE".into(), value.clone());
     }
     env.extend(h.env.clone());
     if let Some(i) = info {
@@ -379,6 +387,13 @@ async fn kind(
                 crate::config::values::check_header_value(&v)
                     .map_err(|e| StepError::Permanent(format!("http.headers.{k}: {e}")))?;
                 headers.push((k.clone(), v));
+            }
+            // Against a canary's candidate: the testers' header reaches it.
+            if let (Some(n), Some(v)) = (
+                env.get("MANENT_TESTER_HEADER"),
+                env.get("MANENT_TESTER_VALUE"),
+            ) {
+                headers.push((n.clone(), v.clone()));
             }
             let (status, body) = probe::request(&x.method, &url, &headers, h.timeout)
                 .await

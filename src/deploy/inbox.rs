@@ -31,6 +31,8 @@ pub enum Waiting {
     LockExpiring,
     /// A notification its receiver refused (or that failed too often), set aside.
     Notification,
+    /// Submitted, never started: its submitter went away before any engine claimed it.
+    NeverStarted,
 }
 
 impl Waiting {
@@ -44,6 +46,7 @@ impl Waiting {
             Waiting::DeadLettered => "dead",
             Waiting::LockExpiring => "lock",
             Waiting::Notification => "notify",
+            Waiting::NeverStarted => "queued",
         }
     }
 }
@@ -71,6 +74,7 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
         .iter()
         .flat_map(|d| item_of(d).into_iter().chain(drift_of(d)))
         .collect();
+    out.extend(never_started(deployments));
     for l in locks {
         let Some(expires) = l.expires_at else {
             continue;
@@ -106,8 +110,9 @@ fn rank(w: Waiting) -> u8 {
         Waiting::Canary => 2,
         Waiting::DeadLettered => 3,
         Waiting::Paused => 4,
-        Waiting::LockExpiring => 5,
-        Waiting::Notification => 6,
+        Waiting::NeverStarted => 5,
+        Waiting::LockExpiring => 6,
+        Waiting::Notification => 7,
     }
 }
 
@@ -125,6 +130,34 @@ pub fn parked_items(parked: &[super::records::Parked]) -> Vec<Item> {
                 p.row.event, p.row.receiver, p.row.attempts, p.error
             ),
             verbs: format!("manent notify retry {}", p.row.id),
+        })
+        .collect()
+}
+
+/// Submissions parked unstarted because their submitter went away before any engine claimed
+/// them, while nothing newer of their application and environment was started.
+fn never_started(deployments: &[DeploymentView]) -> Vec<Item> {
+    deployments
+        .iter()
+        .filter_map(|d| {
+            let s = d.never_started.as_ref()?;
+            let newer = deployments
+                .iter()
+                .any(|o| o.subject() == d.subject() && o.created_at > d.created_at);
+            (!newer && d.status == WorkflowStatus::Cancelled).then(|| Item {
+                waiting: Waiting::NeverStarted,
+                subject: d.subject(),
+                deployment: Some(d.id.clone()),
+                at: d.created_at,
+                what: format!(
+                    "{} of {} submitted by {}, never started: it went away before any engine \
+                     claimed it",
+                    d.kind,
+                    d.version,
+                    s.describe()
+                ),
+                verbs: format!("manent resume {} (starts it)", d.id),
+            })
         })
         .collect()
 }

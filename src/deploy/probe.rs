@@ -75,33 +75,30 @@ pub async fn command(
     }
     cmd.envs(env)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     crate::sys::die_with_parent(&mut cmd);
-    let mut child = match cmd.spawn() {
+    // One pipe for stdout and stderr: the lines keep the order the command wrote them.
+    let cannot = |e: std::io::Error| Ran {
+        code: Err(format!("cannot start /bin/sh: {e}")),
+        timed_out: false,
+        tail: String::new(),
+    };
+    let output = match crate::plugin::lines::output_pipe(&mut cmd) {
+        Ok(o) => o,
+        Err(e) => return cannot(e),
+    };
+    let spawned = cmd.spawn();
+    // Its copies of the pipe's write end: the pipe ends when the command's do.
+    drop(cmd);
+    let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => {
-            return Ran {
-                code: Err(format!("cannot start /bin/sh: {e}")),
-                timed_out: false,
-                tail: String::new(),
-            };
-        }
+        Err(e) => return cannot(e),
     };
     let _tracked = child.id().map(|pid| processes.track(pid));
     let group = child.id();
     let tail = std::sync::Mutex::new(VecDeque::new());
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    let all = async {
-        tokio::join!(
-            drain(out, Level::Info, log, &tail),
-            drain(err, Level::Warn, log, &tail),
-            child.wait()
-        )
-        .2
-    };
+    let all = async { tokio::join!(drain(Some(output), Level::Info, log, &tail), child.wait()).1 };
     let waited = tokio::time::timeout(limit, all).await;
     // What the command left running in its group goes with it (and all of it on a timeout).
     if let Some(pgid) = group {

@@ -376,13 +376,18 @@ impl<'a> Run<'a> {
                     todo.retain(|t| !self.skipped.contains(&t.name));
                     continue;
                 }
+                // A round read back from the record failed before: said then, not again.
+                let replayed = self.ctx.replaying();
                 let results = self.round(how, batch, round, &todo, &body).await?;
                 round += 1;
                 let mut unstarted = Vec::new();
                 for (t, r) in std::mem::take(&mut todo).into_iter().zip(results) {
                     match r {
                         Some(r) => {
-                            if r.is_err() {
+                            if let Err(f) = &r {
+                                if !replayed {
+                                    super::steps::failed_line(self.env, self.ctx.id(), t, f);
+                                }
                                 open.push(t);
                             }
                             self.record(batch.index, t, &r);

@@ -305,8 +305,10 @@ pub enum TargetState {
     Unchanged,
     /// Failed.
     Failed,
-    /// Left out: never started after a failure, or skipped by an operator.
+    /// Left out by an operator (it keeps its release).
     Skipped,
+    /// Never started: the deployment stopped before it (a failure, an abort, a cancel).
+    NotStarted,
     /// Back on its previous release.
     RolledBack,
     /// Its rollback failed.
@@ -331,6 +333,7 @@ impl TargetState {
             TargetState::Unchanged => "unchanged",
             TargetState::Failed => "failed",
             TargetState::Skipped => "skipped",
+            TargetState::NotStarted => "not started",
             TargetState::RolledBack => "rolled back",
             TargetState::RollbackFailed => "rollback failed",
             TargetState::Planned => "planned",

@@ -496,3 +496,22 @@ pub fn undo_moves(
         })
         .collect()
 }
+
+/// A target that failed for good is an error-level line of the deployment's log, tagged with
+/// the target (`L` error, `manent logs --level error` and the JSON log find it).
+pub(super) fn failed_line(
+    env: &DeployEnv,
+    id: &str,
+    t: &PlannedTarget,
+    f: &crate::workflow::StepFailure,
+) {
+    let target = crate::plugin::Target {
+        host: t.host.clone(),
+        moniker: t.moniker.clone(),
+        labels: t.labels.clone(),
+    };
+    env.log
+        .for_deployment(id)
+        .for_target(&target)
+        .error(&format!("{} failed: {f}", t.name));
+}

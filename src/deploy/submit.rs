@@ -88,6 +88,9 @@ pub struct Submission<'a> {
     /// The engine that runs it (`engine.executor_id`): on a shared database, the others leave
     /// it to that one.
     pub executor: &'a str,
+    /// The process that submits it: an engine claims the submission only while it runs (one
+    /// that went away before any engine claimed it leaves it for an operator's resume).
+    pub submitter: Option<crate::workflow::store::Submitter>,
 }
 
 impl<'a> Submission<'a> {
@@ -103,6 +106,9 @@ impl<'a> Submission<'a> {
             max_recovery_attempts: engine.max_recovery_attempts,
             force: false,
             executor: &engine.executor_id,
+            submitter: Some(crate::workflow::store::Submitter::this_process(
+                &operator.display(),
+            )),
         }
     }
 }
@@ -234,6 +240,7 @@ pub async fn deploy(
         dry_run,
         operator: sub.operator.display(),
         revert_of: None,
+        testers: Default::default(),
     };
     let detail = format!(
         "{}{} to {}",
@@ -370,12 +377,14 @@ pub async fn rollback(
 }
 
 /// Submits a run of `spec`'s `test` hooks against what is live (the most common live version,
-/// from manent's records, else the descriptor's). One test run per application and environment
-/// at a time; it may run beside a deployment (a canary waiting at a pause, say).
+/// from manent's records, else the descriptor's), or — `candidate` — against the candidate of
+/// that canary, through the route its testers take. One test run per application and
+/// environment at a time; it may run beside a deployment (a canary waiting at a pause, say).
 pub async fn test(
     db: &dyn Db,
     spec: &EnvSpec,
     sub: &Submission<'_>,
+    candidate: Option<&str>,
 ) -> Result<Submitted, SubmitError> {
     if !spec
         .hooks
@@ -388,20 +397,37 @@ pub async fn test(
             spec.descriptor.display()
         )));
     }
-    let live = releases::live(db.releases(&spec.subject()).await?);
     let mut spec = spec.clone();
-    let version = super::hooks::Vars::before(&live).previous_version;
-    if !version.is_empty() {
-        spec.artifact.version = version;
+    let mut testers = std::collections::BTreeMap::new();
+    match candidate {
+        Some(id) => {
+            let (version, routed) = candidate_route(db, id, &spec).await?;
+            spec.artifact.version = version;
+            testers = routed;
+        }
+        None => {
+            let live = releases::live(db.releases(&spec.subject()).await?);
+            let version = super::hooks::Vars::before(&live).previous_version;
+            if !version.is_empty() {
+                spec.artifact.version = version;
+            }
+        }
     }
     let input = DeployInput {
         spec: spec.clone(),
         dry_run: false,
         operator: sub.operator.display(),
         revert_of: None,
+        testers,
     };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
-    let detail = format!("test hooks against {}", spec.artifact.version);
+    let detail = match candidate {
+        Some(id) => format!(
+            "test hooks against the candidate {} of {id}",
+            spec.artifact.version
+        ),
+        None => format!("test hooks against {}", spec.artifact.version),
+    };
     match submit_keyed(
         db,
         TEST,
@@ -421,6 +447,35 @@ pub async fn test(
             subject: spec.subject(),
         }),
     }
+}
+
+/// The candidate's version of live canary `id` of `spec`'s environment, and the tester route
+/// that reaches it.
+async fn candidate_route(
+    db: &dyn Db,
+    id: &str,
+    spec: &EnvSpec,
+) -> Result<(String, std::collections::BTreeMap<String, String>), SubmitError> {
+    let v = super::view::load(db, id)
+        .await?
+        .ok_or_else(|| SubmitError::BadInput(format!("no deployment with id {id}")))?;
+    let canary = v
+        .canary
+        .as_ref()
+        .filter(|_| v.status.is_live() && v.subject() == spec.subject())
+        .ok_or_else(|| {
+            SubmitError::BadInput(format!(
+                "{id} is not a live canary of {}: there is no candidate to test",
+                spec.subject()
+            ))
+        })?;
+    if super::canary::tester_header(&canary.status.testers).is_none() {
+        return Err(SubmitError::BadInput(format!(
+            "the candidate of {id} is reached by no tester route yet (its `testers` step has \
+             not run): test hooks cannot reach it apart from production traffic"
+        )));
+    }
+    Ok((v.version.clone(), canary.status.testers.clone()))
 }
 
 /// Starts a canary run that only takes out of traffic the candidate canary `of` left there
@@ -497,6 +552,12 @@ async fn submit_keyed(
             .chain(std::iter::once(journal.record()))
             .collect(),
         executor: Some(sub.executor.to_owned()),
+        events: sub
+            .submitter
+            .iter()
+            .filter_map(|s| serde_json::to_string(s).ok())
+            .map(|v| (crate::workflow::store::SUBMITTER.to_owned(), v))
+            .collect(),
     };
     // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
     let started = crate::workflow::retry::until_committed(

@@ -199,6 +199,9 @@ pub struct DeploymentView {
     pub canary: Option<CanaryView>,
     /// Its hooks, in the order they run (the events this kind of deployment runs).
     pub hooks: Vec<HookView>,
+    /// Submitted, then parked unstarted: its submitter went away before any engine claimed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub never_started: Option<crate::workflow::store::Submitter>,
 }
 
 /// Where a hook is.
@@ -733,7 +736,13 @@ fn build(
                 })
             });
             if let Some(i) = open {
-                targets[i].state = line.status;
+                // A target no step touched was never started; an operator's skip is a step.
+                targets[i].state = match line.status {
+                    TargetState::Skipped if line.message.starts_with("not started") => {
+                        TargetState::NotStarted
+                    }
+                    other => other,
+                };
                 targets[i].message.clone_from(&line.message);
             }
         }
@@ -789,6 +798,7 @@ fn build(
         completed_at: row.completed_at,
         canary,
         hooks,
+        never_started: event(events, crate::workflow::store::NEVER_STARTED),
     }
 }
 

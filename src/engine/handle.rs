@@ -4,6 +4,9 @@
 //! another process holds the database — an attachment that reads the database and acts through
 //! the workflows' mailboxes.
 
+mod life;
+mod publish;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,16 +15,16 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
+use self::publish::{apps_of, line_of};
 use super::Engine;
 use crate::config::Config;
 use crate::deploy::command::{self, OperatorCommand};
-use crate::deploy::records::{self, Db, JournalEntry, LogRecord};
-use crate::deploy::releases::{self, Transitions};
+use crate::deploy::records::{self, Db, JournalEntry};
+use crate::deploy::releases::Transitions;
 use crate::deploy::submit::{self, Submission, Submitted};
-use crate::deploy::view::{self, DeploymentView};
+use crate::deploy::view::DeploymentView;
 use crate::operator::Operator;
 use crate::plugin::{Level, LogLine};
-use crate::workflow::store::WorkflowQuery;
 
 /// What an operator asks the engine to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +47,13 @@ pub enum Command {
         /// Through a deploy lock (a break-glass).
         force: bool,
     },
-    /// Run an environment's `test` hooks against what is live.
+    /// Run an environment's `test` hooks against what is live, or against the candidate of
+    /// canary `candidate` (through its testers' route).
     Test {
         application: String,
         environment: String,
         reason: Option<String>,
+        candidate: Option<String>,
     },
     /// An operator command on a deployment (pause, resume, cancel, retry, skip, abort).
     Operator {
@@ -153,6 +158,16 @@ pub struct Snapshot {
     /// On a database several engines share: this console's engine id and how many engines
     /// (this one included) are alive.
     pub shared: Option<(String, usize)>,
+    /// What became of the engine this console attached to, when it went away or went silent
+    /// (`the engine of pid 4242 went away: this console runs the engine now`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_note: Option<String>,
+    /// Deployments this console submitted that no engine has claimed yet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unclaimed: Vec<String>,
+    /// Notifications set aside (a receiver refused them or they failed too often).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parked: Vec<crate::deploy::records::Parked>,
 }
 
 /// The engine that runs a deployment, on a database several engines share.
@@ -192,6 +207,7 @@ impl EngineHandle {
 /// Opens the engine for a console: in this process if the database is free, else attached to
 /// the process that holds it.
 pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, super::EngineError> {
+    let mut attached_to = None;
     let (engine, store, mode): (Option<Engine>, Arc<dyn Db>, EngineMode) =
         match Engine::start(&config).await {
             Ok(e) => {
@@ -203,6 +219,9 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
                 | crate::workflow::LeaseError::Starting { .. }),
             )) => {
                 let store: Arc<dyn Db> = records::open_configured(&config, false).await?;
+                if let crate::workflow::LeaseError::Held { pid, .. } = &l {
+                    attached_to = pid.parse().ok();
+                }
                 (
                     None,
                     store,
@@ -223,6 +242,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         Some(e) if config.postgres.is_none() => e.log_channel(),
         _ => broadcast::channel(65_536).0,
     };
+    let tail_logs = engine.is_none() || config.postgres.is_some();
     let stop = Arc::new(tokio::sync::Notify::new());
     let (history, _) = broadcast::channel(8);
     let apps = apps_of(&config);
@@ -244,6 +264,12 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         apps,
         problems,
         finished: HashMap::new(),
+        tail_logs,
+        events: None,
+        attached_to,
+        engine_note: None,
+        submitted: Vec::new(),
+        next_check: tokio::time::Instant::now(),
     };
     let task = tokio::spawn(actor.run(rx, stop.clone()));
     Ok(EngineHandle {
@@ -286,6 +312,20 @@ struct Actor {
     problems: Vec<String>,
     /// Finished deployments never change: read once.
     finished: HashMap<String, DeploymentView>,
+    /// Log lines arrive through the database (attached, on a shared database, or since this
+    /// console took the engine over): one order, no line twice.
+    tail_logs: bool,
+    /// The in-process engine's workflow events.
+    events: Option<broadcast::Receiver<crate::workflow::RuntimeEvent>>,
+    /// Attached: the pid of the engine that holds the database (None: one that was starting).
+    attached_to: Option<u32>,
+    /// What became of the engine this console attached to.
+    engine_note: Option<String>,
+    /// Deployments this console submitted while attached, until an engine claims them: the id,
+    /// until when (epoch ms) a claim is expected, and whether the console said it did not come.
+    submitted: Vec<(String, i64, bool)>,
+    /// When to look at the engine this console is attached to next.
+    next_check: tokio::time::Instant,
 }
 
 impl Actor {
@@ -294,7 +334,7 @@ impl Actor {
         mut commands: mpsc::Receiver<Command>,
         stop: Arc<tokio::sync::Notify>,
     ) -> Option<Engine> {
-        let mut events = self.engine.as_ref().map(Engine::events);
+        self.events = self.engine.as_ref().map(Engine::events);
         self.log_cursor = self.store.last_log_id().await.unwrap_or(0);
         self.history_until = self.log_cursor;
         let mut dirty = true;
@@ -325,9 +365,18 @@ impl Actor {
                     Some(c) => { self.handle(c).await; dirty = true; }
                     None => break,
                 },
-                ev = recv_event(&mut events) => { if ev { dirty = true; } else { events = None; } },
+                ev = recv_event(&mut self.events) => {
+                    if ev { dirty = true; } else { self.events = None; }
+                },
                 _ = tick.tick() => {
-                    if self.engine.is_none() || self.config.postgres.is_some() {
+                    // The engine this console attached to may go away: follow it (take the
+                    // database over, or attach to whoever did), and watch what was handed to it.
+                    if tokio::time::Instant::now() >= self.next_check {
+                        self.next_check = tokio::time::Instant::now() + life::CHECK;
+                        dirty |= self.follow_engine().await;
+                        dirty |= self.watch_claims().await;
+                    }
+                    if self.tail_logs {
                         self.poll_logs().await;
                         let v = self.store.data_version().await.unwrap_or(0);
                         if v != last_version {
@@ -398,7 +447,11 @@ impl Actor {
                 application,
                 environment,
                 reason,
-            } => self.test(&application, &environment, reason).await,
+                candidate,
+            } => {
+                self.test(&application, &environment, reason, candidate)
+                    .await
+            }
             Command::LoadLogs { id } => {
                 self.load_logs(id).await;
                 Ok(String::new())
@@ -458,9 +511,9 @@ impl Actor {
             None => submit::rollback(self.store.as_ref(), &spec, &sub).await,
         }
         .map_err(|e| e.to_string())?;
-        if let Some(e) = &self.engine {
-            e.run(submitted.id()).await.map_err(|e| e.to_string())?;
-        }
+        let id = submitted.id().to_owned();
+        let already = self.running(&id).await;
+        self.hand_over(&id).await?;
         let what = match deploy {
             Some(true) => "dry-run",
             Some(false) => "deploy",
@@ -470,6 +523,10 @@ impl Actor {
             Submitted::Started(id) => {
                 format!("{id}: {what} of {application} to {environment} started")
             }
+            Submitted::Resuming(id) if already => format!(
+                "{id}: this very {what} of {application} to {environment} is already in \
+                 progress: nothing new was started (steer it, or cancel it first)"
+            ),
             Submitted::Resuming(id) => {
                 format!("{id}: the same {what} was interrupted; resuming it")
             }
@@ -479,26 +536,73 @@ impl Actor {
         })
     }
 
+    /// True when `id` runs now (here, or — attached — in the engine it was handed to).
+    async fn running(&self, id: &str) -> bool {
+        match &self.engine {
+            Some(e) => e.runs(id),
+            None => self
+                .store
+                .workflow(id)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.status == crate::workflow::store::WorkflowStatus::Pending),
+        }
+    }
+
+    /// Starts what this console submitted: here, or — attached — it is watched until the
+    /// engine claims it ([`life::CLAIM_BOUND_MS`]).
+    async fn hand_over(&mut self, id: &str) -> Result<(), String> {
+        match &self.engine {
+            Some(e) => {
+                e.run(id).await.map_err(|e| e.to_string())?;
+                let queued = self
+                    .store
+                    .workflow(id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.status == crate::workflow::store::WorkflowStatus::Enqueued);
+                if queued && !e.runs(id) {
+                    return Err(format!(
+                        "{id} was recorded but this console's engine did not start it (it is \
+                         stopping, or the deployment needs another manent version: see E); \
+                         `manent resume {id}` starts it"
+                    ));
+                }
+            }
+            None => self.submitted.push((
+                id.to_owned(),
+                crate::sys::now_ms() + life::CLAIM_BOUND_MS,
+                false,
+            )),
+        }
+        Ok(())
+    }
+
     async fn test(
         &mut self,
         application: &str,
         environment: &str,
         reason: Option<String>,
+        candidate: Option<String>,
     ) -> Result<String, String> {
         let spec = self
             .config
             .environment(application, environment)
             .map_err(|e| e.to_string())?;
         let sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
-        let submitted = submit::test(self.store.as_ref(), &spec, &sub)
+        let submitted = submit::test(self.store.as_ref(), &spec, &sub, candidate.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        if let Some(e) = &self.engine {
-            e.run(submitted.id()).await.map_err(|e| e.to_string())?;
-        }
+        let id = submitted.id().to_owned();
+        self.hand_over(&id).await?;
+        let against = match &candidate {
+            Some(c) => format!("the candidate of {c}"),
+            None => "what is live".to_owned(),
+        };
         Ok(format!(
-            "{}: the test hooks of {application} in {environment} started",
-            submitted.id()
+            "{id}: the test hooks of {application} in {environment} started against {against}"
         ))
     }
 
@@ -522,236 +626,6 @@ impl Actor {
             lines.drain(..lines.len() - HISTORY_LINES);
         }
         let _ = self.history.send((id, Arc::new(lines)));
-    }
-
-    /// On a shared database (one read of the engines): who runs each live deployment, and
-    /// this console's engine id with how many engines are alive. Nothing on SQLite, where one
-    /// engine runs them all.
-    async fn shared_view(
-        &self,
-        rows: &[(String, String)],
-    ) -> (
-        std::collections::BTreeMap<String, Owner>,
-        Option<(String, usize)>,
-    ) {
-        let mut owners = std::collections::BTreeMap::new();
-        if self.config.postgres.is_none() {
-            return (owners, None);
-        }
-        let engines = self.store.engines().await.unwrap_or_default();
-        let lease = self.config.engine.lease_ms();
-        for (id, executor) in rows {
-            let found = engines.iter().find(|e| &e.executor_id == executor);
-            let silent = found.is_none_or(|e| !e.alive(lease));
-            let detail = match found {
-                Some(e) if !silent => format!("pid {} on {}", e.pid, e.host),
-                Some(e) => format!(
-                    "pid {} on {}, silent for {}s: another engine takes it over",
-                    e.pid,
-                    e.host,
-                    e.age_ms / 1000
-                ),
-                None => "not registered".to_owned(),
-            };
-            owners.insert(
-                id.clone(),
-                Owner {
-                    engine: executor.clone(),
-                    detail,
-                    silent,
-                },
-            );
-        }
-        let alive = engines.iter().filter(|e| e.alive(lease)).count();
-        (
-            owners,
-            Some((self.config.engine.executor_id.clone(), alive)),
-        )
-    }
-
-    /// Attached (or on a shared database): log lines arrive through the database.
-    async fn poll_logs(&mut self) {
-        let Ok(lines) = self.store.recent_logs(self.log_cursor, 5000).await else {
-            return;
-        };
-        for l in lines {
-            self.log_cursor = l.id;
-            let _ = self.logs.send(Arc::new(line_of(l)));
-        }
-    }
-
-    async fn publish(&mut self) {
-        let rows = match self
-            .store
-            .workflows(WorkflowQuery {
-                subject: None,
-                live_only: false,
-                limit: 30,
-            })
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                // Not "no deployments": what it said last stays on screen, with why it is old.
-                let trouble = Some(format!(
-                    "the database cannot be read: {} — showing what it said last, retrying ({})",
-                    e.cause(),
-                    self.store.describe()
-                ));
-                let mut snap = (**self.snap.borrow()).clone();
-                if snap.store_trouble != trouble {
-                    snap.store_trouble = trouble;
-                    self.seq += 1;
-                    snap.seq = self.seq;
-                    self.snap.send_replace(Arc::new(snap));
-                }
-                return;
-            }
-        };
-        self.finished
-            .retain(|id, _| rows.iter().any(|r| &r.id == id));
-        let rows_owners: Vec<(String, String)> = rows
-            .iter()
-            .filter(|r| r.status == crate::workflow::store::WorkflowStatus::Pending)
-            .filter_map(|r| Some((r.id.clone(), r.executor_id.clone()?)))
-            .collect();
-        let (owners, shared) = self.shared_view(&rows_owners).await;
-        let mut deployments = Vec::with_capacity(rows.len());
-        for r in rows {
-            if let Some(v) = self.finished.get(&r.id) {
-                deployments.push(v.clone());
-                continue;
-            }
-            let terminal = r.status.is_terminal();
-            if let Ok(v) = view::of_row(self.store.as_ref(), r).await {
-                if terminal {
-                    self.finished.insert(v.id.clone(), v.clone());
-                }
-                deployments.push(v);
-            }
-        }
-        // Live ones first: they are what an operator acts on.
-        deployments.sort_by_key(|d| (!d.status.is_live(), std::cmp::Reverse(d.created_at)));
-        let journal = self
-            .store
-            .journal_entries(None, None, 50)
-            .await
-            .unwrap_or_default();
-        let mut apps = self.apps.clone();
-        // Read at every refresh, so an expired lock stops showing by itself.
-        let locks = self
-            .store
-            .locks(crate::sys::now_ms())
-            .await
-            .unwrap_or_default();
-        for a in &mut apps {
-            let subject = format!("{}/{}", a.application, a.environment);
-            a.lock = locks.iter().find(|l| l.subject == subject).cloned();
-            let rows = self.store.releases(&subject).await.unwrap_or_default();
-            let mut versions: Vec<String> = Vec::new();
-            for r in rows.iter().rev() {
-                if !versions.contains(&r.version) {
-                    versions.push(r.version.clone());
-                }
-            }
-            a.versions = versions;
-            let live = releases::live(rows);
-            a.live_by_target = live
-                .iter()
-                .filter_map(|(m, l)| {
-                    let name = m.rsplit("::").next().unwrap_or(m).to_owned();
-                    l.current.as_ref().map(|c| (name, c.version.clone()))
-                })
-                .collect();
-            a.live = a.live_by_target.values().cloned().collect();
-            a.live.sort();
-            a.live.dedup();
-            a.rollback = self
-                .config
-                .environment(&a.application, &a.environment)
-                .ok()
-                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
-                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
-                .unwrap_or_default();
-        }
-        let mut snap = Snapshot {
-            seq: self.seq,
-            mode: Some(self.mode.clone()),
-            database: self.config.database.clone(),
-            operator: self.operator.display(),
-            apps,
-            deployments,
-            journal,
-            notices: self.notices.clone(),
-            problems: self.problems.clone(),
-            store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
-            owners,
-            shared,
-        };
-        // Nothing new: no snapshot, so the console does not redraw.
-        if **self.snap.borrow() == snap {
-            return;
-        }
-        self.seq += 1;
-        snap.seq = self.seq;
-        self.snap.send_replace(Arc::new(snap));
-    }
-}
-
-/// Each application and environment as the configuration describes it (no live releases yet).
-fn apps_of(config: &Config) -> Vec<AppEnv> {
-    let mut out = Vec::new();
-    for d in &config.descriptors {
-        for env in d.spec.environments.keys() {
-            let Ok(spec) = config.environment(&d.spec.application, env) else {
-                continue;
-            };
-            let batches = crate::deploy::plan::compute(&spec)
-                .map(|p| {
-                    p.batches
-                        .iter()
-                        .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push(AppEnv {
-                application: spec.application.clone(),
-                environment: spec.environment.clone(),
-                production: spec.production,
-                plugin: spec.plugin.clone(),
-                version: spec.artifact.version.clone(),
-                strategy: spec.strategy.short(),
-                targets: spec.targets.len(),
-                live: Vec::new(),
-                batches,
-                live_by_target: std::collections::BTreeMap::new(),
-                rollback: Transitions::default(),
-                versions: Vec::new(),
-                tests: crate::config::hooks::ordered(&spec.hooks, crate::config::Event::Test)
-                    .iter()
-                    .map(|h| h.name.clone())
-                    .collect(),
-                lock: None,
-            });
-        }
-    }
-    out
-}
-
-/// A stored log line as a live one.
-fn line_of(l: LogRecord) -> LogLine {
-    LogLine {
-        at: l.at,
-        level: Level::parse(&l.level).unwrap_or(Level::Info),
-        source: l.source,
-        deployment_id: l.workflow_id,
-        target: l.target,
-        moniker: None,
-        message: l.message,
-        attrs: l
-            .attrs
-            .and_then(|a| serde_json::from_str(&a).ok())
-            .unwrap_or_default(),
     }
 }
 

@@ -1,8 +1,20 @@
 //! Lines from a child's pipe (a command's output, a plugin's stderr) with bounded memory: a line
 //! longer than [`MAX_LINE`] is cut, and says how much was cut, however long it runs on without a
-//! line break.
+//! line break. A command's stdout and stderr share one pipe ([`output_pipe`]), so its lines keep
+//! the order it wrote them in (two pipes read side by side cannot tell which came first).
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// Gives `cmd` one pipe for both stdout and stderr; returns its read end. The caller drops
+/// `cmd` right after spawning it: the write ends it holds would keep the pipe open past the
+/// child's exit.
+pub fn output_pipe(
+    cmd: &mut tokio::process::Command,
+) -> std::io::Result<tokio::net::unix::pipe::Receiver> {
+    let (reader, writer) = std::io::pipe()?;
+    cmd.stdout(writer.try_clone()?).stderr(writer);
+    tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+}
 
 /// Longest line kept, in bytes.
 pub const MAX_LINE: usize = 16 * 1024;

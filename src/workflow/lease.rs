@@ -129,6 +129,27 @@ impl Lease {
         Ok(Lease { _file: file })
     }
 
+    /// The pid and host the lock file names: the engine that took the lease last (it may have
+    /// gone since). Reads the file without touching the lock, so it never makes an engine that
+    /// is starting at the same moment fail to take it.
+    pub fn stamp(db: &Path) -> Option<(u32, String)> {
+        let text = std::fs::read_to_string(Lease::lock_path(db)).ok()?;
+        let field = |k: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(k).map(str::to_owned))
+        };
+        Some((field("pid=")?.parse().ok()?, field("host=")?))
+    }
+
+    /// Whether process `pid` holds the lease on `db` now, by the kernel's list of file locks
+    /// (`/proc/locks`); `None` when that list cannot be read.
+    pub fn held_by(db: &Path, pid: u32) -> Option<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let inode = std::fs::metadata(Lease::lock_path(db)).ok()?.ino();
+        let locks = std::fs::read_to_string("/proc/locks").ok()?;
+        Some(locks.lines().any(|l| lock_line(l) == Some((pid, inode))))
+    }
+
     /// True when an engine holds the lease on `db` now. (It takes the lock for an instant when
     /// nobody holds it.)
     pub fn is_held(db: &Path) -> bool {
@@ -149,6 +170,17 @@ impl Lease {
     }
 }
 
+/// `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF` → (4242, 1234567).
+fn lock_line(line: &str) -> Option<(u32, u64)> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    if f.get(1) != Some(&"FLOCK") {
+        return None;
+    }
+    let pid = f.get(4)?.parse().ok()?;
+    let inode = f.get(5)?.rsplit(':').next()?.parse().ok()?;
+    Some((pid, inode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,10 +197,32 @@ mod tests {
             "{err}"
         );
         assert!(err.contains(&crate::sys::hostname()), "{err}");
+        assert_eq!(
+            Lease::stamp(&db),
+            Some((std::process::id(), crate::sys::hostname()))
+        );
+        if let Some(held) = Lease::held_by(&db, std::process::id()) {
+            assert!(held, "the kernel lists this process's lock");
+        }
         drop(first);
+        if let Some(held) = Lease::held_by(&db, std::process::id()) {
+            assert!(!held, "released");
+        }
         Lease::acquire(&db, &trust).unwrap();
         use std::os::unix::fs::MetadataExt;
         let mode = std::fs::metadata(Lease::lock_path(&db)).unwrap().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_kernels_lock_lines_are_read() {
+        assert_eq!(
+            lock_line("1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"),
+            Some((4242, 1_234_567))
+        );
+        assert_eq!(
+            lock_line("2: POSIX  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"),
+            None
+        );
     }
 }

@@ -775,6 +775,10 @@ impl Store for PostgresStore {
         in_tx!(self, notify, tx => workflows::finish(&tx, id, run_token, out))
     }
 
+    async fn park_unclaimed(&self, id: &str) -> Result<bool, StoreError> {
+        in_tx!(self, notify, tx => workflows::park_unclaimed(&tx, id))
+    }
+
     async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
         let ext = self.ext.clone();
         in_tx!(self, notify, tx => workflows::cancel(&tx, id, &records, ext.as_ref()))

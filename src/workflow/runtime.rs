@@ -159,6 +159,19 @@ impl Runtime {
         c.awaiting_topics.lock().ok().map(|t| t.clone())
     }
 
+    /// Ids of the runs that go on by themselves ([`Runtime::busy`]'s).
+    pub fn going(&self) -> Vec<String> {
+        self.active
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, c)| c.awaiting_operator.load(Ordering::SeqCst) == 0)
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Ids of workflows running in this process.
     pub fn active(&self) -> Vec<String> {
         self.active
@@ -238,6 +251,9 @@ impl Runtime {
             );
             return Ok(false);
         }
+        if self.unwatched(id).await? {
+            return Ok(false);
+        }
         let token = format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
         if let Ok(mut c) = self.claiming.lock()
             && !c.insert(id.to_owned())
@@ -285,6 +301,43 @@ impl Runtime {
                 Ok(false)
             }
         }
+    }
+
+    /// A submission no engine claimed while its submitter watched it: the submitter went away
+    /// (a console closed, a dropped ssh session, a killed command), so nobody may be there to
+    /// see it start. It is parked (CANCELLED, `never_started`) and only an operator's resume
+    /// starts it. True when `id` is such a submission (parked now, or by another engine).
+    async fn unwatched(&self, id: &str) -> Result<bool, StoreError> {
+        let events = self.store.events(id).await?;
+        let Some(submitter) = events
+            .get(super::store::SUBMITTER)
+            .and_then(|v| serde_json::from_str::<super::store::Submitter>(v).ok())
+        else {
+            return Ok(false);
+        };
+        let engines = match submitter.alive_here() {
+            Some(true) => return Ok(false),
+            Some(false) => Vec::new(),
+            None => self.store.engines().await?,
+        };
+        if submitter.alive(&engines) {
+            return Ok(false);
+        }
+        if self.committed(id, || self.store.park_unclaimed(id)).await? {
+            tracing::warn!(
+                workflow = id,
+                "submitted by {} and never started: its submitter went away before any engine \
+                 claimed it, so it waits for an operator (`manent resume {id}` starts it)",
+                submitter.describe()
+            );
+            let _ = self.events.send(RuntimeEvent::Ended {
+                workflow_id: id.to_owned(),
+                status: Some(WorkflowStatus::Cancelled),
+                reason: "never started: its submitter went away before any engine claimed it"
+                    .into(),
+            });
+        }
+        Ok(true)
     }
 
     /// Starts the run of a workflow this runtime just claimed.

@@ -509,6 +509,11 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn park_unclaimed(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.write(move |c| workflows::park_unclaimed(c, &id)).await
+    }
+
     async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError> {
         let (id, ext) = (id.to_owned(), self.ext.clone());
         self.write(move |c| workflows::cancel(c, &id, &records, ext.as_ref()))

@@ -128,6 +128,77 @@ pub struct NewWorkflow {
     /// The engine that will run it (the submitter's): on a database several engines share,
     /// the others leave it to that engine while its lease is fresh.
     pub executor: Option<String>,
+    /// Events written with the start, in the same transaction (its [`SUBMITTER`]).
+    pub events: Vec<(String, String)>,
+}
+
+/// The event that names the process that submitted a workflow ([`Submitter`]).
+pub const SUBMITTER: &str = "submitter";
+
+/// The event of a submission an engine found unclaimed after its submitter had gone: it was
+/// parked (CANCELLED) rather than started, until an operator resumes it (JSON [`Submitter`]).
+pub const NEVER_STARTED: &str = "never_started";
+
+/// A submitter on another host counts as alive while an engine of that process renewed its
+/// lease this recently (this host cannot see the process itself).
+pub const REMOTE_SUBMITTER_MS: i64 = 30_000;
+
+/// Who submitted a workflow, and from which process: a submission whose process is gone
+/// before any engine claimed it never starts by itself (an operator resumes it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitter {
+    /// The operator, as shown.
+    pub by: String,
+    /// The submitting process.
+    pub pid: u32,
+    /// Its host.
+    pub host: String,
+    /// Its identity across pid reuse (boot and start time), where the host says.
+    #[serde(default)]
+    pub identity: Option<String>,
+    /// Epoch ms of the submission.
+    pub at: i64,
+}
+
+impl Submitter {
+    /// This process, submitting for `by`.
+    pub fn this_process(by: &str) -> Submitter {
+        let pid = std::process::id();
+        Submitter {
+            by: by.to_owned(),
+            pid,
+            host: crate::sys::hostname(),
+            identity: crate::sys::process_identity(pid),
+            at: crate::sys::now_ms(),
+        }
+    }
+
+    /// Whether the submitting process still runs, where this host can see it (`None`: it
+    /// runs on another host; see [`Submitter::alive`]).
+    pub fn alive_here(&self) -> Option<bool> {
+        if self.host != crate::sys::hostname() {
+            return None;
+        }
+        Some(match &self.identity {
+            Some(id) => crate::sys::process_identity(self.pid).as_ref() == Some(id),
+            None => crate::sys::process_alive(self.pid),
+        })
+    }
+
+    /// Whether the submitting process still runs: on this host, by its identity; on another,
+    /// by an engine of that process that renewed its lease within [`REMOTE_SUBMITTER_MS`].
+    pub fn alive(&self, engines: &[EngineRow]) -> bool {
+        self.alive_here().unwrap_or_else(|| {
+            engines
+                .iter()
+                .any(|e| e.host == self.host && e.pid == self.pid && e.age_ms < REMOTE_SUBMITTER_MS)
+        })
+    }
+
+    /// `alice (pid 4242 on bastion-1)`.
+    pub fn describe(&self) -> String {
+        format!("{} (pid {} on {})", self.by, self.pid, self.host)
+    }
 }
 
 /// A stored workflow row.
@@ -555,6 +626,11 @@ pub trait Store: Send + Sync {
     /// claim does not count as a crash towards `max_recovery_attempts` (a canary parked for
     /// days is resumed by many engines).
     async fn stopped(&self, id: &str, run_token: &str) -> Result<(), StoreError>;
+    /// A submission nobody claimed whose submitter is gone: ENQUEUED and never claimed →
+    /// CANCELLED, its [`SUBMITTER`] event replaced by [`NEVER_STARTED`] (so an operator's resume
+    /// starts it like any other), in one transaction. False when it was not in that state any
+    /// more (an engine claimed it meanwhile).
+    async fn park_unclaimed(&self, id: &str) -> Result<bool, StoreError>;
     /// Operator cancel: live → CANCELLED, with `records` if it changed. Returns the row after.
     async fn cancel(&self, id: &str, records: Vec<Record>) -> Result<WorkflowRow, StoreError>;
     /// Operator resume: CANCELLED or dead-lettered → ENQUEUED, with `records`. Returns the row

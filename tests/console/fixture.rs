@@ -117,6 +117,7 @@ pub fn running() -> DeploymentView {
         completed_at: None,
         canary: None,
         hooks: Vec::new(),
+        never_started: None,
     }
 }
 
@@ -346,6 +347,9 @@ pub fn snapshot() -> Snapshot {
         store_trouble: None,
         owners: Default::default(),
         shared: None,
+        engine_note: None,
+        unclaimed: Vec::new(),
+        parked: Vec::new(),
     }
 }
 
@@ -514,6 +518,16 @@ pub fn app_on_home() -> App {
     app
 }
 
+/// Home with nothing live in shop/prod: a deploy there is asked, not refused for a live one.
+pub fn app_on_quiet_home() -> App {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.deployments
+        .retain(|d| !(d.subject() == "shop/prod" && d.status.is_live()));
+    app.update(Action::Snapshot(Arc::new(s)));
+    app
+}
+
 pub fn app_on_deployment(id: &str) -> App {
     open(app_on_home(), id)
 }
@@ -588,7 +602,15 @@ pub fn app_with_every_state() -> App {
 
 /// Home with `shop/prod` locked by bob.
 pub fn app_on_locked_home() -> App {
-    let mut app = app_on_home();
+    locked(app_on_home())
+}
+
+/// Home with `shop/prod` locked by bob and nothing live there (a deploy asks, through the lock).
+pub fn app_on_locked_quiet_home() -> App {
+    locked(app_on_quiet_home())
+}
+
+fn locked(mut app: App) -> App {
     let mut s = (*app.snap).clone();
     s.apps[1].lock = Some(manent::deploy::records::Lock {
         subject: "shop/prod".into(),
@@ -603,4 +625,79 @@ pub fn app_on_locked_home() -> App {
         std::sync::Arc::new(s),
     ));
     app
+}
+
+pub const ROUTER_FAILED: &str = "dep-20261129-101000-abcd";
+
+/// The canary of shop 2.4.0 in prod whose router failed setting 25%: it waits for a decision
+/// (retry, revert, a weight, abandon), the router's error in full.
+pub fn router_failed() -> DeploymentView {
+    use manent::deploy::state::Doing;
+    let mut d = canary();
+    d.id = ROUTER_FAILED.into();
+    d.state = DeploymentState::FailedAwaiting;
+    d.phase = Some(Phase::Canary {
+        step: 4,
+        of: 9,
+        doing: Doing::RouterFailed {
+            call: "set weight 25%".into(),
+            weight: 10,
+            reverting: false,
+        },
+    });
+    d.accepts = vec![Topic::Retry, Topic::Revert, Topic::Weight, Topic::Abandon];
+    if let Some(c) = &mut d.canary {
+        c.status.step = 4;
+        c.status.router_error = Some(
+            "nginx -t failed (exit status 1): nginx: [emerg] host not found in upstream \
+             \"web-17.internal:8080\" in /etc/nginx/manent-web.conf:41 — the previous \
+             configuration was put back and reloaded; nginx serves stable 90% / candidate 10% \
+             (read back); fix the address of web-17 in the descriptor's labels (green) or \
+             take the target out, then retry"
+                .into(),
+        );
+    }
+    d
+}
+
+pub const HELD: &str = "dep-20261129-101500-beef";
+
+/// The canary of shop 2.4.0 in prod held at 70% (set by hand during the pause at step 3).
+pub fn held() -> DeploymentView {
+    use manent::deploy::state::Doing;
+    let mut d = canary();
+    d.id = HELD.into();
+    d.phase = Some(Phase::Canary {
+        step: 3,
+        of: 9,
+        doing: Doing::Held { weight: 70 },
+    });
+    d.accepts = vec![
+        Topic::Resume,
+        Topic::Promote,
+        Topic::Revert,
+        Topic::Weight,
+        Topic::Back,
+    ];
+    if let Some(c) = &mut d.canary {
+        c.status.weight = 70;
+        c.status.actual = Some(70);
+        c.status.manual = true;
+        c.status.held = true;
+        c.status.back_to = Some(10);
+        if let Some(a) = &mut c.actual {
+            a.weight = Some(70);
+        }
+    }
+    d
+}
+
+/// The console on a canary whose router failed.
+pub fn app_on_router_failed() -> App {
+    app_with(vec![router_failed()], ROUTER_FAILED)
+}
+
+/// The console on a canary held at 70%.
+pub fn app_on_held() -> App {
+    app_with(vec![held()], HELD)
 }

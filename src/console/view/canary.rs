@@ -1,8 +1,8 @@
-//! A canary on screen: the traffic slider (stable on the left, the candidate on the right, the
-//! pending weight marked until Enter applies it), the weight set and the one the router
-//! reports (drift flagged), the step list with the current step, testers, scale, and the
-//! latest analysis run or decision. Readable without colour: the two sides are drawn with
-//! different characters.
+//! A canary on screen: the traffic slider (the candidate fills from the left, so more candidate
+//! — `→` — moves its edge and the pending weight's marker to the right; stable on the right),
+//! the weight set and the one the router reports (drift flagged), the step list with the
+//! current step, testers, scale, and the latest analysis run or decision. Readable without
+//! colour: the two sides are drawn with different characters.
 
 use ratatui::text::{Line, Span};
 
@@ -12,19 +12,19 @@ use crate::console::theme::Theme;
 use crate::deploy::canary::{Decision, tester_header};
 use crate::deploy::view::{CanaryView, DeploymentView};
 
-/// `stable 75% ████████░░░░ 25% candidate`, `width` columns wide, the pending weight marked;
+/// `candidate  25% ███░░░░░░░░░  75% stable`, `width` columns wide, the pending weight marked;
 /// below 50 columns the labels go on a line of their own above the bar.
 pub fn slider(c: &CanaryView, pending: Option<u32>, width: usize, t: &Theme) -> Vec<Line<'static>> {
     let w = c.status.weight.min(100);
-    let left = format!("stable {:>3}% ", 100 - w);
-    let right = format!(" {w:>3}% candidate");
+    let left = format!("candidate {w:>3}% ");
+    let right = format!(" {:>3}% stable", 100 - w);
     if width < 50 {
         let gap = width.saturating_sub(left.len() + right.len() - 2);
         return vec![
             Line::from(vec![
-                Span::styled(left.trim_end().to_owned(), t.get("canary.stable")),
+                Span::styled(left.trim_end().to_owned(), t.get("canary.candidate")),
                 Span::raw(" ".repeat(gap)),
-                Span::styled(right.trim_start().to_owned(), t.get("canary.candidate")),
+                Span::styled(right.trim_start().to_owned(), t.get("canary.stable")),
             ]),
             bar_line(w, pending, width, t, Vec::new(), Vec::new()),
         ];
@@ -35,9 +35,22 @@ pub fn slider(c: &CanaryView, pending: Option<u32>, width: usize, t: &Theme) -> 
         pending,
         bar,
         t,
-        vec![Span::styled(left, t.get("canary.stable"))],
-        vec![Span::styled(right, t.get("canary.candidate"))],
+        vec![Span::styled(left, t.get("canary.candidate"))],
+        vec![Span::styled(right, t.get("canary.stable"))],
     )]
+}
+
+/// The cells of a `bar`-wide slider that show `percent` of candidate.
+pub fn cells(bar: usize, percent: u32) -> usize {
+    (bar * usize::try_from(percent.min(100)).unwrap_or(0) + 50) / 100
+}
+
+/// The column of a pending weight's marker: the candidate's edge at that weight (0% marks the
+/// first cell, 100% the last).
+pub fn marker(bar: usize, pending: u32) -> usize {
+    cells(bar, pending)
+        .saturating_sub(1)
+        .min(bar.saturating_sub(1))
 }
 
 fn bar_line(
@@ -48,11 +61,10 @@ fn bar_line(
     mut spans: Vec<Span<'static>>,
     after: Vec<Span<'static>>,
 ) -> Line<'static> {
-    let cells = |p: u32| (bar * usize::try_from(p).unwrap_or(0) + 50) / 100;
-    let candidate = cells(w);
-    let marker = pending.map(|p| bar.saturating_sub(cells(p)).min(bar.saturating_sub(1)));
+    let candidate = cells(bar, w);
+    let marker = pending.map(|p| marker(bar, p));
     for i in 0..bar {
-        let cand = i >= bar - candidate;
+        let cand = i < candidate;
         let (ch, style) = match marker {
             Some(m) if m == i => ("┃", t.get("canary.pending")),
             _ if cand => ("█", t.get("canary.candidate")),
@@ -89,20 +101,34 @@ pub fn weights(c: &CanaryView, pending: Option<u32>, live: bool, t: &Theme) -> L
 }
 
 /// `step 3/7 paused until promoted · next weight 50%` (without the next step when a list
-/// shows it).
+/// shows it). The next step is the one that moves traffic, as a promote would go on: steps
+/// below a weight set by hand are passed over, and it says so.
 pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> Line<'static> {
-    let of = c.plan.steps.len();
+    use crate::deploy::canary::ahead::{self, Next};
     let now = match &d.phase {
         Some(p) if d.status.is_live() => p.to_string(),
         _ => d.state.to_string(),
     };
     let mut spans = vec![Span::raw(now)];
-    let upcoming = usize::try_from(c.status.step)
-        .ok()
-        .and_then(|s| c.plan.steps.get(s));
+    let of = c.plan.steps.len();
     let live = next && d.status.is_live() && usize::try_from(c.status.step).unwrap_or(0) <= of;
-    if let Some(n) = upcoming.filter(|_| live) {
-        spans.push(Span::styled(format!(" · next {n}"), t.get("muted")));
+    if live {
+        let (upcoming, passed) = ahead::ahead(&c.plan, &c.status, ahead::after_promote(&c.status));
+        let what = match upcoming {
+            Next::Weight { weight, .. } => format!("weight {weight}%"),
+            Next::Gate { step } => format!("pause at step {step}"),
+            Next::Promoted => "promotion".to_owned(),
+        };
+        let passed = if passed.is_empty() {
+            String::new()
+        } else {
+            let w: Vec<String> = passed.iter().map(|(_, w)| format!("{w}%")).collect();
+            format!(" ({} passed over)", w.join(", "))
+        };
+        spans.push(Span::styled(
+            format!(" · next {what}{passed}"),
+            t.get("muted"),
+        ));
     }
     Line::from(spans)
 }
@@ -110,6 +136,13 @@ pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> L
 /// A failed router call or drift first (in full in the log pane); else testers, scale, and
 /// the last analysis run or automatic decision.
 pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
+    if c.status.router_error.is_some() {
+        // In full at the top of the screen (and in M); here only that it is so.
+        return Line::from(Span::styled(
+            "the router failed: its error is above (M: in full)",
+            t.get("status.failed"),
+        ));
+    }
     if let Some(l) = c.router_lines().into_iter().next() {
         return Line::from(Span::styled(l, t.get("status.failed")));
     }
@@ -210,10 +243,37 @@ pub fn strip(
         w.spans.extend(extra.spans);
     }
     let mut lines = slider(c, pending, width.saturating_sub(1), t);
+    // The strip is the canary panel of a narrow screen: focused, its arrows move the weight.
+    let focused = ctx.app.focus == crate::console::app::Focus::Canary;
     for l in &mut lines {
-        l.spans.insert(0, Span::raw(" "));
+        l.spans.insert(
+            0,
+            if focused {
+                Span::styled("›", t.get("selection"))
+            } else {
+                Span::raw(" ")
+            },
+        );
     }
     lines.truncate(1);
     lines.extend([step, w]);
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn more_candidate_moves_the_marker_right() {
+        let bar = 40;
+        let at: Vec<usize> = [0, 10, 15, 50, 95, 100]
+            .iter()
+            .map(|p| marker(bar, *p))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+        assert!(marker(bar, 15) > marker(bar, 10), "one slider step shows");
+        assert_eq!(marker(bar, 100), bar - 1);
+        assert_eq!(cells(bar, 25), 10, "the candidate fills from the left");
+    }
 }

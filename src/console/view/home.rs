@@ -1,4 +1,7 @@
-//! Home: every application's environments, and the live and recent deployments.
+//! Home: what waits on you, every application's environments, the live and recent deployments
+//! and the journal. Columns give way by priority (ids keep their unique end, the verbs that
+//! move a waiting deployment stay before anyone's padding); a filtered list says so in its
+//! title; `z` gives the focused list the whole screen.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -6,12 +9,21 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight};
+use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight, state_word};
 use crate::console::app::Focus;
+use crate::console::layout::{Col, columns, constraints, id_cell, id_width};
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-    // What waits on a human comes first, when anything does.
     let inbox = ctx.app.inbox();
+    if ctx.app.zoom {
+        match ctx.app.focus {
+            Focus::Inbox if !inbox.is_empty() => render_inbox(frame, area, &inbox, ctx),
+            Focus::Apps => render_apps(frame, area, ctx),
+            _ => render_deployments(frame, area, ctx),
+        }
+        return;
+    }
+    // What waits on a human comes first, when anything does.
     let area = if inbox.is_empty() {
         area
     } else {
@@ -21,7 +33,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         render_inbox(frame, top, &inbox, ctx);
         rest
     };
-    let apps_height = u16::try_from(ctx.app.snap.apps.len())
+    let apps_height = u16::try_from(ctx.app.visible_apps().len())
         .unwrap_or(u16::MAX)
         .saturating_add(3);
     let [top, bottom] =
@@ -29,7 +41,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     render_apps(frame, top, ctx);
     // The journal takes what the deployments leave, up to eight entries, when there is room.
     let journal_rows = ctx.app.snap.journal.len().clamp(1, 8);
-    let wanted_deployments = ctx.app.snap.deployments.len().max(1) + 3;
+    let wanted_deployments = ctx.app.visible_deployments().len().max(1) + 3;
     let free = usize::from(bottom.height).saturating_sub(wanted_deployments.max(5));
     if free >= 3 {
         let height = u16::try_from(journal_rows.min(free - 2) + 2).unwrap_or(3);
@@ -42,8 +54,17 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     }
 }
 
+/// A list's title with its filter, when one is in force.
+fn titled(name: &str, filter: &str, shown: usize, of: usize) -> String {
+    if filter.is_empty() {
+        format!(" {name} ")
+    } else {
+        format!(" {name} · /{filter} · {shown} of {of} (Esc clears) ")
+    }
+}
+
 /// "Waiting on you": decisions, canaries at a gate, paused and dead-lettered deployments,
-/// locks about to expire; Enter jumps to one.
+/// submissions never started, locks about to expire; Enter jumps to one.
 fn render_inbox(
     frame: &mut Frame<'_>,
     area: Rect,
@@ -51,44 +72,57 @@ fn render_inbox(
     ctx: &ViewCtx<'_>,
 ) {
     let (app, t) = (ctx.app, ctx.theme);
-    let wide = area.width >= 100;
+    let inner = area.width.saturating_sub(2);
+    let subject = items
+        .iter()
+        .map(|i| i.subject.chars().count())
+        .max()
+        .unwrap_or(8);
+    let verbs = items
+        .iter()
+        .map(|i| i.verbs.chars().count())
+        .max()
+        .unwrap_or(10);
+    let w = columns(
+        inner,
+        1,
+        2,
+        &[
+            Col::fixed(6),
+            Col::shrinks(to16(subject), 10, 9),
+            // The verbs carry the whole id: the column gives way to them.
+            Col::shrinks(id_width(inner), 11, 7),
+            Col::shrinks(40, 20, 6).fills(),
+            Col::shrinks(to16(verbs), to16(verbs), 5).drops(),
+        ],
+    );
     let rows = items.iter().map(|i| {
-        let id = i.deployment.as_deref().map_or("-", |id| {
-            if wide {
-                id
-            } else {
-                id.get(id.len().saturating_sub(11)..).unwrap_or(id)
-            }
-        });
+        let id = i.deployment.as_deref().unwrap_or("-");
         let mut cells = vec![
             Cell::from(Span::styled(i.waiting.as_str(), t.get("notice.warn"))),
-            Cell::from(fit(&i.subject, 18)),
-            Cell::from(id.to_owned()),
+            Cell::from(fit(&i.subject, usize::from(w[1]))),
+            Cell::from(id_cell(id, w[2])),
             Cell::from(i.what.clone()),
         ];
-        if wide {
+        if w[4] > 0 {
             cells.push(Cell::from(Span::styled(i.verbs.clone(), t.get("muted"))));
         }
         Row::new(cells)
     });
-    let mut widths = vec![
-        Constraint::Length(6),
-        Constraint::Length(18),
-        Constraint::Length(if wide { 25 } else { 11 }),
-        Constraint::Min(20),
-    ];
-    if wide {
-        widths.push(Constraint::Length(40));
-    }
     let focused = app.focus == Focus::Inbox;
     let title = format!(" Waiting on you: {} · Shift-Tab, Enter opens ", items.len());
-    let table = Table::new(rows, widths)
+    let widths: Vec<u16> = w.iter().copied().filter(|x| *x > 0).collect();
+    let table = Table::new(rows, constraints(&widths))
         .block(panel(&title, focused, t))
         .row_highlight_style(row_highlight(focused, t))
         .highlight_symbol("› ");
     let selected = app.inbox_row.min(items.len().saturating_sub(1));
     let mut state = TableState::default().with_selected(focused.then_some(selected));
     frame.render_stateful_widget(table, area, &mut state);
+}
+
+fn to16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 /// Who did what, newest first: the audit journal `manent history` also shows.
@@ -136,8 +170,26 @@ fn render_journal(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 
 fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);
-    let wide = area.width >= 100;
-    let rows = app.snap.apps.iter().map(|a| {
+    let apps = app.visible_apps();
+    let name = apps
+        .iter()
+        .map(|a| a.application.chars().count() + a.environment.chars().count() + 10)
+        .max()
+        .unwrap_or(20);
+    let w = columns(
+        area.width.saturating_sub(2),
+        1,
+        2,
+        &[
+            Col::shrinks(to16(name), 20, 1),
+            Col::shrinks(10, 8, 2),
+            Col::shrinks(24, 10, 3),
+            Col::fixed(7),
+            Col::shrinks(12, 8, 4),
+            Col::shrinks(14, 8, 5).drops(),
+        ],
+    );
+    let rows = apps.iter().map(|a| {
         let env = Span::styled(
             format!(" {} ", a.environment),
             if a.production {
@@ -163,27 +215,33 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             Cell::from(a.targets.to_string()),
             Cell::from(a.strategy.clone()),
         ];
-        if wide {
+        if w[5] > 0 {
             cells.push(Cell::from(a.plugin.clone()));
         }
         Row::new(cells)
     });
     let mut header = vec!["APPLICATION", "VERSION", "LIVE", "TARGETS", "STRATEGY"];
-    let mut widths = vec![
-        Constraint::Min(20),
-        Constraint::Length(10),
-        Constraint::Min(10),
-        Constraint::Length(7),
-        Constraint::Length(10),
-    ];
-    if wide {
+    if w[5] > 0 {
         header.push("PLUGIN");
-        widths.push(Constraint::Length(14));
     }
     let focused = app.focus == Focus::Apps;
-    let table = Table::new(rows, widths)
+    let title = if apps.is_empty() && !app.filters.apps.is_empty() {
+        format!(
+            " Applications · /{}: none match (Esc clears) ",
+            app.filters.apps
+        )
+    } else {
+        titled(
+            "Applications",
+            &app.filters.apps,
+            apps.len(),
+            app.snap.apps.len(),
+        )
+    };
+    let widths: Vec<u16> = w.iter().copied().filter(|x| *x > 0).collect();
+    let table = Table::new(rows, constraints(&widths))
         .header(Row::new(header).style(t.get("muted")))
-        .block(panel(" Applications ", focused, t))
+        .block(panel(title, focused, t))
         .row_highlight_style(row_highlight(focused, t))
         .highlight_symbol("› ");
     let mut state = TableState::default().with_selected(Some(app.app_row));
@@ -192,32 +250,48 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 
 fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);
-    let wide = area.width >= 100;
-    let rows = app.snap.deployments.iter().map(|d| {
+    let list = app.visible_deployments();
+    let subject = list
+        .iter()
+        .map(|d| d.subject().chars().count())
+        .max()
+        .unwrap_or(10);
+    let w = columns(
+        area.width.saturating_sub(2),
+        1,
+        2,
+        &[
+            Col::shrinks(id_width(area.width), 11, 1),
+            Col::fixed(8),
+            Col::shrinks(to16(subject), 10, 5),
+            Col::shrinks(13, 8, 6),
+            Col::fixed(15),
+            Col::fixed(7),
+            Col::shrinks(30, 16, 8).drops().fills(),
+            Col::shrinks(10, 10, 9).drops(),
+        ],
+    );
+    let rows = list.iter().map(|d| {
         let mut cells = vec![
-            // Narrow: the time and the suffix (HHMMSS-xxxx) tell deployments apart.
-            Cell::from(if wide {
-                d.id.clone()
-            } else {
-                let tail = d.id.len().saturating_sub(11);
-                d.id.get(tail..).unwrap_or(&d.id).to_owned()
-            }),
+            Cell::from(id_cell(&d.id, w[0])),
             Cell::from(d.kind.to_string()),
-            Cell::from(fit(&d.subject(), 18)),
+            Cell::from(fit(&d.subject(), usize::from(w[2]))),
             Cell::from(d.version.clone()),
-            Cell::from(Span::styled(
-                d.state.as_str(),
-                t.deployment(d.state, d.kind),
-            )),
+            Cell::from(Span::styled(state_word(d), t.deployment(d.state, d.kind))),
             Cell::from(progress(d)),
         ];
-        if wide {
-            cells.push(Cell::from(
-                d.phase
+        if w[6] > 0 {
+            let phase = match &d.never_started {
+                Some(s) => format!("never started (by {})", s.by),
+                None => d
+                    .phase
                     .as_ref()
                     .map(ToString::to_string)
                     .unwrap_or_default(),
-            ));
+            };
+            cells.push(Cell::from(phase));
+        }
+        if w[7] > 0 {
             cells.push(Cell::from(format!(
                 "{} ago",
                 elapsed(app.now - d.created_at)
@@ -226,25 +300,30 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         Row::new(cells)
     });
     let mut header = vec!["ID", "KIND", "APP/ENV", "VERSION", "STATE", "DONE"];
-    let mut widths = vec![
-        Constraint::Length(if wide { 25 } else { 11 }),
-        Constraint::Length(8),
-        Constraint::Min(10),
-        Constraint::Length(13),
-        Constraint::Length(15),
-        Constraint::Length(7),
-    ];
-    if wide {
-        header.extend(["PHASE", "STARTED"]);
-        widths.extend([Constraint::Length(22), Constraint::Length(10)]);
+    if w[6] > 0 {
+        header.push("PHASE");
+    }
+    if w[7] > 0 {
+        header.push("STARTED");
     }
     let focused = app.focus == Focus::Deployments;
     let title = if app.snap.deployments.is_empty() {
-        " Deployments: none yet "
+        " Deployments: none yet ".to_owned()
+    } else if list.is_empty() {
+        format!(
+            " Deployments · /{}: none match (Esc clears) ",
+            app.filters.deployments
+        )
     } else {
-        " Deployments "
+        titled(
+            "Deployments",
+            &app.filters.deployments,
+            list.len(),
+            app.snap.deployments.len(),
+        )
     };
-    let table = Table::new(rows, widths)
+    let widths: Vec<u16> = w.iter().copied().filter(|x| *x > 0).collect();
+    let table = Table::new(rows, constraints(&widths))
         .header(Row::new(header).style(t.get("muted")))
         .block(panel(title, focused, t))
         .row_highlight_style(row_highlight(focused, t))

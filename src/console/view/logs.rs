@@ -47,10 +47,16 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let focused = app.focus == Focus::Logs;
     let block = panel(fit(&title, width), focused, t);
     let body = if lines.is_empty() {
-        Paragraph::new(Line::from(Span::styled(
-            " no log lines match",
-            t.get("muted"),
-        )))
+        let filtered = app.filter_of(crate::console::app::FilterOf::Logs);
+        let empty = if filtered {
+            format!(
+                " no log lines match /{} (Esc clears the filter)",
+                pane.filter.typed()
+            )
+        } else {
+            " no log lines yet".to_owned()
+        };
+        Paragraph::new(Line::from(Span::styled(empty, t.get("muted"))))
     } else {
         Paragraph::new(lines)
     };

@@ -82,3 +82,13 @@ pub fn fit(s: &str, width: usize) -> String {
         out
     }
 }
+
+/// The word for a deployment's state: a submission parked before it ever ran says so (it is
+/// recorded as cancelled).
+pub fn state_word(d: &DeploymentView) -> &'static str {
+    if d.never_started.is_some() && d.state == crate::deploy::state::DeploymentState::Cancelled {
+        "never started"
+    } else {
+        d.state.as_str()
+    }
+}

@@ -237,9 +237,10 @@ impl Exec {
         if let Some(dir) = &p.workdir {
             cmd.current_dir(dir);
         }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.stdin(Stdio::null());
+        // One pipe for stdout and stderr: the lines keep the order the command wrote them.
+        let output = crate::plugin::lines::output_pipe(&mut cmd)
+            .map_err(|e| PluginError::Failed(format!("cannot make a pipe for {which}: {e}")))?;
         cmd.process_group(0).kill_on_drop(true);
         crate::sys::die_with_parent(&mut cmd);
         let log = self.log.for_deployment(&req.deployment_id).for_target(t);
@@ -253,12 +254,9 @@ impl Exec {
         // an engine that dies leaves a record for the next one to kill it.
         let _tracked = child.id().map(|pid| req.processes.track(pid));
         let group = GroupKill(child.id());
-        let (out, err) = (child.stdout.take(), child.stderr.take());
-        let (last_out, last_err, status) = tokio::join!(
-            lines(out, &log, "stdout"),
-            lines(err, &log, "stderr"),
-            child.wait()
-        );
+        // Its copies of the pipe's write end: the pipe ends when the command's do.
+        drop(cmd);
+        let (last_out, status) = tokio::join!(lines(Some(output), &log), child.wait());
         group.disarm();
         let status = status.map_err(|e| PluginError::Failed(format!("{which}: {e}")))?;
         if status.success() {
@@ -270,11 +268,7 @@ impl Exec {
             Some(c) => format!("exit status {c}"),
             None => "killed by a signal".to_owned(),
         };
-        let detail = if last_err.is_empty() {
-            last_out
-        } else {
-            last_err
-        };
+        let detail = last_out;
         let msg = if detail.is_empty() {
             format!("{which} command failed on {} ({why})", t.name())
         } else {
@@ -303,21 +297,16 @@ impl Exec {
     }
 }
 
-/// Logs each line of a command's `stream` (stderr at warn: it is where commands say what went
-/// wrong) and returns the last non-empty one.
-async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger, name: &str) -> String {
+/// Logs each line of a command's output (stdout and stderr, in the order written) and returns
+/// the last non-empty one.
+async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger) -> String {
     let Some(stream) = stream else {
         return String::new();
-    };
-    let level = if name == "stderr" {
-        Level::Warn
-    } else {
-        Level::Info
     };
     let mut reader = crate::plugin::lines::Lines::new(BufReader::new(stream));
     let mut last = String::new();
     while let Some(line) = reader.next().await {
-        log.log(level, &line, &[("stream", name.into())]);
+        log.log(Level::Info, &line, &[]);
         if !line.trim().is_empty() {
             last = line.trim().to_owned();
         }

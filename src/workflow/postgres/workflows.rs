@@ -152,6 +152,15 @@ pub async fn start(
         }
         return Ok(Started::Existing(existing));
     }
+    for (key, value) in &wf.events {
+        exec(
+            tx,
+            "INSERT INTO workflow_events (workflow_id, key, value, function_id, updated_at) \
+             VALUES ($1, $2, $3, -1, $4)",
+            &[&wf.id, key, value, &now],
+        )
+        .await?;
+    }
     for r in &wf.records {
         ext.apply(tx, Some(&wf.id), r).await?;
     }
@@ -176,6 +185,45 @@ pub async fn adopt_key(tx: &Transaction<'_>, key: &InputsKey) -> Result<KeyVerdi
     )
     .await?;
     Ok(KeyVerdict::Matches)
+}
+
+async fn forget_submitter(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
+    exec(
+        tx,
+        "DELETE FROM workflow_events WHERE workflow_id = $1 AND key = $2",
+        &[&id, &crate::workflow::store::SUBMITTER],
+    )
+    .await?;
+    Ok(())
+}
+
+/// ENQUEUED and never claimed → CANCELLED, its submitter event kept as `never_started`.
+pub async fn park_unclaimed(tx: &Transaction<'_>, id: &str) -> Result<bool, StoreError> {
+    let now = now_ms();
+    let changed = exec(
+        tx,
+        "UPDATE workflow_status SET status = 'CANCELLED', completed_at = $1, updated_at = $1 \
+         WHERE workflow_id = $2 AND status = 'ENQUEUED' AND EXISTS (SELECT 1 FROM \
+         workflow_events WHERE workflow_id = $2 AND key = $3)",
+        &[&now, &id, &crate::workflow::store::SUBMITTER],
+    )
+    .await?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    exec(
+        tx,
+        "UPDATE workflow_events SET key = $3, updated_at = $4 WHERE workflow_id = $1 \
+         AND key = $2",
+        &[
+            &id,
+            &crate::workflow::store::SUBMITTER,
+            &crate::workflow::store::NEVER_STARTED,
+            &now,
+        ],
+    )
+    .await?;
+    Ok(true)
 }
 
 pub async fn claim(
@@ -217,6 +265,10 @@ pub async fn claim(
         &[&executor, &run_token, &now, &id],
     )
     .await?;
+    if changed == 1 {
+        // Claimed: nobody needs to watch the submission any more.
+        forget_submitter(tx, id).await?;
+    }
     let claimed = must_get(tx, id).await?;
     if changed == 0 {
         // A retry after a lost acknowledgement finds its own claim.
@@ -416,6 +468,15 @@ pub async fn resume(
         "UPDATE workflow_status SET status = 'ENQUEUED', recovery_attempts = 0, \
          completed_at = NULL, updated_at = $1 WHERE workflow_id = $2",
         &[&now_ms(), &id],
+    )
+    .await?;
+    // An operator's resume starts it whoever submitted it, and it is no longer one that
+    // never started.
+    forget_submitter(tx, id).await?;
+    exec(
+        tx,
+        "DELETE FROM workflow_events WHERE workflow_id = $1 AND key = $2",
+        &[&id, &crate::workflow::store::NEVER_STARTED],
     )
     .await?;
     for r in records {

@@ -106,6 +106,14 @@ pub fn start(
             now
         ],
     )?;
+    for (key, value) in &wf.events {
+        super::exec(
+            conn,
+            "INSERT INTO workflow_events (workflow_id, key, value, function_id, updated_at) \
+             VALUES (?1, ?2, ?3, -1, ?4)",
+            params![wf.id, key, value, now],
+        )?;
+    }
     for r in &wf.records {
         ext.apply(conn, Some(&wf.id), r)?;
     }
@@ -144,6 +152,42 @@ fn verified(conn: &Connection, row: &WorkflowRow, key: &InputsKey) -> Result<boo
     Ok(key.verifies(&row.id, &row.name, &row.inputs, &stored))
 }
 
+fn forget_submitter(conn: &Connection, id: &str) -> Result<(), StoreError> {
+    super::exec(
+        conn,
+        "DELETE FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
+        params![id, crate::workflow::store::SUBMITTER],
+    )?;
+    Ok(())
+}
+
+/// ENQUEUED and never claimed → CANCELLED, its submitter event kept as `never_started`.
+pub fn park_unclaimed(conn: &Connection, id: &str) -> Result<bool, StoreError> {
+    let now = now_ms();
+    let changed = super::exec(
+        conn,
+        "UPDATE workflow_status SET status = 'CANCELLED', completed_at = ?1, updated_at = ?1 \
+         WHERE workflow_id = ?2 AND status = 'ENQUEUED' AND EXISTS (SELECT 1 FROM \
+         workflow_events WHERE workflow_id = ?2 AND key = ?3)",
+        params![now, id, crate::workflow::store::SUBMITTER],
+    )?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    super::exec(
+        conn,
+        "UPDATE workflow_events SET key = ?3, updated_at = ?4 WHERE workflow_id = ?1 \
+         AND key = ?2",
+        params![
+            id,
+            crate::workflow::store::SUBMITTER,
+            crate::workflow::store::NEVER_STARTED,
+            now
+        ],
+    )?;
+    Ok(true)
+}
+
 pub fn claim(
     conn: &Connection,
     id: &str,
@@ -173,6 +217,10 @@ pub fn claim(
          WHERE workflow_id = ?4 AND status = 'ENQUEUED'",
         params![executor, run_token, now, id],
     )?;
+    if changed == 1 {
+        // Claimed: nobody needs to watch the submission any more.
+        forget_submitter(conn, id)?;
+    }
     let claimed = must_get(conn, id)?;
     if changed == 0 {
         // A retry after a lost acknowledgement finds its own claim.
@@ -318,6 +366,14 @@ pub fn resume(
         "UPDATE workflow_status SET status = 'ENQUEUED', recovery_attempts = 0, \
          completed_at = NULL, updated_at = ?1 WHERE workflow_id = ?2",
         params![now_ms(), id],
+    )?;
+    // An operator's resume starts it whoever submitted it, and it is no longer one that
+    // never started.
+    forget_submitter(conn, id)?;
+    super::exec(
+        conn,
+        "DELETE FROM workflow_events WHERE workflow_id = ?1 AND key = ?2",
+        params![id, crate::workflow::store::NEVER_STARTED],
     )?;
     for r in records {
         ext.apply(conn, Some(id), r)?;

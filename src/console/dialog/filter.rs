@@ -1,0 +1,81 @@
+//! `/`: a filter for the focused list (applications, deployments, targets) or the log pane,
+//! pre-filled with the one in force, in the words it was typed in (so Enter keeps it as it is).
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::{Reply, frame};
+use crate::console::action::Action;
+use crate::console::view::ViewCtx;
+
+/// What a filter applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Of {
+    /// Home's applications.
+    Apps,
+    /// Home's deployments.
+    Deployments,
+    /// A deployment's targets.
+    Targets,
+    /// A deployment's log pane.
+    Logs,
+}
+
+impl Of {
+    /// What it filters, in the operator's words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Of::Apps => "applications",
+            Of::Deployments => "deployments",
+            Of::Targets => "targets",
+            Of::Logs => "log lines",
+        }
+    }
+}
+
+/// The filter being typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// What it filters.
+    pub of: Of,
+    /// What is typed.
+    pub text: String,
+}
+
+impl Filter {
+    /// Applies a key.
+    pub fn update(&mut self, action: &Action) -> Reply {
+        match action {
+            Action::Input(c) => self.text.push(*c),
+            Action::Backspace => {
+                self.text.pop();
+            }
+            Action::ClearInput => self.text.clear(),
+            Action::Submit => return Reply::Filter(self.of, self.text.trim().to_owned()),
+            Action::Dismiss => return Reply::Close,
+            _ => {}
+        }
+        Reply::Keep
+    }
+
+    /// Draws it.
+    pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+        let hint = match self.of {
+            Of::Logs => {
+                "words match the message; plugin:NAME target:NAME level:warn · Enter applies · \
+                 empty clears · Esc"
+            }
+            _ => "words match any column · Enter applies · empty clears · Esc",
+        };
+        let lines = vec![
+            Line::from(vec![
+                Span::raw("/"),
+                Span::styled(format!("{}_", self.text), ctx.theme.get("selection")),
+            ]),
+            Line::from(Span::styled(hint, ctx.theme.get("muted"))),
+        ];
+        let title = format!(" Filter {} ", self.of.name());
+        frame(f, area, &title, lines, (76, "border_focus"), ctx);
+    }
+}

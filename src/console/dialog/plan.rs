@@ -1,0 +1,121 @@
+//! Enter on an application: its plan for an environment — every target by batch, and what
+//! each goes from and to — with the keys that act on it (deploy, dry-run, roll back).
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::{Reply, frame};
+use crate::console::action::Action;
+use crate::console::app::App;
+use crate::console::scroll::Scroll;
+use crate::console::view::ViewCtx;
+use crate::console::view::widgets::fit;
+use crate::engine::handle::AppEnv;
+
+/// The plan of an application's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Application.
+    pub application: String,
+    /// Environment.
+    pub environment: String,
+    /// Where it is scrolled to.
+    pub scroll: Scroll,
+}
+
+impl Plan {
+    /// The plan of `a`.
+    pub fn of(a: &AppEnv) -> Plan {
+        Plan {
+            application: a.application.clone(),
+            environment: a.environment.clone(),
+            scroll: Scroll::top(),
+        }
+    }
+
+    fn app_env<'a>(&self, app: &'a App) -> Option<&'a AppEnv> {
+        app.snap
+            .apps
+            .iter()
+            .find(|a| a.application == self.application && a.environment == self.environment)
+    }
+
+    /// Applies a key: D/Enter, d and R act on the application it shows.
+    pub fn update(&mut self, action: &Action, app: &App) -> Reply {
+        match action {
+            Action::Dismiss => Reply::Close,
+            Action::Deploy | Action::DryRun | Action::Rollback => Reply::Then(action.clone()),
+            _ => {
+                let total = self.app_env(app).map_or(0, |a| body(a).len());
+                let room = rows(app.size.1);
+                self.scroll.apply(action, total, room);
+                Reply::Keep
+            }
+        }
+    }
+
+    /// Draws it.
+    pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
+        let t = ctx.theme;
+        let Some(a) = self.app_env(ctx.app) else {
+            return;
+        };
+        let mut lines = vec![Line::from(vec![
+            Span::styled(
+                format!("{} {} → ", a.application, a.version),
+                t.get("title"),
+            ),
+            Span::styled(
+                format!(" {} ", a.environment),
+                if a.production {
+                    t.get("production")
+                } else {
+                    t.get("environment")
+                },
+            ),
+            Span::raw(format!(
+                "  {} targets · {} · plugin {}",
+                a.targets, a.strategy, a.plugin
+            )),
+        ])];
+        let body = body(a);
+        let room = rows(area.height);
+        let from = self.scroll.at(body.len(), room);
+        let position = self.scroll.position(body.len(), room);
+        lines.extend(body.into_iter().skip(from).take(room).map(|(batch, l)| {
+            if batch {
+                Line::from(Span::styled(l, t.get("muted")))
+            } else {
+                Line::from(l)
+            }
+        }));
+        lines.push(Line::from(Span::styled(
+            format!("D/Enter deploy · d dry-run · R roll back · ↑↓ scroll · Esc{position}"),
+            t.get("muted"),
+        )));
+        frame(f, area, " Plan ", lines, (76, "border_focus"), ctx);
+    }
+}
+
+/// Rows of targets the plan shows at a screen height.
+fn rows(height: u16) -> usize {
+    usize::from(height.saturating_sub(8)).max(3)
+}
+
+/// `(is a batch header, text)`, batch by batch.
+fn body(a: &AppEnv) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for (i, batch) in a.batches.iter().enumerate() {
+        out.push((true, format!("batch {}", i + 1)));
+        for name in batch {
+            let change = match a.live_by_target.get(name) {
+                Some(v) if *v == a.version => format!("{v} (unchanged)"),
+                Some(v) => format!("{v} → {}", a.version),
+                None => format!("new → {}", a.version),
+            };
+            out.push((false, format!("  {:<28} {change}", fit(name, 28))));
+        }
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! The wide screen's side column: the hooks (names with the room the column has), the canary
+//! panel, and the deployment's particulars.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::ViewCtx;
+use super::canary;
+use super::hooks::hook_table;
+use super::widgets::{clock, panel};
+use crate::console::app::Focus;
+use crate::deploy::view::DeploymentView;
+
+pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
+    let t = ctx.theme;
+    let canary_rows = d.canary.as_ref().map_or(4, |c| {
+        u16::try_from(c.plan.steps.len().min(10)).unwrap_or(10) + 7
+    });
+    let name_width = usize::from(area.width.saturating_sub(2))
+        .saturating_sub(28)
+        .max(9);
+    let hook_lines = hook_table(d, ctx, name_width);
+    let hook_rows = u16::try_from(hook_lines.len().clamp(2, 11)).unwrap_or(11) + 2;
+    let [hooks, canary_area, info] = Layout::vertical([
+        Constraint::Length(hook_rows),
+        Constraint::Length(canary_rows),
+        Constraint::Min(3),
+    ])
+    .areas(area);
+    let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.focus == focus, t);
+    // The header stays; the rows scroll to keep the selected hook in sight.
+    let rows = usize::from(hooks.height.saturating_sub(3)).max(1);
+    let selected = ctx.app.hook_row.min(d.hooks.len().saturating_sub(1));
+    let mut lines = hook_lines.into_iter();
+    let mut shown: Vec<Line<'static>> = lines.next().map(|(_, l)| l).into_iter().collect();
+    let body: Vec<(Option<usize>, Line<'static>)> = lines.collect();
+    let at = body
+        .iter()
+        .position(|(i, _)| *i == Some(selected))
+        .unwrap_or(0);
+    let first = (at + 1).saturating_sub(rows);
+    shown.extend(body.into_iter().skip(first).take(rows).map(|(_, l)| l));
+    frame.render_widget(
+        Paragraph::new(shown).block(boxed(" Hooks ", Focus::Hooks)),
+        hooks,
+    );
+    canary_panel(frame, canary_area, d, ctx);
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("id ", t.get("muted")),
+            Span::raw(d.id.clone()),
+        ]),
+        Line::from(vec![
+            Span::styled("plugin ", t.get("muted")),
+            Span::raw(d.plugin.clone()),
+        ]),
+        Line::from(vec![
+            Span::styled("started ", t.get("muted")),
+            Span::raw(clock(d.created_at)),
+        ]),
+    ];
+    if d.runs > 1 {
+        lines.push(Line::from(Span::styled(
+            format!("resumed after {} crash(es)", d.runs - 1),
+            t.get("notice.warn"),
+        )));
+    }
+    if !d.pending_commands.is_empty() {
+        lines.push(Line::from(format!(
+            "waiting commands: {}",
+            d.pending_commands.join(", ")
+        )));
+    }
+    if let Some(r) = &d.report {
+        lines.push(Line::from(Span::styled(
+            r.message.clone(),
+            t.deployment(d.state, d.kind),
+        )));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: true }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(t.get("border"))
+                .title(Span::styled(" Deployment ", t.get("title"))),
+        ),
+        info,
+    );
+}
+
+/// The canary panel: the slider, the weights, where it is, its steps and the latest word (a
+/// failed router call, drift, analysis); the panel whose arrows move the weight.
+pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
+    let t = ctx.theme;
+    let focused = ctx.app.focus == Focus::Canary;
+    let title = if focused {
+        " Canary · ←→ weight, Enter applies "
+    } else {
+        " Canary "
+    };
+    match &d.canary {
+        Some(c) => {
+            let inner = usize::from(area.width.saturating_sub(2));
+            let pending = ctx.app.pending();
+            let mut lines = canary::slider(c, pending, inner, t);
+            lines.push(canary::weights(c, pending, d.status.is_live(), t));
+            lines.push(canary::step_line(d, c, false, t));
+            let rows = usize::from(area.height.saturating_sub(7));
+            lines.extend(canary::steps(c, rows, inner, t));
+            lines.push(canary::extras(c, t));
+            frame.render_widget(Paragraph::new(lines).block(panel(title, focused, t)), area);
+        }
+        None => frame.render_widget(
+            Paragraph::new(vec![
+                Line::from(Span::styled("candidate weight", t.get("muted"))),
+                Line::from(format!("not a canary deployment ({})", d.kind)),
+            ])
+            .wrap(Wrap { trim: true })
+            .block(panel(title, focused, t)),
+            area,
+        ),
+    }
+}

@@ -1,0 +1,250 @@
+//! What a console is shown: the snapshot read from the database (deployments, applications with
+//! their live releases, the journal, locks, who runs what on a shared database) and the log lines
+//! tailed from it.
+
+use std::sync::Arc;
+
+use super::{Actor, AppEnv, Owner, Snapshot};
+use crate::config::Config;
+use crate::deploy::records::LogRecord;
+use crate::deploy::releases::{self, Transitions};
+use crate::deploy::view;
+use crate::engine::Engine;
+use crate::plugin::{Level, LogLine};
+use crate::workflow::store::WorkflowQuery;
+
+impl Actor {
+    /// On a shared database (one read of the engines): who runs each live deployment, and
+    /// this console's engine id with how many engines are alive. Nothing on SQLite, where one
+    /// engine runs them all.
+    pub(super) async fn shared_view(
+        &self,
+        rows: &[(String, String)],
+    ) -> (
+        std::collections::BTreeMap<String, Owner>,
+        Option<(String, usize)>,
+    ) {
+        let mut owners = std::collections::BTreeMap::new();
+        if self.config.postgres.is_none() {
+            return (owners, None);
+        }
+        let engines = self.store.engines().await.unwrap_or_default();
+        let lease = self.config.engine.lease_ms();
+        for (id, executor) in rows {
+            let found = engines.iter().find(|e| &e.executor_id == executor);
+            let silent = found.is_none_or(|e| !e.alive(lease));
+            let detail = match found {
+                Some(e) if !silent => format!("pid {} on {}", e.pid, e.host),
+                Some(e) => format!(
+                    "pid {} on {}, silent for {}s: another engine takes it over",
+                    e.pid,
+                    e.host,
+                    e.age_ms / 1000
+                ),
+                None => "not registered".to_owned(),
+            };
+            owners.insert(
+                id.clone(),
+                Owner {
+                    engine: executor.clone(),
+                    detail,
+                    silent,
+                },
+            );
+        }
+        let alive = engines.iter().filter(|e| e.alive(lease)).count();
+        (
+            owners,
+            Some((self.config.engine.executor_id.clone(), alive)),
+        )
+    }
+
+    /// Attached (or on a shared database): log lines arrive through the database.
+    pub(super) async fn poll_logs(&mut self) {
+        let Ok(lines) = self.store.recent_logs(self.log_cursor, 5000).await else {
+            return;
+        };
+        for l in lines {
+            self.log_cursor = l.id;
+            let _ = self.logs.send(Arc::new(line_of(l)));
+        }
+    }
+
+    pub(super) async fn publish(&mut self) {
+        let rows = match self
+            .store
+            .workflows(WorkflowQuery {
+                subject: None,
+                live_only: false,
+                limit: 30,
+            })
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                // Not "no deployments": what it said last stays on screen, with why it is old.
+                let trouble = Some(format!(
+                    "the database cannot be read: {} — showing what it said last, retrying ({})",
+                    e.cause(),
+                    self.store.describe()
+                ));
+                let mut snap = (**self.snap.borrow()).clone();
+                if snap.store_trouble != trouble {
+                    snap.store_trouble = trouble;
+                    self.seq += 1;
+                    snap.seq = self.seq;
+                    self.snap.send_replace(Arc::new(snap));
+                }
+                return;
+            }
+        };
+        self.finished
+            .retain(|id, _| rows.iter().any(|r| &r.id == id));
+        let rows_owners: Vec<(String, String)> = rows
+            .iter()
+            .filter(|r| r.status == crate::workflow::store::WorkflowStatus::Pending)
+            .filter_map(|r| Some((r.id.clone(), r.executor_id.clone()?)))
+            .collect();
+        let (owners, shared) = self.shared_view(&rows_owners).await;
+        let mut deployments = Vec::with_capacity(rows.len());
+        for r in rows {
+            if let Some(v) = self.finished.get(&r.id) {
+                deployments.push(v.clone());
+                continue;
+            }
+            let terminal = r.status.is_terminal();
+            if let Ok(v) = view::of_row(self.store.as_ref(), r).await {
+                if terminal {
+                    self.finished.insert(v.id.clone(), v.clone());
+                }
+                deployments.push(v);
+            }
+        }
+        // Live ones first: they are what an operator acts on.
+        deployments.sort_by_key(|d| (!d.status.is_live(), std::cmp::Reverse(d.created_at)));
+        let journal = self
+            .store
+            .journal_entries(None, None, 50)
+            .await
+            .unwrap_or_default();
+        let parked = self.store.parked(20).await.unwrap_or_default();
+        let mut apps = self.apps.clone();
+        // Read at every refresh, so an expired lock stops showing by itself.
+        let locks = self
+            .store
+            .locks(crate::sys::now_ms())
+            .await
+            .unwrap_or_default();
+        for a in &mut apps {
+            let subject = format!("{}/{}", a.application, a.environment);
+            a.lock = locks.iter().find(|l| l.subject == subject).cloned();
+            let rows = self.store.releases(&subject).await.unwrap_or_default();
+            let mut versions: Vec<String> = Vec::new();
+            for r in rows.iter().rev() {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version.clone());
+                }
+            }
+            a.versions = versions;
+            let live = releases::live(rows);
+            a.live_by_target = live
+                .iter()
+                .filter_map(|(m, l)| {
+                    let name = m.rsplit("::").next().unwrap_or(m).to_owned();
+                    l.current.as_ref().map(|c| (name, c.version.clone()))
+                })
+                .collect();
+            a.live = a.live_by_target.values().cloned().collect();
+            a.live.sort();
+            a.live.dedup();
+            a.rollback = self
+                .config
+                .environment(&a.application, &a.environment)
+                .ok()
+                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
+                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
+                .unwrap_or_default();
+        }
+        let mut snap = Snapshot {
+            seq: self.seq,
+            mode: Some(self.mode.clone()),
+            database: self.config.database.clone(),
+            operator: self.operator.display(),
+            apps,
+            deployments,
+            journal,
+            notices: self.notices.clone(),
+            problems: self.problems.clone(),
+            store_trouble: self.engine.as_ref().and_then(Engine::store_trouble),
+            owners,
+            shared,
+            engine_note: self.engine_note.clone(),
+            unclaimed: self.submitted.iter().map(|(id, _, _)| id.clone()).collect(),
+            parked,
+        };
+        // Nothing new: no snapshot, so the console does not redraw.
+        if **self.snap.borrow() == snap {
+            return;
+        }
+        self.seq += 1;
+        snap.seq = self.seq;
+        self.snap.send_replace(Arc::new(snap));
+    }
+}
+
+/// Each application and environment as the configuration describes it (no live releases yet).
+pub(super) fn apps_of(config: &Config) -> Vec<AppEnv> {
+    let mut out = Vec::new();
+    for d in &config.descriptors {
+        for env in d.spec.environments.keys() {
+            let Ok(spec) = config.environment(&d.spec.application, env) else {
+                continue;
+            };
+            let batches = crate::deploy::plan::compute(&spec)
+                .map(|p| {
+                    p.batches
+                        .iter()
+                        .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push(AppEnv {
+                application: spec.application.clone(),
+                environment: spec.environment.clone(),
+                production: spec.production,
+                plugin: spec.plugin.clone(),
+                version: spec.artifact.version.clone(),
+                strategy: spec.strategy.short(),
+                targets: spec.targets.len(),
+                live: Vec::new(),
+                batches,
+                live_by_target: std::collections::BTreeMap::new(),
+                rollback: Transitions::default(),
+                versions: Vec::new(),
+                tests: crate::config::hooks::ordered(&spec.hooks, crate::config::Event::Test)
+                    .iter()
+                    .map(|h| h.name.clone())
+                    .collect(),
+                lock: None,
+            });
+        }
+    }
+    out
+}
+
+/// A stored log line as a live one.
+pub(super) fn line_of(l: LogRecord) -> LogLine {
+    LogLine {
+        at: l.at,
+        level: Level::parse(&l.level).unwrap_or(Level::Info),
+        source: l.source,
+        deployment_id: l.workflow_id,
+        target: l.target,
+        moniker: None,
+        message: l.message,
+        attrs: l
+            .attrs
+            .and_then(|a| serde_json::from_str(&a).ok())
+            .unwrap_or_default(),
+    }
+}

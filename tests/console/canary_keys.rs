@@ -1,0 +1,166 @@
+//! A canary's keys from the keyboard: the slider's pending weight and Enter, the typed name
+//! above `confirm_above`, promote, revert and back asked first, and refused where the canary
+//! does not take them.
+
+use super::*;
+use crossterm::event::KeyCode::{Enter, Esc, Right, Tab};
+use fixture::app_on_deployment;
+
+#[test]
+fn canary_and_hook_keys_explain_why_they_do_nothing_here() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    app.update(Action::Resize(120, 40));
+    for c in ['p', 'P', 'x', 'b', 't'] {
+        assert_eq!(ch(&mut app, c), None);
+        assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn, "{c}");
+        assert!(app.modals.is_empty(), "{c}");
+    }
+    assert!(app.flash.as_ref().unwrap().text.contains("no test hooks"));
+    // Not a canary: ←/→ move between panels.
+    ch(&mut app, 'l');
+    assert_eq!(app.focus, Focus::Logs);
+    ch(&mut app, 'h');
+    assert_eq!(app.focus, Focus::Targets);
+    assert_eq!(app.pending_weight, None);
+}
+
+#[test]
+fn on_a_canary_the_slider_moves_a_pending_weight_that_enter_applies() {
+    let mut app = app_on_deployment(CANARY);
+    // A canary taking traffic opens on its panel: there ←/→ move the pending weight by the
+    // slider's step.
+    assert_eq!(app.focus, Focus::Canary);
+    key(&mut app, Right);
+    key(&mut app, Right);
+    assert_eq!(app.pending(), Some(20));
+    assert_eq!(
+        app.focus,
+        Focus::Canary,
+        "the arrows moved the weight, not the focus"
+    );
+    key(&mut app, crossterm::event::KeyCode::Left);
+    assert_eq!(app.pending(), Some(15));
+    // Esc drops it (and stays on the deployment).
+    key(&mut app, Esc);
+    assert_eq!(app.pending(), None);
+    assert_eq!(app.screen, Screen::Deployment(CANARY.into()));
+    // Back to the set weight: nothing pending.
+    key(&mut app, Right);
+    key(&mut app, crossterm::event::KeyCode::Left);
+    assert_eq!(app.pending(), None);
+    // Enter applies, after a confirmation naming the split before → after, the targets and
+    // prod.
+    key(&mut app, Right);
+    key(&mut app, Right);
+    key(&mut app, Right);
+    assert_eq!(key(&mut app, Enter), None);
+    let c = confirm_of(&app);
+    assert!(
+        c.title
+            .contains("stable 90% / candidate 10% → stable 75% / candidate 25% (36 targets)"),
+        "{}",
+        c.title
+    );
+    assert!(c.typed.is_none(), "25% is under confirm_above");
+    later(&mut app);
+    key(&mut app, Right);
+    assert_eq!(
+        key(&mut app, Enter),
+        op(CANARY, OperatorCommand::Weight(25), None)
+    );
+    assert_eq!(app.pending(), None, "sent: nothing pending any more");
+    // In every other panel the arrows move the focus; leaving the canary panel drops a weight
+    // not applied.
+    key(&mut app, Right);
+    assert_eq!(app.pending(), Some(15));
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Targets);
+    assert_eq!(app.pending(), None, "dropped: nothing was sent");
+    key(&mut app, Right);
+    assert_eq!(app.focus, Focus::Logs, "→ in the targets moves to the logs");
+    key(&mut app, Right);
+    assert_eq!(app.pending(), None, "→ in the logs never makes a weight");
+}
+
+#[test]
+fn above_confirm_above_in_production_the_environment_is_typed() {
+    let mut app = app_on_deployment(CANARY);
+    for _ in 0..9 {
+        key(&mut app, Right);
+    }
+    assert_eq!(app.pending(), Some(55));
+    key(&mut app, Enter);
+    assert_eq!(app.mode(), Mode::TypedConfirm);
+    later(&mut app);
+    for c in "pro".chars() {
+        ch(&mut app, c);
+    }
+    assert_eq!(key(&mut app, Enter), None, "a wrong name sends nothing");
+    ch(&mut app, 'd');
+    assert_eq!(
+        key(&mut app, Enter),
+        op(CANARY, OperatorCommand::Weight(55), None)
+    );
+}
+
+#[test]
+fn promote_revert_and_back_ask_first_and_send_their_command() {
+    for (k, command, typed) in [
+        ('p', OperatorCommand::Promote { full: false }, false),
+        ('P', OperatorCommand::Promote { full: true }, true),
+        ('x', OperatorCommand::Revert, false),
+        ('b', OperatorCommand::Back, false),
+    ] {
+        let mut app = app_on_deployment(CANARY);
+        assert_eq!(ch(&mut app, k), None);
+        assert!(matches!(app.modals.last(), Some(Modal::Confirm(_))), "{k}");
+        later(&mut app);
+        if typed {
+            for c in "prod".chars() {
+                ch(&mut app, c);
+            }
+        } else {
+            assert_eq!(key(&mut app, Enter), None, "{k}: Cancel is the default");
+            assert!(app.modals.is_empty());
+            ch(&mut app, k);
+            later(&mut app);
+            key(&mut app, Right);
+        }
+        assert_eq!(
+            key(&mut app, Enter),
+            op(CANARY, command.clone(), None),
+            "{k}"
+        );
+    }
+    // The revert dialog says what stays.
+    let mut app = app_on_deployment(CANARY);
+    ch(&mut app, 'x');
+    let c = confirm_of(&app);
+    assert_eq!((c.no.as_str(), c.yes.as_str()), ("Keep canary", "Revert"));
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.contains("stable release stays live on 36 targets"))
+    );
+}
+
+#[test]
+fn canary_keys_are_refused_where_the_canary_does_not_take_them() {
+    let mut app = app_on_deployment(CANARY);
+    fixture::set_phase(&mut app, Phase::Promoting, DeploymentState::Running, &[]);
+    key(&mut app, Right);
+    assert_eq!(app.pending(), None);
+    assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn);
+    for k in ['p', 'x', 'b'] {
+        assert_eq!(ch(&mut app, k), None);
+        assert!(app.modals.is_empty(), "{k}");
+    }
+    // Read-only: everything shows, nothing moves.
+    let mut app = app_on_deployment(CANARY);
+    app.readonly = true;
+    key(&mut app, Right);
+    assert_eq!(app.pending(), None);
+    assert!(app.flash.as_ref().unwrap().text.contains("read-only"));
+    assert_eq!(ch(&mut app, 'p'), None);
+    assert!(app.modals.is_empty());
+}

@@ -1,0 +1,535 @@
+//! The console at its edges: messages that wrap and stay, the message history, filters per
+//! list, zoom, the command line, a screen too small, deploys refused at once, the test
+//! picker, quitting, a submission that never started, an engine that went away.
+
+use super::*;
+use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Tab, Up};
+use fixture::{NOW, app_on_deployment, app_on_home};
+use manent::console::app::FilterOf;
+
+fn text_of(app: &App, w: u16, h: u16) -> String {
+    let theme = manent::console::theme::Theme::load("default").unwrap();
+    let mut app = app.clone();
+    app.update(Action::Resize(w, h));
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    t.draw(|f| manent::console::view::render(f, &app, &theme))
+        .unwrap();
+    let b = t.backend().buffer();
+    (0..h)
+        .map(|y| {
+            (0..w)
+                .map(|x| b[(x, y)].symbol().to_owned())
+                .collect::<String>()
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const REFUSAL: &str = "version \"$(id)\" is refused: it must start with a letter or a digit \
+    (versions are letters, digits and . _ + ~ -, up to 128) — and while we are at it this \
+    message goes on to say everything an operator at 3 am needs to read in full, which is \
+    more than one line of an 80-column terminal can hold: the end of it must be readable too";
+
+#[test]
+fn a_long_refusal_is_readable_in_full_at_80x24_stays_until_esc_and_is_kept_for_m() {
+    let mut app = app_on_home();
+    app.say(Level::Error, REFUSAL);
+    let screen = text_of(&app, 80, 24);
+    let joined: String = screen.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("the end of it must be readable too"),
+        "{screen}"
+    );
+    // Keys and time do not take an error away; Esc does.
+    key(&mut app, Down);
+    app.update(Action::Tick(NOW + 3_600_000));
+    assert!(app.flash.is_some(), "an error stays until dismissed");
+    key(&mut app, Esc);
+    assert!(app.flash.is_none());
+    // M shows it again, in full, with everything else said.
+    ch(&mut app, 'M');
+    assert_eq!(app.mode(), Mode::Help);
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("Messages, oldest first"), "{screen}");
+    assert!(screen.contains("readable too"), "{screen}");
+    key(&mut app, Esc);
+    assert!(app.modals.is_empty());
+    // An information goes with the next key.
+    app.say(Level::Info, "dry-run requested");
+    key(&mut app, Down);
+    assert!(app.flash.is_none());
+}
+
+#[test]
+fn help_lists_every_key_of_the_screen_and_scrolls_to_the_last() {
+    let mut app = app_on_deployment(CANARY);
+    ch(&mut app, '?');
+    let sections = manent::console::dialog::help::sections(&app);
+    let keys: Vec<&str> = sections
+        .iter()
+        .flat_map(|(_, k)| k.iter().map(|(k, _)| *k))
+        .collect();
+    for k in [
+        "?", "M", "E", "/", "z", ":", "Ctrl-L", "Esc", "c", "Space", "p", "P", "x", "b", "t",
+    ] {
+        assert!(
+            keys.iter()
+                .any(|x| x.split_whitespace().any(|w| w == k) || *x == k),
+            "help misses {k}: {keys:?}"
+        );
+    }
+    assert!(
+        sections
+            .iter()
+            .any(|(t, _)| t.starts_with("Canary (focused)")),
+        "the focused panel's keys: {sections:?}"
+    );
+    // At 80×24 it scrolls to its last line.
+    ch(&mut app, 'G');
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("Esc                   changes nothing"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn filters_belong_to_the_focused_list_and_esc_clears_them_before_leaving() {
+    let mut app = app_on_home();
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Deployments);
+    ch(&mut app, '/');
+    for c in "staging".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert_eq!(app.filters.deployments, "staging");
+    assert!(
+        app.visible_deployments()
+            .iter()
+            .all(|d| d.environment == "staging")
+    );
+    assert!(
+        app.logs.filter.text.is_empty(),
+        "the log pane is not filtered"
+    );
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("/staging"),
+        "the list says it is filtered:\n{screen}"
+    );
+    // Into a deployment: no filter follows.
+    key(&mut app, Enter);
+    assert!(matches!(app.screen, Screen::Deployment(_)));
+    assert!(!app.filter_of(FilterOf::Logs) && !app.filter_of(FilterOf::Targets));
+    // Targets filtered there; Esc clears it, then leaves.
+    ch(&mut app, '/');
+    for c in "web-07".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert_eq!(app.visible_targets().len(), 1);
+    key(&mut app, Esc);
+    assert!(
+        matches!(app.screen, Screen::Deployment(_)),
+        "Esc cleared the filter first"
+    );
+    assert!(app.filters.targets.is_empty());
+    key(&mut app, Esc);
+    assert_eq!(app.screen, Screen::Home);
+    // Home: the deployments' filter, then nothing.
+    key(&mut app, Esc);
+    assert!(app.filters.deployments.is_empty());
+    // An empty filtered list says what to do.
+    ch(&mut app, '/');
+    for c in "nothing-like-this".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("none match (Esc clears)"), "{screen}");
+}
+
+#[test]
+fn reopening_the_log_filter_keeps_it_as_typed() {
+    let mut app = app_on_deployment(RUNNING);
+    key(&mut app, Tab);
+    ch(&mut app, '/');
+    for c in "level:warn".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    let before = app.logs.filter.clone();
+    ch(&mut app, '/');
+    key(&mut app, Enter);
+    assert_eq!(
+        app.logs.filter, before,
+        "Enter on the pre-filled prompt changes nothing"
+    );
+    assert_eq!(app.logs.filter.min_level, Some(Level::Warn));
+    assert!(app.logs.filter.text.is_empty());
+}
+
+#[test]
+fn z_zooms_the_focused_pane_and_esc_or_z_gives_the_screen_back() {
+    let mut app = app_on_deployment(RUNNING);
+    key(&mut app, Tab);
+    ch(&mut app, 'z');
+    assert!(app.zoom);
+    let screen = text_of(&app, 80, 24);
+    assert!(!screen.contains("TARGET "), "only the logs:\n{screen}");
+    assert!(screen.contains("Logs"), "{screen}");
+    assert!(
+        app.log_rows() > 15,
+        "the pane has the rows: {}",
+        app.log_rows()
+    );
+    key(&mut app, Esc);
+    assert!(!app.zoom);
+    assert!(matches!(app.screen, Screen::Deployment(_)));
+    ch(&mut app, 'z');
+    ch(&mut app, 'z');
+    assert!(!app.zoom);
+}
+
+#[test]
+fn the_command_line_completes_and_runs_verbs_through_their_questions() {
+    let mut app = app_on_deployment(CANARY);
+    ch(&mut app, ':');
+    assert_eq!(app.mode(), Mode::Command);
+    for c in "wei".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Tab);
+    let Some(Modal::Command(line)) = app.modals.last() else {
+        panic!("no command line")
+    };
+    assert_eq!(line.text, "weight ");
+    for c in "30".chars() {
+        ch(&mut app, c);
+    }
+    assert_eq!(key(&mut app, Enter), None, "it asks first");
+    let c = confirm_of(&app);
+    assert!(
+        c.title.contains("→ stable 70% / candidate 30%"),
+        "{}",
+        c.title
+    );
+    key(&mut app, Esc);
+    // A typo says what it may have meant; the line stays open.
+    ch(&mut app, ':');
+    for c in "promot".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert!(
+        app.flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("did you mean promote?")
+    );
+    assert_eq!(app.mode(), Mode::Command);
+    key(&mut app, Esc);
+    // Up recalls the last line; :logs zooms the log pane.
+    ch(&mut app, ':');
+    key(&mut app, Up);
+    let Some(Modal::Command(line)) = app.modals.last() else {
+        panic!("no command line")
+    };
+    assert_eq!(line.text, "weight 30");
+    key(&mut app, Esc);
+    ch(&mut app, ':');
+    for c in "logs".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert_eq!((app.focus, app.zoom), (Focus::Logs, true));
+    // skip completes the deployment's targets.
+    let mut app = app_on_deployment(FAILED);
+    ch(&mut app, ':');
+    for c in "skip web-0".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Tab);
+    let Some(Modal::Command(line)) = app.modals.last() else {
+        panic!("no command line")
+    };
+    assert!(line.offered.contains(&"web-07".to_owned()), "{line:?}");
+}
+
+#[test]
+fn a_terminal_below_the_minimum_says_so() {
+    let app = app_on_home();
+    let screen = text_of(&app, 40, 12);
+    let joined = screen.replace('\n', " ");
+    assert!(joined.contains("The terminal is 40×12"), "{screen}");
+    assert!(joined.contains("needs at least 60×16"), "{screen}");
+}
+
+#[test]
+fn deploying_where_a_canary_is_live_is_refused_at_once_in_full() {
+    let mut app = app_on_home();
+    key(&mut app, Down);
+    assert_eq!(ch(&mut app, 'D'), None);
+    assert!(app.modals.is_empty(), "no version picker, no confirmation");
+    let text = &app.flash.as_ref().unwrap().text;
+    assert!(text.contains("shop/prod has a live"), "{text}");
+    assert!(text.contains("would change nothing"), "{text}");
+    // D with the Deployments panel focused says where to go.
+    key(&mut app, Tab);
+    ch(&mut app, 'D');
+    assert!(
+        app.flash.as_ref().unwrap().text.contains("Tab there"),
+        "{:?}",
+        app.flash
+    );
+}
+
+#[test]
+fn a_bad_typed_version_is_refused_before_any_question() {
+    let mut app = fixture::app_on_quiet_home();
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    ch(&mut app, 'G');
+    key(&mut app, Enter);
+    for c in "$(id)".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert!(
+        matches!(app.modals.last(), Some(Modal::Versions(_))),
+        "still picking"
+    );
+    assert_eq!(app.flash.as_ref().unwrap().level, Level::Error);
+    assert!(app.flash.as_ref().unwrap().text.contains("is refused"));
+}
+
+#[test]
+fn t_where_a_canary_is_live_asks_which_release_to_test() {
+    let mut app = app_on_deployment(CANARY);
+    let mut s = (*app.snap).clone();
+    s.apps[1].tests = vec!["smoke".into()];
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    ch(&mut app, 't');
+    assert!(matches!(app.modals.last(), Some(Modal::Tests(_))));
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.title.contains("against the candidate 2.4.0 of"),
+        "{}",
+        c.title
+    );
+    later(&mut app);
+    key(&mut app, crossterm::event::KeyCode::Right);
+    for c in "pro".chars() {
+        ch(&mut app, c);
+    }
+    let sent = key(&mut app, Enter);
+    assert!(
+        matches!(&sent, Some(Command::Test { candidate: Some(c), .. }) if c == CANARY),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn a_submission_never_started_waits_in_the_inbox_and_space_asks_to_start_it() {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    let mut d = fixture::running();
+    d.id = "dep-20261129-110000-0001".into();
+    d.environment = "eu1".into();
+    d.application = "api".into();
+    d.status = manent::workflow::store::WorkflowStatus::Cancelled;
+    d.state = DeploymentState::Cancelled;
+    d.accepts = Vec::new();
+    d.created_at = NOW - 1_000;
+    d.never_started = Some(manent::workflow::store::Submitter {
+        by: "alice".into(),
+        pid: 4242,
+        host: "bastion-1".into(),
+        identity: None,
+        at: NOW - 1_000,
+    });
+    s.deployments.push(d);
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let item = app
+        .inbox()
+        .into_iter()
+        .find(|i| i.subject == "api/eu1")
+        .expect("in the inbox");
+    assert!(
+        item.what
+            .contains("submitted by alice (pid 4242 on bastion-1), never started"),
+        "{item:?}"
+    );
+    // Jump there; Space asks to start it, naming who submitted it.
+    key(&mut app, BackTab);
+    while app.inbox()[app.inbox_row].subject != "api/eu1" {
+        key(&mut app, Down);
+    }
+    key(&mut app, Enter);
+    ch(&mut app, ' ');
+    let c = confirm_of(&app);
+    assert!(c.title.contains("submitted by alice at"), "{}", c.title);
+    assert_eq!(c.yes, "Start it");
+}
+
+#[test]
+fn quitting_with_only_waiting_deployments_needs_no_worker_and_unclaimed_ones_warn() {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.deployments
+        .retain(|d| d.state.is_waiting() || !d.status.is_live());
+    s.mode = Some(EngineMode::InProcess);
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    ch(&mut app, 'q');
+    assert!(
+        app.should_quit,
+        "waiting deployments wait in the database: quit at once"
+    );
+    let mut app = app_on_home();
+    s.unclaimed = vec!["dep-20261129-110500-0002".into()];
+    s.mode = Some(EngineMode::Attached {
+        holder: "pid 4242 on bastion-1".into(),
+    });
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    ch(&mut app, 'q');
+    assert!(!app.should_quit);
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("never started"), "{screen}");
+}
+
+#[test]
+fn the_header_says_when_the_engine_it_attached_to_went_away() {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.engine_note = Some(
+        "the engine this console was attached to (pid 4242) went away at 10:01:00: this \
+         console runs the engine now"
+            .into(),
+    );
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let screen = text_of(&app, 120, 40);
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .contains("engine taken over here"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn deploying_over_a_failed_deploy_says_whether_it_retries_or_replaces_it() {
+    let mut app = app_on_home();
+    // shop/staging: its 2.4.0 deploy failed on web-07 and waits for a decision.
+    ch(&mut app, 'D');
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.ends_with("this retries its failed targets")),
+        "{:?}",
+        c.lines
+    );
+    key(&mut app, Esc);
+    ch(&mut app, 'D');
+    key(&mut app, Down);
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.ends_with("this deploy cancels it and replaces it")),
+        "{:?}",
+        c.lines
+    );
+}
+
+#[test]
+fn log_filters_search_level_target_and_scroll() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    // `/` filters the focused panel: the logs.
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Logs);
+    ch(&mut app, '/');
+    assert_eq!(app.mode(), Mode::Prompt);
+    for c in "plugin:fleet health".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, crossterm::event::KeyCode::Backspace);
+    key(&mut app, Enter);
+    assert_eq!(app.logs.filter.source.as_deref(), Some("fleet"));
+    assert_eq!(app.logs.filter.text, "healt");
+    ch(&mut app, '/');
+    key(&mut app, Esc);
+    assert_eq!(app.logs.filter.text, "healt", "Esc keeps the filter");
+    for expected in [
+        Some(Level::Info),
+        Some(Level::Warn),
+        Some(Level::Error),
+        None,
+    ] {
+        ch(&mut app, 'L');
+        assert_eq!(app.logs.filter.min_level, expected);
+    }
+    key(&mut app, BackTab);
+    key(&mut app, Down);
+    ch(&mut app, 'f');
+    assert_eq!(app.logs.filter.target.as_deref(), Some("web-02"));
+    ch(&mut app, 'f');
+    assert_eq!(app.logs.filter.target, None, "again: all targets");
+    key(&mut app, Tab);
+    assert_eq!(app.focus, Focus::Logs);
+    app.logs.filter = Default::default();
+    app.logs.filter.deployment = Some("dep-20261129-100000-aaaa".into());
+    key(&mut app, crossterm::event::KeyCode::PageUp);
+    assert!(!app.logs.following());
+    ch(&mut app, 'G');
+    assert!(app.logs.following());
+    // `g` reaches the very first line at 80x24, whatever the pane's height.
+    ch(&mut app, 'g');
+    let rows = app.log_rows();
+    assert_eq!(
+        app.logs.visible(rows)[0].at,
+        NOW - 60_000,
+        "the oldest line shows"
+    );
+}
+
+#[test]
+fn a_parked_notification_waits_in_homes_inbox_with_the_verb_that_sends_it_again() {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.seq += 1;
+    s.parked = vec![manent::deploy::records::Parked {
+        row: manent::deploy::records::OutboxRow {
+            id: 42,
+            receiver: "chatops".into(),
+            workflow_id: "dep-20261129-100000-aaaa".into(),
+            mark: "started".into(),
+            event: "started".into(),
+            body: "{}".into(),
+            attempts: 1,
+            next_at: NOW,
+        },
+        parked_at: NOW - 60_000,
+        error: "400 Bad Request".into(),
+    }];
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let inbox = app.inbox();
+    let item = inbox
+        .iter()
+        .find(|i| i.subject == "chatops")
+        .expect("the parked notification is in the inbox");
+    assert!(item.what.contains("400 Bad Request"), "{}", item.what);
+    assert_eq!(item.verbs, "manent notify retry 42");
+    let screen = text_of(&app, 120, 40);
+    assert!(screen.contains("chatops"), "{screen}");
+}

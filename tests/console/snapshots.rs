@@ -1,0 +1,464 @@
+//! Whole screens with ratatui's `TestBackend`: every screen at 80×24 and 120×40, every theme
+//! with its styles, every dialog at both sizes in every theme.
+
+use super::fixture::{app_on_deployment, app_on_home};
+use super::*;
+use crossterm::event::KeyCode::{BackTab, Down, Enter, Right, Tab};
+use manent::console::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+fn draw(app: &App, theme: &str, w: u16, h: u16) -> Terminal<TestBackend> {
+    let theme = Theme::load(theme).unwrap();
+    let mut app = app.clone();
+    app.update(Action::Resize(w, h));
+    let app = &app;
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| manent::console::view::render(f, app, &theme))
+        .unwrap();
+    t
+}
+
+/// On a database several engines share, the header says which engine runs the deployment,
+/// in the warning colour once that engine has gone silent.
+#[test]
+fn on_a_shared_database_the_header_names_the_engine_running_the_deployment() {
+    let mut app = app_on_deployment(RUNNING);
+    let text = |app: &App| {
+        let t = draw(app, "default", 80, 24);
+        let b = t.backend().buffer();
+        (0..b.area.width)
+            .map(|x| b[(x, 0)].symbol().to_owned())
+            .collect::<String>()
+    };
+    assert!(!text(&app).contains(" on "), "{}", text(&app));
+    let mut snap = (*app.snap).clone();
+    snap.owners.insert(
+        RUNNING.to_owned(),
+        manent::engine::handle::Owner {
+            engine: "bastion-2".into(),
+            detail: "pid 4242 on bastion-2".into(),
+            silent: false,
+        },
+    );
+    app.snap = std::sync::Arc::new(snap);
+    let header = text(&app);
+    assert!(header.contains("on bastion-2"), "{header}");
+    let t = draw(&app, "default", 80, 24);
+    let b = t.backend().buffer();
+    let title: String = (0..b.area.width)
+        .map(|x| b[(x, 1)].symbol().to_owned())
+        .collect();
+    assert!(
+        title.contains("engine bastion-2, pid 4242 on bastion-2"),
+        "{title}"
+    );
+    // Home says which engine this console runs and that others share the database.
+    let mut home = super::fixture::app_on_home();
+    let mut snap = (*home.snap).clone();
+    snap.shared = Some(("bastion-1".into(), 3));
+    home.snap = std::sync::Arc::new(snap);
+    let header = text(&home);
+    assert!(
+        header.contains("engine bastion-1 here · 2 more on the shared database"),
+        "{header}"
+    );
+}
+
+fn screens() -> Vec<(&'static str, App)> {
+    let home = app_on_home();
+    let running = app_on_deployment("dep-20261129-100000-aaaa");
+    let failed = app_on_deployment("dep-20261129-090000-bbbb");
+    let rolled_back = app_on_deployment(ROLLED_BACK);
+    let mut detail = app_on_deployment(FAILED);
+    detail.target_row = 6;
+    key(&mut detail, Enter);
+    let mut versions = fixture::app_on_quiet_home();
+    key(&mut versions, Down);
+    ch(&mut versions, 'D');
+    let mut cancel = app_on_deployment(RUNNING);
+    ch(&mut cancel, 'c');
+    let mut help = app_on_deployment("dep-20261129-100000-aaaa");
+    ch(&mut help, '?');
+    let mut confirm = fixture::app_on_quiet_home();
+    key(&mut confirm, Down);
+    ch(&mut confirm, 'D');
+    key(&mut confirm, Enter);
+    key(&mut confirm, Right);
+    for c in "weekly release".chars() {
+        ch(&mut confirm, c);
+    }
+    let mut typed = app_on_home();
+    key(&mut typed, Down);
+    ch(&mut typed, 'R');
+    ch(&mut typed, 'p');
+    let mut plan = app_on_home();
+    key(&mut plan, Enter);
+    let mut search = app_on_deployment("dep-20261129-100000-aaaa");
+    ch(&mut search, '/');
+    for c in "target:web-03 health".chars() {
+        ch(&mut search, c);
+    }
+    let mut filtered = app_on_deployment("dep-20261129-100000-aaaa");
+    filtered.logs.filter.parse_into("level:warn");
+    let mut readonly = app_on_home();
+    readonly.readonly = true;
+    ch(&mut readonly, 'D');
+    let mut quit = app_on_home();
+    ch(&mut quit, 'q');
+    let canary = app_on_deployment(CANARY);
+    let mut pending = app_on_deployment(CANARY);
+    key(&mut pending, Right);
+    key(&mut pending, Right);
+    let mut weight = app_on_deployment(CANARY);
+    for _ in 0..9 {
+        key(&mut weight, Right);
+    }
+    key(&mut weight, Enter);
+    let hooked = fixture::app_on_hooked();
+    let mut hooks = fixture::app_on_hooked();
+    key(&mut hooks, BackTab);
+    key(&mut hooks, Down);
+    let mut hook = fixture::app_on_hooked();
+    key(&mut hook, BackTab);
+    key(&mut hook, Enter);
+    let mut test = fixture::app_on_hooked();
+    ch(&mut test, 't');
+    let mut test_run = fixture::app_on_test_run();
+    key(&mut test_run, Down);
+    let mut locked = fixture::app_on_locked_home();
+    key(&mut locked, Down);
+    let mut glass = fixture::app_on_locked_quiet_home();
+    key(&mut glass, Down);
+    ch(&mut glass, 'D');
+    key(&mut glass, Enter);
+    for c in "prodhotfix".chars() {
+        ch(&mut glass, c);
+    }
+    vec![
+        ("home_locked", locked),
+        ("confirm_break_glass", glass),
+        ("test_run", test_run),
+        ("deployment_hooks", hooked),
+        ("hooks_focused", hooks),
+        ("hook_detail", hook),
+        ("confirm_test", test),
+        ("canary_paused", canary),
+        ("canary_pending", pending),
+        ("confirm_canary_weight", weight),
+        ("every_state", fixture::app_with_every_state()),
+        ("home", home),
+        ("deployment_running", running),
+        ("deployment_failed", failed),
+        ("deployment_rolled_back", rolled_back),
+        ("target_detail", detail),
+        ("versions", versions),
+        ("confirm_cancel", cancel),
+        ("help", help),
+        ("confirm_deploy", confirm),
+        ("confirm_typed_rollback", typed),
+        ("plan", plan),
+        ("search", search),
+        ("logs_filtered", filtered),
+        ("readonly", readonly),
+        ("quit", quit),
+    ]
+    .into_iter()
+    .chain(edges())
+    .collect()
+}
+
+/// The screens issue 19 added: a canary whose router failed, one held by hand, filters, the
+/// zoom, messages, the command line, a console whose engine went away.
+fn edges() -> Vec<(&'static str, App)> {
+    let router_failed = fixture::app_on_router_failed();
+    let held = fixture::app_on_held();
+    let mut filtered_home = app_on_home();
+    key(&mut filtered_home, Tab);
+    ch(&mut filtered_home, '/');
+    for c in "staging".chars() {
+        ch(&mut filtered_home, c);
+    }
+    key(&mut filtered_home, Enter);
+    let mut filtered_targets = app_on_deployment(FAILED);
+    ch(&mut filtered_targets, '/');
+    for c in "web-0".chars() {
+        ch(&mut filtered_targets, c);
+    }
+    key(&mut filtered_targets, Enter);
+    let mut zoomed = app_on_deployment(RUNNING);
+    key(&mut zoomed, Tab);
+    ch(&mut zoomed, 'z');
+    let mut error = app_on_deployment(RUNNING);
+    error.say(
+        Level::Error,
+        "dep-20261129-100000-aaaa: the deploy of shop 2.4.0 to prod was refused: version \
+         \"$(id)\" is refused: it must start with a letter or a digit (versions are \
+         letters, digits and . _ + ~ -, up to 128); nothing was recorded, nothing was started",
+    );
+
+    let mut gone = app_on_home();
+    let mut s = (*gone.snap).clone();
+    s.mode = Some(EngineMode::InProcess);
+    s.engine_note = Some(
+        "the engine this console was attached to (pid 4242) went away at 10:01:00: this \
+         console runs the engine now"
+            .into(),
+    );
+    gone.update(Action::Snapshot(std::sync::Arc::new(s)));
+    vec![
+        ("canary_router_failed", router_failed),
+        ("canary_held", held),
+        ("home_filtered", filtered_home),
+        ("targets_filtered", filtered_targets),
+        ("logs_zoomed", zoomed),
+        ("error_message", error),
+        ("engine_taken_over", gone),
+    ]
+}
+
+/// Every dialog file's dialog, open on the screen it belongs to.
+fn dialogs() -> Vec<(&'static str, App)> {
+    let mut help = app_on_deployment(CANARY);
+    ch(&mut help, '?');
+    let mut messages = app_on_home();
+    messages.say(Level::Info, "dry-run of shop 2.4.0 on staging requested");
+    messages.say(
+        Level::Error,
+        "dep-20261129-110000-0001 has not been claimed by an engine after 5s: the engine of pid 4242 holds the database but has not taken it",
+    );
+    ch(&mut messages, 'M');
+    let mut engine_log = app_on_home();
+    ch(&mut engine_log, 'E');
+    let mut confirm = app_on_deployment(FAILED);
+    ch(&mut confirm, 'c');
+    let mut traffic = fixture::app_on_held();
+    ch(&mut traffic, 'p');
+    let mut abandon = fixture::app_on_router_failed();
+    ch(&mut abandon, 'X');
+    let mut quit = app_on_home();
+    ch(&mut quit, 'q');
+    let mut plan = app_on_home();
+    key(&mut plan, Enter);
+    let mut filter = app_on_deployment(RUNNING);
+    key(&mut filter, Tab);
+    ch(&mut filter, '/');
+    for c in "level:warn timeout".chars() {
+        ch(&mut filter, c);
+    }
+    let mut versions = fixture::app_on_quiet_home();
+    key(&mut versions, Down);
+    ch(&mut versions, 'D');
+    let mut target = app_on_deployment(FAILED);
+    target.target_row = 6;
+    key(&mut target, Enter);
+    let mut hook = fixture::app_on_hooked();
+    key(&mut hook, BackTab);
+    key(&mut hook, Enter);
+    let mut command = app_on_deployment(CANARY);
+    ch(&mut command, ':');
+    for c in "re".chars() {
+        ch(&mut command, c);
+    }
+    key(&mut command, Tab);
+    let mut tests = app_on_deployment(CANARY);
+    let mut s = (*tests.snap).clone();
+    s.apps[1].tests = vec!["smoke".into()];
+    tests.update(Action::Snapshot(std::sync::Arc::new(s)));
+    ch(&mut tests, 't');
+    vec![
+        ("dialog_help", help),
+        ("dialog_messages", messages),
+        ("dialog_engine_log", engine_log),
+        ("dialog_confirm", confirm),
+        ("dialog_traffic", traffic),
+        ("dialog_abandon", abandon),
+        ("dialog_quit", quit),
+        ("dialog_plan", plan),
+        ("dialog_filter", filter),
+        ("dialog_versions", versions),
+        ("dialog_target", target),
+        ("dialog_hook", hook),
+        ("dialog_command", command),
+        ("dialog_tests", tests),
+    ]
+}
+
+#[test]
+fn every_dialog_at_80x24_and_120x40_in_every_theme() {
+    for (name, app) in dialogs() {
+        assert!(!app.modals.is_empty(), "{name} opens a dialog");
+        for theme in ["default", "light", "high-contrast", "mono"] {
+            for (w, h) in [(80, 24), (120, 40)] {
+                let t = draw(&app, theme, w, h);
+                insta::assert_debug_snapshot!(
+                    format!("{theme}_{name}_{w}x{h}"),
+                    t.backend().buffer()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn under_vt100_the_screen_has_16_colours_and_ascii_borders() {
+    let caps = manent::console::term::Caps::from_env("vt100", "", "C");
+    let app = app_on_deployment(CANARY);
+    let mut t = draw(&app, "default", 80, 24);
+    let theme = Theme::load("default").unwrap();
+    t.draw(|f| {
+        manent::console::view::render(f, &app, &theme);
+        caps.apply(f.buffer_mut());
+    })
+    .unwrap();
+    let b = t.backend().buffer();
+    for cell in b.content() {
+        assert!(cell.symbol().is_ascii(), "{:?}", cell.symbol());
+        for c in [cell.fg, cell.bg] {
+            assert!(
+                !matches!(
+                    c,
+                    ratatui::style::Color::Rgb(..) | ratatui::style::Color::Indexed(_)
+                ),
+                "{c:?}"
+            );
+        }
+    }
+    insta::assert_snapshot!("vt100_canary_80x24", t.backend().to_string());
+}
+
+#[test]
+fn every_screen_at_80x24_and_120x40() {
+    for (name, app) in screens() {
+        for (w, h) in [(80, 24), (120, 40)] {
+            let t = draw(&app, "default", w, h);
+            insta::assert_snapshot!(format!("{name}_{w}x{h}"), t.backend().to_string());
+        }
+    }
+}
+
+#[test]
+fn every_screen_in_every_theme_with_its_styles() {
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        for (name, app) in screens() {
+            let t = draw(&app, theme, 80, 24);
+            insta::assert_debug_snapshot!(format!("{theme}_{name}"), t.backend().buffer());
+        }
+    }
+}
+
+#[test]
+fn the_canary_panel_in_every_theme_at_120x40() {
+    let mut app = app_on_deployment(CANARY);
+    key(&mut app, Right);
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let t = draw(&app, theme, 120, 40);
+        insta::assert_debug_snapshot!(
+            format!("{theme}_canary_pending_120x40"),
+            t.backend().buffer()
+        );
+    }
+}
+
+#[test]
+fn the_hooks_panel_in_every_theme_at_120x40() {
+    let mut app = fixture::app_on_hooked();
+    key(&mut app, BackTab);
+    key(&mut app, Down);
+    key(&mut app, Down);
+    key(&mut app, Down);
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let t = draw(&app, theme, 120, 40);
+        insta::assert_debug_snapshot!(
+            format!("{theme}_hooks_focused_120x40"),
+            t.backend().buffer()
+        );
+    }
+}
+
+#[test]
+fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    app.target_row = 30;
+    let text = draw(&app, "default", 80, 24).backend().to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("› web-31"))
+        .unwrap_or_else(|| panic!("web-31 is selected and shown:\n{text}"));
+    assert!(
+        lines[at + 1].starts_with("\"└"),
+        "it is the last row shown:\n{text}"
+    );
+    assert!(lines[at - 1].contains("web-30"), "{text}");
+    assert!(
+        lines[..at].iter().all(|l| !l.contains("web-01 ")),
+        "the top scrolled away:\n{text}"
+    );
+    app.target_row = 35;
+    let text = draw(&app, "default", 80, 24).backend().to_string();
+    assert!(text.contains("› web-36"), "the last target:\n{text}");
+}
+
+#[test]
+fn a_rolled_back_deploy_is_not_drawn_in_the_pending_style() {
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let t = Theme::load(theme).unwrap();
+        let state = manent::deploy::state::DeploymentState::RolledBack;
+        let kind = manent::deploy::state::Kind::Deploy;
+        assert_ne!(
+            t.deployment(state, kind),
+            t.get("status.pending"),
+            "{theme}"
+        );
+        assert_ne!(t.deployment(state, kind), t.get("status.ok"), "{theme}");
+    }
+}
+
+#[test]
+fn the_footer_keeps_help_and_quit_at_80_columns() {
+    for id in [RUNNING, FAILED] {
+        let text = draw(&app_on_deployment(id), "default", 80, 24)
+            .backend()
+            .to_string();
+        let footer = text.lines().last().unwrap();
+        assert!(
+            footer.contains("? help") && footer.contains("q quit"),
+            "{footer}"
+        );
+    }
+    let text = draw(&app_on_deployment(FAILED), "default", 80, 24)
+        .backend()
+        .to_string();
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .contains("✗ web-07 failed: fleet on web-07"),
+        "the failure reads first:\n{text}"
+    );
+}
+
+#[test]
+fn mono_keeps_the_selection_and_production_visible_without_colour() {
+    let app = app_on_deployment("dep-20261129-100000-aaaa");
+    let t = draw(&app, "mono", 80, 24);
+    let buf = t.backend().buffer();
+    let text = t.backend().to_string();
+    assert!(
+        text.contains("› web-01"),
+        "the selected row is marked with text:\n{text}"
+    );
+    for cell in buf.content() {
+        assert!(
+            cell.fg == ratatui::style::Color::Reset && cell.bg == ratatui::style::Color::Reset,
+            "mono uses no colour"
+        );
+    }
+    let prod = text.lines().next().unwrap().find("PROD").unwrap();
+    let cell = &buf.content()[prod];
+    assert!(
+        cell.modifier.contains(ratatui::style::Modifier::REVERSED),
+        "production stands out: {cell:?}"
+    );
+}
