@@ -224,7 +224,7 @@ impl Router for Nginx {
         self.spawn();
     }
 
-    fn unload(&self, unloaded: bool) {
+    fn unload(&mut self, unloaded: bool) {
         std::fs::write(&self.conf, self.main_conf(!unloaded, false)).unwrap();
         self.reload();
     }

@@ -40,13 +40,21 @@ pub trait Router: Sized {
     /// Makes the router's configuration check fail (a bad directive in its main file), or
     /// mends it.
     fn break_check(&self, broken: bool);
+    /// Makes the router refuse the changes manent makes, or mends it. nginx changes by a
+    /// checked reload: its check fails. HAProxy changes weights through its runtime API, which
+    /// no configuration check guards: its admin socket answers at level `operator`, which may
+    /// read but not set a weight.
+    fn refuse_changes(&self, refused: bool) {
+        self.break_check(refused);
+    }
     /// Stops the router process.
     fn stop(&mut self);
     /// Starts it again with the files as they are.
     fn start_again(&mut self);
     /// Reloads the router with a main configuration that does not use manent's file (everything
-    /// to the blue slot), or with the original one again.
-    fn unload(&self, unloaded: bool);
+    /// to the blue slot), or with the original one again (HAProxy restarts: the files its
+    /// command line loads change only so).
+    fn unload(&mut self, unloaded: bool);
     /// Temporary files the plugin left beside its own.
     fn leftovers(&self) -> Vec<PathBuf>;
 
@@ -80,11 +88,11 @@ pub fn get_path(port: u16, path: &str, header: Option<(&str, &str)>) -> Result<S
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let extra = header.map_or_else(String::new, |(k, v)| format!("{k}: {v}\r\n"));
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: test\r\n{extra}Connection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
+    // One write: a request in pieces waits on Nagle and the router's delayed ACK (HAProxy
+    // delays it: 40 ms a request).
+    s.set_nodelay(true).ok();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\n{extra}Connection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
     let mut resp = String::new();
     s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
     let status = resp.split_whitespace().nth(1).unwrap_or("");
