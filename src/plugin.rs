@@ -1,6 +1,7 @@
 //! The plugin contract (DESIGN §4): the `Deployer` trait and its optional capabilities, the
 //! request and result types, `Permanent`, `for_each_target` / `for_all_targets`, `Secrets`,
-//! `Factory`, the logger, and the registry that hands the engine a plugin by name.
+//! `Factory`, the logger, the registry that hands the engine a plugin by name, and what blue/green
+//! router plugins share (`slots`).
 
 pub mod builtin;
 pub mod contract;
@@ -11,6 +12,7 @@ pub mod logger;
 pub mod processes;
 pub mod registry;
 pub mod secrets;
+pub mod slots;
 pub mod targets;
 pub mod types;
 

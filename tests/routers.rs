@@ -14,6 +14,8 @@
 
 #[path = "support/fleet.rs"]
 mod fleet;
+#[path = "support/haproxy.rs"]
+mod haproxy;
 #[path = "support/nginx.rs"]
 mod nginx;
 #[path = "support/router.rs"]
@@ -402,8 +404,9 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
     let id = id_of(&fx);
     assert_share(&n, "2.0.0", 10.0, "the first step");
-    // The router's check fails: the change waits for a decision, nothing half-applied.
-    n.break_check(true);
+    // The router refuses the change (nginx: its check fails; HAProxy: its runtime API): the
+    // change waits for a decision, nothing half-applied.
+    n.refuse_changes(true);
     let out = fx.run(&["weight", &id, "50"]);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{all}");
@@ -431,7 +434,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
         "{refused}"
     );
     // Mended, a retry reverts: the candidate has no traffic, measured.
-    n.break_check(false);
+    n.refuse_changes(false);
     let out = fx.run(&["retry", &id]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert_eq!(fx.status(&id)["state"], "reverted");
@@ -453,7 +456,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
     assert_share(&n, "2.0.0", 30.0, "the operator's weight");
     // Abandoned with a reason: it ends failed where its traffic is, journaled.
-    n.break_check(true);
+    n.refuse_changes(true);
     let out = fx.run(&["weight", &id, "40"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let out = fx.run(&["abandon", &id]);
@@ -474,7 +477,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
         )),
         "{v}"
     );
-    n.break_check(false);
+    n.refuse_changes(false);
     assert_share(&n, "2.0.0", 30.0, "abandoned where it was");
     // Revert still works on it: a run of its own takes the candidate out, read back.
     let out = fx.run(&["revert", &id]);
@@ -495,7 +498,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
 
 fn drift_is_seen_and_corrected_or_held<R: Router>() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(n) = start::<R>(dir.path(), 1) else {
+    let Some(mut n) = start::<R>(dir.path(), 1) else {
         return;
     };
     n.build("2.0.0", true);
@@ -608,6 +611,7 @@ macro_rules! suite {
 }
 
 suite!(on_nginx, nginx::Nginx);
+suite!(on_haproxy, haproxy::Haproxy);
 
 /// What only nginx has: its binary and upstream file named in the plugin's options, and a
 /// comment line that used to be read as the truth.
@@ -703,6 +707,124 @@ mod nginx_only {
             log.contains("manent set candidate 20%") && log.contains("the candidate gets 80%"),
             "{log}"
         );
+        drop(worker);
+    }
+}
+
+/// What only HAProxy has: an admin socket another process can take, the files its command
+/// line loads, and a file whose structure HAProxy runs until it is reloaded.
+mod haproxy_only {
+    use super::*;
+    use haproxy::Haproxy;
+
+    #[test]
+    fn an_admin_socket_answered_by_another_haproxy_is_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mut h) = start::<Haproxy>(dir.path(), 1) else {
+            return;
+        };
+        h.build("2.0.0", true);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app(&h, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        let id = id_of(&fx);
+        // A second HAProxy takes the socket's path: what it says is not read as the truth,
+        // and nothing is set through it.
+        let mut intruder = h.intruder();
+        let status = text(&fx.run(&["status", &id]).stdout);
+        assert!(
+            status.contains("which is not a worker of HAProxy's master"),
+            "{status}"
+        );
+        let out = fx.run(&["weight", &id, "30"]);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(all.contains("nothing was changed"), "{all}");
+        assert_share(&h, "2.0.0", 10.0, "untouched through the other socket");
+        intruder.kill().unwrap();
+        intruder.wait().unwrap();
+        // Its socket file stays, answering nothing; the master's own socket is unreachable
+        // (a reload passes the old one on): that is said, and only a restart binds it again.
+        let out = fx.run(&["weight", &id, "30"]);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(all.contains("a restart binds it again"), "{all}");
+        h.stop();
+        h.start_again();
+        let out = fx.run(&["retry", &id]);
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        assert_share(&h, "2.0.0", 30.0, "the retried weight");
+    }
+
+    #[test]
+    fn a_wrong_binary_or_a_file_haproxy_does_not_load_is_named_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(h) = start::<Haproxy>(dir.path(), 1) else {
+            return;
+        };
+        h.build("2.0.0", true);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let bin = h.bin.display().to_string();
+        let manent = h.manent_yml("edge").replace(&bin, "/nonexistent/haproxy");
+        let fx = Fixture::new(&manent, &[("web", &app(&h, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("cannot run /nonexistent/haproxy") && all.contains("install haproxy"),
+            "{all}"
+        );
+        let elsewhere = dir.path().join("conf/elsewhere.cfg");
+        std::fs::write(&elsewhere, "").unwrap();
+        let config = h.config.display().to_string();
+        let manent = h
+            .manent_yml("edge")
+            .replace(&config, &elsewhere.display().to_string());
+        let fx = Fixture::new(&manent, &[("web", &app(&h, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains(&format!("does not load {}", elsewhere.display()))
+                && all.contains(&format!("add `-f {}`", elsewhere.display())),
+            "{all}"
+        );
+        assert_eq!(h.sample(50, None, "1.0.0"), (50, 0), "still serving");
+    }
+
+    #[test]
+    fn a_file_edited_by_hand_and_reloaded_is_foreign_and_corrected_by_a_checked_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(h) = start::<Haproxy>(dir.path(), 1) else {
+            return;
+        };
+        h.build("2.0.0", true);
+        let steps = "      - testers: {}\n      - weight: 20\n      - pause: {}\n";
+        let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app(&h, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        let id = id_of(&fx);
+        let worker = Worker(fx.spawn_with(&["worker"], &[]));
+        resumed(&fx, &id);
+        // The tester rule commented out by hand, and HAProxy reloaded: testers no longer
+        // reach the candidate, and nothing HAProxy's servers say would show it.
+        h.edit_file("    use-server", "    #use-server");
+        fleet::wait_until(Duration::from_secs(20), "the edit seen", || {
+            logs(&fx, &id).contains("edited by hand")
+        });
+        fleet::wait_until(Duration::from_secs(20), "the file rendered again", || {
+            std::fs::read_to_string(&h.config)
+                .unwrap()
+                .contains("\n    use-server")
+                && h.sample(20, Some(("X-Canary", "1")), "2.0.0").0 == 20
+        });
+        assert!(
+            logs(&fx, &id).contains("drift: corrected"),
+            "{}",
+            logs(&fx, &id)
+        );
+        assert_share(&h, "2.0.0", 20.0, "the weight kept through the reload");
+        assert!(h.leftovers().is_empty(), "{:?}", h.leftovers());
         drop(worker);
     }
 }

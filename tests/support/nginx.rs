@@ -4,12 +4,11 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use crate::router::{Router, get};
+pub use crate::router::{Router, Server, free_port, get};
 
 /// The plugin binary.
 pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-nginx");
@@ -20,34 +19,6 @@ pub fn binary() -> Option<PathBuf> {
         .iter()
         .map(PathBuf::from)
         .find(|p| p.is_file())
-}
-
-/// A free loopback port (bound and released: good enough for a test's own servers).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One server: its blue and green ports and roots.
-pub struct Server {
-    pub name: String,
-    pub blue: u16,
-    pub green: u16,
-    pub blue_root: PathBuf,
-    pub green_root: PathBuf,
-}
-
-impl Server {
-    fn port(&self, slot: &str) -> u16 {
-        if slot == "blue" {
-            self.blue
-        } else {
-            self.green
-        }
-    }
 }
 
 /// A running nginx.
@@ -70,25 +41,7 @@ impl Nginx {
         for d in ["conf", "logs", "builds"] {
             std::fs::create_dir_all(prefix.join(d)).unwrap();
         }
-        let servers: Vec<Server> = (1..=n)
-            .map(|i| Server {
-                name: format!("web-{i}"),
-                blue: free_port(),
-                green: free_port(),
-                blue_root: prefix.join(format!("slots/web-{i}/blue")),
-                green_root: prefix.join(format!("slots/web-{i}/green")),
-            })
-            .collect();
-        for s in &servers {
-            std::fs::create_dir_all(&s.blue_root).unwrap();
-            std::fs::create_dir_all(&s.green_root).unwrap();
-            std::fs::write(
-                s.blue_root.join("index.html"),
-                format!("version {stable}\n"),
-            )
-            .unwrap();
-            std::fs::write(s.blue_root.join("health"), "ok\n").unwrap();
-        }
+        let servers = crate::router::servers(prefix, n, stable, |_| free_port());
         let mut n = Nginx {
             bin,
             prefix: prefix.to_owned(),
@@ -207,32 +160,15 @@ impl Router for Nginx {
     }
 
     fn targets_yml(&self) -> String {
-        self.servers
-            .iter()
-            .map(|s| {
-                format!(
-                    "      - name: {}\n        labels: {{blue: \"127.0.0.1:{}\", green: \"127.0.0.1:{}\", blue_root: \"{}\", green_root: \"{}\"}}\n",
-                    s.name,
-                    s.blue,
-                    s.green,
-                    s.blue_root.display(),
-                    s.green_root.display()
-                )
-            })
-            .collect()
+        crate::router::targets_yml(&self.servers)
     }
 
     fn build(&self, version: &str, healthy: bool) {
-        let dir = self.prefix.join("builds").join(version);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("index.html"), format!("version {version}\n")).unwrap();
-        if healthy {
-            std::fs::write(dir.join("health"), "ok\n").unwrap();
-        }
+        crate::router::build(&self.prefix, version, healthy);
     }
 
     fn artifact_uri(&self) -> String {
-        format!("{}/builds/{{version}}", self.prefix.display())
+        crate::router::artifact_uri(&self.prefix)
     }
 
     fn front(&self) -> u16 {
@@ -281,27 +217,14 @@ impl Router for Nginx {
     }
 
     fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-QUIT", &child.id().to_string()])
-                .status();
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::router::stop(&mut self.child, "-QUIT");
     }
 
     fn start_again(&mut self) {
         self.spawn();
     }
 
-    fn unload(&self, unloaded: bool) {
+    fn unload(&mut self, unloaded: bool) {
         std::fs::write(&self.conf, self.main_conf(!unloaded, false)).unwrap();
         self.reload();
     }

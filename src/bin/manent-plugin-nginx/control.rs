@@ -75,7 +75,7 @@ impl Control {
                 if about_ours || !l.contains(" in /") {
                     l.to_owned()
                 } else {
-                    elide_quotes(l)
+                    manent::plugin::slots::elide_quoted(l, '"')
                 }
             })
             .collect();
@@ -144,23 +144,6 @@ impl Control {
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
     }
-}
-
-/// `unknown directive "…" in /etc/x:1` → `unknown directive "(hidden)" in /etc/x:1`.
-fn elide_quotes(line: &str) -> String {
-    let mut out = String::new();
-    let mut parts = line.split('"');
-    if let Some(first) = parts.next() {
-        out.push_str(first);
-    }
-    for (i, p) in parts.enumerate() {
-        if i % 2 == 0 {
-            out.push_str("\"(not shown: another file's text)\"");
-        } else {
-            out.push_str(p);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

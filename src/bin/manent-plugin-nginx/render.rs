@@ -10,6 +10,7 @@
 
 use std::fmt::Write as _;
 
+use manent::plugin::slots::{check_address, enabled};
 use manent::plugin::{Pool, Routing};
 use sha2::{Digest, Sha256};
 
@@ -58,73 +59,8 @@ pub struct Served {
     pub routing: Routing,
 }
 
-/// Candidate servers enabled at `scale` percent: at least one.
-pub fn enabled(servers: usize, scale: u32) -> usize {
-    (servers * usize::try_from(scale).unwrap_or(100))
-        .div_ceil(100)
-        .clamp(1, servers.max(1))
-}
-
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// Checks an address before it reaches a config line: `host:port` (IPv4, or a host name of
-/// letters, digits, `-` and `.`), `[v6]:port`, or `unix:/absolute/path` — nothing else, so no
-/// value can add a directive, a server or an include.
-pub fn check_address(a: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "address {:?} {why}: write host:port (127.0.0.1:8081, [::1]:8081, app-1.internal:80) \
-             or unix:/path",
-            a.chars().take(80).collect::<String>()
-        ))
-    };
-    if let Some(path) = a.strip_prefix("unix:") {
-        let ok = path.starts_with('/')
-            && path.len() < 108
-            && path
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
-            && !path.contains("..");
-        return if ok {
-            Ok(())
-        } else {
-            bad("is not a plain absolute socket path")
-        };
-    }
-    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
-        let Some((v6, port)) = rest.split_once("]:") else {
-            return bad("has an IPv6 address without `]:port`");
-        };
-        if v6.is_empty()
-            || !v6
-                .chars()
-                .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
-        {
-            return bad("has an IPv6 address with other characters than hex digits, `:` and `.`");
-        }
-        (v6, port)
-    } else {
-        let Some((host, port)) = a.rsplit_once(':') else {
-            return bad("has no port");
-        };
-        let label_ok = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        };
-        if host.is_empty() || host.len() > 253 || !host.split('.').all(label_ok) {
-            return bad("has a host that is not an IPv4 address or a host name");
-        }
-        (host, port)
-    };
-    let _ = host;
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 && port.chars().all(|c| c.is_ascii_digit()) => Ok(()),
-        _ => bad("has a port that is not a number from 1 to 65535"),
-    }
 }
 
 /// Text safe inside the state location's single-quoted JSON: anything but letters, digits and
@@ -398,6 +334,7 @@ pub fn parse_foreign(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixture::routing;
 
     fn names() -> Names {
         Names {
@@ -405,30 +342,6 @@ mod tests {
             header: "X-Canary".into(),
             cookie: "canary".into(),
             state: "127.0.0.1:18999".into(),
-        }
-    }
-
-    fn routing(n: usize, weight: u32, scale: u32) -> Routing {
-        let addrs = |base: u16| {
-            (0..n)
-                .map(|i| format!("127.0.0.1:{}", base + 2 * u16::try_from(i).unwrap()))
-                .collect()
-        };
-        Routing {
-            stable: Pool {
-                slot: "blue".into(),
-                version: "1.0".into(),
-                addresses: addrs(18081),
-            },
-            candidate: Pool {
-                slot: "green".into(),
-                version: "2.0".into(),
-                addresses: addrs(18082),
-            },
-            weight,
-            testers: false,
-            scale,
-            retired: false,
         }
     }
 
@@ -517,34 +430,6 @@ mod tests {
         assert!(!json.contains('$') && !json.contains('\''), "{json}");
         let served: Served = serde_json::from_str(json).unwrap();
         assert_eq!(served.routing.stable.version, "1.0$x'y\"");
-    }
-
-    #[test]
-    fn addresses_are_checked_before_they_reach_a_config_line() {
-        for ok in [
-            "127.0.0.1:18201",
-            "[::1]:8080",
-            "app-1.internal:80",
-            "unix:/run/app.sock",
-        ] {
-            assert_eq!(check_address(ok), Ok(()), "{ok}");
-        }
-        for bad in [
-            "127.0.0.1:18201 weight=1; server 127.0.0.1:18299 weight=100",
-            "127.0.0.1:18201; include /tmp/rootonly.txt",
-            "127.0.0.1:18201#x",
-            "127.0.0.1",
-            "127.0.0.1:0",
-            "127.0.0.1:70000",
-            "[::1]",
-            "$host:80",
-            "a b:80",
-            "unix:relative.sock",
-            "unix:/tmp/../etc/x",
-            "127.0.0.1:80\n    server evil:80",
-        ] {
-            assert!(check_address(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]

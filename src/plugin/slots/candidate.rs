@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use manent::plugin::{PluginError, Request, Target};
 use serde::Deserialize;
+
+use crate::plugin::{PluginError, Request, Target};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,17 +18,22 @@ pub struct Params {
     pub deploy_command: Option<String>,
 }
 
-/// The descriptor's `deploy.params`.
-pub fn params(req: &Request) -> Result<Params, PluginError> {
+/// The descriptor's `deploy.params` for `plugin` (`nginx`, `haproxy`).
+pub fn params(req: &Request, plugin: &str) -> Result<Params, PluginError> {
     if req.params.is_null() {
         return Ok(Params::default());
     }
     serde_json::from_value(req.params.clone())
-        .map_err(|e| PluginError::Permanent(format!("nginx plugin params: {e}")))
+        .map_err(|e| PluginError::Permanent(format!("{plugin} plugin params: {e}")))
 }
 
 /// One target's candidate: the artifact copied into the slot's root, or the command run.
-pub async fn deploy(req: &Request, t: &Target, slot: &str) -> Result<String, PluginError> {
+pub async fn deploy(
+    req: &Request,
+    t: &Target,
+    slot: &str,
+    plugin: &str,
+) -> Result<String, PluginError> {
     let address = t.labels.get(slot).cloned().unwrap_or_default();
     let root = t.labels.get(&format!("{}_root", slot)).cloned();
     let artifact = req
@@ -36,7 +42,7 @@ pub async fn deploy(req: &Request, t: &Target, slot: &str) -> Result<String, Plu
         .replace("{version}", &req.artifact.version)
         .trim_start_matches("file://")
         .to_owned();
-    if let Some(command) = params(req)?.deploy_command {
+    if let Some(command) = params(req, plugin)?.deploy_command {
         let mut cmd = tokio::process::Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(&command)
