@@ -17,7 +17,7 @@ use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, LogSink, Logger, Processes, Registry};
 use crate::redact::redact;
 use crate::workflow::retry::until_committed_each;
-use crate::workflow::store::Store;
+use crate::workflow::store::{Store, TakenOver};
 use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, StoreError};
 
 /// Why the engine could not start.
@@ -322,7 +322,7 @@ fn spawn_heartbeat(
                 // Its lease is back: what no other engine took meanwhile is its own again.
                 match store.reclaim_own(&executor).await {
                     Ok(ids) => {
-                        for id in ids {
+                        for TakenOver { id, .. } in ids {
                             log.for_deployment(&id).warn(
                                 "this engine renewed its lease: it takes its deployment back and \
                                  resumes from its last completed step",
@@ -333,20 +333,16 @@ fn spawn_heartbeat(
                     Err(e) => tracing::warn!(error = %e, "could not take its deployments back"),
                 }
             }
-            for id in taken {
+            for TakenOver { id, from } in taken {
                 // Said in the deployment's own log: whoever reads it later sees why another
-                // engine finished it. Who left it is read before it is claimed here.
-                let from = store
-                    .workflow(&id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|w| w.executor_id)
-                    .filter(|f| *f != executor)
-                    .unwrap_or_else(|| "?".into());
+                // engine finished it (who left it was read as it was taken).
+                let why = from.map_or_else(
+                    || "no engine had claimed it".to_owned(),
+                    |f| format!("engine {f} stopped renewing its lease"),
+                );
                 log.for_deployment(&id).warn(&format!(
-                    "engine {executor} takes this deployment over: engine {from} stopped \
-                     renewing its lease; it resumes from its last completed step"
+                    "engine {executor} takes this deployment over: {why}; it resumes from its \
+                     last completed step"
                 ));
                 if let Err(e) = runtime.claim_and_spawn(&id).await {
                     tracing::warn!(workflow = %id, error = %e, "could not claim a deployment taken over");

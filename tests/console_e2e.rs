@@ -499,9 +499,13 @@ fn the_hooks_panel_shows_the_order_plan_and_history_show() {
     let expected = ["minus-five", "a-zero", "b-zero", "aa-wait", "five", "ten"];
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", fleet::text(&out.stderr));
+    // A list (history) is a summary of each deployment; the hooks are in the deployment's own.
     let h = fx.run(&["history", "web", "prod", "--json"]);
     let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
-    let names: Vec<&str> = h["deployments"][0]["hooks"]
+    let id = h["deployments"][0]["id"].as_str().unwrap();
+    let h = fx.run(&["status", id, "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    let names: Vec<&str> = h["hooks"]
         .as_array()
         .unwrap()
         .iter()

@@ -139,10 +139,13 @@ fn hooks_run_by_weight_then_kind_then_name_and_every_view_agrees() {
         ],
         "commands ran in order, http and wait between (they record nothing)"
     );
-    // history shows the same order, each passed.
+    // The deployment (status ID; history lists summaries) shows the same order, each passed.
     let h = fx.run(&["history", "web", "prod", "--json"]);
     let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
-    let hooks = h["deployments"][0]["hooks"].as_array().unwrap();
+    let id = h["deployments"][0]["id"].as_str().unwrap();
+    let h = fx.run(&["status", id, "--json"]);
+    let h: serde_json::Value = serde_json::from_slice(&h.stdout).unwrap();
+    let hooks = h["hooks"].as_array().unwrap();
     let names: Vec<&str> = hooks.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, expected);
     assert!(hooks.iter().all(|x| x["state"] == "passed"), "{hooks:?}");

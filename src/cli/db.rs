@@ -55,6 +55,7 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         store
             .workflows(crate::workflow::store::WorkflowQuery {
                 live_only: true,
+                heads: true,
                 ..Default::default()
             })
             .await,

@@ -484,6 +484,7 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         subject: None,
         live_only: false,
         limit: 500,
+        heads: true,
     };
     let loaded = match store.workflows(query).await {
         Ok(rows) => match views(&*store, rows).await {
@@ -601,6 +602,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         subject: None,
         live_only: false,
         limit: 20,
+        heads: true,
     };
     let views = match store.workflows(query).await {
         Ok(rows) => views(&*store, rows).await,
@@ -972,6 +974,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
                 subject: Some(subject.clone()),
                 live_only: false,
                 limit: a.limit,
+                heads: true,
             })
             .await?;
         let deployments = views(&*store, rows).await?;

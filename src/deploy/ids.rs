@@ -33,6 +33,7 @@ pub async fn resolve(store: &dyn Store, typed: &str) -> Result<Found, StoreError
             subject: None,
             live_only: false,
             limit: 0,
+            heads: true,
         })
         .await?;
     let ids: Vec<String> = rows.into_iter().map(|r| r.id).collect();

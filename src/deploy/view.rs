@@ -482,14 +482,15 @@ impl Head {
 /// Loads deployment `id`, read at one moment; None if there is none.
 pub async fn load(store: &dyn Store, id: &str) -> Result<Option<DeploymentView>, StoreError> {
     Ok(store.state(id).await?.map(|s| {
+        let phase_at = s.event_times.get("phase").copied();
         let mut v = build(
-            &s.row,
-            &s.events,
-            &s.history,
+            s.row,
+            s.events,
+            s.history,
             s.pending.into_iter().map(|m| m.topic).collect(),
             Depth::Full,
         );
-        v.phase_at = s.event_times.get("phase").copied();
+        v.phase_at = phase_at;
         v
     }))
 }
@@ -508,11 +509,11 @@ pub async fn summary_of_row(
     store: &dyn Store,
     row: WorkflowRow,
 ) -> Result<DeploymentView, StoreError> {
-    let events = store.events(&row.id).await?;
+    let events = store.events_except(&row.id, &["plan"]).await?;
     Ok(build(
-        &row,
-        &events,
-        &History::default(),
+        row,
+        events,
+        History::default(),
         Vec::new(),
         Depth::Summary,
     ))
@@ -532,32 +533,16 @@ struct Latest<'a> {
     record: Option<&'a crate::workflow::store::StepRecord>,
 }
 
+/// A deployment's view from what the store holds of it. Each large document (the spec, the
+/// plan, the report, the steps) is let go once read: at 100,000 targets each is megabytes.
 fn build(
-    row: &WorkflowRow,
-    events: &BTreeMap<String, String>,
-    history: &History,
+    mut row: WorkflowRow,
+    mut events: BTreeMap<String, String>,
+    history: History,
     pending_commands: Vec<String>,
     depth: Depth,
 ) -> DeploymentView {
     let inputs = Head::read(&row.inputs);
-    let plan: Option<Plan> = match depth {
-        Depth::Full => event(events, "plan"),
-        Depth::Summary => None,
-    };
-    let phase: Option<Phase> = event(events, "phase");
-    let live = row.status.is_live();
-    let accepts: Vec<Topic> = if live {
-        event(events, crate::workflow::store::ACCEPTS).unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let outcome = row.output.as_deref().or(row.error.as_deref());
-    let report: Option<Report> = match depth {
-        Depth::Full => outcome.and_then(|o| serde_json::from_str(o).ok()),
-        Depth::Summary => outcome
-            .and_then(|o| serde_json::from_str::<ReportHead>(o).ok())
-            .map(Report::from),
-    };
     let kind = match (
         row.name.as_str(),
         inputs.as_ref().is_some_and(|i| i.dry_run),
@@ -568,213 +553,69 @@ fn build(
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
-    // Before its plan is made, a deployment's targets are its spec's.
-    let spec = match (depth, &plan) {
-        (Depth::Full, None) => serde_json::from_str::<Inputs>(&row.inputs)
-            .ok()
-            .map(|i| i.spec),
-        _ => None,
+    let plan: Option<Plan> = match depth {
+        Depth::Full => events
+            .remove("plan")
+            .and_then(|p| serde_json::from_str(&p).ok()),
+        Depth::Summary => None,
     };
-    let mut targets: Vec<TargetView> = match (&plan, &spec) {
-        // A test run touches no target.
-        _ if kind == Kind::Test => Vec::new(),
-        (Some(plan), _) => plan
-            .targets()
-            .map(|(b, t)| pending(t.moniker.to_string(), &t.name, b.index))
-            .collect(),
-        (None, Some(s)) => s
-            .targets
-            .iter()
-            .map(|t| {
-                let m = s.moniker(t).map(|m| m.to_string()).unwrap_or_default();
-                pending(m, &t.name, 0)
-            })
-            .collect(),
-        (None, None) => Vec::new(),
+    let phase: Option<Phase> = event(&events, "phase");
+    let live = row.status.is_live();
+    let accepts: Vec<Topic> = if live {
+        event(&events, crate::workflow::store::ACCEPTS).unwrap_or_default()
+    } else {
+        Vec::new()
     };
-    let index: BTreeMap<String, usize> = targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.name.clone(), i))
-        .collect();
-    // Each target's latest step (the highest id: a retry's round, an undo's rollback).
-    let mut latest: BTreeMap<usize, Latest<'_>> = BTreeMap::new();
-    let names: BTreeMap<u32, StepName> = history
-        .steps
-        .iter()
-        .map(|s| (s.function_id, &s.function_name))
-        .chain(
-            history
-                .attempts
-                .iter()
-                .map(|a| (a.function_id, &a.function_name)),
-        )
-        .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
-        .collect();
-    for a in &history.attempts {
-        let Some(StepName::Target {
-            action,
-            round,
-            target,
-            ..
-        }) = names.get(&a.function_id)
-        else {
-            continue;
-        };
-        let Some(&i) = index.get(target) else {
-            continue;
-        };
-        targets[i].attempts.push(AttemptView {
-            attempt: a.attempt,
-            round: *round,
-            action: *action,
-            started_at: a.started_at,
-            ended_at: a.ended_at,
-            outcome: a.outcome,
-            error: a.error.clone(),
-            key: format!("{}/{}", row.id, a.function_id),
-        });
-        let l = latest.entry(i).or_insert(Latest {
-            id: a.function_id,
-            action: *action,
-            record: None,
-        });
-        if a.function_id >= l.id {
-            *l = Latest {
-                id: a.function_id,
-                action: *action,
-                record: None,
-            };
-        }
-    }
-    for s in &history.steps {
-        let Some(StepName::Target { action, target, .. }) = names.get(&s.function_id) else {
-            continue;
-        };
-        let Some(&i) = index.get(target) else {
-            continue;
-        };
-        let newer = latest.get(&i).is_none_or(|l| s.function_id >= l.id);
-        if newer {
-            latest.insert(
-                i,
-                Latest {
-                    id: s.function_id,
-                    action: *action,
-                    record: Some(s),
-                },
-            );
-        }
-    }
-    for (i, l) in latest {
-        let t = &mut targets[i];
-        let last_attempt = t
-            .attempts
-            .iter()
-            .rev()
-            .find(|a| a.key.ends_with(&format!("/{}", l.id)))
-            .cloned();
-        match l.record {
-            Some(rec) => {
-                if let Some(out) = rec
-                    .output
-                    .as_deref()
-                    .and_then(|o| serde_json::from_str::<TargetDone>(o).ok())
-                {
-                    t.state = out.status;
-                    t.attempt = out.attempt;
-                    t.duration_ms = Some(out.duration_ms);
-                    t.message = out.message;
-                } else if let Some(f) = rec
-                    .error
-                    .as_deref()
-                    .and_then(|e| serde_json::from_str::<StepFailure>(e).ok())
-                {
-                    t.state = if l.action == Action::Rollback {
-                        TargetState::RollbackFailed
-                    } else {
-                        TargetState::Failed
-                    };
-                    t.attempt = last_attempt.as_ref().map_or(f.attempts, |a| a.attempt);
-                    t.message = f.to_string();
-                }
-            }
-            None => {
-                let Some(a) = last_attempt else { continue };
-                t.attempt = a.attempt;
-                // A cancelled deployment's attempt in flight is still finishing (cancel stops
-                // at the next step boundary); an interrupted one ran when an engine stopped.
-                let finishing = live || row.status == WorkflowStatus::Cancelled;
-                match (a.ended_at, a.outcome) {
-                    (None, _) if finishing => t.state = TargetState::Running,
-                    (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
-                        t.state = TargetState::Unknown;
-                        t.message = a.error.unwrap_or_default();
-                    }
-                    (_, Some(AttemptOutcome::Retryable)) => {
-                        t.state = TargetState::Retrying;
-                        t.message = a.error.unwrap_or_default();
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
+    let mut targets = match (kind, depth) {
+        // A test run touches no target; a list reads none.
+        (Kind::Test, _) | (_, Depth::Summary) => Vec::new(),
+        _ => targets_of(plan.as_ref(), &row.inputs),
+    };
+    row.inputs = String::new();
+    let head = inputs.as_ref();
+    let hooks = {
+        let names = step_names(&history);
+        // A cancelled deployment's attempt in flight is still finishing (cancel stops at the
+        // next step boundary).
+        let finishing = live || row.status == WorkflowStatus::Cancelled;
+        apply_steps(&mut targets, &history, &names, &row.id, finishing);
+        plan.as_ref()
+            .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), &history, &names))
+            .unwrap_or_default()
+    };
+    drop(history);
+    let outcome = row.output.take().or(row.error.take());
+    let report: Option<Report> = outcome.as_deref().and_then(|o| match depth {
+        Depth::Full => serde_json::from_str(o).ok(),
+        Depth::Summary => serde_json::from_str::<ReportHead>(o).ok().map(Report::from),
+    });
+    drop(outcome);
     if let Some(r) = &report {
-        // Targets no step touched take the report's word: never started, a dry-run's answers;
-        // a canary's candidates end promoted or reverted.
-        let canary = kind == Kind::Canary;
-        let mut by_moniker: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, t) in targets.iter().enumerate() {
-            by_moniker.entry(t.moniker.clone()).or_default().push(i);
-        }
-        for line in &r.targets {
-            let open = by_moniker.get(&line.moniker).and_then(|found| {
-                found.iter().copied().find(|&i| {
-                    let state = targets[i].state;
-                    state == TargetState::Pending || (canary && state == TargetState::Candidate)
-                })
-            });
-            if let Some(i) = open {
-                // A target no step touched was never started; an operator's skip is a step.
-                targets[i].state = match line.status {
-                    TargetState::Skipped if line.message.starts_with("not started") => {
-                        TargetState::NotStarted
-                    }
-                    other => other,
-                };
-                targets[i].message.clone_from(&line.message);
-            }
-        }
+        apply_report(&mut targets, r, kind == Kind::Canary);
     }
     let transitions: Transitions = report
         .as_ref()
         .filter(|r| !r.transitions.is_empty())
         .map(|r| r.transitions.clone())
-        .or_else(|| event(events, "transitions"))
+        .or_else(|| event(&events, "transitions"))
         .unwrap_or_default();
-    let head = inputs.as_ref();
     let version = match kind {
         Kind::Rollback => transitions.short(),
         _ => head.map(|h| h.version.clone()).unwrap_or_default(),
     };
     let state = state_of(row.status, phase.as_ref(), report.as_ref(), &targets);
-    let hooks = plan
-        .as_ref()
-        .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), history, &names))
-        .unwrap_or_default();
     let canary = head
         .and_then(|h| h.strategy.as_ref())
         .and_then(|s| s.canary())
         .filter(|_| kind == Kind::Canary)
         .map(|plan| CanaryView {
             plan: plan.clone(),
-            status: event(events, "canary").unwrap_or_default(),
-            actual: event(events, "canary_actual"),
-            drift: event(events, "canary_drift"),
+            status: event(&events, "canary").unwrap_or_default(),
+            actual: event(&events, "canary_actual"),
+            drift: event(&events, "canary_drift"),
         });
     DeploymentView {
-        id: row.id.clone(),
+        id: row.id,
         kind,
         status: row.status,
         state,
@@ -798,7 +639,207 @@ fn build(
         completed_at: row.completed_at,
         canary,
         hooks,
-        never_started: event(events, crate::workflow::store::NEVER_STARTED),
+        never_started: event(&events, crate::workflow::store::NEVER_STARTED),
+    }
+}
+
+/// Every target, pending: the plan's, or before a plan is made the spec's in `inputs`.
+fn targets_of(plan: Option<&Plan>, inputs: &str) -> Vec<TargetView> {
+    if let Some(plan) = plan {
+        return plan
+            .targets()
+            .map(|(b, t)| pending(t.moniker.to_string(), &t.name, b.index))
+            .collect();
+    }
+    let Ok(Inputs { spec }) = serde_json::from_str::<Inputs>(inputs) else {
+        return Vec::new();
+    };
+    spec.targets
+        .iter()
+        .map(|t| {
+            let m = spec.moniker(t).map(|m| m.to_string()).unwrap_or_default();
+            pending(m, &t.name, 0)
+        })
+        .collect()
+}
+
+/// What each step of `history` is, by id.
+fn step_names(history: &History) -> BTreeMap<u32, StepName> {
+    history
+        .steps
+        .iter()
+        .map(|s| (s.function_id, &s.function_name))
+        .chain(
+            history
+                .attempts
+                .iter()
+                .map(|a| (a.function_id, &a.function_name)),
+        )
+        .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
+        .collect()
+}
+
+/// Each target as its attempts and latest step (the highest id: a retry's round, an undo's
+/// rollback) left it.
+fn apply_steps(
+    targets: &mut [TargetView],
+    history: &History,
+    names: &BTreeMap<u32, StepName>,
+    id: &str,
+    finishing: bool,
+) {
+    let index: HashMap<&str, usize> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    let target_of = |step: u32| match names.get(&step) {
+        Some(StepName::Target {
+            action,
+            round,
+            target,
+            ..
+        }) => index.get(target.as_str()).map(|&i| (i, *action, *round)),
+        _ => None,
+    };
+    let mut latest: BTreeMap<usize, Latest<'_>> = BTreeMap::new();
+    let mut attempts: Vec<(usize, AttemptView)> = Vec::new();
+    for a in &history.attempts {
+        let Some((i, action, round)) = target_of(a.function_id) else {
+            continue;
+        };
+        attempts.push((
+            i,
+            AttemptView {
+                attempt: a.attempt,
+                round,
+                action,
+                started_at: a.started_at,
+                ended_at: a.ended_at,
+                outcome: a.outcome,
+                error: a.error.clone(),
+                key: format!("{id}/{}", a.function_id),
+            },
+        ));
+        let l = latest.entry(i).or_insert(Latest {
+            id: a.function_id,
+            action,
+            record: None,
+        });
+        if a.function_id >= l.id {
+            *l = Latest {
+                id: a.function_id,
+                action,
+                record: None,
+            };
+        }
+    }
+    for s in &history.steps {
+        let Some((i, action, _)) = target_of(s.function_id) else {
+            continue;
+        };
+        if latest.get(&i).is_none_or(|l| s.function_id >= l.id) {
+            latest.insert(
+                i,
+                Latest {
+                    id: s.function_id,
+                    action,
+                    record: Some(s),
+                },
+            );
+        }
+    }
+    drop(index);
+    // Most targets make one attempt: each list is as long as it needs to be.
+    for (i, a) in attempts {
+        targets[i].attempts.reserve_exact(1);
+        targets[i].attempts.push(a);
+    }
+    for (i, l) in latest {
+        apply_latest(&mut targets[i], &l, id, finishing);
+    }
+}
+
+/// What target `t`'s latest step says of it.
+fn apply_latest(t: &mut TargetView, l: &Latest<'_>, id: &str, finishing: bool) {
+    let key = format!("{id}/{}", l.id);
+    let last_attempt = t.attempts.iter().rev().find(|a| a.key == key).cloned();
+    match l.record {
+        Some(rec) => {
+            if let Some(out) = rec
+                .output
+                .as_deref()
+                .and_then(|o| serde_json::from_str::<TargetDone>(o).ok())
+            {
+                t.state = out.status;
+                t.attempt = out.attempt;
+                t.duration_ms = Some(out.duration_ms);
+                t.message = out.message;
+            } else if let Some(f) = rec
+                .error
+                .as_deref()
+                .and_then(|e| serde_json::from_str::<StepFailure>(e).ok())
+            {
+                t.state = if l.action == Action::Rollback {
+                    TargetState::RollbackFailed
+                } else {
+                    TargetState::Failed
+                };
+                t.attempt = last_attempt.as_ref().map_or(f.attempts, |a| a.attempt);
+                t.message = f.to_string();
+            }
+        }
+        None => {
+            let Some(a) = last_attempt else { return };
+            t.attempt = a.attempt;
+            // An interrupted attempt ran when an engine stopped.
+            match (a.ended_at, a.outcome) {
+                (None, _) if finishing => t.state = TargetState::Running,
+                (None, _) | (_, Some(AttemptOutcome::Interrupted)) => {
+                    t.state = TargetState::Unknown;
+                    t.message = a.error.unwrap_or_default();
+                }
+                (_, Some(AttemptOutcome::Retryable)) => {
+                    t.state = TargetState::Retrying;
+                    t.message = a.error.unwrap_or_default();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Targets no step touched take the report's word: never started, a dry-run's answers; a
+/// canary's candidates end promoted or reverted.
+fn apply_report(targets: &mut [TargetView], r: &Report, canary: bool) {
+    let mut by_moniker: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, t) in targets.iter().enumerate() {
+        by_moniker.entry(t.moniker.as_str()).or_default().push(i);
+    }
+    let mut words: Vec<(usize, TargetState, &str)> = Vec::new();
+    for line in &r.targets {
+        let open = by_moniker.get_mut(line.moniker.as_str()).and_then(|found| {
+            let at = found.iter().position(|&i| {
+                let state = targets[i].state;
+                state == TargetState::Pending || (canary && state == TargetState::Candidate)
+            })?;
+            Some(found.remove(at))
+        });
+        if let Some(i) = open {
+            // A target no step touched was never started; an operator's skip is a step.
+            let state = match line.status {
+                TargetState::Skipped if line.message.starts_with("not started") => {
+                    TargetState::NotStarted
+                }
+                other => other,
+            };
+            words.push((i, state, &line.message));
+        }
+    }
+    drop(by_moniker);
+    for (i, state, message) in words {
+        targets[i].state = state;
+        message.clone_into(&mut targets[i].message);
     }
 }
 

@@ -249,6 +249,7 @@ async fn scan(
         subject: None,
         live_only,
         limit,
+        heads: true,
     };
     let (Ok(live), Ok(recent)) = (
         db.workflows(query(true, 10_000)).await,

@@ -23,8 +23,8 @@ use super::error::StoreError;
 use super::inputs_key::{InputsKey, KeyVerdict};
 use super::store::{
     AttemptEnd, AttemptStart, Checkpoint, Claim, EngineRow, Finished, History, Message,
-    NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, WorkflowQuery, WorkflowRow,
-    WorkflowState,
+    NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, TakenOver, WorkflowQuery,
+    WorkflowRow, WorkflowState,
 };
 
 /// The engine's schema on PostgreSQL, one migration per version (the state SQLite's migrations
@@ -671,13 +671,17 @@ impl Store for PostgresStore {
     }
 
     async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError> {
-        let taken: Result<Vec<String>, StoreError> =
+        let taken: Result<Vec<TakenOver>, StoreError> =
             in_tx!(self, notify, tx => workflows::take_over(&tx, executor, self.lease_ms, true));
         taken?;
         workflows::claimable(&self.client().await?, executor, self.lease_ms).await
     }
 
-    async fn heartbeat(&self, executor: &str, take_over: bool) -> Result<Vec<String>, StoreError> {
+    async fn heartbeat(
+        &self,
+        executor: &str,
+        take_over: bool,
+    ) -> Result<Vec<TakenOver>, StoreError> {
         let expired_after = self.lease_ms + super::store::TAKEOVER_GRACE_MS;
         in_tx!(self, notify, tx => async {
             events::renew(&tx, executor, self.lease_ms).await?;
@@ -688,7 +692,7 @@ impl Store for PostgresStore {
         })
     }
 
-    async fn reclaim_own(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+    async fn reclaim_own(&self, executor: &str) -> Result<Vec<TakenOver>, StoreError> {
         in_tx!(self, notify, tx => workflows::take_over(&tx, executor, i64::MAX / 2, true))
     }
 
@@ -857,6 +861,14 @@ impl Store for PostgresStore {
 
     async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError> {
         events::events(&self.client().await?, id).await
+    }
+
+    async fn events_except(
+        &self,
+        id: &str,
+        skip: &'static [&'static str],
+    ) -> Result<BTreeMap<String, String>, StoreError> {
+        events::events_except(&self.client().await?, id, skip).await
     }
 
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError> {

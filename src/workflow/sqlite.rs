@@ -604,6 +604,16 @@ impl Store for SqliteStore {
         self.read(move |c| events::events(c, &id)).await
     }
 
+    async fn events_except(
+        &self,
+        id: &str,
+        skip: &'static [&'static str],
+    ) -> Result<BTreeMap<String, String>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| events::events_except(c, &id, skip))
+            .await
+    }
+
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError> {
         let id = id.to_owned();
         self.read(move |c| steps::pending_messages(c, &id)).await

@@ -504,6 +504,16 @@ pub enum Sent {
     Rejected(String),
 }
 
+/// A workflow an engine took over, and the engine that had it (read in the same transaction:
+/// once re-enqueued, any engine may claim it at once).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The workflow.
+    pub id: String,
+    /// The engine whose lease lapsed (None: no engine had claimed it).
+    pub from: Option<String>,
+}
+
 /// Everything about one workflow, read at one moment (one read transaction): its row, events,
 /// history and unconsumed commands agree with each other.
 #[derive(Debug, Clone)]
@@ -557,6 +567,10 @@ pub struct WorkflowQuery {
     pub live_only: bool,
     /// Newest first, at most this many.
     pub limit: u32,
+    /// Only each row's head, for a list: its inputs without the spec's targets, its output and
+    /// error without their per-target lines (at 100,000 targets these are megabytes each).
+    /// Such a row is read, never verified, resumed or written back.
+    pub heads: bool,
 }
 
 /// The system database.
@@ -573,15 +587,19 @@ pub trait Store: Send + Sync {
     async fn recover(&self, executor: &str) -> Result<Vec<String>, StoreError>;
     /// Renews `executor`'s lease and, with `take_over`, takes over the workflows of engines
     /// whose lease expired more than [`TAKEOVER_GRACE_MS`] ago (re-enqueued, their open
-    /// attempts closed as interrupted); returns the ids taken over, for this engine to claim.
+    /// attempts closed as interrupted); returns what it took over, for this engine to claim.
     /// One engine per database (SQLite's lock): nothing to do.
-    async fn heartbeat(&self, executor: &str, take_over: bool) -> Result<Vec<String>, StoreError> {
+    async fn heartbeat(
+        &self,
+        executor: &str,
+        take_over: bool,
+    ) -> Result<Vec<TakenOver>, StoreError> {
         let _ = (executor, take_over);
         Ok(Vec::new())
     }
     /// Re-enqueues the PENDING workflows engine `executor` left (it stopped its own runs after
     /// its lease lapsed, and renewed it since); returns their ids, for it to claim again.
-    async fn reclaim_own(&self, executor: &str) -> Result<Vec<String>, StoreError> {
+    async fn reclaim_own(&self, executor: &str) -> Result<Vec<TakenOver>, StoreError> {
         let _ = executor;
         Ok(Vec::new())
     }
@@ -671,6 +689,13 @@ pub trait Store: Send + Sync {
     async fn workflows(&self, q: WorkflowQuery) -> Result<Vec<WorkflowRow>, StoreError>;
     /// A workflow's latest events.
     async fn events(&self, id: &str) -> Result<BTreeMap<String, String>, StoreError>;
+    /// `id`'s events but those named in `skip` (a list leaves out the large ones: a plan of
+    /// 100,000 targets is megabytes), never read from the database.
+    async fn events_except(
+        &self,
+        id: &str,
+        skip: &'static [&'static str],
+    ) -> Result<BTreeMap<String, String>, StoreError>;
     /// A workflow's row, events, history and pending commands, read at one moment.
     async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError>;
     /// Unconsumed messages of a workflow.

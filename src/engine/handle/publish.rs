@@ -77,6 +77,7 @@ impl Actor {
                 subject: None,
                 live_only: false,
                 limit: 30,
+                heads: true,
             })
             .await
         {

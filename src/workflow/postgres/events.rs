@@ -85,6 +85,23 @@ pub async fn events<C: GenericClient>(
     .collect())
 }
 
+/// `id`'s events but those in `skip`.
+pub async fn events_except<C: GenericClient>(
+    c: &C,
+    id: &str,
+    skip: &[&str],
+) -> Result<BTreeMap<String, String>, StoreError> {
+    Ok(query(
+        c,
+        "SELECT key, value FROM workflow_events WHERE workflow_id = $1 AND key <> ALL($2)",
+        &[&id, &skip],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect())
+}
+
 /// When each of `id`'s events was last set.
 pub async fn event_times<C: GenericClient>(
     c: &C,

@@ -9,11 +9,25 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
-    Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
+    Claim, Finished, NewWorkflow, Outcome, Record, Started, TakenOver, WorkflowQuery, WorkflowRow,
     WorkflowStatus,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
+    executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
+    updated_at, started_at, completed_at";
+
+/// [`COLUMNS`] with each large document's head only (`WorkflowQuery::heads`): the inputs
+/// without the spec's targets, the outcome without its per-target lines. A value that is not a
+/// JSON object, or holds a NUL escape (jsonb refuses it), is returned as it is.
+const HEAD_COLUMNS: &str = "workflow_id, name, definition_version, \
+    CASE WHEN left(inputs, 1) = '{' AND strpos(inputs, '\\u0000') = 0 \
+        THEN (inputs::jsonb #- '{spec,targets}')::text ELSE inputs END, \
+    status, \
+    CASE WHEN left(output, 1) = '{' AND strpos(output, '\\u0000') = 0 \
+        THEN (output::jsonb - 'targets')::text ELSE output END, \
+    CASE WHEN left(error, 1) = '{' AND strpos(error, '\\u0000') = 0 \
+        THEN (error::jsonb - 'targets')::text ELSE error END, \
     executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
     updated_at, started_at, completed_at";
 
@@ -313,7 +327,7 @@ pub async fn take_over(
     executor: &str,
     lease_ms: i64,
     own: bool,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<TakenOver>, StoreError> {
     let sql = format!(
         "SELECT w.workflow_id, w.executor_id FROM workflow_status w \
          WHERE w.status = 'PENDING' AND ( \
@@ -356,7 +370,13 @@ pub async fn take_over(
         &[&ids, &now_ms()],
     )
     .await?;
-    Ok(ids)
+    Ok(rows
+        .iter()
+        .map(|r| TakenOver {
+            id: r.get(0),
+            from: r.get(1),
+        })
+        .collect())
 }
 
 /// ENQUEUED ids `executor` may claim: not those meant for another engine whose lease is fresh
@@ -499,8 +519,9 @@ pub async fn list<C: GenericClient>(
     } else {
         i64::from(q.limit)
     };
+    let columns = if q.heads { HEAD_COLUMNS } else { COLUMNS };
     let sql = format!(
-        "SELECT {COLUMNS} FROM workflow_status WHERE ($1::TEXT IS NULL OR subject = $1) {live} \
+        "SELECT {columns} FROM workflow_status WHERE ($1::TEXT IS NULL OR subject = $1) {live} \
          ORDER BY created_at DESC, workflow_id DESC LIMIT $2"
     );
     query(c, &sql, &[&q.subject, &limit])

@@ -73,6 +73,23 @@ pub fn events(conn: &Connection, id: &str) -> Result<BTreeMap<String, String>, S
     Ok(rows)
 }
 
+/// `id`'s events but those in `skip`.
+pub fn events_except(
+    conn: &Connection,
+    id: &str,
+    skip: &[&str],
+) -> Result<BTreeMap<String, String>, StoreError> {
+    let skip = serde_json::to_string(skip).map_err(|e| StoreError::Sql(e.to_string()))?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, value FROM workflow_events WHERE workflow_id = ?1 \
+         AND key NOT IN (SELECT value FROM json_each(?2))",
+    )?;
+    let rows = stmt
+        .query_map(params![id, skip], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<BTreeMap<String, String>, _>>()?;
+    Ok(rows)
+}
+
 /// When each of `id`'s events was last set.
 pub fn event_times(conn: &Connection, id: &str) -> Result<BTreeMap<String, i64>, StoreError> {
     let mut stmt =

@@ -15,6 +15,17 @@ const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, ou
     executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
     updated_at, started_at, completed_at";
 
+/// [`COLUMNS`] with each large document's head only (`WorkflowQuery::heads`): the inputs
+/// without the spec's targets, the outcome without its per-target lines. A value that is not
+/// JSON is returned as it is.
+const HEAD_COLUMNS: &str = "workflow_id, name, definition_version, \
+    CASE WHEN json_valid(inputs) THEN json_remove(inputs, '$.spec.targets') ELSE inputs END, \
+    status, \
+    CASE WHEN json_valid(output) THEN json_remove(output, '$.targets') ELSE output END, \
+    CASE WHEN json_valid(error) THEN json_remove(error, '$.targets') ELSE error END, \
+    executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
+    updated_at, started_at, completed_at";
+
 fn row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
     let status: String = r.get(4)?;
     Ok(WorkflowRow {
@@ -388,8 +399,9 @@ pub fn list(conn: &Connection, q: &WorkflowQuery) -> Result<Vec<WorkflowRow>, St
         ""
     };
     let limit = if q.limit == 0 { u32::MAX } else { q.limit };
+    let columns = if q.heads { HEAD_COLUMNS } else { COLUMNS };
     let sql = format!(
-        "SELECT {COLUMNS} FROM workflow_status WHERE (?1 IS NULL OR subject = ?1) {live} \
+        "SELECT {columns} FROM workflow_status WHERE (?1 IS NULL OR subject = ?1) {live} \
          ORDER BY created_at DESC, workflow_id DESC LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
