@@ -606,7 +606,9 @@ async fn resolve_id(
     out: &mut Out,
 ) -> Result<(), u8> {
     use crate::deploy::ids::{Found, resolve};
-    let Ok(config) = crate::config::Config::load(config_path, &crate::plugin::catalog()) else {
+    // manent.yml alone: the descriptors are the verb's to read, if it needs them.
+    let Ok(config) = crate::config::Config::load_settings(config_path, &crate::plugin::catalog())
+    else {
         return Ok(());
     };
     let Ok(store) = output::open_store(&config).await else {

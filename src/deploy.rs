@@ -120,6 +120,16 @@ pub struct TargetReport {
     pub duration_ms: u64,
 }
 
+/// How many of a deployment's targets are done, of how many: a list's progress without the
+/// targets themselves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetCounts {
+    /// Done (deployed, unchanged, rolled back, planned, candidate or reverted).
+    pub done: usize,
+    /// Every target.
+    pub total: usize,
+}
+
 /// A finished deployment's outcome (the workflow's output or error document).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
@@ -181,7 +191,17 @@ impl Report {
 
     fn outcome(self) -> RunOutcome {
         let ok = self.ok();
-        let v = serde_json::to_value(&self).unwrap_or(serde_json::Value::Null);
+        let mut v = serde_json::to_value(&self).unwrap_or(serde_json::Value::Null);
+        // Beside the lines, how many there are and how many are done: a list reads the head
+        // alone (`WorkflowQuery::heads`), and shows `98/100` without the 100 lines.
+        if let serde_json::Value::Object(m) = &mut v
+            && let Ok(counts) = serde_json::to_value(TargetCounts {
+                done: self.targets.iter().filter(|t| t.status.is_done()).count(),
+                total: self.targets.len(),
+            })
+        {
+            m.insert("target_counts".into(), counts);
+        }
         if ok {
             RunOutcome::Success(v)
         } else {

@@ -796,7 +796,7 @@ deploy:
   plugin: exec
   params:
     deploy: |
-      printf '\033[2J\033]0;owned\007cleared your screen\n' >&2
+      printf '\033[2J\033]0;owned\007\302\23331mcleared your screen\n' >&2
       exit 1
 max_retries: 0
 environments:
@@ -820,6 +820,58 @@ environments:
     let id = fx.deployments().pop().unwrap();
     let status = fx.run(&["status", &id]);
     assert!(!status.stdout.contains(&0x1b), "{}", text(&status.stdout));
+    assert!(
+        !status.stdout.windows(2).any(|w| w == [0xc2, 0x9b]),
+        "a raw C1 CSI: {}",
+        text(&status.stdout)
+    );
+    // JSON escapes what a terminal would obey (DEL and C1 as \u00XX too) and stays JSON.
+    let json = fx.run(&["status", &id, "--json"]);
+    let raw = text(&json.stdout);
+    assert!(
+        !json.stdout.contains(&0x1b) && !json.stdout.windows(2).any(|w| w == [0xc2, 0x9b]),
+        "{raw}"
+    );
+    assert!(raw.contains("\\u009b31mcleared your screen"), "{raw}");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        v.to_string().contains("\u{9b}31mcleared your screen"),
+        "the same text once read: {v}"
+    );
+}
+
+/// `history` reads the database: an application no longer configured still shows what it
+/// did; one that never was, with nothing recorded, is a typo, said as such.
+#[test]
+fn history_names_an_unknown_application_and_reads_one_without_deployments() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["history", "wbe", "prod"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("wbe"), "{}", text(&out.stderr));
+    let out = fx.run(&["history", "web", "prod"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("no deployments of web/prod yet"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = fx.run(&["history", "wbe", "prod"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "after a deploy of another: {}",
+        text(&out.stdout)
+    );
+    std::fs::remove_file(fx.path().join("apps/web.yml")).unwrap();
+    let out = fx.run(&["history", "web", "prod"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("deployments of web/prod, newest first"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 /// Every verb takes a deployment id as a narrow console shows it: any unique start or end of

@@ -461,7 +461,7 @@ struct Inbox {
 
 /// `manent inbox`: what waits on a human, most urgent first, and the locks in force.
 pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
+    let Some(config) = output::load_settings(config_path, out) else {
         return exit::BAD_INPUT;
     };
     let store = match existing_store(&config).await {
@@ -546,7 +546,7 @@ fn print_locks(locks: &[crate::deploy::records::Lock], out: &mut Out) {
 
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
+    let Some(config) = output::load_settings(config_path, out) else {
         return exit::BAD_INPUT;
     };
     // A read never creates the database: with none yet, nothing has run here.
@@ -952,17 +952,28 @@ struct HistoryOut {
 
 /// `manent history APP ENV`
 pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
+    // The descriptors are read only when the database has nothing of this subject, to say
+    // whether it is configured at all (a typo) or has not been deployed yet.
+    let Some(config) = output::load_settings(config_path, out) else {
         return exit::BAD_INPUT;
     };
-    if let Err(e) = config.environment(&a.app, &a.env) {
-        print_errors(&e, out);
-        return exit::BAD_INPUT;
-    }
+    let unknown = |out: &mut Out| {
+        let Some(full) = load_config(config_path, None, out) else {
+            return Some(exit::BAD_INPUT);
+        };
+        if let Err(e) = full.environment(&a.app, &a.env) {
+            print_errors(&e, out);
+            return Some(exit::BAD_INPUT);
+        }
+        None
+    };
     let subject = format!("{}/{}", a.app, a.env);
     let store = match existing_store(&config).await {
         Ok(Some(s)) => s,
         Ok(None) => {
+            if let Some(code) = unknown(out) {
+                return code;
+            }
             out.line(format!("no deployments of {subject} yet"));
             return exit::OK;
         }
@@ -991,6 +1002,12 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         Ok(t) => t,
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
+    if deployments.is_empty()
+        && releases.is_empty()
+        && let Some(code) = unknown(out)
+    {
+        return code;
+    }
     if a.json.json {
         out.json(&HistoryOut {
             subject,
@@ -1081,7 +1098,7 @@ fn nothing_yet(config: &crate::config::Config, id: Option<&str>, json: bool, out
 
 /// `manent logs ID [-f]`
 pub async fn logs(config_path: &Path, a: &LogsArgs, out: &mut Out) -> u8 {
-    let Some(config) = load_config(config_path, None, out) else {
+    let Some(config) = output::load_settings(config_path, out) else {
         return exit::BAD_INPUT;
     };
     let store = match output::read_store(&config, out).await {

@@ -62,17 +62,87 @@ impl Out {
         let _ = self.stderr.flush();
     }
 
-    /// `value` as pretty JSON on stdout.
+    /// `value` as pretty JSON on stdout, written as it is encoded (a deployment of 100,000
+    /// targets is tens of megabytes of JSON, never held whole), with the control characters
+    /// JSON leaves as they are escaped: the same JSON, which no terminal obeys.
     pub fn json<T: serde::Serialize>(&mut self, value: &T) {
-        match serde_json::to_string_pretty(value) {
-            Ok(s) => self.line(s),
-            Err(e) => self.note(format!("manent: cannot encode JSON: {e}")),
+        let mut w = std::io::BufWriter::with_capacity(
+            64 * 1024,
+            JsonControls {
+                inner: &mut *self.stdout,
+                lead: false,
+            },
+        );
+        let encoded = serde_json::to_writer_pretty(&mut w, value);
+        let _ = w.write_all(b"\n").and_then(|()| w.flush());
+        drop(w);
+        // A closed stdout is ignored as everywhere else; only an encoding failure is said.
+        if let Err(e) = encoded
+            && !e.is_io()
+        {
+            self.note(format!("manent: cannot encode JSON: {e}"));
         }
     }
 
     /// An error on stderr, prefixed with `manent:`.
     pub fn error(&mut self, s: impl std::fmt::Display) {
         self.note(format!("manent: {s}"));
+    }
+}
+
+/// JSON text passed on with the control characters serde_json writes as they are — DEL and the
+/// C1 controls U+0080–U+009F (a terminal obeys U+009B as an escape) — as `\u00XX` escapes,
+/// which are valid JSON for the same string. Everything else JSON already escapes.
+struct JsonControls<W> {
+    inner: W,
+    /// The last write ended with 0xC2, the lead byte of U+0080–U+00BF.
+    lead: bool,
+}
+
+impl<W: Write> Write for JsonControls<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut start = 0;
+        let mut i = 0;
+        if std::mem::take(&mut self.lead) {
+            match buf.first() {
+                Some(&b @ 0x80..=0x9f) => {
+                    write!(self.inner, "\\u00{b:02x}")?;
+                    (start, i) = (1, 1);
+                }
+                Some(_) => self.inner.write_all(&[0xc2])?,
+                None => self.lead = true,
+            }
+        }
+        while let Some(at) = memchr::memchr2(0x7f, 0xc2, &buf[i..]) {
+            i += at;
+            let escaped = match (buf[i], buf.get(i + 1)) {
+                (0x7f, _) => Some((0x7f, 1)),
+                (0xc2, Some(&b @ 0x80..=0x9f)) => Some((b, 2)),
+                (0xc2, None) => {
+                    self.inner.write_all(&buf[start..i])?;
+                    self.lead = true;
+                    return Ok(buf.len());
+                }
+                _ => None,
+            };
+            if let Some((b, len)) = escaped {
+                self.inner.write_all(&buf[start..i])?;
+                write!(self.inner, "\\u00{b:02x}")?;
+                i += len;
+                start = i;
+            } else {
+                i += 1;
+            }
+        }
+        self.inner.write_all(&buf[start..])?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if std::mem::take(&mut self.lead) {
+            self.inner.write_all(&[0xc2])?;
+        }
+        self.inner.flush()
     }
 }
 
@@ -109,6 +179,14 @@ pub fn load_config(path: &Path, file: Option<&Path>, out: &mut Out) -> Option<Co
             None
         }
     }
+}
+
+/// Loads `manent.yml` alone, printing errors: for the reads of the database that need no
+/// descriptor (`status`, `inbox`, `logs`).
+pub fn load_settings(path: &Path, out: &mut Out) -> Option<Config> {
+    Config::load_settings(path, &crate::plugin::catalog())
+        .inspect_err(|e| print_errors(e, out))
+        .ok()
 }
 
 /// Prints configuration errors.
@@ -265,5 +343,74 @@ pub fn resolve(
             out.error(e);
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `Out::json` writes of `value`, `Out` writing into a buffer.
+    fn json_of(value: &serde_json::Value) -> Vec<u8> {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .map_err(|_| std::io::ErrorKind::Other)?
+                    .extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut out = Out::to(Shared(buf.clone()), std::io::sink());
+        out.json(value);
+        drop(out);
+        buf.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn json_escapes_the_controls_a_terminal_obeys_and_stays_the_same_json() {
+        let text = "a\u{9b}31mred\u{7f}é\u{85}\u{a0}\u{1b}[0m";
+        let value = serde_json::json!({"message": text, "plain": "ok"});
+        let written = json_of(&value);
+        let s = String::from_utf8(written.clone()).unwrap_or_default();
+        assert!(
+            !s.contains('\u{9b}') && !s.contains('\u{7f}') && !s.contains('\u{85}'),
+            "{s}"
+        );
+        assert!(!s.contains('\u{1b}'), "{s}");
+        assert!(s.contains("\\u009b") && s.contains("\\u007f"), "{s}");
+        assert!(s.ends_with("}\n"), "{s}");
+        let back: serde_json::Value = serde_json::from_slice(&written).unwrap_or_default();
+        assert_eq!(back, value);
+    }
+
+    #[test]
+    fn json_controls_split_across_writes_are_escaped_alike() {
+        let text = "x\u{9b}y\u{c2}\u{a9}z\u{9f}";
+        let whole = format!("\"{text}\"");
+        let mut one = JsonControls {
+            inner: Vec::new(),
+            lead: false,
+        };
+        one.write_all(whole.as_bytes()).unwrap_or_default();
+        one.flush().unwrap_or_default();
+        let mut bytewise = JsonControls {
+            inner: Vec::new(),
+            lead: false,
+        };
+        for b in whole.as_bytes() {
+            bytewise
+                .write_all(std::slice::from_ref(b))
+                .unwrap_or_default();
+        }
+        bytewise.flush().unwrap_or_default();
+        assert_eq!(one.inner, bytewise.inner);
+        let s = String::from_utf8(one.inner).unwrap_or_default();
+        assert_eq!(s, "\"x\\u009by\u{c2}\u{a9}z\\u009f\"");
     }
 }

@@ -202,6 +202,10 @@ pub struct DeploymentView {
     /// Submitted, then parked unstarted: its submitter went away before any engine claimed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub never_started: Option<crate::workflow::store::Submitter>,
+    /// A summary's (a list's) count of its targets, which it does not hold: from the report's
+    /// head, once the deployment has ended. A whole view counts its `targets`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_counts: Option<super::TargetCounts>,
 }
 
 /// Where a hook is.
@@ -276,6 +280,22 @@ impl DeploymentView {
     /// Targets finished without error.
     pub fn done(&self) -> usize {
         self.targets.iter().filter(|t| t.is_done()).count()
+    }
+
+    /// Targets done, of all: counted, or a summary's counts from its report.
+    pub fn counts(&self) -> super::TargetCounts {
+        match self.target_counts {
+            Some(c) if self.targets.is_empty() => c,
+            _ => super::TargetCounts {
+                done: self.done(),
+                total: self.targets.len(),
+            },
+        }
+    }
+
+    /// A summary of a deployment with targets: what a list read, not the whole deployment.
+    pub fn is_summary(&self) -> bool {
+        self.targets.is_empty() && self.target_counts.is_some_and(|c| c.total > 0)
     }
 
     /// The first target that failed, for a failed deployment's headline.
@@ -421,6 +441,9 @@ struct ReportHead {
     message: String,
     #[serde(default)]
     skipped: u32,
+    /// Written beside the lines since lists stopped reading them (older reports lack it).
+    #[serde(default)]
+    target_counts: Option<super::TargetCounts>,
 }
 
 impl From<ReportHead> for Report {
@@ -573,21 +596,26 @@ fn build(
     };
     row.inputs = String::new();
     let head = inputs.as_ref();
-    let hooks = {
-        let names = step_names(&history);
-        // A cancelled deployment's attempt in flight is still finishing (cancel stops at the
-        // next step boundary).
-        let finishing = live || row.status == WorkflowStatus::Cancelled;
-        apply_steps(&mut targets, &history, &names, &row.id, finishing);
-        plan.as_ref()
-            .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), &history, &names))
-            .unwrap_or_default()
-    };
-    drop(history);
+    let names = step_names(&history);
+    let hooks = plan
+        .as_ref()
+        .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), &history, &names))
+        .unwrap_or_default();
+    // The plan's targets are in `targets` now; the plan itself goes before the attempts come.
+    let batches = plan.map_or(0, |p| u32::try_from(p.batches.len()).unwrap_or(u32::MAX));
+    // A cancelled deployment's attempt in flight is still finishing (cancel stops at the next
+    // step boundary).
+    let finishing = live || row.status == WorkflowStatus::Cancelled;
+    apply_steps(&mut targets, &history, &names, &row.id, finishing);
+    drop((names, history));
     let outcome = row.output.take().or(row.error.take());
+    let mut target_counts = None;
     let report: Option<Report> = outcome.as_deref().and_then(|o| match depth {
         Depth::Full => serde_json::from_str(o).ok(),
-        Depth::Summary => serde_json::from_str::<ReportHead>(o).ok().map(Report::from),
+        Depth::Summary => serde_json::from_str::<ReportHead>(o).ok().map(|h| {
+            target_counts = h.target_counts;
+            Report::from(h)
+        }),
     });
     drop(outcome);
     if let Some(r) = &report {
@@ -630,7 +658,7 @@ fn build(
         phase,
         phase_at: None,
         accepts,
-        batches: plan.map_or(0, |p| u32::try_from(p.batches.len()).unwrap_or(u32::MAX)),
+        batches,
         targets,
         report,
         pending_commands,
@@ -640,6 +668,7 @@ fn build(
         canary,
         hooks,
         never_started: event(&events, crate::workflow::store::NEVER_STARTED),
+        target_counts,
     }
 }
 

@@ -264,6 +264,8 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         apps,
         problems,
         finished: HashMap::new(),
+        shown: std::collections::HashSet::new(),
+        releases_read: None,
         tail_logs,
         events: None,
         attached_to,
@@ -310,8 +312,16 @@ struct Actor {
     /// while the console runs); `publish` adds the live releases.
     apps: Vec<AppEnv>,
     problems: Vec<String>,
-    /// Finished deployments never change: read once.
-    finished: HashMap<String, DeploymentView>,
+    /// Finished deployments never change: read once (a summary, or whole once shown).
+    finished: HashMap<String, (DeploymentView, publish::Depth)>,
+    /// Deployments the console has shown on their own screen: read whole (every target,
+    /// attempt and hook); the others only as lists read them, so a console opens as fast with
+    /// a deployment of 100,000 targets in its history as with one of ten.
+    shown: std::collections::HashSet<String>,
+    /// The deployments (id, last update) `apps`' live releases were read at: with none live
+    /// and none changed, releases have not moved (each is recorded by a deployment), and a
+    /// fleet's 100,000 releases are not read again every refresh.
+    releases_read: Option<Vec<(String, i64)>>,
     /// Log lines arrive through the database (attached, on a shared database, or since this
     /// console took the engine over): one order, no line twice.
     tail_logs: bool,
@@ -453,6 +463,7 @@ impl Actor {
                     .await
             }
             Command::LoadLogs { id } => {
+                self.shown.insert(id.clone());
                 self.load_logs(id).await;
                 Ok(String::new())
             }

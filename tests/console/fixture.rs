@@ -118,6 +118,7 @@ pub fn running() -> DeploymentView {
         canary: None,
         hooks: Vec::new(),
         never_started: None,
+        target_counts: None,
     }
 }
 

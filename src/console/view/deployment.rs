@@ -210,12 +210,18 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
             list.len()
         )
     };
-    let title = format!(
-        " Targets {}/{} · batch size {} {filter}{engine}",
-        d.done(),
-        d.targets.len(),
-        batch_sizes(d)
-    );
+    let counts = d.counts();
+    let title = if d.is_summary() {
+        // Shown for a moment: a finished deployment is read whole once it is opened.
+        format!(" Targets {}/{} · reading them… ", counts.done, counts.total)
+    } else {
+        format!(
+            " Targets {}/{} · batch size {} {filter}{engine}",
+            counts.done,
+            counts.total,
+            batch_sizes(d)
+        )
+    };
     let table = Table::new(rows, constraints(&w))
         .header(
             Row::new(vec![

@@ -256,6 +256,11 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         .map(|d| d.subject().chars().count())
         .max()
         .unwrap_or(10);
+    let done = list
+        .iter()
+        .map(|d| progress(d).chars().count())
+        .max()
+        .map_or(7, |n| u16::try_from(n).unwrap_or(u16::MAX).max(7));
     let w = columns(
         area.width.saturating_sub(2),
         1,
@@ -266,7 +271,8 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             Col::shrinks(to16(subject), 10, 5),
             Col::shrinks(13, 8, 6),
             Col::fixed(15),
-            Col::fixed(7),
+            // `12/36`, or `100000/100000` for a large fleet (before the phase gives way).
+            Col::shrinks(done, 7, 7),
             Col::shrinks(30, 16, 8).drops().fills(),
             Col::shrinks(10, 10, 9).drops(),
         ],
@@ -278,7 +284,7 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             Cell::from(fit(&d.subject(), usize::from(w[2]))),
             Cell::from(d.version.clone()),
             Cell::from(Span::styled(state_word(d), t.deployment(d.state, d.kind))),
-            Cell::from(progress(d)),
+            Cell::from(fit(&progress(d), usize::from(w[5]))),
         ];
         if w[6] > 0 {
             let phase = match &d.never_started {

@@ -54,8 +54,9 @@ pub fn clock(ms: i64) -> String {
 
 /// `12/36`: targets done of all; a canary taking traffic: its candidate's weight, `25%`.
 pub fn progress(d: &DeploymentView) -> String {
+    let counts = d.counts();
     match &d.canary {
-        Some(c) if d.status.is_live() && d.done() == d.targets.len() => {
+        Some(c) if d.status.is_live() && counts.done == counts.total => {
             format!("{}%", c.status.weight)
         }
         _ if d.kind == crate::deploy::state::Kind::Test => {
@@ -66,7 +67,7 @@ pub fn progress(d: &DeploymentView) -> String {
                 .count();
             format!("{passed}/{}", d.hooks.len())
         }
-        _ => format!("{}/{}", d.done(), d.targets.len()),
+        _ => format!("{}/{}", counts.done, counts.total),
     }
 }
 

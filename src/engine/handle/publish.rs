@@ -70,6 +70,47 @@ impl Actor {
         }
     }
 
+    /// Each application's versions, live releases and what a rollback would move, from its
+    /// releases; false when a read failed (then read again at the next refresh).
+    async fn read_releases(&mut self) -> bool {
+        let mut apps = std::mem::take(&mut self.apps);
+        let mut read = true;
+        for a in &mut apps {
+            let subject = format!("{}/{}", a.application, a.environment);
+            let rows = self.store.releases(&subject).await.unwrap_or_else(|_| {
+                read = false;
+                Vec::new()
+            });
+            let mut versions: Vec<String> = Vec::new();
+            for r in rows.iter().rev() {
+                if !versions.contains(&r.version) {
+                    versions.push(r.version.clone());
+                }
+            }
+            a.versions = versions;
+            let live = releases::live(rows);
+            a.live_by_target = live
+                .iter()
+                .filter_map(|(m, l)| {
+                    let name = m.rsplit("::").next().unwrap_or(m).to_owned();
+                    l.current.as_ref().map(|c| (name, c.version.clone()))
+                })
+                .collect();
+            a.live = a.live_by_target.values().cloned().collect();
+            a.live.sort();
+            a.live.dedup();
+            a.rollback = self
+                .config
+                .environment(&a.application, &a.environment)
+                .ok()
+                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
+                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
+                .unwrap_or_default();
+        }
+        self.apps = apps;
+        read
+    }
+
     pub(super) async fn publish(&mut self) {
         let rows = match self
             .store
@@ -107,16 +148,34 @@ impl Actor {
             .filter_map(|r| Some((r.id.clone(), r.executor_id.clone()?)))
             .collect();
         let (owners, shared) = self.shared_view(&rows_owners).await;
+        let releases_at: Vec<(String, i64)> =
+            rows.iter().map(|r| (r.id.clone(), r.updated_at)).collect();
+        let releases_moved = rows.iter().any(|r| r.status.is_live())
+            || self.releases_read.as_ref() != Some(&releases_at);
         let mut deployments = Vec::with_capacity(rows.len());
         for r in rows {
-            if let Some(v) = self.finished.get(&r.id) {
+            let whole = self.shown.contains(&r.id);
+            if let Some((v, depth)) = self.finished.get(&r.id)
+                && (!whole || *depth == Depth::Whole)
+            {
                 deployments.push(v.clone());
                 continue;
             }
             let terminal = r.status.is_terminal();
-            if let Ok(v) = view::of_row(self.store.as_ref(), r).await {
+            // A live deployment is read whole (its screen and keys act on its targets); a
+            // finished one as a list reads it until it is shown.
+            let depth = if terminal && !whole {
+                Depth::Summary
+            } else {
+                Depth::Whole
+            };
+            let read = match depth {
+                Depth::Summary => view::summary_of_row(self.store.as_ref(), r).await,
+                Depth::Whole => view::of_row(self.store.as_ref(), r).await,
+            };
+            if let Ok(v) = read {
                 if terminal {
-                    self.finished.insert(v.id.clone(), v.clone());
+                    self.finished.insert(v.id.clone(), (v.clone(), depth));
                 }
                 deployments.push(v);
             }
@@ -129,6 +188,9 @@ impl Actor {
             .await
             .unwrap_or_default();
         let parked = self.store.parked(20).await.unwrap_or_default();
+        if releases_moved {
+            self.releases_read = self.read_releases().await.then_some(releases_at);
+        }
         let mut apps = self.apps.clone();
         // Read at every refresh, so an expired lock stops showing by itself.
         let locks = self
@@ -139,32 +201,6 @@ impl Actor {
         for a in &mut apps {
             let subject = format!("{}/{}", a.application, a.environment);
             a.lock = locks.iter().find(|l| l.subject == subject).cloned();
-            let rows = self.store.releases(&subject).await.unwrap_or_default();
-            let mut versions: Vec<String> = Vec::new();
-            for r in rows.iter().rev() {
-                if !versions.contains(&r.version) {
-                    versions.push(r.version.clone());
-                }
-            }
-            a.versions = versions;
-            let live = releases::live(rows);
-            a.live_by_target = live
-                .iter()
-                .filter_map(|(m, l)| {
-                    let name = m.rsplit("::").next().unwrap_or(m).to_owned();
-                    l.current.as_ref().map(|c| (name, c.version.clone()))
-                })
-                .collect();
-            a.live = a.live_by_target.values().cloned().collect();
-            a.live.sort();
-            a.live.dedup();
-            a.rollback = self
-                .config
-                .environment(&a.application, &a.environment)
-                .ok()
-                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
-                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
-                .unwrap_or_default();
         }
         let mut snap = Snapshot {
             seq: self.seq,
@@ -191,6 +227,15 @@ impl Actor {
         snap.seq = self.seq;
         self.snap.send_replace(Arc::new(snap));
     }
+}
+
+/// How much of a finished deployment the console read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Depth {
+    /// As a list reads it: no target, attempt or hook.
+    Summary,
+    /// Every target, attempt and hook (it was shown on its own screen).
+    Whole,
 }
 
 /// Each application and environment as the configuration describes it (no live releases yet).
