@@ -6,6 +6,7 @@
 
 pub mod ctx;
 pub mod error;
+pub mod heads;
 pub mod inputs_key;
 pub mod lease;
 pub mod postgres;

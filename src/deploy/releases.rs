@@ -104,15 +104,37 @@ pub struct Transition {
 impl Transitions {
     /// Counted from moves, most targets first.
     pub fn of(moves: &[Move]) -> Self {
-        let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for m in moves {
-            *counts
-                .entry((m.from.version.clone(), m.to.version.clone()))
-                .or_default() += 1;
+        Self::count(
+            moves
+                .iter()
+                .map(|m| (m.from.version.as_str(), m.to.version.as_str())),
+        )
+    }
+
+    /// What a rollback of `plan`'s targets would move, as [`moves`] finds it, counted without
+    /// a `Move` (two release records) for each of a fleet's targets.
+    pub fn of_rollback(plan: &Plan, live: &BTreeMap<String, Live>) -> Self {
+        Self::count(plan.targets().filter_map(|(_, t)| {
+            let l = live.get(&t.moniker.to_string())?;
+            Some((
+                l.current.as_ref()?.version.as_str(),
+                l.previous.as_ref()?.version.as_str(),
+            ))
+        }))
+    }
+
+    fn count<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for pair in pairs {
+            *counts.entry(pair).or_default() += 1;
         }
         let mut out: Vec<Transition> = counts
             .into_iter()
-            .map(|((from, to), targets)| Transition { from, to, targets })
+            .map(|((from, to), targets)| Transition {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                targets,
+            })
             .collect();
         out.sort_by(|a, b| b.targets.cmp(&a.targets).then(a.from.cmp(&b.from)));
         Transitions(out)

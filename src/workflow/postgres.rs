@@ -836,7 +836,11 @@ impl Store for PostgresStore {
         workflows::list(&self.client().await?, &q).await
     }
 
-    async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError> {
+    async fn state(
+        &self,
+        id: &str,
+        skip_steps: &'static [&'static str],
+    ) -> Result<Option<WorkflowState>, StoreError> {
         // One snapshot: another engine's commit cannot land between the queries.
         let mut client = self.client().await?;
         let tx = client
@@ -852,7 +856,7 @@ impl Store for PostgresStore {
             row,
             events: events::events(&tx, id).await?,
             event_times: events::event_times(&tx, id).await?,
-            history: steps::history(&tx, id).await?,
+            history: steps::history_except(&tx, id, skip_steps).await?,
             pending: steps::pending_messages(&tx, id).await?,
         };
         tx.commit().await?;

@@ -669,7 +669,7 @@ impl Runtime {
             if or_awaiting
                 && row.status.is_live()
                 && let Some(topics) = self.awaited_topics(id)
-                && let Some(state) = self.store.state(id).await?
+                && let Some(state) = self.store.state(id, &[]).await?
             {
                 let woken = state.pending.iter().any(|m| topics.contains(&m.topic));
                 let acting = state

@@ -575,7 +575,11 @@ impl Store for SqliteStore {
         self.read(move |c| workflows::list(c, &q)).await
     }
 
-    async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError> {
+    async fn state(
+        &self,
+        id: &str,
+        skip_steps: &'static [&'static str],
+    ) -> Result<Option<WorkflowState>, StoreError> {
         let id = id.to_owned();
         self.read(move |c| {
             // One read transaction: another process's commit cannot land between the queries.
@@ -588,7 +592,7 @@ impl Store for SqliteStore {
                     row,
                     events: events::events(c, &id)?,
                     event_times: events::event_times(c, &id)?,
-                    history: steps::history(c, &id)?,
+                    history: steps::history_except(c, &id, skip_steps)?,
                     pending: steps::pending_messages(c, &id)?,
                 }))
             };

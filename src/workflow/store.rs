@@ -696,8 +696,14 @@ pub trait Store: Send + Sync {
         id: &str,
         skip: &'static [&'static str],
     ) -> Result<BTreeMap<String, String>, StoreError>;
-    /// A workflow's row, events, history and pending commands, read at one moment.
-    async fn state(&self, id: &str) -> Result<Option<WorkflowState>, StoreError>;
+    /// A workflow's row, events, history and pending commands, read at one moment; the steps
+    /// named in `skip_steps` are left out of the history (a view reads no plan or releases
+    /// step: at 100,000 targets their outputs are tens of megabytes), never read.
+    async fn state(
+        &self,
+        id: &str,
+        skip_steps: &'static [&'static str],
+    ) -> Result<Option<WorkflowState>, StoreError>;
     /// Unconsumed messages of a workflow.
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError>;
     /// Clean shutdown: truncates the WAL.

@@ -67,6 +67,8 @@ pub fn progress(d: &DeploymentView) -> String {
                 .count();
             format!("{passed}/{}", d.hooks.len())
         }
+        // A list's summary of a deployment whose report predates its counts.
+        _ if counts.total == 0 => "-".into(),
         _ => format!("{}/{}", counts.done, counts.total),
     }
 }

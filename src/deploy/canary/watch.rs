@@ -276,7 +276,7 @@ pub async fn read_without_engine(
     id: &str,
 ) -> Result<Actual, String> {
     let state = store
-        .state(id)
+        .state(id, crate::deploy::view::NOT_VIEWED)
         .await
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no deployment with id {id}"))?;

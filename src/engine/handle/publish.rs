@@ -104,7 +104,7 @@ impl Actor {
                 .environment(&a.application, &a.environment)
                 .ok()
                 .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
-                .map(|plan| Transitions::of(&releases::moves(&plan, &live)))
+                .map(|plan| Transitions::of_rollback(&plan, &live))
                 .unwrap_or_default();
         }
         self.apps = apps;

@@ -13,11 +13,21 @@ use crate::workflow::store::{
 };
 
 pub async fn history<C: GenericClient>(c: &C, id: &str) -> Result<History, StoreError> {
+    history_except(c, id, &[]).await
+}
+
+/// [`history`] without the steps named in `skip`.
+pub async fn history_except<C: GenericClient>(
+    c: &C,
+    id: &str,
+    skip: &[&str],
+) -> Result<History, StoreError> {
     let steps = query(
         c,
         "SELECT function_id, function_name, output, error, attempts, started_at, completed_at \
-         FROM operation_outputs WHERE workflow_id = $1 ORDER BY function_id",
-        &[&id],
+         FROM operation_outputs WHERE workflow_id = $1 AND function_name <> ALL($2) \
+         ORDER BY function_id",
+        &[&id, &skip],
     )
     .await?
     .iter()

@@ -25,9 +25,9 @@ const HEAD_COLUMNS: &str = "workflow_id, name, definition_version, \
         THEN (inputs::jsonb #- '{spec,targets}')::text ELSE inputs END, \
     status, \
     CASE WHEN left(output, 1) = '{' AND strpos(output, '\\u0000') = 0 \
-        THEN (output::jsonb - 'targets')::text ELSE output END, \
+        THEN (output::jsonb - 'targets' - 'rolled_back')::text ELSE output END, \
     CASE WHEN left(error, 1) = '{' AND strpos(error, '\\u0000') = 0 \
-        THEN (error::jsonb - 'targets')::text ELSE error END, \
+        THEN (error::jsonb - 'targets' - 'rolled_back')::text ELSE error END, \
     executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
     updated_at, started_at, completed_at";
 

@@ -11,12 +11,19 @@ use crate::workflow::store::{
 };
 
 pub fn history(conn: &Connection, id: &str) -> Result<History, StoreError> {
+    history_except(conn, id, &[])
+}
+
+/// [`history`] without the steps named in `skip`.
+pub fn history_except(conn: &Connection, id: &str, skip: &[&str]) -> Result<History, StoreError> {
+    let skip = serde_json::to_string(skip).map_err(|e| StoreError::Sql(e.to_string()))?;
     let mut stmt = conn.prepare_cached(
         "SELECT function_id, function_name, output, error, attempts, started_at, completed_at \
-         FROM operation_outputs WHERE workflow_id = ?1 ORDER BY function_id",
+         FROM operation_outputs WHERE workflow_id = ?1 \
+         AND function_name NOT IN (SELECT value FROM json_each(?2)) ORDER BY function_id",
     )?;
     let steps = stmt
-        .query_map([id], |r| {
+        .query_map(rusqlite::params![id, skip], |r| {
             Ok(StepRecord {
                 function_id: r.get(0)?,
                 function_name: r.get(1)?,

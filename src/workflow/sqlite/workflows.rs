@@ -15,24 +15,50 @@ const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, ou
     executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
     updated_at, started_at, completed_at";
 
-/// [`COLUMNS`] with each large document's head only (`WorkflowQuery::heads`): the inputs
-/// without the spec's targets, the outcome without its per-target lines. A value that is not
-/// JSON is returned as it is.
-const HEAD_COLUMNS: &str = "workflow_id, name, definition_version, \
-    CASE WHEN json_valid(inputs) THEN json_remove(inputs, '$.spec.targets') ELSE inputs END, \
-    status, \
-    CASE WHEN json_valid(output) THEN json_remove(output, '$.targets') ELSE output END, \
-    CASE WHEN json_valid(error) THEN json_remove(error, '$.targets') ELSE error END, \
-    executor_id, run_token, recovery_attempts, max_recovery_attempts, subject, created_at, \
-    updated_at, started_at, completed_at";
+/// What a list leaves out of each large document (`WorkflowQuery::heads`): the spec's
+/// targets of the inputs, the per-target lines of the outcome.
+const INPUTS_BODY: &[&[&str]] = &[&["spec", "targets"]];
+const OUTCOME_BODY: &[&[&str]] = &[&["targets"], &["rolled_back"]];
+
+/// A row with each large document's head only (`WorkflowQuery::heads`), read in Rust from
+/// SQLite's own copy of the text (SQLite's JSON functions built each document whole first).
+fn head_row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
+    let head = |i: usize, body: &[&[&str]]| -> rusqlite::Result<Option<String>> {
+        Ok(match r.get_ref(i)? {
+            rusqlite::types::ValueRef::Null => None,
+            v => Some(crate::workflow::heads::without(v.as_str()?, body)),
+        })
+    };
+    let inputs = head(3, INPUTS_BODY)?.unwrap_or_default();
+    let output = head(5, OUTCOME_BODY)?;
+    let error = head(6, OUTCOME_BODY)?;
+    Ok(WorkflowRow {
+        inputs,
+        output,
+        error,
+        ..row_without_documents(r)?
+    })
+}
+
+/// [`row`] without its documents (inputs, output, error), which the caller reads.
+fn row_without_documents(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
+    row_of(r, false)
+}
 
 fn row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
+    row_of(r, true)
+}
+
+fn row_of(r: &Row<'_>, documents: bool) -> rusqlite::Result<WorkflowRow> {
     let status: String = r.get(4)?;
+    let document = |i: usize| -> rusqlite::Result<Option<String>> {
+        if documents { r.get(i) } else { Ok(None) }
+    };
     Ok(WorkflowRow {
         id: r.get(0)?,
         name: r.get(1)?,
         definition_version: r.get(2)?,
-        inputs: r.get(3)?,
+        inputs: document(3)?.unwrap_or_default(),
         status: WorkflowStatus::parse(&status).ok_or_else(|| {
             rusqlite::Error::FromSqlConversionFailure(
                 4,
@@ -40,8 +66,8 @@ fn row(r: &Row<'_>) -> rusqlite::Result<WorkflowRow> {
                 format!("unknown workflow status {status}").into(),
             )
         })?,
-        output: r.get(5)?,
-        error: r.get(6)?,
+        output: document(5)?,
+        error: document(6)?,
         executor_id: r.get(7)?,
         run_token: r.get(8)?,
         recovery_attempts: r.get(9)?,
@@ -399,14 +425,14 @@ pub fn list(conn: &Connection, q: &WorkflowQuery) -> Result<Vec<WorkflowRow>, St
         ""
     };
     let limit = if q.limit == 0 { u32::MAX } else { q.limit };
-    let columns = if q.heads { HEAD_COLUMNS } else { COLUMNS };
     let sql = format!(
-        "SELECT {columns} FROM workflow_status WHERE (?1 IS NULL OR subject = ?1) {live} \
+        "SELECT {COLUMNS} FROM workflow_status WHERE (?1 IS NULL OR subject = ?1) {live} \
          ORDER BY created_at DESC, workflow_id DESC LIMIT ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
+    let read = if q.heads { head_row } else { row };
     let rows = stmt
-        .query_map(params![q.subject, limit], row)?
+        .query_map(params![q.subject, limit], read)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
