@@ -904,3 +904,92 @@ fn a_unique_start_or_end_of_an_id_names_the_deployment_and_an_ambiguous_one_list
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no deployment with id zzzz-nothing"));
 }
+
+/// Peak memory of `manent ARGS` run in `fx` (its maximum resident set, as GNU time reads it
+/// from the kernel), in KiB. jemalloc is asked to return freed pages at once, so the peak is
+/// what the command held at once rather than what the allocator kept of what it freed (by
+/// default, for 10 s: longer than a read lives), which varies from run to run.
+fn peak_kib(fx: &Fixture, args: &[&str]) -> i64 {
+    let file = fx.path().join("peak-rss");
+    let out = std::process::Command::new("/usr/bin/time")
+        .env("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&file)
+        .arg(env!("CARGO_BIN_EXE_manent"))
+        .current_dir(fx.path())
+        .args(["--config", "manent.yml"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "manent {args:?}: {}",
+        text(&out.stderr)
+    );
+    std::fs::read_to_string(&file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Reads scale with the fleet (issue 21: each read of a 100,000-target deployment under
+/// 200 MB, 2 KiB a target): the memory `status`, `status ID`, `status ID --json`, `history`
+/// and `inbox` take for each target more, measured between 2,000 and 20,000 simulated targets,
+/// stays under 2 KiB. (Their time is measured by `cargo bench --bench engine`, never here.)
+#[test]
+#[allow(clippy::print_stderr, reason = "a skipped test says why")]
+fn reads_take_under_2_kib_a_target_more_from_2000_to_20000_targets() {
+    if !std::path::Path::new("/usr/bin/time").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "GNU time is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipped: /usr/bin/time (Debian's time) is not installed");
+        return;
+    }
+    let sized = |n: usize| {
+        let mut app = String::from(
+            "application: big\nartifact: {version: \"1\"}\ndeploy: {plugin: fleet}\n\
+             parallelism: 100\nenvironments:\n  prod:\n    targets:\n",
+        );
+        for t in 0..n {
+            app.push_str(&format!("      - {{name: t{t}}}\n"));
+        }
+        let fx = Fixture::new(
+            "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n",
+            &[("big", &app)],
+        );
+        let out = fx.run(&["deploy", "big", "prod", "--yes"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let id = fx.deployments().pop().unwrap();
+        [
+            vec!["status"],
+            vec!["status", &id],
+            vec!["status", &id, "--json"],
+            vec!["history", "big", "prod"],
+            vec!["inbox"],
+        ]
+        .iter()
+        .map(|args| (args.join(" ").replace(&id, "ID"), peak_kib(&fx, args)))
+        .collect::<Vec<_>>()
+    };
+    let (small, large) = (sized(2_000), sized(20_000));
+    let mut over = Vec::new();
+    let mut all = String::new();
+    for ((read, at_2k), (_, at_20k)) in small.iter().zip(&large) {
+        let per_target = (at_20k - at_2k) as f64 / 18_000.0;
+        let line = format!(
+            "`manent {read}`: {per_target:.2} KiB a target more ({at_2k} KiB at 2,000 targets, \
+             {at_20k} KiB at 20,000)"
+        );
+        if per_target >= 2.0 {
+            over.push(line.clone());
+        }
+        all.push_str(&line);
+        all.push('\n');
+    }
+    assert!(over.is_empty(), "over 2 KiB a target:\n{all}");
+}

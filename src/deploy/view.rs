@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::Report;
-use super::plan::Plan;
+use super::plan::PlannedHook;
 use super::releases::Transitions;
 use super::state::{
     Action, DeploymentState, Doing, Ending, Kind, Phase, StepName, TargetState, Topic,
@@ -502,6 +502,31 @@ impl Head {
     }
 }
 
+/// What a view reads of a plan: its targets' names and monikers by batch, and its hooks (a
+/// plan's targets also carry a host, labels and a parsed moniker: at 100,000 targets its 22 MB
+/// were the largest thing a view held).
+#[derive(Deserialize)]
+struct ViewPlan {
+    batches: Vec<ViewBatch>,
+    #[serde(default)]
+    hooks: Vec<PlannedHook>,
+}
+
+/// A batch as a view reads it.
+#[derive(Deserialize)]
+struct ViewBatch {
+    index: u32,
+    targets: Vec<ViewTarget>,
+}
+
+/// A planned target as a view reads it.
+#[derive(Deserialize)]
+struct ViewTarget {
+    name: String,
+    /// As written (`Moniker`'s text).
+    moniker: String,
+}
+
 /// The steps a view never reads (it reads the plan from its event, and targets' and hooks'
 /// steps): at 100,000 targets the plan and the releases before a deploy are tens of megabytes.
 pub const NOT_VIEWED: &[&str] = &["plan", "engine.set_event", "releases.before"];
@@ -580,7 +605,7 @@ fn build(
         (_, true) => Kind::DryRun,
         _ => Kind::Deploy,
     };
-    let plan: Option<Plan> = match depth {
+    let plan: Option<ViewPlan> = match depth {
         Depth::Full => events
             .remove("plan")
             .and_then(|p| serde_json::from_str(&p).ok()),
@@ -610,8 +635,9 @@ fn build(
     // A cancelled deployment's attempt in flight is still finishing (cancel stops at the next
     // step boundary).
     let finishing = live || row.status == WorkflowStatus::Cancelled;
-    apply_steps(&mut targets, &history, &names, &row.id, finishing);
-    drop((names, history));
+    drop(names);
+    apply_steps(&mut targets, &history, &row.id, finishing);
+    drop(history);
     let outcome = row.output.take().or(row.error.take());
     let mut target_counts = None;
     let report: Option<Report> = outcome.as_deref().and_then(|o| match depth {
@@ -677,11 +703,13 @@ fn build(
 }
 
 /// Every target, pending: the plan's, or before a plan is made the spec's in `inputs`.
-fn targets_of(plan: Option<&Plan>, inputs: &str) -> Vec<TargetView> {
+fn targets_of(plan: Option<&ViewPlan>, inputs: &str) -> Vec<TargetView> {
     if let Some(plan) = plan {
         return plan
-            .targets()
-            .map(|(b, t)| pending(t.moniker.to_string(), &t.name, b.index))
+            .batches
+            .iter()
+            .flat_map(|b| b.targets.iter().map(move |t| (b.index, t)))
+            .map(|(batch, t)| pending(t.moniker.clone(), &t.name, batch))
             .collect();
     }
     let Ok(Inputs { spec }) = serde_json::from_str::<Inputs>(inputs) else {
@@ -697,6 +725,9 @@ fn targets_of(plan: Option<&Plan>, inputs: &str) -> Vec<TargetView> {
 }
 
 /// What each step of `history` is, by id.
+///
+/// Hooks' steps only: a target's step is read from its own record's name as it is applied (a
+/// map of 100,000 targets' step names cost 20 MB).
 fn step_names(history: &History) -> BTreeMap<u32, StepName> {
     history
         .steps
@@ -708,37 +739,33 @@ fn step_names(history: &History) -> BTreeMap<u32, StepName> {
                 .iter()
                 .map(|a| (a.function_id, &a.function_name)),
         )
+        .filter(|(_, n)| n.starts_with("hook"))
         .filter_map(|(id, n)| n.parse().ok().map(|n| (id, n)))
+        .filter(|(_, n)| matches!(n, StepName::Hook { .. } | StepName::HookDelete { .. }))
         .collect()
 }
 
 /// Each target as its attempts and latest step (the highest id: a retry's round, an undo's
 /// rollback) left it.
-fn apply_steps(
-    targets: &mut [TargetView],
-    history: &History,
-    names: &BTreeMap<u32, StepName>,
-    id: &str,
-    finishing: bool,
-) {
+fn apply_steps(targets: &mut [TargetView], history: &History, id: &str, finishing: bool) {
     let index: HashMap<&str, usize> = targets
         .iter()
         .enumerate()
         .map(|(i, t)| (t.name.as_str(), i))
         .collect();
-    let target_of = |step: u32| match names.get(&step) {
-        Some(StepName::Target {
+    let target_of = |name: &str| match name.parse::<StepName>() {
+        Ok(StepName::Target {
             action,
             round,
             target,
             ..
-        }) => index.get(target.as_str()).map(|&i| (i, *action, *round)),
+        }) => index.get(target.as_str()).map(|&i| (i, action, round)),
         _ => None,
     };
     let mut latest: BTreeMap<usize, Latest<'_>> = BTreeMap::new();
     let mut attempts: Vec<(usize, AttemptView)> = Vec::new();
     for a in &history.attempts {
-        let Some((i, action, round)) = target_of(a.function_id) else {
+        let Some((i, action, round)) = target_of(&a.function_name) else {
             continue;
         };
         attempts.push((
@@ -768,7 +795,7 @@ fn apply_steps(
         }
     }
     for s in &history.steps {
-        let Some((i, action, _)) = target_of(s.function_id) else {
+        let Some((i, action, _)) = target_of(&s.function_name) else {
             continue;
         };
         if latest.get(&i).is_none_or(|l| s.function_id >= l.id) {
@@ -878,7 +905,7 @@ fn apply_report(targets: &mut [TargetView], r: &Report, canary: bool) {
 
 /// The hooks a `kind` deployment runs, in order, with what the history says of each.
 fn hook_views(
-    plan: &Plan,
+    plan: &ViewPlan,
     kind: Kind,
     atomic: bool,
     history: &History,
@@ -910,7 +937,7 @@ fn hook_views(
     };
     let mut out = Vec::new();
     for event in events {
-        for h in plan.hooks_at(event) {
+        for h in plan.hooks.iter().filter(|h| h.event == event) {
             let mut v = HookView {
                 event,
                 name: h.name.clone(),
