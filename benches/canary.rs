@@ -50,7 +50,7 @@ fn main() {
 
 /// The rows for one router; `goal` gives, from the baseline's p95, the p95 `manent weight`
 /// (a worker running) should stay under, and how it is said.
-fn bench<R: Router>(goal: fn(Duration) -> (&'static str, Duration)) {
+fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     let dir = tempfile::tempdir().unwrap();
     let Some(n) = R::start(&dir.path().join(R::NAME), 2, "1.0.0") else {
         println!("canary bench: {} skipped (it is not installed)", R::NAME);
@@ -189,12 +189,12 @@ fn bench<R: Router>(goal: fn(Duration) -> (&'static str, Duration)) {
         let _ = verb.map(|v| v.join());
     }
 
-    // The floor: the same change made by hand (nginx: its file written and reloaded; HAProxy:
-    // the weights set on its runtime API). The candidate is in the green slot.
+    // The floor: the same change made by hand. The candidate is in the green slot.
+    let prepared = n.prepare();
     let mut baseline = Vec::new();
     for i in 0..CHANGES {
         let to = if i % 2 == 0 { 100 } else { 0 };
-        baseline.push(flip(&n, to, || n.edit_weights("green", to)));
+        baseline.push(flip(&n, to, || n.by_hand(to, &prepared)));
     }
     let report = |what: &str, v: &[Duration]| {
         let (p50, p95) = (pct(v, 50), pct(v, 95));
@@ -211,12 +211,7 @@ fn bench<R: Router>(goal: fn(Duration) -> (&'static str, Duration)) {
         "canary operator latency, {CHANGES} changes each, to {} serving the new split:",
         R::NAME
     );
-    let floor = if R::NAME == "nginx" {
-        "baseline: file by hand + nginx -s reload"
-    } else {
-        "baseline: set server weight by hand"
-    };
-    report(floor, &baseline);
+    report(R::SAID, &baseline);
     report("console Enter (engine in process)", &console);
     report("manent weight (a worker runs the engine)", &cli);
     report("manent weight, until the command exits", &cli_exit);
@@ -232,6 +227,58 @@ fn bench<R: Router>(goal: fn(Duration) -> (&'static str, Duration)) {
         ms(bound),
         R::NAME
     );
+}
+
+/// A weight change made by hand, the router's own floor.
+trait ByHand: Router {
+    /// The baseline's row.
+    const SAID: &'static str;
+    /// What the changes need made beforehand.
+    fn prepare(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Sets the candidate (the green slot) to `to` %, as an operator would by hand.
+    fn by_hand(&self, to: u32, prepared: &[String]);
+}
+
+impl ByHand for nginx::Nginx {
+    const SAID: &'static str = "baseline: file by hand + nginx -s reload";
+
+    /// The split file for 100 % and for 0 % (the support's edit also waits for old workers,
+    /// which the timed change does not).
+    fn prepare(&self) -> Vec<String> {
+        [100, 0]
+            .into_iter()
+            .map(|to| {
+                self.edit_weights("green", to);
+                std::fs::read_to_string(&self.upstreams).unwrap()
+            })
+            .collect()
+    }
+
+    /// One file put in place and `nginx -s reload`.
+    fn by_hand(&self, to: u32, files: &[String]) {
+        std::fs::write(&self.upstreams, &files[usize::from(to == 0)]).unwrap();
+        let ok = Command::new(&self.bin)
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(&self.conf)
+            .args(["-s", "reload"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+}
+
+impl ByHand for haproxy::Haproxy {
+    const SAID: &'static str = "baseline: set server weight by hand";
+
+    /// `set server … weight` for every server on the runtime API, one connection.
+    fn by_hand(&self, to: u32, _: &[String]) {
+        self.edit_weights("green", to);
+    }
 }
 
 /// Runs `act`, then polls the router until it answers with the version of weight `to`; the time

@@ -191,6 +191,11 @@ async fn baseline() -> Duration {
 }
 
 fn main() {
+    // `MANENT_BENCH_ONLY=reads`: the reads at scale alone.
+    if std::env::var("MANENT_BENCH_ONLY").is_ok_and(|o| o == "reads") {
+        reads();
+        return;
+    }
     let rt = runtime::runtime();
     let base = rt.block_on(baseline());
     let full = rt.block_on(engine_run("full"));
