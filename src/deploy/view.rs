@@ -206,6 +206,9 @@ pub struct DeploymentView {
     /// head, once the deployment has ended. A whole view counts its `targets`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target_counts: Option<super::TargetCounts>,
+    /// Read as a list reads it: no target, attempt or hook was read.
+    #[serde(skip)]
+    pub summary: bool,
 }
 
 /// Where a hook is.
@@ -293,9 +296,9 @@ impl DeploymentView {
         }
     }
 
-    /// A summary of a deployment with targets: what a list read, not the whole deployment.
+    /// What a list read of the deployment, not the whole of it (its targets and hooks unread).
     pub fn is_summary(&self) -> bool {
-        self.targets.is_empty() && self.target_counts.is_some_and(|c| c.total > 0)
+        self.summary
     }
 
     /// The first target that failed, for a failed deployment's headline.
@@ -699,6 +702,7 @@ fn build(
         hooks,
         never_started: event(&events, crate::workflow::store::NEVER_STARTED),
         target_counts,
+        summary: depth == Depth::Summary,
     }
 }
 

@@ -533,3 +533,51 @@ fn a_parked_notification_waits_in_homes_inbox_with_the_verb_that_sends_it_again(
     let screen = text_of(&app, 120, 40);
     assert!(screen.contains("chatops"), "{screen}");
 }
+
+/// A finished deployment is listed as a list reads it (its counts from its report) and read
+/// whole once opened: until the whole arrives its screen says it is reading, never "0/0" or
+/// "none defined"; then its targets show.
+#[test]
+fn a_finished_deployment_listed_as_a_summary_says_it_is_reading_until_it_is_whole() {
+    let whole = fixture::rolled_back();
+    let id = whole.id.clone();
+    let mut summary = whole.clone();
+    summary.targets.clear();
+    summary.hooks.clear();
+    summary.summary = true;
+    summary.target_counts = Some(manent::deploy::TargetCounts {
+        done: whole.done(),
+        total: whole.targets.len(),
+    });
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    s.deployments.retain(|d| d.id != id);
+    s.deployments.push(summary);
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    let home = text_of(&app, 80, 24);
+    let progress = format!("{}/{}", whole.done(), whole.targets.len());
+    let row = home
+        .lines()
+        .find(|l| l.contains(&id[id.len() - 4..]))
+        .unwrap_or_default();
+    assert!(row.contains(&progress), "{progress} in the list:\n{home}");
+    app.show(id.clone());
+    assert_eq!(
+        app.update(Action::Tick(NOW)),
+        Some(manent::engine::handle::Command::LoadLogs { id: id.clone() }),
+        "opening it asks for it whole"
+    );
+    let reading = text_of(&app, 80, 24);
+    assert!(reading.contains("reading them…"), "{reading}");
+    assert!(
+        reading.contains("reading its hooks and targets"),
+        "{reading}"
+    );
+    assert!(!reading.contains("none defined"), "{reading}");
+    s.deployments.retain(|d| d.id != id);
+    s.deployments.push(whole.clone());
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let shown = text_of(&app, 80, 24);
+    assert!(!shown.contains("reading"), "{shown}");
+    assert!(shown.contains(&whole.targets[0].name), "{shown}");
+}

@@ -119,6 +119,7 @@ pub fn running() -> DeploymentView {
         hooks: Vec::new(),
         never_started: None,
         target_counts: None,
+        summary: false,
     }
 }
 

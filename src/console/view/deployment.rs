@@ -125,7 +125,12 @@ fn render_strip(frame: &mut Frame<'_>, strip: Rect, d: &DeploymentView, ctx: &Vi
             frame.render_widget(Paragraph::new(lines), strip);
         }
         None => {
-            let line = if d.hooks.is_empty() {
+            let line = if d.is_summary() {
+                Line::from(Span::styled(
+                    " reading its hooks and targets…",
+                    t.get("muted"),
+                ))
+            } else if d.hooks.is_empty() {
                 Line::from(vec![
                     Span::styled(" hooks ", t.get("muted")),
                     Span::raw("none defined"),
@@ -213,7 +218,11 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
     let counts = d.counts();
     let title = if d.is_summary() {
         // Shown for a moment: a finished deployment is read whole once it is opened.
-        format!(" Targets {}/{} · reading them… ", counts.done, counts.total)
+        if counts.total == 0 {
+            " Targets · reading them… ".to_owned()
+        } else {
+            format!(" Targets {}/{} · reading them… ", counts.done, counts.total)
+        }
     } else {
         format!(
             " Targets {}/{} · batch size {} {filter}{engine}",
