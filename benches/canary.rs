@@ -259,16 +259,7 @@ impl ByHand for nginx::Nginx {
     /// One file put in place and `nginx -s reload`.
     fn by_hand(&self, to: u32, files: &[String]) {
         std::fs::write(&self.upstreams, &files[usize::from(to == 0)]).unwrap();
-        let ok = Command::new(&self.bin)
-            .arg("-p")
-            .arg(&self.prefix)
-            .arg("-c")
-            .arg(&self.conf)
-            .args(["-s", "reload"])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        self.signal_reload();
     }
 }
 

@@ -122,6 +122,12 @@ impl Nginx {
 
     /// `nginx -s reload`, and a moment for new workers to take over.
     pub fn reload(&self) {
+        self.signal_reload();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// `nginx -s reload` alone: it returns once the master has the signal.
+    pub fn signal_reload(&self) {
         let out = Command::new(&self.bin)
             .arg("-p")
             .arg(&self.prefix)
@@ -135,7 +141,6 @@ impl Nginx {
             "nginx -s reload: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        std::thread::sleep(Duration::from_millis(300));
     }
 }
 
