@@ -863,12 +863,6 @@ impl Engine {
         self.runtime.active()
     }
 
-    /// Deployments running in this process that have work to do (not parked waiting for an
-    /// operator).
-    pub fn working(&self) -> Vec<String> {
-        self.runtime.working()
-    }
-
     /// True while deployment `id` runs in this process, or is being claimed by it — or this
     /// engine stopped its runs after its lease lapsed and takes them back once it renews.
     pub fn runs(&self, id: &str) -> bool {

@@ -106,7 +106,7 @@ impl Runner {
         }
         // Runs parked for an operator drain at once; what still works (resumed beside the
         // deployment followed) must not hold this command.
-        let others = e.working();
+        let others = e.going();
         if others.is_empty() {
             return e.shutdown().await;
         }

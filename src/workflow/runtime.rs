@@ -180,19 +180,6 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    /// The runs here that have work to do (not parked waiting for an operator).
-    pub fn working(&self) -> Vec<String> {
-        self.active
-            .lock()
-            .map(|a| {
-                a.iter()
-                    .filter(|(_, c)| c.awaiting_operator.load(Ordering::SeqCst) == 0)
-                    .map(|(id, _)| id.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {

@@ -99,24 +99,15 @@ pub fn rollback(a: &AppEnv, now: i64) -> Confirm {
             "{staying} targets have no earlier release with another version and stay"
         ));
     }
-    if a.production {
-        lines.push(format!(
-            "{} is production: type its name to confirm",
-            a.environment
-        ));
-    }
     let command = Command::Rollback {
         application: a.application.clone(),
         environment: a.environment.clone(),
         reason: None,
         force: false,
     };
-    let c = Confirm::new(title, lines, command, a.production, now).buttons("Cancel", "Roll back");
-    let c = if a.production {
-        c.typed_in(&a.environment)
-    } else {
-        c
-    };
+    let c = Confirm::new(title, lines, command, a.production, now)
+        .buttons("Cancel", "Roll back")
+        .typed_in_production(&a.environment);
     through_lock(c, a)
 }
 
@@ -268,31 +259,21 @@ pub fn abort(d: &DeploymentView, now: i64) -> Confirm {
         "Abort the deploy of {} {} to {} and roll back the {changed} targets it changed?",
         d.application, d.version, d.environment
     );
-    let mut lines = vec![
+    let lines = vec![
         "no new target starts; targets being worked on now finish first".to_owned(),
         "then each target it changed goes back to the release it had before (targets new to \
          manent stay)"
             .to_owned(),
     ];
-    if d.production {
-        lines.push(format!(
-            "{} is production: type its name to confirm",
-            d.environment
-        ));
-    }
-    let c = Confirm::new(
+    Confirm::new(
         title,
         lines,
         operator(d, OperatorCommand::Abort),
         d.production,
         now,
     )
-    .buttons("Keep going", "Abort");
-    if d.production {
-        c.typed_in(&d.environment)
-    } else {
-        c
-    }
+    .buttons("Keep going", "Abort")
+    .typed_in_production(&d.environment)
 }
 
 /// Run the test hooks of `a` against what is live, or against the candidate of canary

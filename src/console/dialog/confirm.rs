@@ -100,6 +100,23 @@ impl Confirm {
         self
     }
 
+    /// In production the environment's name must be typed: the last line says so (and that a
+    /// reason follows, when one is required) and the dialog asks for it. Elsewhere nothing
+    /// changes.
+    pub fn typed_in_production(mut self, environment: &str) -> Self {
+        if !self.production {
+            return self;
+        }
+        let then = if self.needs_reason {
+            ", then the reason"
+        } else {
+            " to confirm"
+        };
+        self.lines
+            .push(format!("{environment} is production: type its name{then}"));
+        self.typed_in(environment)
+    }
+
     /// A reason must be typed (after the name, where one is asked).
     pub fn reason_required(mut self) -> Self {
         self.needs_reason = true;

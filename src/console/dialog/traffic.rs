@@ -200,25 +200,15 @@ pub fn promote_full(d: &DeploymentView, now: i64) -> Confirm {
         ),
     ];
     lines.extend(pre_promote(d));
-    if d.production {
-        lines.push(format!(
-            "{} is production: type its name to confirm",
-            d.environment
-        ));
-    }
-    let c = Confirm::new(
+    Confirm::new(
         title,
         lines,
         operator(d, OperatorCommand::Promote { full: true }),
         d.production,
         now,
     )
-    .buttons("Cancel", "Promote now");
-    if d.production {
-        c.typed_in(&d.environment)
-    } else {
-        c
-    }
+    .buttons("Cancel", "Promote now")
+    .typed_in_production(&d.environment)
 }
 
 /// What runs before a promotion, when the canary has `pre-promote` hooks.
@@ -350,7 +340,7 @@ pub fn abandon(d: &DeploymentView, now: i64) -> Confirm {
         "Abandon {} where its traffic is (the router failed {call})?",
         canary_of(d)
     );
-    let mut lines = vec![
+    let lines = vec![
         format!("the router said: {}", router_error(d)),
         format!(
             "the canary ends failed and manent stops steering the router: it was recorded at \
@@ -361,13 +351,7 @@ pub fn abandon(d: &DeploymentView, now: i64) -> Confirm {
         ),
         "a reason is required: it is journaled".to_owned(),
     ];
-    if d.production {
-        lines.push(format!(
-            "{} is production: type its name, then the reason",
-            d.environment
-        ));
-    }
-    let c = Confirm::new(
+    Confirm::new(
         title,
         lines,
         operator(d, OperatorCommand::Abandon),
@@ -375,10 +359,6 @@ pub fn abandon(d: &DeploymentView, now: i64) -> Confirm {
         now,
     )
     .buttons("Keep deciding", "Abandon")
-    .reason_required();
-    if d.production {
-        c.typed_in(&d.environment)
-    } else {
-        c
-    }
+    .reason_required()
+    .typed_in_production(&d.environment)
 }
