@@ -74,16 +74,25 @@ pub struct Move {
 
 /// Where a rollback takes each target of `plan`; targets with nothing earlier are left out.
 pub fn moves(plan: &Plan, live: &BTreeMap<String, Live>) -> Vec<Move> {
-    plan.targets()
-        .filter_map(|(_, t)| {
-            let l = live.get(&t.moniker.to_string())?;
-            Some(Move {
-                target: t.name.clone(),
-                from: l.current.clone()?,
-                to: l.previous.clone()?,
-            })
+    moving(plan, live)
+        .map(|(target, from, to)| Move {
+            target: target.to_owned(),
+            from: from.clone(),
+            to: to.clone(),
         })
         .collect()
+}
+
+/// Each of `plan`'s targets with a way back: its name, the release live now and the one a
+/// rollback restores.
+fn moving<'a>(
+    plan: &'a Plan,
+    live: &'a BTreeMap<String, Live>,
+) -> impl Iterator<Item = (&'a str, &'a ReleaseRecord, &'a ReleaseRecord)> {
+    plan.targets().filter_map(|(_, t)| {
+        let l = live.get(&t.moniker.to_string())?;
+        Some((t.name.as_str(), l.current.as_ref()?, l.previous.as_ref()?))
+    })
 }
 
 /// Version changes counted: `36 targets: 2.4.0 → 2.3.0`, grouped when targets differ.
@@ -114,13 +123,9 @@ impl Transitions {
     /// What a rollback of `plan`'s targets would move, as [`moves`] finds it, counted without
     /// a `Move` (two release records) for each of a fleet's targets.
     pub fn of_rollback(plan: &Plan, live: &BTreeMap<String, Live>) -> Self {
-        Self::count(plan.targets().filter_map(|(_, t)| {
-            let l = live.get(&t.moniker.to_string())?;
-            Some((
-                l.current.as_ref()?.version.as_str(),
-                l.previous.as_ref()?.version.as_str(),
-            ))
-        }))
+        Self::count(
+            moving(plan, live).map(|(_, from, to)| (from.version.as_str(), to.version.as_str())),
+        )
     }
 
     fn count<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
