@@ -221,6 +221,9 @@ impl std::fmt::Display for StepFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.kind {
             FailureKind::Permanent => write!(f, "{} (permanent, not retried)", self.message),
+            FailureKind::RetriesExhausted if self.attempts == 1 => {
+                write!(f, "{} (failed its only attempt)", self.message)
+            }
             FailureKind::RetriesExhausted => {
                 write!(f, "{} (failed {} attempts)", self.message, self.attempts)
             }

@@ -256,8 +256,11 @@ pub fn abort(d: &DeploymentView, now: i64) -> Confirm {
         .filter(|t| t.state == TargetState::Deployed)
         .count();
     let title = format!(
-        "Abort the deploy of {} {} to {} and roll back the {changed} targets it changed?",
-        d.application, d.version, d.environment
+        "Abort the deploy of {} {} to {} and roll back the {} it changed?",
+        d.application,
+        d.version,
+        d.environment,
+        crate::deploy::plan::count(changed, "target")
     );
     let lines = vec![
         "no new target starts; targets being worked on now finish first".to_owned(),
