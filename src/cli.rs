@@ -723,7 +723,8 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
         #[cfg(feature = "tui")]
         Command::Console(a) => {
-            let Some(config) = output::load_config(&cli.config, None, out) else {
+            // The descriptors are read while the engine opens (engine::handle::open).
+            let Some(config) = output::load_settings(&cli.config, out) else {
                 return exit::BAD_INPUT;
             };
             let options = crate::console::session::Options {

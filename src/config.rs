@@ -54,6 +54,9 @@ pub struct Config {
     pub notify: Vec<Receiver>,
     /// Descriptors that parsed.
     pub descriptors: Vec<Descriptor>,
+    /// Whether the descriptors were read ([`Config::load`], [`Config::load_descriptors`]);
+    /// false after [`Config::load_settings`] alone, which leaves `descriptors` empty.
+    pub descriptors_read: bool,
     /// Problems in descriptors (the rest stay usable: one broken file must not block an
     /// unrelated deploy during an incident).
     pub problems: Vec<ConfigError>,
@@ -677,9 +680,17 @@ impl Config {
     /// are fatal; descriptor problems are kept in `problems`.
     pub fn load(path: &Path, catalog: &Catalog) -> Result<Config, ConfigErrors> {
         let mut config = Config::load_settings(path, catalog)?;
-        config.load_apps_dir();
-        config.check_monikers();
+        config.load_descriptors();
         Ok(config)
+    }
+
+    /// Reads the descriptors of a configuration loaded with [`Config::load_settings`] (the
+    /// console starts its engine meanwhile: at 100,000 targets the YAML costs as long as the
+    /// database's check).
+    pub fn load_descriptors(&mut self) {
+        self.load_apps_dir();
+        self.check_monikers();
+        self.descriptors_read = true;
     }
 
     /// Loads `manent.yml` at `path` alone — the database, the engine, plugins, secrets — without
@@ -822,6 +833,7 @@ impl Config {
             log_file,
             notify,
             descriptors: Vec::new(),
+            descriptors_read: false,
             problems: Vec::new(),
             catalog: *catalog,
         };

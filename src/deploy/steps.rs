@@ -491,7 +491,7 @@ pub fn undo_moves(
             Some(Move {
                 target: t.name.clone(),
                 from: release_record(spec, wf, t),
-                to: previous,
+                to: *previous,
             })
         })
         .collect()

@@ -19,6 +19,7 @@ use self::publish::{apps_of, line_of};
 use super::Engine;
 use crate::config::Config;
 use crate::deploy::command::{self, OperatorCommand};
+use crate::deploy::plan::Plan;
 use crate::deploy::records::{self, Db, JournalEntry};
 use crate::deploy::releases::Transitions;
 use crate::deploy::submit::{self, Submission, Submitted};
@@ -99,6 +100,10 @@ pub struct AppEnv {
     pub strategy: String,
     /// Targets.
     pub targets: usize,
+    /// Whether its live releases were read: `live`, `live_by_target`, `rollback` and
+    /// `versions` are empty until then (the first screen comes before them).
+    #[serde(default)]
+    pub live_read: bool,
     /// Versions live on its monikers now.
     pub live: Vec<String>,
     /// Target names by batch, as a deploy would run them.
@@ -206,7 +211,17 @@ impl EngineHandle {
 
 /// Opens the engine for a console: in this process if the database is free, else attached to
 /// the process that holds it.
+/// A configuration loaded without its descriptors ([`Config::load_settings`]) has them read on
+/// a blocking thread while the engine opens its database: the engine needs none, and at
+/// 100,000 targets the YAML costs as long as the database's check.
 pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, super::EngineError> {
+    let descriptors = (!config.descriptors_read).then(|| {
+        let mut full = config.clone();
+        tokio::task::spawn_blocking(move || {
+            full.load_descriptors();
+            full
+        })
+    });
     let mut attached_to = None;
     let (engine, store, mode): (Option<Engine>, Arc<dyn Db>, EngineMode) =
         match Engine::start(&config).await {
@@ -232,6 +247,13 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
             }
             Err(e) => return Err(e),
         };
+    let config = match descriptors {
+        Some(read) => match read.await {
+            Ok(full) => full,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        },
+        None => config,
+    };
     let (commands, rx) = mpsc::channel(64);
     let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
     // In-process, the console reads the engine's own channel (so it learns how many lines it
@@ -245,7 +267,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
     let tail_logs = engine.is_none() || config.postgres.is_some();
     let stop = Arc::new(tokio::sync::Notify::new());
     let (history, _) = broadcast::channel(8);
-    let apps = apps_of(&config);
+    let (apps, plans) = apps_of(&config).into_iter().unzip();
     let problems = config.problems.iter().map(ToString::to_string).collect();
     let actor = Actor {
         config,
@@ -262,6 +284,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         history_until: 0,
         history: history.clone(),
         apps,
+        plans,
         problems,
         finished: HashMap::new(),
         shown: std::collections::HashSet::new(),
@@ -311,6 +334,8 @@ struct Actor {
     /// What the configuration says of each application and environment (it never changes
     /// while the console runs); `publish` adds the live releases.
     apps: Vec<AppEnv>,
+    /// Each of `apps`' plans, in its order (None: its plan does not compute).
+    plans: Vec<Option<Plan>>,
     problems: Vec<String>,
     /// Finished deployments never change: read once (a summary, or whole once shown).
     finished: HashMap<String, (DeploymentView, publish::Depth)>,
@@ -403,8 +428,11 @@ impl Actor {
                             || snap.deployments.iter().any(|d| d.status.is_live());
                     }
                     if dirty {
-                        self.publish().await;
-                        dirty = false;
+                        // The first screen goes out before the live releases: read them next.
+                        dirty = self.publish().await;
+                        if dirty {
+                            tick.reset_immediately();
+                        }
                     }
                 }
             }

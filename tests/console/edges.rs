@@ -4,7 +4,7 @@
 
 use super::*;
 use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Tab, Up};
-use fixture::{NOW, app_on_deployment, app_on_home};
+use fixture::{NOW, app_on_deployment, app_on_home, app_on_quiet_home};
 use manent::console::app::FilterOf;
 
 fn text_of(app: &App, w: u16, h: u16) -> String {
@@ -580,4 +580,49 @@ fn a_finished_deployment_listed_as_a_summary_says_it_is_reading_until_it_is_whol
     let shown = text_of(&app, 80, 24);
     assert!(!shown.contains("reading"), "{shown}");
     assert!(shown.contains(&whole.targets[0].name), "{shown}");
+}
+
+#[test]
+fn live_releases_not_read_yet_say_so_and_deploy_and_rollback_wait_for_them() {
+    // The first screen comes before a fleet's live releases are read.
+    let mut app = app_on_quiet_home();
+    let mut s = (*app.snap).clone();
+    for a in &mut s.apps {
+        a.live_read = false;
+        a.live.clear();
+        a.live_by_target.clear();
+        a.rollback = manent::deploy::releases::Transitions::default();
+        a.versions.clear();
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    let home = text_of(&app, 80, 24);
+    let row = home.lines().find(|l| l.contains("staging")).unwrap();
+    assert!(
+        row.contains("reading…"),
+        "LIVE says it is being read:\n{home}"
+    );
+    for (c, what) in [('R', "R (roll back)"), ('D', "D (deploy)")] {
+        assert_eq!(ch(&mut app, c), None);
+        assert!(
+            app.modals.is_empty(),
+            "{what}: no question on unknown releases"
+        );
+        let said = &app.flash.as_ref().unwrap().text;
+        assert_eq!(
+            said,
+            &format!(
+                "{what}: the live releases of shop/staging are still being read — press it \
+                 again in a moment"
+            ),
+            "not 'nothing to roll back'"
+        );
+    }
+    // Once read, the same keys ask.
+    for a in &mut s.apps {
+        a.live_read = true;
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    assert!(!text_of(&app, 80, 24).contains("reading…"));
+    ch(&mut app, 'D');
+    assert!(!app.modals.is_empty(), "the version picker opens");
 }

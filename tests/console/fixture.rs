@@ -303,6 +303,7 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
         version: "2.4.0".into(),
         strategy: "rolling 6".into(),
         targets: n,
+        live_read: true,
         live: vec!["2.3.0".into()],
         batches,
         live_by_target,

@@ -62,6 +62,22 @@ impl App {
         None
     }
 
+    /// False (and says so) while `a`'s live releases are still being read: what is live and
+    /// where a rollback goes are not known for a moment after the console opens.
+    fn releases_known(&mut self, a: &AppEnv, what: &str) -> bool {
+        if !a.live_read {
+            self.say(
+                Level::Info,
+                format!(
+                    "{what}: the live releases of {}/{} are still being read — press it again \
+                     in a moment",
+                    a.application, a.environment
+                ),
+            );
+        }
+        a.live_read
+    }
+
     fn selected_or_say(&mut self, what: &str) -> Option<DeploymentView> {
         let d = self.selected_deployment().cloned();
         if d.is_none() {
@@ -84,6 +100,9 @@ impl App {
         let Some(a) = self.target_app("D (deploy)") else {
             return;
         };
+        if !self.releases_known(&a, "D (deploy)") {
+            return;
+        }
         if let Some(why) = self.busy_with(&a) {
             self.say(Level::Warn, why);
             return;
@@ -128,6 +147,9 @@ impl App {
         let Some(a) = self.target_app("deploy") else {
             return;
         };
+        if !self.releases_known(&a, "deploy") {
+            return;
+        }
         if let Some(why) = self.busy_with(&a) {
             self.say(Level::Warn, why);
             return;
@@ -179,6 +201,9 @@ impl App {
         let Some(a) = self.target_app("R (roll back)") else {
             return;
         };
+        if !self.releases_known(&a, "R (roll back)") {
+            return;
+        }
         if a.rollback.is_empty() {
             self.say(
                 Level::Warn,

@@ -110,6 +110,7 @@ fn body(a: &AppEnv) -> Vec<(bool, String)> {
         out.push((true, format!("batch {}", i + 1)));
         for name in batch {
             let change = match a.live_by_target.get(name) {
+                None if !a.live_read => format!("… → {}", a.version),
                 Some(v) if *v == a.version => format!("{v} (unchanged)"),
                 Some(v) => format!("{v} → {}", a.version),
                 None => format!("new → {}", a.version),

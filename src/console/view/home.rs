@@ -198,7 +198,9 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 t.get("environment")
             },
         );
-        let live = if a.live.is_empty() {
+        let live = if !a.live_read {
+            "reading…".to_owned()
+        } else if a.live.is_empty() {
             "-".to_owned()
         } else {
             a.live.join(",")

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{Actor, AppEnv, Owner, Snapshot};
 use crate::config::Config;
+use crate::deploy::plan::Plan;
 use crate::deploy::records::LogRecord;
 use crate::deploy::releases::{self, Transitions};
 use crate::deploy::view;
@@ -71,16 +72,18 @@ impl Actor {
     }
 
     /// Each application's versions, live releases and what a rollback would move, from its
-    /// releases; false when a read failed (then read again at the next refresh).
+    /// releases; false when a read failed (that application keeps what was read before, and
+    /// all are read again at the next refresh).
     async fn read_releases(&mut self) -> bool {
         let mut apps = std::mem::take(&mut self.apps);
         let mut read = true;
-        for a in &mut apps {
+        for (a, plan) in apps.iter_mut().zip(&self.plans) {
             let subject = format!("{}/{}", a.application, a.environment);
-            let rows = self.store.releases(&subject).await.unwrap_or_else(|_| {
+            let Ok(rows) = self.store.releases(&subject).await else {
                 read = false;
-                Vec::new()
-            });
+                continue;
+            };
+            a.live_read = true;
             let mut versions: Vec<String> = Vec::new();
             for r in rows.iter().rev() {
                 if !versions.contains(&r.version) {
@@ -99,19 +102,18 @@ impl Actor {
             a.live = a.live_by_target.values().cloned().collect();
             a.live.sort();
             a.live.dedup();
-            a.rollback = self
-                .config
-                .environment(&a.application, &a.environment)
-                .ok()
-                .and_then(|spec| crate::deploy::plan::compute(&spec).ok())
-                .map(|plan| Transitions::of_rollback(&plan, &live))
+            a.rollback = plan
+                .as_ref()
+                .map(|plan| Transitions::of_rollback(plan, &live))
                 .unwrap_or_default();
         }
         self.apps = apps;
         read
     }
 
-    pub(super) async fn publish(&mut self) {
+    /// Sends a new snapshot if anything changed; true when something is left to read at once
+    /// (the live releases, after the first screen).
+    pub(super) async fn publish(&mut self) -> bool {
         let rows = match self
             .store
             .workflows(WorkflowQuery {
@@ -137,7 +139,7 @@ impl Actor {
                     snap.seq = self.seq;
                     self.snap.send_replace(Arc::new(snap));
                 }
-                return;
+                return false;
             }
         };
         self.finished
@@ -188,16 +190,19 @@ impl Actor {
             .await
             .unwrap_or_default();
         let parked = self.store.parked(20).await.unwrap_or_default();
-        if releases_moved {
-            self.releases_read = self.read_releases().await.then_some(releases_at);
-        }
-        let mut apps = self.apps.clone();
         // Read at every refresh, so an expired lock stops showing by itself.
         let locks = self
             .store
             .locks(crate::sys::now_ms())
             .await
             .unwrap_or_default();
+        // The first screen comes before the live releases (a fleet's 100,000 releases and its
+        // rollback plan take a third of a second): their column says they are being read.
+        let later = releases_moved && self.seq == 0 && !self.apps.iter().any(|a| a.live_read);
+        if releases_moved && !later {
+            self.releases_read = self.read_releases().await.then_some(releases_at);
+        }
+        let mut apps = self.apps.clone();
         for a in &mut apps {
             let subject = format!("{}/{}", a.application, a.environment);
             a.lock = locks.iter().find(|l| l.subject == subject).cloned();
@@ -221,11 +226,12 @@ impl Actor {
         };
         // Nothing new: no snapshot, so the console does not redraw.
         if **self.snap.borrow() == snap {
-            return;
+            return later;
         }
         self.seq += 1;
         snap.seq = self.seq;
         self.snap.send_replace(Arc::new(snap));
+        later
     }
 }
 
@@ -238,23 +244,23 @@ pub(super) enum Depth {
     Whole,
 }
 
-/// Each application and environment as the configuration describes it (no live releases yet).
-pub(super) fn apps_of(config: &Config) -> Vec<AppEnv> {
+/// Each application and environment as the configuration describes it (no live releases yet),
+/// with its plan (where a rollback would go is read against it: computed once, not at every
+/// read of the releases).
+pub(super) fn apps_of(config: &Config) -> Vec<(AppEnv, Option<Plan>)> {
     let mut out = Vec::new();
     for d in &config.descriptors {
         for env in d.spec.environments.keys() {
             let Ok(spec) = config.environment(&d.spec.application, env) else {
                 continue;
             };
-            let batches = crate::deploy::plan::compute(&spec)
-                .map(|p| {
-                    p.batches
-                        .iter()
-                        .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push(AppEnv {
+            let plan = crate::deploy::plan::compute(&spec).ok();
+            let batches = plan
+                .iter()
+                .flat_map(|p| &p.batches)
+                .map(|b| b.targets.iter().map(|t| t.name.clone()).collect())
+                .collect();
+            let app = AppEnv {
                 application: spec.application.clone(),
                 environment: spec.environment.clone(),
                 production: spec.production,
@@ -262,6 +268,7 @@ pub(super) fn apps_of(config: &Config) -> Vec<AppEnv> {
                 version: spec.artifact.version.clone(),
                 strategy: spec.strategy.short(),
                 targets: spec.targets.len(),
+                live_read: false,
                 live: Vec::new(),
                 batches,
                 live_by_target: std::collections::BTreeMap::new(),
@@ -272,7 +279,8 @@ pub(super) fn apps_of(config: &Config) -> Vec<AppEnv> {
                     .map(|h| h.name.clone())
                     .collect(),
                 lock: None,
-            });
+            };
+            out.push((app, plan));
         }
     }
     out
