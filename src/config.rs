@@ -2,10 +2,14 @@
 //! environment into the [`EnvSpec`] a deployment runs from. Problems name file:line:col.
 
 pub mod canary;
+pub mod database;
 pub mod descriptor;
+mod environment;
 pub mod error;
 pub mod hooks;
 pub mod manent_file;
+mod receivers;
+pub mod strategy;
 pub mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,11 +19,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use self::canary::{Analysis, Canary, CanaryStep, Check, HttpCheck, OnDrift};
+use self::database::{DatabaseAt, check_inputs_key, database_at};
+pub use self::database::{PostgresDb, Synchronous};
 pub use self::descriptor::DescriptorFile;
+use self::environment::check_descriptor;
 pub use self::error::{ConfigError, ConfigErrors};
 pub use self::hooks::{DeletePolicy, Event, Hook, HookKind, OnFailure};
 pub use self::manent_file::{ExternalDecl, ManentFile, PluginDecl, SyncMode};
-pub use self::values::{Artifact, Catalog, Known, SecretRef, Strategy, check_version};
+use self::receivers::receivers;
+pub use self::strategy::Strategy;
+pub use self::values::{Artifact, Catalog, Known, SecretRef, check_version};
 use crate::moniker::Moniker;
 
 /// The loaded configuration.
@@ -123,7 +132,7 @@ pub struct EngineSettings {
     /// Limit for in-flight steps after the drain.
     pub hard_timeout: Duration,
     /// Commit durability.
-    pub synchronous: crate::workflow::Synchronous,
+    pub synchronous: Synchronous,
     /// Crashed runs before dead-lettering.
     pub max_recovery_attempts: u32,
     /// How long log lines are kept.
@@ -379,288 +388,6 @@ fn parse_yaml<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// The schemes `database:` may use.
-const DATABASE_SCHEMES: &[&str] = &["sqlite", "postgres"];
-
-/// A shared PostgreSQL system database, as configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PostgresDb {
-    /// The URL without a password.
-    pub url: String,
-    /// The secret that holds the password, if the URL names one (`user:${secret:NAME}@`).
-    pub password: Option<String>,
-}
-
-impl PostgresDb {
-    /// The URL as it may be shown.
-    pub fn shown(&self) -> String {
-        crate::workflow::postgres::shown_url(&self.url)
-    }
-}
-
-/// Where the database is: a file, or a shared PostgreSQL.
-enum DatabaseAt {
-    File(PathBuf),
-    Postgres(PostgresDb),
-}
-
-/// `postgres://user:${secret:NAME}@host:port/db?…`, checked without connecting: its shape, and
-/// that a password comes from a declared secret, never from the file itself.
-fn postgres_url(
-    url: &str,
-    secrets: &BTreeMap<String, SecretRef>,
-    fail: &dyn Fn(String, Option<String>) -> ConfigError,
-) -> Result<PostgresDb, ConfigError> {
-    let example = "postgres://manent:${secret:NAME}@db.internal:5432/manent";
-    let mut password = None;
-    let mut bare = url.to_owned();
-    if let Some((_, rest)) = url.split_once("://") {
-        let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-        if let Some((userinfo, _)) = authority.rsplit_once('@')
-            && let Some((user, pass)) = userinfo.split_once(':')
-        {
-            let Some(name) = pass
-                .strip_prefix("${secret:")
-                .and_then(|p| p.strip_suffix('}'))
-            else {
-                return Err(fail(
-                    "database: the URL holds a password; manent.yml is no place for one".into(),
-                    Some(format!("declare it under `secrets:` and write {example}")),
-                ));
-            };
-            if !secrets.contains_key(name) {
-                return Err(fail(
-                    format!("database: secret `{name}` is not declared under `secrets:`"),
-                    Some(format!(
-                        "declare it, e.g. `secrets: {{{name}: env:{}}}`",
-                        name.to_uppercase()
-                    )),
-                ));
-            }
-            password = Some(name.to_owned());
-            bare = url.replacen(&format!("{userinfo}@"), &format!("{user}@"), 1);
-        }
-    }
-    if bare.contains("password=") {
-        return Err(fail(
-            "database: the URL holds a password; manent.yml is no place for one".into(),
-            Some(format!("declare it under `secrets:` and write {example}")),
-        ));
-    }
-    if let Err(e) = crate::workflow::postgres::tls_params(&bare)
-        .0
-        .parse::<tokio_postgres::Config>()
-    {
-        return Err(fail(
-            format!(
-                "database: `{}` is not a PostgreSQL URL ({e})",
-                crate::workflow::postgres::shown_url(&bare)
-            ),
-            Some(format!("write {example}")),
-        ));
-    }
-    let db_named = bare
-        .split_once("://")
-        .map(|(_, r)| r)
-        .and_then(|r| r.split_once('/'))
-        .is_some_and(|(_, d)| !d.is_empty() && !d.starts_with('?'));
-    if !db_named {
-        return Err(fail(
-            "database: the PostgreSQL URL names no database".into(),
-            Some(format!("write {example}")),
-        ));
-    }
-    Ok(PostgresDb {
-        url: bare,
-        password,
-    })
-}
-
-/// `database:` as a file path or a PostgreSQL URL; a URL of a store this manent does not serve
-/// is refused.
-fn database_at(
-    text: &str,
-    file: &Path,
-    db: PathBuf,
-    secrets: &BTreeMap<String, SecretRef>,
-) -> Result<DatabaseAt, ConfigError> {
-    let s = db.to_string_lossy();
-    let Some((scheme, rest)) = s.split_once("://") else {
-        return Ok(DatabaseAt::File(db));
-    };
-    if scheme == "sqlite" {
-        return Ok(DatabaseAt::File(PathBuf::from(rest)));
-    }
-    if scheme == "postgres" || scheme == "postgresql" {
-        let fail = |message: String, hint: Option<String>| ConfigError {
-            file: file.to_owned(),
-            position: locate(text, "database:", 0),
-            message,
-            hint,
-        };
-        return postgres_url(&s, secrets, &fail).map(DatabaseAt::Postgres);
-    }
-    Err(ConfigError {
-        file: file.to_owned(),
-        position: locate(text, "database:", 0),
-        message: format!(
-            "database: `{scheme}://…` is not a store this manent serves (it serves {}: a file \
-             path, sqlite:///path, or postgres://…)",
-            DATABASE_SCHEMES.join(", ")
-        ),
-        hint: Some("give a file path such as .manent/manent.db".into()),
-    })
-}
-
-/// `engine.inputs_key`: required with a shared PostgreSQL (the engines authenticate each
-/// other's stored inputs with it), naming a declared secret; a SQLite database keeps its key in
-/// a file beside it instead.
-fn check_inputs_key(
-    text: &str,
-    path: &Path,
-    engine: &EngineSettings,
-    postgres: bool,
-    secrets: &BTreeMap<String, SecretRef>,
-) -> Result<(), ConfigError> {
-    let fail = |needle: &str, message: String, hint: String| ConfigError {
-        file: path.to_owned(),
-        position: locate(text, needle, 0),
-        message,
-        hint: Some(hint),
-    };
-    match (&engine.inputs_key, postgres) {
-        (None, true) => Err(fail(
-            "database:",
-            "a shared PostgreSQL needs `engine.inputs_key`: the secret every engine on it holds, \
-             which authenticates the deployments they store for each other"
-                .into(),
-            "add `engine: {inputs_key: manent_key}` and `secrets: {manent_key: \
-             file:/etc/manent/inputs.key}` — the same 32 or more random characters on every \
-             host (`head -c 32 /dev/urandom | base64`)"
-                .into(),
-        )),
-        (Some(_), false) => Err(fail(
-            "inputs_key:",
-            "engine.inputs_key is for a shared PostgreSQL; a SQLite database keeps its key in \
-             a file beside it (<database>.key)"
-                .into(),
-            "remove it".into(),
-        )),
-        (Some(name), true) if !secrets.contains_key(name) => Err(fail(
-            "inputs_key:",
-            format!("engine.inputs_key: secret `{name}` is not declared under `secrets:`"),
-            format!("declare it, e.g. `secrets: {{{name}: file:/etc/manent/inputs.key}}`"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The `notify:` receivers, checked: an http(s) URL, known events, declared secrets.
-fn receivers(
-    text: &str,
-    path: &Path,
-    sections: &[manent_file::NotifySection],
-    secrets: &BTreeMap<String, SecretRef>,
-) -> Result<Vec<Receiver>, ConfigError> {
-    let secret_ref = regex::Regex::new(r"\$\{secret:([^}]*)\}").ok();
-    let mut out: Vec<Receiver> = Vec::new();
-    for (i, n) in sections.iter().enumerate() {
-        let at = |needle: &str| locate(text, needle, 0).or_else(|| locate(text, "notify:", 0));
-        let fail = |needle: &str, message: String, hint: Option<String>| ConfigError {
-            file: path.to_owned(),
-            position: at(needle),
-            message,
-            hint,
-        };
-        let uri: http::Uri = n.url.parse().map_err(|e| {
-            fail(
-                &n.url,
-                format!("notify[{i}].url: `{}` is not a URL ({e})", n.url),
-                Some("give http://host:port/path or https://…".into()),
-            )
-        })?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-            return Err(fail(
-                &n.url,
-                format!("notify[{i}].url: `{}` is not an http or https URL", n.url),
-                Some("give http://host:port/path or https://…".into()),
-            ));
-        }
-        let events = match &n.events {
-            None => NOTIFY_EVENTS.iter().map(|e| (*e).to_owned()).collect(),
-            Some(list) => {
-                for e in list {
-                    if !NOTIFY_EVENTS.contains(&e.as_str()) {
-                        return Err(fail(
-                            e,
-                            format!("notify[{i}].events: unknown event `{e}`"),
-                            Some(match error::nearest(e, NOTIFY_EVENTS.iter().copied()) {
-                                Some(near) => format!(
-                                    "did you mean `{near}`? (one of {})",
-                                    NOTIFY_EVENTS.join(", ")
-                                ),
-                                None => format!("one of {}", NOTIFY_EVENTS.join(", ")),
-                            }),
-                        ));
-                    }
-                }
-                list.clone()
-            }
-        };
-        if n.url.contains("${secret:") {
-            return Err(fail(
-                "${secret:",
-                format!("notify[{i}].url: `${{secret:…}}` is not read in a URL"),
-                Some("put the secret in a header: `headers: {Authorization: \"Bearer ${secret:NAME}\"}`".into()),
-            ));
-        }
-        for v in n.headers.values() {
-            for c in secret_ref.iter().flat_map(|r| r.captures_iter(&v.0)) {
-                let name = c.get(1).map_or("", |m| m.as_str());
-                if !secrets.contains_key(name) {
-                    return Err(fail(
-                        &format!("${{secret:{name}}}"),
-                        format!(
-                            "notify[{i}].headers: secret `{name}` is not declared under `secrets:`"
-                        ),
-                        Some(format!(
-                            "declare it, e.g. `secrets: {{{name}: env:{}}}`",
-                            name.to_uppercase()
-                        )),
-                    ));
-                }
-            }
-        }
-        let name = n
-            .name
-            .clone()
-            .unwrap_or_else(|| uri.host().unwrap_or("receiver").to_owned());
-        if out.iter().any(|r| r.name == name) {
-            return Err(fail(
-                "notify:",
-                format!("notify[{i}]: a second receiver named `{name}`"),
-                Some("give each receiver its own `name:`".into()),
-            ));
-        }
-        let backoff = n.backoff.unwrap_or_default();
-        out.push(Receiver {
-            name,
-            url: n.url.clone(),
-            headers: n
-                .headers
-                .iter()
-                .map(|(k, v)| (k.0.clone(), v.0.clone()))
-                .collect(),
-            events,
-            timeout: n.timeout.map_or(Duration::from_secs(5), |d| d.0),
-            backoff_base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
-            backoff_max: backoff.max.map_or(Duration::from_secs(300), |d| d.0),
-            max_attempts: n.max_attempts.unwrap_or(10).max(1),
-        });
-    }
-    Ok(out)
-}
-
 /// Line and column (1-based) of the first `needle` in `text`.
 pub fn locate_text(text: &str, needle: &str) -> Option<(usize, usize)> {
     locate(text, needle, 0)
@@ -744,8 +471,8 @@ impl Config {
             drain_timeout: e.drain_timeout.map_or(Duration::from_secs(600), |d| d.0),
             hard_timeout: e.hard_timeout.map_or(Duration::from_secs(60), |d| d.0),
             synchronous: match e.synchronous {
-                Some(SyncMode::Normal) => crate::workflow::Synchronous::Normal,
-                _ => crate::workflow::Synchronous::Full,
+                Some(SyncMode::Normal) => Synchronous::Normal,
+                _ => Synchronous::Full,
             },
             max_recovery_attempts: e.max_recovery_attempts.unwrap_or(5),
             log_retention: e
@@ -787,7 +514,7 @@ impl Config {
         let mut engine = engine;
         if postgres.is_some() && file.engine.executor_id.is_none() {
             let place = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-            let digest = crate::workflow::store::inputs_digest(&place.display().to_string());
+            let digest = crate::format::sha256_hex(&place.display().to_string());
             engine.executor_id = format!("{}-{}", engine.executor_id, &digest[..6]);
         }
         let metrics_listen = match &file.metrics.listen {
@@ -976,244 +703,6 @@ impl Config {
             .filter(|w| !w.is_empty())
             .and_then(|w| locate(&d.text, &w, 0))
             .or_else(|| locate(&d.text, fallback, 0))
-    }
-
-    /// Application names with a usable descriptor.
-    pub fn applications(&self) -> BTreeSet<&str> {
-        self.descriptors
-            .iter()
-            .map(|d| d.spec.application.as_str())
-            .collect()
-    }
-
-    /// Resolves `application`'s `environment` into an [`EnvSpec`].
-    pub fn environment(
-        &self,
-        application: &str,
-        environment: &str,
-    ) -> Result<EnvSpec, ConfigErrors> {
-        let owners: Vec<&Descriptor> = self
-            .descriptors
-            .iter()
-            .filter(|d| d.spec.application == application)
-            .collect();
-        let d = match owners.as_slice() {
-            [] => return Err(self.unknown_application(application)),
-            [one] => *one,
-            [first, ..] => {
-                let files: Vec<String> = owners
-                    .iter()
-                    .map(|d| d.file.display().to_string())
-                    .collect();
-                return Err(ConfigError::file(
-                    &first.file,
-                    format!(
-                        "application `{application}` is described by {}",
-                        files.join(" and ")
-                    ),
-                )
-                .with_hint("keep one descriptor per application")
-                .into());
-            }
-        };
-        let Some(env) = d.spec.environments.get(environment) else {
-            let names: Vec<&str> = d.spec.environments.keys().map(String::as_str).collect();
-            let guess = error::nearest(environment, names.iter().copied())
-                .map(|g| format!("did you mean `{g}`? "))
-                .unwrap_or_default();
-            return Err(ConfigError::file(
-                &d.file,
-                format!("application `{application}` has no environment `{environment}`"),
-            )
-            .with_hint(format!("{guess}environments: {}", names.join(", ")))
-            .into());
-        };
-        Ok(resolve(d, environment, env))
-    }
-
-    fn unknown_application(&self, application: &str) -> ConfigErrors {
-        // A descriptor that failed to parse may be the one asked for: show its problem.
-        let broken: Vec<ConfigError> = self
-            .problems
-            .iter()
-            .filter(|p| {
-                p.file
-                    .file_stem()
-                    .is_some_and(|s| s.to_string_lossy() == application)
-            })
-            .cloned()
-            .collect();
-        if !broken.is_empty() {
-            return ConfigErrors(broken);
-        }
-        let apps = self.applications();
-        let guess = error::nearest(application, apps.iter().copied())
-            .map(|g| format!("did you mean `{g}`? "))
-            .unwrap_or_default();
-        let list = if apps.is_empty() {
-            format!("no descriptors in {}", self.apps_dir.display())
-        } else {
-            format!(
-                "applications: {}",
-                apps.into_iter().collect::<Vec<_>>().join(", ")
-            )
-        };
-        ConfigError::file(&self.apps_dir, format!("no application `{application}`"))
-            .with_hint(format!("{guess}{list}"))
-            .into()
-    }
-}
-
-fn is_production_name(env: &str) -> bool {
-    env == "prod" || env == "production" || env.starts_with("prod/") || env.starts_with("prod-")
-}
-
-/// Where environment `name`'s key is written: bare, or quoted (a name with a space must be).
-fn env_at(text: &str, name: &str) -> Option<(usize, usize)> {
-    [
-        format!("{name}:"),
-        format!("\"{}\":", name.replace('\\', "\\\\").replace('"', "\\\"")),
-        format!("'{}':", name.replace('\'', "''")),
-    ]
-    .iter()
-    .find_map(|k| locate(text, k, 0))
-}
-
-fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
-    let mut problems = Vec::new();
-    let at = |needle: &str, nth: usize| locate(&d.text, needle, nth);
-    // The application names every target's moniker: said once, at its key.
-    if let Some(why) = Moniker::check_part(&d.spec.application, "application name") {
-        problems.push(ConfigError {
-            file: d.file.clone(),
-            position: at("application:", 0),
-            message: format!("application: {why}"),
-            hint: None,
-        });
-        return problems;
-    }
-    for (env_name, env) in &d.spec.environments {
-        let resolved = resolve(d, env_name, env);
-        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in &env.targets {
-            let n = seen.entry(t.name.as_str()).or_insert(0);
-            *n += 1;
-            if *n == 2 {
-                problems.push(ConfigError {
-                    file: d.file.clone(),
-                    position: at(&format!("name: {}", t.name), 1),
-                    message: format!(
-                        "environments.{env_name}: target `{}` appears more than once",
-                        t.name
-                    ),
-                    hint: Some("target names are unique within an environment".into()),
-                });
-            }
-            if let Err(e) = resolved.moniker(&TargetDef {
-                name: t.name.clone(),
-                host: String::new(),
-                labels: BTreeMap::new(),
-            }) {
-                let env_key = env_at(&d.text, env_name);
-                let position = if e.to_string().contains("namespace") {
-                    env_key
-                } else {
-                    at(&t.name, 0).or(env_key)
-                };
-                problems.push(ConfigError {
-                    file: d.file.clone(),
-                    position,
-                    message: format!("environments.{env_name}: {e}"),
-                    hint: None,
-                });
-            }
-        }
-        if env.targets.is_empty() {
-            problems.push(ConfigError {
-                file: d.file.clone(),
-                position: env_at(&d.text, env_name),
-                message: format!("environments.{env_name} has no targets"),
-                hint: None,
-            });
-        }
-        if resolved.parallelism == 0 {
-            problems.push(ConfigError {
-                file: d.file.clone(),
-                position: at("parallelism:", 0),
-                message: format!("environments.{env_name}: parallelism must be at least 1"),
-                hint: None,
-            });
-        }
-    }
-    problems
-}
-
-fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) -> EnvSpec {
-    let top = d.spec.settings();
-    let mine = env.settings();
-    let deploy = env.deploy.as_ref().unwrap_or(&d.spec.deploy);
-    let a = &d.spec.artifact;
-    let o = env.artifact.clone().unwrap_or_default();
-    let pick = |own: &Option<String>, base: &Option<String>| own.clone().or_else(|| base.clone());
-    let artifact = Artifact {
-        kind: pick(&o.kind, &a.kind).unwrap_or_default(),
-        name: pick(&o.name, &a.name).unwrap_or_else(|| d.spec.application.clone()),
-        version: o
-            .version
-            .as_ref()
-            .or(a.version.as_ref())
-            .map(|v| v.0.clone())
-            .unwrap_or_default(),
-        uri: pick(&o.uri, &a.uri).unwrap_or_default(),
-        sha256: pick(&o.sha256, &a.sha256).unwrap_or_default(),
-    };
-    let timeouts = mine.timeouts.or(top.timeouts).unwrap_or_default();
-    let backoff = mine.backoff.or(top.backoff).unwrap_or_default();
-    let params = deploy
-        .params
-        .as_ref()
-        .and_then(|p| serde_json::to_value(&p.0).ok())
-        .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new()));
-    EnvSpec {
-        application: d.spec.application.clone(),
-        environment: env_name.to_owned(),
-        production: env
-            .production
-            .unwrap_or_else(|| is_production_name(env_name)),
-        descriptor: d.file.clone(),
-        workdir: {
-            let dir = d.file.parent().filter(|p| !p.as_os_str().is_empty());
-            std::path::absolute(dir.unwrap_or(Path::new("."))).unwrap_or_default()
-        },
-        artifact,
-        plugin: deploy.plugin.0.clone(),
-        resource_type: deploy
-            .resource_type
-            .clone()
-            .unwrap_or_else(|| deploy.plugin.0.clone()),
-        params,
-        secrets: deploy.secrets.iter().map(|s| s.0.clone()).collect(),
-        strategy: mine.strategy.or(top.strategy).unwrap_or(Strategy::All),
-        parallelism: mine.parallelism.or(top.parallelism).unwrap_or(1),
-        max_retries: mine.max_retries.or(top.max_retries).unwrap_or(2),
-        step_timeout: timeouts.step.map_or(Duration::from_secs(30 * 60), |d| d.0),
-        validate_timeout: timeouts.validate.map_or(Duration::from_secs(30), |d| d.0),
-        backoff_base: backoff.base.map_or(Duration::from_secs(1), |d| d.0),
-        backoff_max: backoff.max.map_or(Duration::from_secs(60), |d| d.0),
-        atomic: mine.atomic.or(top.atomic).unwrap_or(false),
-        targets: env
-            .targets
-            .iter()
-            .map(|t| TargetDef {
-                name: t.name.clone(),
-                host: t.host.clone().unwrap_or_else(|| t.name.clone()),
-                labels: t.labels.clone(),
-            })
-            .collect(),
-        hooks: hooks::merged(
-            d.spec.hooks.as_ref().map_or(&[], |h| h.0.as_slice()),
-            env.hooks.as_ref().map(|h| h.0.as_slice()),
-        ),
     }
 }
 

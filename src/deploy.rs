@@ -4,6 +4,7 @@
 //! own step with its own retries, and the operator's commands ([`command`]) are typed.
 
 pub mod canary;
+pub mod canary_status;
 pub mod command;
 mod glue;
 pub mod hook_tests;

@@ -6,8 +6,6 @@
 
 pub mod session;
 
-use crate::deploy::records::JournalEntry;
-
 /// The person at the keyboard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operator {
@@ -106,27 +104,6 @@ impl Operator {
         match &self.client {
             Some(c) => format!("{} from {c}", self.name),
             None => self.name.clone(),
-        }
-    }
-
-    /// A journal entry for `action` by this operator.
-    pub fn journal(
-        &self,
-        action: &str,
-        workflow_id: Option<&str>,
-        subject: Option<&str>,
-        detail: Option<String>,
-        reason: Option<&str>,
-    ) -> JournalEntry {
-        JournalEntry {
-            at: crate::sys::now_ms(),
-            operator: self.name.clone(),
-            client: self.client.clone(),
-            action: action.to_owned(),
-            workflow_id: workflow_id.map(str::to_owned),
-            subject: subject.map(str::to_owned),
-            detail,
-            reason: reason.map(str::to_owned),
         }
     }
 }

@@ -1,5 +1,7 @@
-//! The few operating-system calls std does not offer: signals to processes and the host name;
-//! who a process is ([`account`], [`process`]) and the rules for the files the engine keeps
+//! The few operating-system calls std does not offer: user ids, signals to processes and
+//! process groups, whether one is alive, the host name, the clock in epoch ms, a child that
+//! dies with its parent, and the TLS client setup (a private CA, as PostgreSQL's); who a
+//! process is ([`account`], [`process`]) and the rules for the files the engine keeps
 //! ([`files`]).
 #![allow(unsafe_code, reason = "libc calls with no memory arguments")]
 

@@ -1,4 +1,5 @@
-//! The durable workflow engine on SQLite (DESIGN §5, `reference/durable-workflows.md` part B).
+//! The durable workflow engine, on SQLite or a shared PostgreSQL (DESIGN §5,
+//! `reference/durable-workflows.md` part B).
 //!
 //! A workflow is ordinary async Rust whose side effects happen in steps. Each finished step is
 //! committed before the workflow moves on; a restart replays the recorded results and runs the
@@ -13,6 +14,7 @@ pub mod postgres;
 pub mod retry;
 pub mod runtime;
 pub mod schema;
+pub mod shutdown;
 pub mod sqlite;
 pub mod store;
 

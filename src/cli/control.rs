@@ -12,6 +12,7 @@ use super::follow::{self, Expect, Runner};
 use super::output::{self, Out};
 use super::{ControlArgs, RetryArgs, SkipArgs, exit};
 use crate::deploy::command::{self, CommandError, OperatorCommand};
+use crate::deploy::records::JournalEntry;
 use crate::deploy::state::DeploymentState;
 use crate::operator::Operator;
 
@@ -275,7 +276,8 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
     if v.state_with(output::engine_running(&config, &*store).await) == DeploymentState::Interrupted
         && v.status.is_live()
     {
-        let entry = Operator::from_env().journal(
+        let entry = JournalEntry::by(
+            &Operator::from_env(),
             "resume",
             Some(&v.id),
             Some(&v.subject()),
@@ -392,7 +394,8 @@ pub async fn lock(config_path: &Path, a: &super::LockArgs, out: &mut Out) -> u8 
         Some(at) => format!("until {}", output::time(at)),
         None => "until `manent unlock`".to_owned(),
     };
-    let entry = operator.journal(
+    let entry = JournalEntry::by(
+        &operator,
         "lock",
         None,
         Some(&subject),
@@ -443,7 +446,14 @@ pub async fn unlock(config_path: &Path, a: &super::UnlockArgs, out: &mut Out) ->
         return exit::BAD_INPUT;
     }
     let operator = Operator::from_env();
-    let mut entry = operator.journal("unlock", None, Some(&subject), None, a.reason.as_deref());
+    let mut entry = JournalEntry::by(
+        &operator,
+        "unlock",
+        None,
+        Some(&subject),
+        None,
+        a.reason.as_deref(),
+    );
     let held = crate::deploy::records::Records::locks(&*store, entry.at)
         .await
         .ok()

@@ -138,7 +138,7 @@ pub async fn copy_to(config_path: &Path, a: &super::DbCopyArgs, out: &mut Out) -
             return exit::BAD_INPUT;
         }
     };
-    let shown_target = crate::workflow::postgres::shown_url(&target);
+    let shown_target = crate::config::database::shown_url(&target);
     let from = match copy::configured_side(&config).await {
         Ok(s) => s,
         Err(e) => return output::db_error(&database_shown(&config), &e, out),

@@ -3,12 +3,12 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, UNIX_EPOCH};
 
 use super::exit;
 use crate::config::{Config, ConfigErrors, EnvSpec};
 use crate::deploy::plan::{self, Plan};
 use crate::deploy::view::DeploymentView;
+pub use crate::format::{duration, time};
 use std::sync::Arc;
 
 use crate::deploy::records::Db;
@@ -282,21 +282,6 @@ pub fn db_error(db: &str, e: &StoreError, out: &mut Out) -> u8 {
         _ => out.error(format!("cannot read the database {db}: {e}")),
     }
     exit::ENGINE
-}
-
-/// `2026-11-29T11:05:02Z` from epoch ms.
-pub fn time(ms: i64) -> String {
-    let t = UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-/// `350ms`, `1.2s`, `3m04s`.
-pub fn duration(ms: u64) -> String {
-    match ms {
-        0..1000 => format!("{ms}ms"),
-        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        _ => format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000),
-    }
 }
 
 /// Loads a deployment or explains why not; `Err` is the exit code (2: no such deployment, 6: the

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::values::{Dur, ParamsSpec, PluginRef, SecretName, Strategy, StrategySpec, VersionSpec};
+use super::strategy::{Strategy, StrategySpec};
+use super::values::{Dur, ParamsSpec, PluginRef, SecretName, VersionSpec};
 
 /// A descriptor as written.
 #[derive(Debug, Clone, Deserialize)]

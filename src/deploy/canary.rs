@@ -21,7 +21,6 @@ pub mod ahead;
 pub mod analysis;
 mod gate;
 mod router;
-pub mod status;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -31,10 +30,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use self::router::{Change, Changed};
-pub use self::status::{Actual, AnalysisRun, CanaryStatus, Decision};
+pub use super::canary_status::{Actual, AnalysisRun, CanaryStatus, Decision};
 use super::hooks;
 use super::records::SlotRecord;
-use super::releases::{self, Live};
+use super::releases::Live;
 use super::spine::{self, FanOut, OrFail, Payload, Run, Stop, json};
 use super::state::{Action, CanaryCall, Doing, Ending, Kind, Phase, StepName, TargetState, Topic};
 use super::steps;
@@ -61,6 +60,27 @@ pub fn accepts(phase: &Phase) -> Vec<Topic> {
             _ => vec![T::Promote, T::Revert, T::Weight, T::Back, T::Pause],
         },
         _ => Vec::new(),
+    }
+}
+
+/// Begins a canary's run, taking the canary's commands; Err is how the flow ends when it
+/// cannot begin (an interruption, or a plan or plugin that fails).
+async fn begin<'a>(
+    env: &'a DeployEnv,
+    ctx: &'a WfCtx,
+    spec: &'a EnvSpec,
+) -> Result<Run<'a>, Result<Report, Interrupt>> {
+    match Run::begin(env, ctx, spec, Kind::Canary).await {
+        Ok(mut run) => {
+            run.commands = |_, phase| accepts(phase);
+            Ok(run)
+        }
+        Err(Stop::Interrupt(i)) => Err(Err(i)),
+        Err(Stop::Failed(why) | Stop::Abort(why)) => {
+            let mut r = Report::new(Kind::Canary, &spec.artifact.version);
+            r.message = why;
+            Err(spine::end(ctx, r).await)
+        }
     }
 }
 
@@ -124,14 +144,9 @@ async fn revert_left(
     spec: &EnvSpec,
     of: &str,
 ) -> Result<Report, Interrupt> {
-    let mut run = match Run::begin(env, ctx, spec, Kind::Canary).await {
+    let mut run = match begin(env, ctx, spec).await {
         Ok(r) => r,
-        Err(Stop::Interrupt(i)) => return Err(i),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(Kind::Canary, &spec.artifact.version);
-            r.message = why;
-            return spine::end(ctx, r).await;
-        }
+        Err(ended) => return ended,
     };
     let Some(plan) = spec.strategy.canary().cloned() else {
         let r = run.report(
@@ -201,14 +216,9 @@ async fn revert_left(
 }
 
 async fn canary(env: &DeployEnv, ctx: &WfCtx, spec: &EnvSpec) -> Result<Report, Interrupt> {
-    let mut run = match Run::begin(env, ctx, spec, Kind::Canary).await {
+    let mut run = match begin(env, ctx, spec).await {
         Ok(r) => r,
-        Err(Stop::Interrupt(i)) => return Err(i),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(Kind::Canary, &spec.artifact.version);
-            r.message = why;
-            return spine::end(ctx, r).await;
-        }
+        Err(ended) => return ended,
     };
     let Some(plan) = spec.strategy.canary().cloned() else {
         let r = run.report(
@@ -292,17 +302,7 @@ impl Flight {
         let (env, ctx, spec) = (run.env, run.ctx, run.spec);
         self.check_capabilities(run)?;
         run.validate().await?;
-        self.before = ctx
-            .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
-                let rows = env
-                    .db
-                    .releases(&spec.subject())
-                    .await
-                    .map_err(|e| StepError::Retryable(e.to_string()))?;
-                Ok(releases::live(rows))
-            })
-            .await?
-            .or_fail()?;
+        self.before = run.releases_before().await?;
         let vars = hooks::Vars::before(&self.before);
         hooks::run_event(run, Event::PreDeploy, &vars)
             .await
@@ -766,7 +766,8 @@ impl Flight {
                         name: "manent".into(),
                         client: None,
                     };
-                    let entry = automatic.journal(
+                    let entry = super::records::JournalEntry::by(
+                        &automatic,
                         action,
                         Some(id),
                         Some(subject),

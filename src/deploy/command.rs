@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::records::Db;
+use super::records::{Db, JournalEntry};
 use super::spine::Payload;
 use super::state::{DeploymentState, Kind, Phase, TargetState, Topic, names};
 use super::view::{self, DeploymentView};
@@ -146,15 +146,15 @@ pub async fn send(
             v.id, v.id
         )));
     }
-    let journal = operator
-        .journal(
-            cmd.action(),
-            Some(&v.id),
-            Some(&v.subject()),
-            cmd.detail(),
-            reason,
-        )
-        .record();
+    let journal = JournalEntry::by(
+        operator,
+        cmd.action(),
+        Some(&v.id),
+        Some(&v.subject()),
+        cmd.detail(),
+        reason,
+    )
+    .record();
     let stopped = matches!(
         v.status,
         WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded

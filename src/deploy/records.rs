@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use self::sqlite::DeployRecords;
+use crate::operator::Operator;
 use crate::workflow::store::{Effect, Record};
 use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
 
@@ -68,6 +69,29 @@ pub struct JournalEntry {
     pub detail: Option<String>,
     /// The operator's reason.
     pub reason: Option<String>,
+}
+
+impl JournalEntry {
+    /// An entry for `action` by `operator`, now.
+    pub fn by(
+        operator: &Operator,
+        action: &str,
+        workflow_id: Option<&str>,
+        subject: Option<&str>,
+        detail: Option<String>,
+        reason: Option<&str>,
+    ) -> JournalEntry {
+        JournalEntry {
+            at: crate::sys::now_ms(),
+            operator: operator.name.clone(),
+            client: operator.client.clone(),
+            action: action.to_owned(),
+            workflow_id: workflow_id.map(str::to_owned),
+            subject: subject.map(str::to_owned),
+            detail,
+            reason: reason.map(str::to_owned),
+        }
+    }
 }
 
 /// A log line kept for `manent logs` and attached consoles.

@@ -3,12 +3,11 @@
 //! back every target it can, even after one fails; failed ones wait for an operator's retry or
 //! skip.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::hooks;
-use super::releases::{self, Live, Transitions};
-use super::spine::{self, FanOut, OrFail, Run, Stop};
+use super::releases::{self, Transitions};
+use super::spine::{self, FanOut, Run, Stop};
 use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
 use super::steps;
 use super::{DeployEnv, Report, RollbackInput, outcome};
@@ -51,17 +50,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             spec.plugin, run.info.capabilities
         )));
     }
-    let live: BTreeMap<String, Live> = ctx
-        .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
-            let rows = env
-                .db
-                .releases(&spec.subject())
-                .await
-                .map_err(|e| StepError::Retryable(e.to_string()))?;
-            Ok(releases::live(rows))
-        })
-        .await?
-        .or_fail()?;
+    let live = run.releases_before().await?;
     run.phase(Phase::Inspecting).await?;
     let plugin = spec.plugin.clone();
     let seen: Vec<TargetRelease> = run

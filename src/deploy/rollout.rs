@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use super::hooks;
 use super::plan::PlannedTarget;
-use super::releases::{self, Live, Transitions};
-use super::spine::{self, FanOut, OrFail, Run, Stop};
+use super::releases::{Live, Transitions};
+use super::spine::{self, FanOut, Run, Stop};
 use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
 use super::steps;
 use super::{DeployEnv, DeployInput, Report, TargetReport, outcome};
@@ -72,17 +72,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             spec.plugin, run.info.capabilities
         )));
     }
-    let before: BTreeMap<String, Live> = ctx
-        .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
-            let rows = env
-                .db
-                .releases(&spec.subject())
-                .await
-                .map_err(|e| StepError::Retryable(e.to_string()))?;
-            Ok(releases::live(rows))
-        })
-        .await?
-        .or_fail()?;
+    let before = run.releases_before().await?;
     let vars = hooks::Vars::before(&before);
     hooks::run_event(run, Event::PreDeploy, &vars)
         .await

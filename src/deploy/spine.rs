@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::plan::{self, Batch, Plan, PlannedTarget};
+use super::releases::{self, Live};
 use super::state::{Action, Ending, Kind, Phase, StepName, TargetState, Topic};
 use super::steps::{self, PluginInfo, TargetDone};
 use super::{DeployEnv, Report, TargetReport};
@@ -98,6 +99,9 @@ pub struct Run<'a> {
     pub traffic: Option<serde_json::Value>,
     /// A canary's routing as manent records it, sent with every slot and router call.
     pub routing: Option<crate::plugin::Routing>,
+    /// The operator commands the flow takes in a phase: each flow passes its own (a canary's
+    /// promote, revert, weight and back); [`Run::batch_commands`] unless it says otherwise.
+    pub commands: fn(&Run<'_>, &Phase) -> Vec<Topic>,
 }
 
 /// How a fan-out of targets is driven.
@@ -205,6 +209,7 @@ impl<'a> Run<'a> {
             skipped: BTreeSet::new(),
             traffic: None,
             routing: None,
+            commands: |run, phase| run.batch_commands(phase),
         }
     }
 
@@ -226,12 +231,31 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The operator commands taken in `phase`: pause only before a next batch, abort only when
-    /// what changed can go back; a canary's own (promote, revert, weight, back) where it is.
+    /// What was live on each moniker before this run changed anything (step `releases.before`):
+    /// the hooks' variables, a rollback's destinations, a canary's stable side.
+    pub async fn releases_before(&self) -> Result<BTreeMap<String, Live>, Stop> {
+        let (env, spec) = (self.env, self.spec);
+        self.ctx
+            .step(StepName::ReleasesBefore, &steps::internal(), |_| async {
+                let rows = env
+                    .db
+                    .releases(&spec.subject())
+                    .await
+                    .map_err(|e| StepError::Retryable(e.to_string()))?;
+                Ok(releases::live(rows))
+            })
+            .await?
+            .or_fail()
+    }
+
+    /// The operator commands taken in `phase`, as the flow says ([`Run::commands`]).
     pub fn accepts(&self, phase: &Phase) -> Vec<Topic> {
-        if self.kind == Kind::Canary {
-            return super::canary::accepts(phase);
-        }
+        (self.commands)(self, phase)
+    }
+
+    /// The commands a run of batches takes in `phase`: pause only before a next batch, abort
+    /// only when what changed can go back.
+    pub fn batch_commands(&self, phase: &Phase) -> Vec<Topic> {
         let abort = (self.kind == Kind::Deploy && self.info.capabilities.can_roll_back())
             .then_some(Topic::Abort);
         let mut out: Vec<Topic> = match phase {

@@ -58,7 +58,7 @@ pub enum SubmitError {
     #[error(
         "{} is locked by {} since {}{}: {} — wait for `manent unlock {}`, or go through \
          it with `--force --reason \"…\"` (journaled as a break-glass)",
-        .0.subject, .0.owner(), crate::cli::output::time(.0.since), until(.0), .0.reason,
+        .0.subject, .0.owner(), crate::format::time(.0.since), until(.0), .0.reason,
         .0.subject.replacen('/', " ", 1)
     )]
     Locked(Box<Lock>),
@@ -69,7 +69,7 @@ pub enum SubmitError {
 
 fn until(lock: &Lock) -> String {
     match lock.expires_at {
-        Some(at) => format!(" until {}", crate::cli::output::time(at)),
+        Some(at) => format!(" until {}", crate::format::time(at)),
         None => String::new(),
     }
 }
@@ -146,7 +146,8 @@ pub async fn through_lock(
         lock.owner(),
         lock.reason
     );
-    let entry = sub.operator.journal(
+    let entry = super::records::JournalEntry::by(
+        sub.operator,
         "break-glass",
         None,
         Some(&subject),
@@ -302,7 +303,8 @@ pub async fn deploy(
                 "replaced by a deploy of {} (it failed and waited for a decision)",
                 spec.artifact.version
             );
-            let entry = sub.operator.journal(
+            let entry = super::records::JournalEntry::by(
+                sub.operator,
                 "cancel",
                 Some(&live.id),
                 Some(&spec.subject()),
@@ -535,9 +537,14 @@ async fn submit_keyed(
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
     let id = new_id();
     let subject = spec.subject();
-    let journal = sub
-        .operator
-        .journal(kind, Some(&id), Some(&subject), Some(detail), sub.reason);
+    let journal = super::records::JournalEntry::by(
+        sub.operator,
+        kind,
+        Some(&id),
+        Some(&subject),
+        Some(detail),
+        sub.reason,
+    );
     let wf = NewWorkflow {
         id: id.clone(),
         name: kind.to_owned(),

@@ -5,7 +5,7 @@
 //!
 //! Two kinds of line share it: the engine's own tracing events (through a layer the process's
 //! subscriber carries from the start and the engine switches on), and every plugin and engine
-//! log line the [`LogHub`](crate::engine::LogHub) carries, with its original level, message and
+//! log line the engine's log hub carries, with its original level, message and
 //! attributes, plugin, deployment, target and moniker. Both pass the secret redactor.
 //!
 //! The directory and its files are the engine user's alone (0700/0600, or the shared group's),
@@ -23,7 +23,6 @@ use tracing_subscriber::filter::{Filtered, LevelFilter};
 use tracing_subscriber::registry::Registry;
 use tracing_subscriber::reload;
 
-use crate::plugin::LogLine;
 use crate::redact::redact;
 
 type FileLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
@@ -125,43 +124,36 @@ pub fn open(
 
 /// One log line as the file carries it.
 #[derive(Serialize)]
-struct FileLine<'a> {
-    timestamp: String,
-    level: &'a str,
+pub struct Line<'a> {
+    pub timestamp: String,
+    pub level: &'a str,
     /// `plugin` for a plugin's own line, `engine` for manent's.
-    kind: &'static str,
-    source: &'a str,
-    message: &'a str,
+    pub kind: &'static str,
+    pub source: &'a str,
+    pub message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    deployment: Option<&'a str>,
+    pub deployment: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<&'a str>,
+    pub target: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    moniker: Option<&'a str>,
+    pub moniker: Option<&'a str>,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    attrs: &'a std::collections::BTreeMap<String, serde_json::Value>,
+    pub attrs: &'a std::collections::BTreeMap<String, serde_json::Value>,
 }
 
-/// Writes `line` (already redacted by the hub) when a file is open; never waits.
-pub fn write(line: &LogLine) {
-    if !LINES.read().is_ok_and(|w| w.is_some()) {
-        return;
-    }
-    let at = std::time::UNIX_EPOCH
-        + std::time::Duration::from_millis(u64::try_from(line.at).unwrap_or(0));
-    let engine = line.source == "engine" || line.source.starts_with("hook:");
-    let record = FileLine {
-        timestamp: humantime::format_rfc3339_millis(at).to_string(),
-        level: line.level.as_str(),
-        kind: if engine { "engine" } else { "plugin" },
-        source: &line.source,
-        message: &line.message,
-        deployment: line.deployment_id.as_deref(),
-        target: line.target.as_deref(),
-        moniker: line.moniker.as_deref(),
-        attrs: &line.attrs,
-    };
-    write_raw(&record);
+/// Whether a file is open: a caller skips building lines nobody writes.
+pub fn is_open() -> bool {
+    LINES.read().is_ok_and(|w| w.is_some())
+}
+
+/// Writes `line` (already redacted) when a file is open; never waits.
+pub fn write(line: &Line) {
+    write_raw(line);
+}
+
+/// Writes one engine event when a file is open (its message is redacted here); never waits.
+pub fn write_event(event: &EventLine) {
+    write_raw(event);
 }
 
 /// The file's writer, with every line passed through the secret redactor.
@@ -195,172 +187,18 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Redacting {
 
 /// One engine event as the file carries it.
 #[derive(Serialize)]
-struct EventLine<'a> {
-    timestamp: String,
-    level: &'static str,
-    kind: &'static str,
+pub struct EventLine<'a> {
+    pub timestamp: String,
+    pub level: &'static str,
+    pub kind: &'static str,
     /// `workflow.claimed`, `step.started`, `step.retrying`, `step.finished`, `workflow.ended`…
-    event: &'static str,
-    deployment: &'a str,
-    message: String,
+    pub event: &'static str,
+    pub deployment: &'a str,
+    pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    step: Option<&'a str>,
+    pub step: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    attempt: Option<u32>,
-}
-
-/// Writes the workflow runtime's events (claims, each step's attempts and results, ends) while
-/// a file is open; the task ends with the runtime's channel.
-pub fn spawn_events(
-    mut events: tokio::sync::broadcast::Receiver<crate::workflow::RuntimeEvent>,
-) -> tokio::task::JoinHandle<()> {
-    use crate::workflow::RuntimeEvent as R;
-    use crate::workflow::StepEvent as S;
-    use tokio::sync::broadcast::error::RecvError;
-    tokio::spawn(async move {
-        loop {
-            let e = match events.recv().await {
-                Ok(e) => e,
-                Err(RecvError::Lagged(n)) => {
-                    crate::telemetry::metrics::get().log_lines_dropped("log_file", n);
-                    continue;
-                }
-                Err(RecvError::Closed) => return,
-            };
-            let (level, event, deployment, message, step, attempt) = match &e {
-                R::Claimed {
-                    workflow_id,
-                    name,
-                    recovery_attempt,
-                } => (
-                    "info",
-                    "workflow.claimed",
-                    workflow_id,
-                    if *recovery_attempt > 0 {
-                        format!("{name} resumed (recovery {recovery_attempt})")
-                    } else {
-                        format!("{name} started")
-                    },
-                    None,
-                    None,
-                ),
-                R::Ended {
-                    workflow_id,
-                    status,
-                    reason,
-                } => (
-                    "info",
-                    "workflow.ended",
-                    workflow_id,
-                    match status {
-                        Some(s) => format!("ended {}: {reason}", s.as_str()),
-                        None => format!("stopped running here: {reason}"),
-                    },
-                    None,
-                    None,
-                ),
-                R::DeadLettered { workflow_id } => (
-                    "error",
-                    "workflow.dead_lettered",
-                    workflow_id,
-                    "too many runs crashed; it waits for an operator's resume".to_owned(),
-                    None,
-                    None,
-                ),
-                R::Step { workflow_id, event } => match event {
-                    S::Started { name, attempt, .. } => (
-                        "debug",
-                        "step.started",
-                        workflow_id,
-                        format!("{name} attempt {attempt}"),
-                        Some(name.as_str()),
-                        Some(*attempt),
-                    ),
-                    S::Retrying {
-                        name,
-                        attempt,
-                        error,
-                        delay,
-                        ..
-                    } => (
-                        "warn",
-                        "step.retrying",
-                        workflow_id,
-                        format!(
-                            "{name} attempt {attempt} failed ({error}); again in {}",
-                            humantime::format_duration(*delay)
-                        ),
-                        Some(name.as_str()),
-                        Some(*attempt),
-                    ),
-                    S::Finished {
-                        name,
-                        failure,
-                        replayed: false,
-                        ..
-                    } => match failure {
-                        None => (
-                            "info",
-                            "step.finished",
-                            workflow_id,
-                            format!("{name} done"),
-                            Some(name.as_str()),
-                            None,
-                        ),
-                        Some(f) => (
-                            "error",
-                            "step.failed",
-                            workflow_id,
-                            format!("{name} failed after {} attempts: {}", f.attempts, f.message),
-                            Some(name.as_str()),
-                            Some(f.attempts),
-                        ),
-                    },
-                    S::StoreDegraded { error, retries } => (
-                        "error",
-                        "store.degraded",
-                        workflow_id,
-                        format!("the database refuses writes ({error}); retry {retries}"),
-                        None,
-                        None,
-                    ),
-                    S::StoreRecovered => (
-                        "info",
-                        "store.recovered",
-                        workflow_id,
-                        "the database takes writes again".to_owned(),
-                        None,
-                        None,
-                    ),
-                    S::Parked { waiting } => (
-                        "info",
-                        "workflow.parked",
-                        workflow_id,
-                        if *waiting {
-                            "waits for an operator".to_owned()
-                        } else {
-                            "waits for a timer".to_owned()
-                        },
-                        None,
-                        None,
-                    ),
-                    S::Finished { replayed: true, .. } => continue,
-                },
-            };
-            let line = EventLine {
-                timestamp: humantime::format_rfc3339_millis(std::time::SystemTime::now())
-                    .to_string(),
-                level,
-                kind: "engine",
-                event,
-                deployment,
-                message: redact(&message).into_owned(),
-                step,
-                attempt,
-            };
-            write_raw(&line);
-        }
-    })
+    pub attempt: Option<u32>,
 }
 
 fn write_raw(record: &impl Serialize) {

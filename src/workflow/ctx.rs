@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 
 use super::error::{FailureKind, Interrupt, StepError, StepFailure, StepResult, StoreError};
 use super::retry::RetryPolicy;
+pub use super::shutdown::Shutdown;
 use super::store::{
     AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, Effect, History, Message,
     StepRecord, Store,
@@ -82,17 +83,6 @@ pub enum StepEvent {
 pub trait Observer: Send + Sync {
     /// Called for each event of workflow `workflow_id`.
     fn step(&self, workflow_id: &str, event: StepEvent);
-}
-
-/// How far the engine's shutdown has got (B.11).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shutdown {
-    /// Normal operation.
-    Running,
-    /// Waiting for runs to finish or park; parked runs leave now.
-    Draining,
-    /// Drain timed out: runs stop at their next step boundary.
-    Hard,
 }
 
 /// Shared between a run and the runtime that spawned it.
@@ -468,7 +458,6 @@ impl WfCtx {
                 error: message,
                 delay,
             });
-            crate::telemetry::metrics::get().step_retried(name.split(':').next().unwrap_or(&name));
             failpoint::hit("step.backoff", &name);
             self.sleep_in_memory(delay).await?;
             attempt += 1;

@@ -26,6 +26,7 @@ use super::store::{
     NewWorkflow, Outcome, Record, SendRequest, Sent, Started, Store, TakenOver, WorkflowQuery,
     WorkflowRow, WorkflowState,
 };
+use crate::config::database::{shown_url, tls_params};
 
 /// The engine's schema on PostgreSQL, one migration per version (the state SQLite's migrations
 /// reach, with PostgreSQL's types).
@@ -315,61 +316,6 @@ impl std::fmt::Debug for PostgresStore {
             .field("database", &self.shown)
             .finish()
     }
-}
-
-/// A `postgres://` URL as it may be shown: without its password.
-pub fn shown_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let authority = match authority.rsplit_once('@') {
-        Some((user, host)) => {
-            let user = user.split_once(':').map_or(user, |(u, _)| u);
-            format!("{user}@{host}")
-        }
-        None => authority.to_owned(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|kv| !kv.starts_with("password="))
-                .collect();
-            if kept.is_empty() {
-                path.to_owned()
-            } else {
-                format!("{path}?{}", kept.join("&"))
-            }
-        }
-        None => tail.to_owned(),
-    };
-    format!("{scheme}://{authority}{tail}")
-}
-
-/// libpq's TLS parameters that tokio-postgres does not read, taken out of `url`:
-/// `sslrootcert=PATH` (the server's certificate authority, for a private CA) is returned, and
-/// `sslmode=verify-ca|verify-full` become `require` — rustls always verifies the chain and the
-/// host name.
-pub fn tls_params(url: &str) -> (String, Option<std::path::PathBuf>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut rootcert = None;
-    let mut kept = Vec::new();
-    for kv in query.split('&') {
-        match kv.split_once('=') {
-            Some(("sslrootcert", v)) => rootcert = Some(std::path::PathBuf::from(v)),
-            Some(("sslmode", "verify-ca" | "verify-full")) => kept.push("sslmode=require"),
-            _ => kept.push(kv),
-        }
-    }
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    (url, rootcert)
 }
 
 impl PostgresStore {
@@ -887,7 +833,7 @@ impl Store for PostgresStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{shown_url, tls_params};
+    use crate::config::database::{shown_url, tls_params};
 
     #[test]
     fn libpq_tls_parameters_are_read_here() {

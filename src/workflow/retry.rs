@@ -94,7 +94,7 @@ pub async fn until_committed_or_stopped<R, F, Fut>(
     op: F,
     mut alert: impl FnMut(&super::StoreError, u32),
     recovered: impl FnOnce(),
-    mut shutdown: tokio::sync::watch::Receiver<super::ctx::Shutdown>,
+    mut shutdown: tokio::sync::watch::Receiver<super::shutdown::Shutdown>,
 ) -> Option<Result<R, super::StoreError>>
 where
     F: FnMut() -> Fut,
@@ -107,7 +107,7 @@ where
     };
     let refused_at_shutdown = async {
         let _ = shutdown
-            .wait_for(|s| *s == super::ctx::Shutdown::Hard)
+            .wait_for(|s| *s == super::shutdown::Shutdown::Hard)
             .await;
         while !refused.load(std::sync::atomic::Ordering::Relaxed) {
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -5,15 +5,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::error::StoreError;
 
-/// Durability of each commit: `Full` survives power loss; `Normal` only process crashes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    /// Sync the WAL on every commit (the default).
-    #[default]
-    Full,
-    /// Sync only around checkpoints (benchmarks compare it).
-    Normal,
-}
+pub use crate::config::database::Synchronous;
 
 /// One migration per schema version, applied in order inside one IMMEDIATE transaction.
 const MIGRATIONS: &[&str] = &[

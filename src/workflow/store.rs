@@ -1,8 +1,8 @@
 //! The system database behind a small trait: workflow rows, the checkpoint log, the mailbox and
 //! events. The layer above keeps its own records in the same database (a deploy's releases, the
 //! operator journal); the kernel only carries them, as [`Record`]s, into the transactions they
-//! must commit with. SQLite is the embedded implementation; a PostgreSQL one with the same
-//! semantics is how several engines will share a database later.
+//! must commit with. SQLite is the embedded implementation; PostgreSQL, with the same
+//! semantics, is how several engines share one database.
 
 use std::collections::BTreeMap;
 
@@ -14,11 +14,7 @@ use super::error::StoreError;
 /// A plain sha256 in hex: what rows from before inputs keys carry (see
 /// [`super::inputs_key`]), and a short stable name for a file's path.
 pub fn inputs_digest(inputs: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(inputs.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::format::sha256_hex(inputs)
 }
 
 /// The message of a failed checkpoint's last attempt, for its attempt row.

@@ -3,8 +3,8 @@
 //! split before → after. One rule is shared with the workflow: a weight step below a weight an
 //! operator set by hand is passed over (promoting never lowers the candidate's traffic).
 
-use super::status::CanaryStatus;
 use crate::config::{Canary, CanaryStep};
+use crate::deploy::canary_status::CanaryStatus;
 
 /// A weight step below the weight set by hand is passed over.
 pub fn passed_over(step_weight: u32, status: &CanaryStatus) -> bool {

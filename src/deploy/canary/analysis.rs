@@ -6,48 +6,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::{Check, HttpCheck};
 use crate::deploy::probe::tail;
 use crate::plugin::Processes;
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// The check passed.
-    Pass,
-    /// The check failed: counts towards the failure limit (a revert).
-    Fail,
-    /// The check could not tell (a timeout, an unreachable URL, an odd exit code): counts
-    /// towards the inconclusive limit (a pause for an operator).
-    Inconclusive,
-}
-
-impl Verdict {
-    /// `passed`, `failed`, `inconclusive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "passed",
-            Verdict::Fail => "failed",
-            Verdict::Inconclusive => "inconclusive",
-        }
-    }
-}
-
-/// What one run saw.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seen {
-    /// Its verdict.
-    pub verdict: Verdict,
-    /// The value that decided it: `status 404 (expected 200)`, `exit 1`.
-    pub value: String,
-    /// The end of the output or body, for the record.
-    pub excerpt: String,
-    /// How long it took.
-    pub duration_ms: u64,
-}
+pub use crate::deploy::canary_status::{Seen, Verdict};
 
 /// Longest excerpt kept.
 const EXCERPT: usize = 300;

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::analysis::{self, Seen, Verdict};
-use super::status::AnalysisRun;
 use super::{Analysed, Flight, STEP_TOPICS, tester_header};
 use crate::config::Analysis;
+use crate::deploy::canary_status::AnalysisRun;
 use crate::deploy::spine::{OrFail, Run, Stop};
 use crate::deploy::state::{CanaryCall, Doing, StepName};
 use crate::deploy::steps;

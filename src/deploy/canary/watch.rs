@@ -9,32 +9,16 @@
 //! None of this is a durable step: reading and re-asserting change nothing the canary decides,
 //! and a hold goes through the mailbox, as an operator's pause would.
 
-use super::status::Actual;
 use super::{Flight, router, traffic_router, with_plugin};
 use crate::config::OnDrift;
+use crate::deploy::canary_status::Actual;
 use crate::deploy::command::{self, OperatorCommand};
 use crate::deploy::spine::{Run, json};
 use crate::operator::Operator;
 use crate::plugin::{Routing, RoutingState};
 use crate::workflow::StepError;
 
-/// One drift episode, published as event `canary_drift` (the inbox and notifications read it).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Drift {
-    /// When it was seen, epoch ms.
-    pub at: i64,
-    /// manent's record.
-    pub expected: Routing,
-    /// What the router served (`None`: it could not say).
-    pub served: Option<Routing>,
-    /// How they differ.
-    pub differences: Vec<String>,
-    /// `corrected`, `held`, or why correcting failed.
-    pub action: String,
-    /// It is over: the router serves manent's routing again.
-    #[serde(default)]
-    pub over: bool,
-}
+pub use crate::deploy::canary_status::Drift;
 
 impl Flight {
     /// Reads the router back and deals with drift.

@@ -666,7 +666,7 @@ pub async fn open_side(
 ) -> Result<Side, StoreError> {
     if target.starts_with("postgres://") || target.starts_with("postgresql://") {
         let key = key.ok_or_else(|| StoreError::Open {
-            path: crate::workflow::postgres::shown_url(target),
+            path: crate::config::database::shown_url(target),
             reason: "no inputs key for it: give `--inputs-key NAME`, the secret (under \
                      `secrets:`) its engines will share as `engine.inputs_key`"
                 .into(),

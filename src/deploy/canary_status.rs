@@ -1,12 +1,12 @@
 //! What a canary publishes for consoles and the CLI: where it is ([`CanaryStatus`], a durable
 //! event), what the router was last read to serve ([`Actual`], measured while it waits), its
-//! analysis runs and the decisions taken, with why.
+//! analysis runs ([`Seen`]) and the decisions taken, with why, and its drift episodes
+//! ([`Drift`]). The read model reads them; nothing here runs a canary.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::analysis::Seen;
 use crate::plugin::Routing;
 
 /// What a canary publishes for consoles (event `canary`).
@@ -114,4 +114,59 @@ pub struct Actual {
 
 fn yes() -> bool {
     true
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The check passed.
+    Pass,
+    /// The check failed: counts towards the failure limit (a revert).
+    Fail,
+    /// The check could not tell (a timeout, an unreachable URL, an odd exit code): counts
+    /// towards the inconclusive limit (a pause for an operator).
+    Inconclusive,
+}
+
+impl Verdict {
+    /// `passed`, `failed`, `inconclusive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "passed",
+            Verdict::Fail => "failed",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// What one run saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// The value that decided it: `status 404 (expected 200)`, `exit 1`.
+    pub value: String,
+    /// The end of the output or body, for the record.
+    pub excerpt: String,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// One drift episode, published as event `canary_drift` (the inbox and notifications read it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// When it was seen, epoch ms.
+    pub at: i64,
+    /// manent's record.
+    pub expected: Routing,
+    /// What the router served (`None`: it could not say).
+    pub served: Option<Routing>,
+    /// How they differ.
+    pub differences: Vec<String>,
+    /// `corrected`, `held`, or why correcting failed.
+    pub action: String,
+    /// It is over: the router serves manent's routing again.
+    #[serde(default)]
+    pub over: bool,
 }

@@ -1,0 +1,12 @@
+//! How far the engine's shutdown has got: what a run and a store retry watch (B.11).
+
+/// How far the engine's shutdown has got (B.11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Normal operation.
+    Running,
+    /// Waiting for runs to finish or park; parked runs leave now.
+    Draining,
+    /// Drain timed out: runs stop at their next step boundary.
+    Hard,
+}
