@@ -122,76 +122,14 @@ impl Engine {
             ),
             None => None,
         };
-        let (executor, pid, host) = (
-            &config.engine.executor_id,
-            std::process::id(),
-            crate::sys::hostname(),
-        );
-        // A database that refuses writes now (a full disk) is said at once, after a few
-        // seconds of retries for a passing lock: nothing runs yet, so nothing waits on it.
-        let refused = std::sync::Mutex::new(None::<StoreError>);
-        let recorded = tokio::time::timeout(
-            START_WRITES,
-            until_committed_each(
-                || store.record_lease(executor, pid, &host),
-                |e, _| {
-                    tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
-                    if let Ok(mut r) = refused.lock() {
-                        *r = Some(e.clone());
-                    }
-                },
-            ),
-        )
-        .await;
-        match recorded {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(EngineError::Unwritable {
-                    path: store.describe(),
-                    cause: refused
-                        .lock()
-                        .ok()
-                        .and_then(|r| r.as_ref().map(StoreError::cause))
-                        .unwrap_or_default(),
-                });
-            }
-        }
+        record_lease(store.as_ref(), &config.engine.executor_id).await?;
         // What a dead engine left running (its commands, its plugins) dies before anything
         // runs again: no step may run beside its own earlier attempt.
         let processes = Processes::beside(&config.database, &trust)?;
-        let reaped = tokio::task::spawn_blocking({
-            let p = processes.clone();
-            move || p.reap()
-        })
-        .await
-        .unwrap_or_else(|_| Ok(Default::default()))?;
-        // Every declared secret is known to redaction before anything runs, whatever a call
-        // later reads: a command that prints a `file:` secret, or the variable exec passes
-        // through, shows `[redacted]` in every sink (the log, the database, webhooks).
-        let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
-        let (warnings, notes) = secrets.preload().await;
-        for w in warnings {
-            tracing::warn!("{w}");
-        }
-        for n in notes {
-            tracing::info!("{n}; a deployment that reads it fails until it can be read");
-        }
+        let said = reap(&processes).await?;
+        preload_secrets(config).await;
         let (logs, log_writer) = LogHub::new(store.clone(), config.engine.log_cap);
         // Said on the terminal too: whoever starts the engine learns what it killed or spared.
-        let mut said = reaped.spared;
-        if !reaped.killed.is_empty() {
-            said.push(format!(
-                "killed {} process group(s) an engine that died had left running (pgid {}) \
-                 before resuming its deployments",
-                reaped.killed.len(),
-                reaped
-                    .killed
-                    .iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
         for line in &said {
             tracing::warn!("{line}");
             Logger::new(logs.clone(), "engine").warn(line);
@@ -247,7 +185,7 @@ impl Engine {
                 store.clone(),
                 processes.clone(),
                 Logger::new(logs.clone(), "engine"),
-                executor,
+                &config.engine.executor_id,
                 config.engine.lease,
             )
         });
@@ -461,5 +399,77 @@ impl Engine {
         // Flushes what the log file's writer still holds.
         drop(self.log_file);
         left
+    }
+}
+
+/// Records this engine's lease (executor, pid, host). A database that refuses writes now (a
+/// full disk) is said at once, after a few seconds of retries for a passing lock: nothing runs
+/// yet, so nothing waits on it.
+async fn record_lease(store: &dyn Db, executor: &str) -> Result<(), EngineError> {
+    let (pid, host) = (std::process::id(), crate::sys::hostname());
+    let refused = std::sync::Mutex::new(None::<StoreError>);
+    let recorded = tokio::time::timeout(
+        START_WRITES,
+        until_committed_each(
+            || store.record_lease(executor, pid, &host),
+            |e, _| {
+                tracing::warn!(error = %e, "the database refused the engine's lease record; retrying");
+                if let Ok(mut r) = refused.lock() {
+                    *r = Some(e.clone());
+                }
+            },
+        ),
+    )
+    .await;
+    match recorded {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(EngineError::Unwritable {
+            path: store.describe(),
+            cause: refused
+                .lock()
+                .ok()
+                .and_then(|r| r.as_ref().map(StoreError::cause))
+                .unwrap_or_default(),
+        }),
+    }
+}
+
+/// Kills what a dead engine left running; what to tell whoever starts the engine (what it
+/// killed, and what it spared because it was not its own).
+async fn reap(processes: &Processes) -> Result<Vec<String>, EngineError> {
+    let reaped = tokio::task::spawn_blocking({
+        let p = processes.clone();
+        move || p.reap()
+    })
+    .await
+    .unwrap_or_else(|_| Ok(Default::default()))?;
+    let mut said = reaped.spared;
+    if !reaped.killed.is_empty() {
+        said.push(format!(
+            "killed {} process group(s) an engine that died had left running (pgid {}) \
+             before resuming its deployments",
+            reaped.killed.len(),
+            reaped
+                .killed
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(said)
+}
+
+/// Every declared secret is known to redaction before anything runs, whatever a call later
+/// reads: a command that prints a `file:` secret, or the variable exec passes through, shows
+/// `[redacted]` in every sink (the log, the database, webhooks).
+async fn preload_secrets(config: &Config) {
+    let secrets = crate::plugin::secrets::ConfigSecrets::new(config.secrets.clone());
+    let (warnings, notes) = secrets.preload().await;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    for n in notes {
+        tracing::info!("{n}; a deployment that reads it fails until it can be read");
     }
 }

@@ -382,71 +382,8 @@ impl HookSpec {
             (Some(command), None, None) if !command.trim().is_empty() => {
                 HookKind::Command { command }
             }
-            (None, Some(h), None) => {
-                check_url::<E>("http.url", &h.url)?;
-                let method = h
-                    .method
-                    .unwrap_or_else(|| "GET".into())
-                    .to_ascii_uppercase();
-                if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
-                    return Err(E::custom(format!(
-                        "http.method `{method}`: one of GET, HEAD, POST, PUT, PATCH, DELETE"
-                    )));
-                }
-                let headers: Vec<(String, String)> =
-                    h.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect();
-                for (what, text) in std::iter::once(("http.url".to_owned(), &h.url)).chain(
-                    headers
-                        .iter()
-                        .map(|(k, v)| (format!("http.headers.{k}"), v)),
-                ) {
-                    for name in super::values::secret_refs(text).map_err(E::custom)? {
-                        if !self.secrets.iter().any(|s| s.0 == name) {
-                            return Err(E::custom(format!(
-                                "hook `{}`: {what} reads ${{secret:{name}}}, which the hook does \
-                                 not list: add `secrets: [{name}]` to it",
-                                self.name
-                            )));
-                        }
-                    }
-                }
-                HookKind::Http(HttpHook {
-                    method,
-                    url: h.url,
-                    headers,
-                    status: check_status::<E>("http.status", h.status.unwrap_or(200))?,
-                })
-            }
-            (None, None, Some(w)) => {
-                let check = match (w.url, w.command) {
-                    (Some(url), None) => {
-                        check_url::<E>("wait.url", &url)?;
-                        if url.contains("${secret:") {
-                            return Err(E::custom(
-                                "wait.url: `${secret:…}` is not read in a wait hook's URL; an \
-                                 http hook reads it in its URL and headers",
-                            ));
-                        }
-                        WaitCheck::Url {
-                            url,
-                            status: check_status::<E>("wait.status", w.status.unwrap_or(200))?,
-                        }
-                    }
-                    (None, Some(command)) if !command.trim().is_empty() => {
-                        WaitCheck::Command { command }
-                    }
-                    _ => {
-                        return Err(E::custom(
-                            "wait: give `url: …` (polled until it answers `status`) or \
-                             `command: …` (polled until it exits 0), one of them",
-                        ));
-                    }
-                };
-                HookKind::Wait(WaitHook {
-                    check,
-                    interval: w.interval.map_or(Duration::from_secs(2), |d| d.0),
-                })
-            }
+            (None, Some(h), None) => http_hook::<E>(&self.name, &self.secrets, h)?,
+            (None, None, Some(w)) => wait_hook::<E>(w)?,
             (None, None, None) | (Some(_), None, None) => {
                 return Err(E::custom(format!(
                     "hook `{}` does nothing: give `command: …`, `http: {{url: …}}` or \
@@ -461,34 +398,7 @@ impl HookSpec {
                 )));
             }
         };
-        for name in self.env.keys().chain(&self.pass_env) {
-            let ok = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ok {
-                return Err(E::custom(format!(
-                    "hook `{}`: `{name}` is not a variable name (letters, digits and _)",
-                    self.name
-                )));
-            }
-            if name.starts_with("MANENT_") {
-                return Err(E::custom(format!(
-                    "hook `{}`: `{name}`: MANENT_ variables are manent's own",
-                    self.name
-                )));
-            }
-        }
-        for (name, value) in &self.env {
-            for secret in super::values::secret_refs(value).map_err(E::custom)? {
-                if !self.secrets.iter().any(|s| s.0 == secret) {
-                    return Err(E::custom(format!(
-                        "hook `{}`: env.{name} reads ${{secret:{secret}}}, which the hook does \
-                         not list: add `secrets: [{secret}]` to it",
-                        self.name
-                    )));
-                }
-            }
-        }
+        check_env::<E>(&self.name, &self.env, &self.pass_env, &self.secrets)?;
         let on_failure = self.on_failure.map_or(OnFailure::Fail, |o| o.0);
         if on_failure == OnFailure::Continue
             && let Some(pre) = events.iter().find(|e| !e.is_post() && **e != Event::Test)
@@ -534,6 +444,109 @@ impl HookSpec {
             pass_env: self.pass_env,
         })
     }
+}
+
+/// An `http:` hook, checked: its URL, method, and the secrets its URL and headers read (each
+/// listed by the hook).
+fn http_hook<E: de::Error>(hook: &str, secrets: &[SecretName], h: HttpSpec) -> Result<HookKind, E> {
+    check_url::<E>("http.url", &h.url)?;
+    let method = h
+        .method
+        .unwrap_or_else(|| "GET".into())
+        .to_ascii_uppercase();
+    if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
+        return Err(E::custom(format!(
+            "http.method `{method}`: one of GET, HEAD, POST, PUT, PATCH, DELETE"
+        )));
+    }
+    let headers: Vec<(String, String)> = h.headers.into_iter().map(|(k, v)| (k.0, v.0)).collect();
+    for (what, text) in std::iter::once(("http.url".to_owned(), &h.url)).chain(
+        headers
+            .iter()
+            .map(|(k, v)| (format!("http.headers.{k}"), v)),
+    ) {
+        for name in super::values::secret_refs(text).map_err(E::custom)? {
+            if !secrets.iter().any(|s| s.0 == name) {
+                return Err(E::custom(format!(
+                    "hook `{hook}`: {what} reads ${{secret:{name}}}, which the hook does \
+                     not list: add `secrets: [{name}]` to it"
+                )));
+            }
+        }
+    }
+    Ok(HookKind::Http(HttpHook {
+        method,
+        url: h.url,
+        headers,
+        status: check_status::<E>("http.status", h.status.unwrap_or(200))?,
+    }))
+}
+
+/// A `wait:` hook, checked: a URL polled until it answers the status, or a command polled
+/// until it exits 0.
+fn wait_hook<E: de::Error>(w: WaitSpec) -> Result<HookKind, E> {
+    let check = match (w.url, w.command) {
+        (Some(url), None) => {
+            check_url::<E>("wait.url", &url)?;
+            if url.contains("${secret:") {
+                return Err(E::custom(
+                    "wait.url: `${secret:…}` is not read in a wait hook's URL; an \
+                     http hook reads it in its URL and headers",
+                ));
+            }
+            WaitCheck::Url {
+                url,
+                status: check_status::<E>("wait.status", w.status.unwrap_or(200))?,
+            }
+        }
+        (None, Some(command)) if !command.trim().is_empty() => WaitCheck::Command { command },
+        _ => {
+            return Err(E::custom(
+                "wait: give `url: …` (polled until it answers `status`) or \
+                 `command: …` (polled until it exits 0), one of them",
+            ));
+        }
+    };
+    Ok(HookKind::Wait(WaitHook {
+        check,
+        interval: w.interval.map_or(Duration::from_secs(2), |d| d.0),
+    }))
+}
+
+/// The hook's `env` and `pass_env` names are variable names of its own (not `MANENT_`), and
+/// every secret its values read is listed by the hook.
+fn check_env<E: de::Error>(
+    hook: &str,
+    env: &std::collections::BTreeMap<String, String>,
+    pass_env: &[String],
+    secrets: &[SecretName],
+) -> Result<(), E> {
+    for name in env.keys().chain(pass_env) {
+        let ok = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(E::custom(format!(
+                "hook `{hook}`: `{name}` is not a variable name (letters, digits and _)"
+            )));
+        }
+        if name.starts_with("MANENT_") {
+            return Err(E::custom(format!(
+                "hook `{hook}`: `{name}`: MANENT_ variables are manent's own"
+            )));
+        }
+    }
+    for (name, value) in env {
+        for secret in super::values::secret_refs(value).map_err(E::custom)? {
+            if !secrets.iter().any(|s| s.0 == secret) {
+                return Err(E::custom(format!(
+                    "hook `{hook}`: env.{name} reads ${{secret:{secret}}}, which the hook does \
+                     not list: add `secrets: [{secret}]` to it"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 struct EventSpec(Event);

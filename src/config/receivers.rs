@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-
 use std::time::Duration;
 
 use super::{ConfigError, NOTIFY_EVENTS, Receiver, SecretRef, error, locate, manent_file};

@@ -324,184 +324,194 @@ async fn scan(
     }
 }
 
-/// A deployment's transitions so far, in the order they happened: `(mark, event, when it
-/// happened, body)`.
-fn transitions(
-    v: &DeploymentView,
-    journal: &[JournalEntry],
-) -> Vec<(String, &'static str, i64, String)> {
-    // The journal is newest first: the start is the oldest entry.
-    let start = journal.last();
-    let by = |actions: &[&str]| {
-        journal
-            .iter()
-            .find(|j| actions.contains(&j.action.as_str()))
-            .map(|j| (Some(j.operator.clone()), j.reason.clone()))
-            .unwrap_or((None, None))
-    };
-    let body = |event: &'static str,
-                target: Option<&str>,
-                message: String,
-                at: i64,
-                (who, why): (Option<String>, Option<String>)| {
-        let b = Body {
-            event,
-            deployment: &v.id,
-            kind: v.kind.to_string(),
-            application: &v.application,
-            environment: &v.environment,
-            production: v.production,
-            version: &v.version,
-            transitions: v.transitions.to_string(),
-            state: v.state.as_str(),
-            operator: &v.operator,
-            who,
-            why,
-            target,
-            message,
-            at,
-        };
-        serde_json::to_string(&b).unwrap_or_default()
-    };
-    let mut out = Vec::new();
+/// One transition: `(mark, event, when it happened, body)`; the mark tells one from the next.
+type Transition = (String, &'static str, i64, String);
+
+/// A deployment's transitions so far, in the order they happened.
+fn transitions(v: &DeploymentView, journal: &[JournalEntry]) -> Vec<Transition> {
     let what = format!(
         "{} of {} {} to {}",
         v.kind, v.application, v.version, v.environment
     );
+    // The journal is newest first: the start is the oldest entry.
+    let starter = journal.last().map_or((None, None), |j| {
+        (Some(j.operator.clone()), j.reason.clone())
+    });
     let started = v.created_at;
-    out.push((
+    let mut out = vec![transition(
+        v,
         "started".to_owned(),
         "started",
-        started,
-        body(
-            "started",
-            None,
-            format!("{what} started"),
-            started,
-            start.map_or((None, None), |j| {
-                (Some(j.operator.clone()), j.reason.clone())
-            }),
-        ),
-    ));
-    for t in v.targets.iter().filter(|t| t.state.is_failed()) {
-        let at = t
-            .attempts
-            .last()
-            .and_then(|a| a.ended_at.or(Some(a.started_at)))
-            .unwrap_or(started);
-        // A retry is a new step (its attempts count from 1 again): the attempts recorded so far
-        // tell one failure from the next.
-        out.push((
-            format!("target-failed:{}:{}", t.name, t.attempts.len()),
-            "target-failed",
-            at,
-            body(
-                "target-failed",
-                Some(&t.name),
-                format!("{} failed on attempt {}: {}", t.name, t.attempt, t.message),
-                at,
-                (None, None),
-            ),
-        ));
+        (started, None),
+        format!("{what} started"),
+        starter,
+    )];
+    out.extend(failed_targets(v));
+    out.extend(drift(v, &what));
+    out.extend(waiting(v, &what, who_did(journal, &["pause"])));
+    if !v.status.is_live() {
+        out.extend(ends(v, &what, journal));
     }
-    if let Some(d) = v
+    out
+}
+
+/// Who did the newest of `actions` in the journal, and why.
+fn who_did(journal: &[JournalEntry], actions: &[&str]) -> WhoWhy {
+    journal
+        .iter()
+        .find(|j| actions.contains(&j.action.as_str()))
+        .map(|j| (Some(j.operator.clone()), j.reason.clone()))
+        .unwrap_or((None, None))
+}
+
+/// A transition of `v`, with its body as a receiver gets it.
+fn transition(
+    v: &DeploymentView,
+    mark: String,
+    event: &'static str,
+    (at, target): (i64, Option<&str>),
+    message: String,
+    (who, why): WhoWhy,
+) -> Transition {
+    let b = Body {
+        event,
+        deployment: &v.id,
+        kind: v.kind.to_string(),
+        application: &v.application,
+        environment: &v.environment,
+        production: v.production,
+        version: &v.version,
+        transitions: v.transitions.to_string(),
+        state: v.state.as_str(),
+        operator: &v.operator,
+        who,
+        why,
+        target,
+        message,
+        at,
+    };
+    (
+        mark,
+        event,
+        at,
+        serde_json::to_string(&b).unwrap_or_default(),
+    )
+}
+
+/// Each failed target's failure. A retry is a new step (its attempts count from 1 again): the
+/// attempts recorded so far tell one failure from the next.
+fn failed_targets(v: &DeploymentView) -> Vec<Transition> {
+    v.targets
+        .iter()
+        .filter(|t| t.state.is_failed())
+        .map(|t| {
+            let at = t
+                .attempts
+                .last()
+                .and_then(|a| a.ended_at.or(Some(a.started_at)))
+                .unwrap_or(v.created_at);
+            transition(
+                v,
+                format!("target-failed:{}:{}", t.name, t.attempts.len()),
+                "target-failed",
+                (at, Some(&t.name)),
+                format!("{} failed on attempt {}: {}", t.name, t.attempt, t.message),
+                (None, None),
+            )
+        })
+        .collect()
+}
+
+/// A live canary's router serving something else than manent set.
+fn drift(v: &DeploymentView, what: &str) -> Option<Transition> {
+    let d = v
         .canary
         .as_ref()
         .and_then(|c| c.drift.as_ref())
-        .filter(|d| !d.over && v.status.is_live())
-    {
-        out.push((
-            format!("drift:{}", d.at),
-            "drift",
-            d.at,
-            body(
-                "drift",
-                None,
-                format!(
-                    "{what}: the router serves something else than manent set: {}; {}",
-                    d.differences.join("; "),
-                    d.action
-                ),
-                d.at,
-                (None, None),
-            ),
-        ));
-    }
-    if matches!(
+        .filter(|d| !d.over && v.status.is_live())?;
+    Some(transition(
+        v,
+        format!("drift:{}", d.at),
+        "drift",
+        (d.at, None),
+        format!(
+            "{what}: the router serves something else than manent set: {}; {}",
+            d.differences.join("; "),
+            d.action
+        ),
+        (None, None),
+    ))
+}
+
+/// A deployment that waits for an operator: where it waits (batch or canary step, not a weight
+/// an operator moves while it waits) and how far it got, so each new wait is one notification.
+fn waiting(v: &DeploymentView, what: &str, who: WhoWhy) -> Option<Transition> {
+    if !matches!(
         v.state,
         DeploymentState::FailedAwaiting | DeploymentState::CanaryPaused | DeploymentState::Paused
     ) {
-        let phase = v
-            .phase
-            .as_ref()
-            .map_or_else(|| v.state.as_str().to_owned(), ToString::to_string);
-        // Where it waits (batch or canary step, not a weight an operator moves while it
-        // waits), and how far it got: each new wait is one notification.
-        let at = match &v.phase {
-            Some(crate::deploy::state::Phase::AwaitingDecision { batch, .. }) => *batch,
-            Some(crate::deploy::state::Phase::Paused { before, .. }) => *before,
-            Some(crate::deploy::state::Phase::Canary { step, .. }) => *step,
-            _ => 0,
-        };
-        let attempts: usize = v.targets.iter().map(|t| t.attempts.len()).sum();
-        let since = v.phase_at.unwrap_or(started);
-        out.push((
-            format!("waiting:{}:{at}:{attempts}", v.state.as_str()),
-            "waiting",
-            since,
-            body(
-                "waiting",
-                None,
-                format!("{what} waits for an operator: {phase}"),
-                since,
-                by(&["pause"]),
-            ),
-        ));
+        return None;
     }
-    if !v.status.is_live() {
-        let ended = v.completed_at.unwrap_or(started);
-        let ending: Option<(&'static str, WhoWhy)> = match v.state {
-            DeploymentState::Deployed | DeploymentState::DeployedWithSkips
-                if v.kind == Kind::Canary =>
-            {
-                Some(("promoted", by(&["promote"])))
-            }
-            DeploymentState::Reverted => Some(("reverted", by(&["revert"]))),
-            DeploymentState::RolledBack => Some(("rolled-back", by(&["rollback"]))),
-            DeploymentState::Aborted => Some(("rolled-back", by(&["abort"]))),
-            _ => None,
-        };
-        if let Some((event, who)) = ending {
-            out.push((
-                event.to_owned(),
-                event,
-                ended,
-                body(
-                    event,
-                    None,
-                    format!("{what}: {}", v.state.as_str()),
-                    ended,
-                    who,
-                ),
-            ));
+    let phase = v
+        .phase
+        .as_ref()
+        .map_or_else(|| v.state.as_str().to_owned(), ToString::to_string);
+    let at = match &v.phase {
+        Some(crate::deploy::state::Phase::AwaitingDecision { batch, .. }) => *batch,
+        Some(crate::deploy::state::Phase::Paused { before, .. }) => *before,
+        Some(crate::deploy::state::Phase::Canary { step, .. }) => *step,
+        _ => 0,
+    };
+    let attempts: usize = v.targets.iter().map(|t| t.attempts.len()).sum();
+    let since = v.phase_at.unwrap_or(v.created_at);
+    Some(transition(
+        v,
+        format!("waiting:{}:{at}:{attempts}", v.state.as_str()),
+        "waiting",
+        (since, None),
+        format!("{what} waits for an operator: {phase}"),
+        who,
+    ))
+}
+
+/// How a finished deployment ended (promoted, reverted, rolled back), then `finished`.
+fn ends(v: &DeploymentView, what: &str, journal: &[JournalEntry]) -> Vec<Transition> {
+    let ended = v.completed_at.unwrap_or(v.created_at);
+    let by = |actions: &[&str]| who_did(journal, actions);
+    let ending: Option<(&'static str, WhoWhy)> = match v.state {
+        DeploymentState::Deployed | DeploymentState::DeployedWithSkips
+            if v.kind == Kind::Canary =>
+        {
+            Some(("promoted", by(&["promote"])))
         }
-        let message = match v.report.as_ref().filter(|r| !r.message.is_empty()) {
-            Some(r) => r.message.clone(),
-            None => format!("{what}: {}", v.state.as_str()),
-        };
-        out.push((
-            "finished".to_owned(),
-            "finished",
-            ended,
-            body(
-                "finished",
-                None,
-                message,
-                ended,
-                by(&["cancel", "abort", "revert", "promote", "abandon"]),
-            ),
+        DeploymentState::Reverted => Some(("reverted", by(&["revert"]))),
+        DeploymentState::RolledBack => Some(("rolled-back", by(&["rollback"]))),
+        DeploymentState::Aborted => Some(("rolled-back", by(&["abort"]))),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    if let Some((event, who)) = ending {
+        out.push(transition(
+            v,
+            event.to_owned(),
+            event,
+            (ended, None),
+            format!("{what}: {}", v.state.as_str()),
+            who,
         ));
     }
+    let message = match v.report.as_ref().filter(|r| !r.message.is_empty()) {
+        Some(r) => r.message.clone(),
+        None => format!("{what}: {}", v.state.as_str()),
+    };
+    out.push(transition(
+        v,
+        "finished".to_owned(),
+        "finished",
+        (ended, None),
+        message,
+        by(&["cancel", "abort", "revert", "promote", "abandon"]),
+    ));
     out
 }
 

@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Flight, slot_deployer, traffic_router};
+use super::Flight;
+use super::slots::{slot_deployer, traffic_router};
 use crate::deploy::records::SlotRecord;
 use crate::deploy::spine::{self, Payload, Run, Stop};
 use crate::deploy::state::{CanaryCall, Doing, StepName, Topic};

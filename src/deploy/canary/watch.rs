@@ -9,7 +9,8 @@
 //! None of this is a durable step: reading and re-asserting change nothing the canary decides,
 //! and a hold goes through the mailbox, as an operator's pause would.
 
-use super::{Flight, router, traffic_router, with_plugin};
+use super::slots::{traffic_router, with_plugin};
+use super::{Flight, router};
 use crate::config::OnDrift;
 use crate::deploy::canary_status::Actual;
 use crate::deploy::command::{self, OperatorCommand};

@@ -195,52 +195,13 @@ impl Host {
 
     async fn start(&self) -> Result<Process, PluginError> {
         let s = &self.spec;
-        // Activation, at every start: the binary exists, is executable and matches its pin
-        // (hashing a large binary is blocking work).
-        let (name, command, pin) = (s.name.clone(), s.command.clone(), s.sha256.clone());
-        let checked =
-            tokio::task::spawn_blocking(move || activation::check(&name, &command, pin.as_deref()))
-                .await
-                .map_err(|e| self.fail(e))??;
-        if let Pin::Unpinned = checked {
-            self.log(
-                Level::Warn,
-                format!(
-                    "plugin {} is not pinned by a sha256: add `sha256:` under its `external:` in \
-                 manent.yml (`sha256sum {}` prints it; `manent plugins` too)",
-                    s.name,
-                    s.command.display()
-                ),
-            );
-        }
+        self.activate().await?;
         let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
         let socket_dir = tempfile::Builder::new()
             .prefix("manent-plugin-")
             .tempdir()
             .map_err(|e| self.fail(e))?;
-        let mut cmd = tokio::process::Command::new(&s.command);
-        cmd.args(&s.args).env_clear();
-        for name in PASSED {
-            if let Ok(v) = std::env::var(name) {
-                cmd.env(name, v);
-            }
-        }
-        cmd.envs(&s.env)
-            .env(handshake::MAGIC_COOKIE_KEY, handshake::MAGIC_COOKIE_VALUE)
-            .env(handshake::ENV_MIN_PORT, "10000")
-            .env(handshake::ENV_MAX_PORT, "25000")
-            .env(
-                handshake::ENV_PROTOCOL_VERSIONS,
-                handshake::APP_PROTOCOL_VERSION.to_string(),
-            )
-            .env(handshake::ENV_CLIENT_CERT, &identity.cert_pem)
-            .env(handshake::ENV_UNIX_SOCKET_DIR, socket_dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        crate::sys::die_with_parent(&mut cmd);
+        let mut cmd = self.command(&identity, socket_dir.path());
         let started = std::time::Instant::now();
         let mut child = cmd
             .spawn()
@@ -334,46 +295,7 @@ impl Host {
                 *cur = p;
             }
         };
-        let connect = async {
-            let channel = conn::h2(shake.addr.clone(), client_tls, &at)
-                .await
-                .map_err(|e| self.fail(format!("cannot connect over mutual TLS: {e}")))?;
-            at("its health check");
-            let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
-                channel.clone(),
-                conn::origin(),
-            );
-            let serving = health
-                .check(tonic_health::pb::HealthCheckRequest {
-                    service: "plugin".into(),
-                })
-                .await
-                .map(|r| r.into_inner().status)
-                .map_err(|e| self.fail(format!("health check failed: {}", e.message())))?;
-            if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
-                return Err(self.fail("its health service does not report `plugin` as SERVING"));
-            }
-            at("Configure");
-            let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
-                .max_decoding_message_size(usize::MAX)
-                .max_encoding_message_size(usize::MAX);
-            let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
-            let configured = deployer
-                .configure(v1::ConfigureRequest { config_json })
-                .await
-                .map_err(|e| match e.code() {
-                    tonic::Code::InvalidArgument
-                    | tonic::Code::Aborted
-                    | tonic::Code::FailedPrecondition => PluginError::Permanent(format!(
-                        "plugin {} rejected its options from manent.yml: {}",
-                        s.name,
-                        e.message()
-                    )),
-                    _ => self.fail(format!("Configure failed: {}", e.message())),
-                })?
-                .into_inner();
-            Ok::<_, PluginError>((channel, deployer, configured))
-        };
+        let connect = self.connect(&shake, client_tls, &at);
         let (channel, deployer, configured) = match tokio::time::timeout(left, connect).await {
             Ok(r) => r.map_err(kill)?,
             Err(_) => {
@@ -417,6 +339,113 @@ impl Host {
             _socket_dir: socket_dir,
             _tracked: tracked,
         })
+    }
+
+    /// Activation, at every start: the binary exists, is executable and matches its pin
+    /// (hashing a large binary is blocking work); an unpinned one is warned about.
+    async fn activate(&self) -> Result<(), PluginError> {
+        let s = &self.spec;
+        let (name, command, pin) = (s.name.clone(), s.command.clone(), s.sha256.clone());
+        let checked =
+            tokio::task::spawn_blocking(move || activation::check(&name, &command, pin.as_deref()))
+                .await
+                .map_err(|e| self.fail(e))??;
+        if let Pin::Unpinned = checked {
+            self.log(
+                Level::Warn,
+                format!(
+                    "plugin {} is not pinned by a sha256: add `sha256:` under its `external:` in \
+                 manent.yml (`sha256sum {}` prints it; `manent plugins` too)",
+                    s.name,
+                    s.command.display()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// The plugin's command: a cleared environment (the few variables it may see, its own, and
+    /// go-plugin's handshake settings with this host's certificate), its own process group, and
+    /// killed with its parent.
+    fn command(
+        &self,
+        identity: &tls::Identity,
+        socket_dir: &std::path::Path,
+    ) -> tokio::process::Command {
+        let s = &self.spec;
+        let mut cmd = tokio::process::Command::new(&s.command);
+        cmd.args(&s.args).env_clear();
+        for name in PASSED {
+            if let Ok(v) = std::env::var(name) {
+                cmd.env(name, v);
+            }
+        }
+        cmd.envs(&s.env)
+            .env(handshake::MAGIC_COOKIE_KEY, handshake::MAGIC_COOKIE_VALUE)
+            .env(handshake::ENV_MIN_PORT, "10000")
+            .env(handshake::ENV_MAX_PORT, "25000")
+            .env(
+                handshake::ENV_PROTOCOL_VERSIONS,
+                handshake::APP_PROTOCOL_VERSION.to_string(),
+            )
+            .env(handshake::ENV_CLIENT_CERT, &identity.cert_pem)
+            .env(handshake::ENV_UNIX_SOCKET_DIR, socket_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        crate::sys::die_with_parent(&mut cmd);
+        cmd
+    }
+
+    /// After the handshake: mutual TLS to the plugin's address, its health check, then
+    /// Configure with its options; `at` says which phase it is in (a stuck start names it).
+    async fn connect(
+        &self,
+        shake: &Handshake,
+        client_tls: Arc<rustls::ClientConfig>,
+        at: &(dyn Fn(&'static str) + Sync),
+    ) -> Result<(H2, DeployerClient<H2>, v1::ConfigureResponse), PluginError> {
+        let s = &self.spec;
+        let channel = conn::h2(shake.addr.clone(), client_tls, &at)
+            .await
+            .map_err(|e| self.fail(format!("cannot connect over mutual TLS: {e}")))?;
+        at("its health check");
+        let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
+            channel.clone(),
+            conn::origin(),
+        );
+        let serving = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "plugin".into(),
+            })
+            .await
+            .map(|r| r.into_inner().status)
+            .map_err(|e| self.fail(format!("health check failed: {}", e.message())))?;
+        if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
+            return Err(self.fail("its health service does not report `plugin` as SERVING"));
+        }
+        at("Configure");
+        let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let config_json = serde_json::to_vec(&s.options).unwrap_or_default();
+        let configured = deployer
+            .configure(v1::ConfigureRequest { config_json })
+            .await
+            .map_err(|e| match e.code() {
+                tonic::Code::InvalidArgument
+                | tonic::Code::Aborted
+                | tonic::Code::FailedPrecondition => PluginError::Permanent(format!(
+                    "plugin {} rejected its options from manent.yml: {}",
+                    s.name,
+                    e.message()
+                )),
+                _ => self.fail(format!("Configure failed: {}", e.message())),
+            })?
+            .into_inner();
+        Ok((channel, deployer, configured))
     }
 
     fn check_handshake(&self, h: &Handshake) -> Result<(), PluginError> {

@@ -73,31 +73,19 @@ pub fn render(
     let mut valued = false;
     while i < chars.len() {
         // A here-document's body: line by line until its delimiter.
-        if line_start && let Some(doc) = &heredoc {
-            let end = chars[i..]
-                .iter()
-                .position(|c| *c == '\n')
-                .map_or(chars.len(), |p| i + p);
-            let line: String = chars[i..end].iter().collect();
-            let bare = if doc.strip_tabs {
-                line.trim_start_matches('\t')
-            } else {
-                &line
-            };
-            if bare == doc.delimiter {
-                out.push_str(&line);
-                if end < chars.len() {
-                    out.push('\n');
-                }
-                heredoc = None;
-                i = end + 1;
-                line_start = true;
-                line_out = out.len();
-                if !pending.is_empty() {
-                    heredoc = Some(pending.remove(0));
-                }
-                continue;
+        if line_start
+            && let Some(doc) = &heredoc
+            && let Some((line, end)) = delimiter_line(&chars, i, doc)
+        {
+            out.push_str(&line);
+            if end < chars.len() {
+                out.push('\n');
             }
+            // The next one announced on the same line, if any, starts now.
+            heredoc = (!pending.is_empty()).then(|| pending.remove(0));
+            i = end + 1;
+            line_out = out.len();
+            continue;
         }
         line_start = false;
         let c = chars[i];
@@ -107,14 +95,7 @@ pub fn render(
         };
         // A placeholder, wherever it is.
         if c == '{' && chars.get(i + 1) == Some(&'{') {
-            let close = (i + 2..chars.len().saturating_sub(1))
-                .find(|&j| chars[j] == '}' && chars[j + 1] == '}')
-                .ok_or_else(|| fail("`{{` without `}}`".into()))?;
-            let name: String = chars[i + 2..close]
-                .iter()
-                .collect::<String>()
-                .trim()
-                .to_owned();
+            let (name, close) = placeholder(&chars, i).map_err(fail)?;
             let value = vars.get(&name).ok_or_else(|| {
                 fail(format!(
                     "unknown variable `{{{{{name}}}}}`; known: {}, label.KEY",
@@ -148,12 +129,7 @@ pub fn render(
             }
             Ctx::Heredoc { quoted: true } => {}
             Ctx::Double | Ctx::Heredoc { quoted: false } => match c {
-                '\\' => {
-                    if let Some(&n) = chars.get(i) {
-                        out.push(n);
-                        i += 1;
-                    }
-                }
+                '\\' => copy_escaped(&chars, &mut i, &mut out),
                 '"' if ctx == Ctx::Double => {
                     stack.pop();
                 }
@@ -166,12 +142,7 @@ pub fn render(
                 _ => {}
             },
             Ctx::Bare => match c {
-                '\\' => {
-                    if let Some(&n) = chars.get(i) {
-                        out.push(n);
-                        i += 1;
-                    }
-                }
+                '\\' => copy_escaped(&chars, &mut i, &mut out),
                 '\'' => stack.push((Ctx::Single, 0)),
                 '"' => stack.push((Ctx::Double, 0)),
                 '`' => {
@@ -204,44 +175,10 @@ pub fn render(
                     || out[..out.len() - 1].ends_with([' ', '\t', '\n', ';', '&', '|', '(']) =>
                 {
                     // A comment: copied to the end of its line as it is.
-                    while let Some(&n) = chars.get(i).filter(|n| **n != '\n') {
-                        out.push(n);
-                        i += 1;
-                    }
+                    copy_comment(&chars, &mut i, &mut out);
                 }
                 '<' if chars.get(i) == Some(&'<') && chars.get(i + 1) != Some(&'<') => {
-                    out.push('<');
-                    i += 1;
-                    let strip_tabs = chars.get(i) == Some(&'-');
-                    if strip_tabs {
-                        out.push('-');
-                        i += 1;
-                    }
-                    while let Some(&n) = chars.get(i).filter(|n| **n == ' ' || **n == '\t') {
-                        out.push(n);
-                        i += 1;
-                    }
-                    let mut delimiter = String::new();
-                    let mut quoted = false;
-                    while let Some(&n) = chars.get(i) {
-                        if n.is_whitespace() || matches!(n, ';' | '&' | '|' | '<' | '>' | '(' | ')')
-                        {
-                            break;
-                        }
-                        out.push(n);
-                        i += 1;
-                        match n {
-                            '\'' | '"' | '\\' => quoted = true,
-                            _ => delimiter.push(n),
-                        }
-                    }
-                    if !delimiter.is_empty() {
-                        pending.push(Pending {
-                            delimiter,
-                            quoted,
-                            strip_tabs,
-                        });
-                    }
+                    pending.extend(here_document(&chars, &mut i, &mut out));
                 }
                 _ => {}
             },
@@ -251,6 +188,85 @@ pub fn render(
         ends_document(&out[line_out..], heredoc.as_ref()).map_err(fail)?;
     }
     Ok(out)
+}
+
+/// The character a backslash just copied escapes, copied as it is.
+fn copy_escaped(chars: &[char], i: &mut usize, out: &mut String) {
+    if let Some(&n) = chars.get(*i) {
+        out.push(n);
+        *i += 1;
+    }
+}
+
+/// The rest of a comment's line, copied as it is.
+fn copy_comment(chars: &[char], i: &mut usize, out: &mut String) {
+    while let Some(&n) = chars.get(*i).filter(|n| **n != '\n') {
+        out.push(n);
+        *i += 1;
+    }
+}
+
+/// The placeholder `{{ name }}` opening at `i`: its name, and where its `}}` starts.
+fn placeholder(chars: &[char], i: usize) -> Result<(String, usize), String> {
+    let close = (i + 2..chars.len().saturating_sub(1))
+        .find(|&j| chars[j] == '}' && chars[j + 1] == '}')
+        .ok_or_else(|| "`{{` without `}}`".to_owned())?;
+    let name = chars[i + 2..close]
+        .iter()
+        .collect::<String>()
+        .trim()
+        .to_owned();
+    Ok((name, close))
+}
+
+/// The line starting at `i`, and where it ends, when it is `doc`'s delimiter (its tabs stripped
+/// for `<<-`).
+fn delimiter_line(chars: &[char], i: usize, doc: &Pending) -> Option<(String, usize)> {
+    let end = chars[i..]
+        .iter()
+        .position(|c| *c == '\n')
+        .map_or(chars.len(), |p| i + p);
+    let line: String = chars[i..end].iter().collect();
+    let bare = if doc.strip_tabs {
+        line.trim_start_matches('\t')
+    } else {
+        &line
+    };
+    (bare == doc.delimiter).then_some((line, end))
+}
+
+/// A here-document operator (`<<`, `<<-`) whose first `<` was just copied, with its
+/// delimiter: copied to `out`; the document it announces starts at the next line.
+fn here_document(chars: &[char], i: &mut usize, out: &mut String) -> Option<Pending> {
+    out.push('<');
+    *i += 1;
+    let strip_tabs = chars.get(*i) == Some(&'-');
+    if strip_tabs {
+        out.push('-');
+        *i += 1;
+    }
+    while let Some(&n) = chars.get(*i).filter(|n| **n == ' ' || **n == '\t') {
+        out.push(n);
+        *i += 1;
+    }
+    let mut delimiter = String::new();
+    let mut quoted = false;
+    while let Some(&n) = chars.get(*i) {
+        if n.is_whitespace() || matches!(n, ';' | '&' | '|' | '<' | '>' | '(' | ')') {
+            break;
+        }
+        out.push(n);
+        *i += 1;
+        match n {
+            '\'' | '"' | '\\' => quoted = true,
+            _ => delimiter.push(n),
+        }
+    }
+    (!delimiter.is_empty()).then_some(Pending {
+        delimiter,
+        quoted,
+        strip_tabs,
+    })
 }
 
 /// Refuses a quoted here-document's line that a value turned into its delimiter: the document

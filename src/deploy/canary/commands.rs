@@ -1,0 +1,175 @@
+//! An operator's commands to a live canary (promote, revert, weight, back, pause, resume) and
+//! the decisions it records, with who and why.
+
+use std::time::Duration;
+
+use super::router::{Change, Changed};
+use super::{Flight, Next, topics};
+use crate::deploy::canary_status::Decision;
+use crate::deploy::spine::{self, OrFail, Payload, Run, Stop};
+use crate::deploy::state::{CanaryCall, StepName, Topic};
+use crate::deploy::steps;
+use crate::operator::Operator;
+use crate::workflow::Interrupt;
+use crate::workflow::store::Message;
+
+impl Flight {
+    /// Applies an operator's command (or a decision) to the steps.
+    pub(super) async fn command(&mut self, run: &mut Run<'_>, msg: &Message) -> Result<Next, Stop> {
+        let p = Payload::of(msg);
+        let by = spine::by(msg);
+        let why = p.reason.clone().unwrap_or_default();
+        let topic = Topic::parse(&msg.topic);
+        let action = topic.map_or("?", Topic::as_str);
+        self.note(action, &by, &why, msg.created_at);
+        Ok(match topic {
+            Some(Topic::Promote) if p.full => Next::PromoteNow,
+            Some(Topic::Promote) => {
+                self.status.held = false;
+                Next::EndStep
+            }
+            Some(Topic::Revert | Topic::Abort) => Next::Revert {
+                by,
+                why: if why.is_empty() {
+                    "no reason given".into()
+                } else {
+                    why
+                },
+            },
+            Some(Topic::Weight) => {
+                let w = p.weight.unwrap_or(self.status.weight).min(100);
+                self.status.manual = true;
+                self.status.held = true;
+                match self.change(run, Change::Weight(w)).await? {
+                    Changed::Revert { by, why } => Next::Revert { by, why },
+                    Changed::Done | Changed::Manual => Next::Stay,
+                }
+            }
+            Some(Topic::Back) => self.back(run).await?,
+            Some(Topic::Pause) => {
+                self.status.held = true;
+                Next::Stay
+            }
+            Some(Topic::Resume) => {
+                self.status.held = false;
+                Next::Stay
+            }
+            _ => Next::Stay,
+        })
+    }
+
+    /// Back to the previous step's weight (from a weight set by hand: the last step's), held;
+    /// the steps go on from the weight step that is undone.
+    pub(super) async fn back(&mut self, run: &mut Run<'_>) -> Result<Next, Stop> {
+        let target = if self.status.manual {
+            self.history.last().map_or(0, |l| l.1)
+        } else {
+            let undone = self.history.pop();
+            if let Some((pos, _)) = undone {
+                self.pos = pos;
+            }
+            self.history.last().map_or(0, |l| l.1)
+        };
+        self.status.held = true;
+        match self.change(run, Change::Weight(target)).await? {
+            Changed::Done => {
+                self.status.manual = false;
+                Ok(Next::Stay)
+            }
+            Changed::Manual => Ok(Next::Stay),
+            Changed::Revert { by, why } => Ok(Next::Revert { by, why }),
+        }
+    }
+
+    /// Records an operator's command, for the status (when it was sent: the same on replay).
+    pub(super) fn note(&mut self, action: &str, by: &str, why: &str, at: i64) {
+        self.status.decisions.push(Decision {
+            action: action.to_owned(),
+            by: by.to_owned(),
+            why: why.to_owned(),
+            at,
+        });
+    }
+
+    /// A decision the canary takes by itself (`by` its analysis, or manent when the candidate
+    /// failed), journaled with why, as one step.
+    pub(super) async fn decide(
+        &mut self,
+        run: &Run<'_>,
+        action: &str,
+        by: &str,
+        why: &str,
+    ) -> Result<(), Stop> {
+        let subject = run.spec.subject();
+        let id = run.ctx.id().to_owned();
+        let step = run.ctx.reserve(1)[0];
+        let (subject, id) = (&subject, &id);
+        let decided: Decision = run
+            .ctx
+            .step_at(
+                step,
+                StepName::Canary(CanaryCall::Decide).into(),
+                &steps::internal(),
+                |_| async move {
+                    let automatic = Operator {
+                        name: "manent".into(),
+                        client: None,
+                    };
+                    let entry = crate::deploy::records::JournalEntry::by(
+                        &automatic,
+                        action,
+                        Some(id),
+                        Some(subject),
+                        Some(format!("{action} decided by {by}")),
+                        Some(why),
+                    );
+                    Ok((
+                        Decision {
+                            action: action.to_owned(),
+                            by: by.to_owned(),
+                            why: why.to_owned(),
+                            at: crate::sys::now_ms(),
+                        },
+                        vec![crate::workflow::store::Effect::Record(entry.record())],
+                    ))
+                },
+            )
+            .await?
+            .or_fail()?;
+        self.status.decisions.push(decided);
+        Ok(())
+    }
+
+    /// Waits for a command on `topics` (up to `timeout`), watching the router meanwhile.
+    /// `None` when the time is up.
+    pub(super) async fn wait(
+        &mut self,
+        run: &Run<'_>,
+        topics_: &[Topic],
+        timeout: Option<Duration>,
+    ) -> Result<Option<Message>, Stop> {
+        // A restart that resumes inside a wait reads the router back before waiting again.
+        self.reassert_after_restart(run).await;
+        let t = topics(topics_);
+        let recv = run.ctx.recv(&t, timeout);
+        tokio::pin!(recv);
+        // Only once the run is live and the candidate in a pool: a replayed wait returns at
+        // once.
+        let watching = !run.ctx.replaying() && self.live;
+        let every = self.plan.watch;
+        loop {
+            tokio::select! {
+                r = &mut recv => {
+                    let msg = r?;
+                    if timeout.is_none() && msg.is_none() {
+                        return Err(Stop::Interrupt(Interrupt::ShuttingDown));
+                    }
+                    return Ok(msg);
+                }
+                () = tokio::time::sleep(every), if watching => {
+                    self.watch(run).await;
+                }
+            }
+        }
+    }
+}
