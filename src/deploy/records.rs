@@ -143,6 +143,14 @@ impl Lock {
             != crate::operator::Operator::person(operator)
     }
 
+    /// The lock that keeps `operator` from locking or unlocking a subject: the active one, when
+    /// it is another person's and they do not override it (`--force`); decided the same on
+    /// every store.
+    pub fn refusing(held: Option<&Lock>, operator: &str, overriding: bool) -> Option<Lock> {
+        held.filter(|h| h.held_by_another(operator) && !overriding)
+            .cloned()
+    }
+
     /// Still blocking at `now` (epoch ms).
     pub fn active_at(&self, now: i64) -> bool {
         self.expires_at.is_none_or(|e| e > now)
@@ -478,4 +486,48 @@ pub fn open_trusted(
     trust: &crate::sys::files::Trust,
 ) -> Result<SqliteStore, StoreError> {
     SqliteStore::open_trusted(path, sync, check, std::sync::Arc::new(DeployRecords), trust)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(operator: &str) -> Lock {
+        Lock {
+            subject: "shop/prod".into(),
+            operator: operator.into(),
+            client: None,
+            host: "bastion-1".into(),
+            reason: "freeze".into(),
+            since: 0,
+            expires_at: None,
+        }
+    }
+
+    #[test]
+    fn another_persons_lock_refuses_unless_overridden_and_ones_own_never_does() {
+        let alice = lock("alice");
+        assert_eq!(
+            Lock::refusing(None, "bob", false),
+            None,
+            "no lock, nothing refuses"
+        );
+        assert_eq!(
+            Lock::refusing(Some(&alice), "bob", false),
+            Some(alice.clone())
+        );
+        assert_eq!(Lock::refusing(Some(&alice), "bob", true), None, "--force");
+        assert_eq!(Lock::refusing(Some(&alice), "alice", false), None);
+        // What someone claimed beside their name is not who they are.
+        assert_eq!(
+            Lock::refusing(Some(&alice), "alice (claimed SUDO_USER=bob)", false),
+            None
+        );
+        let claimed = lock("nobody (claimed SUDO_USER=alice)");
+        assert_eq!(
+            Lock::refusing(Some(&claimed), "alice", false),
+            Some(claimed.clone()),
+            "a claim to be alice is not alice's lock"
+        );
+    }
 }

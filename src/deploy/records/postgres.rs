@@ -438,11 +438,9 @@ impl Records for PostgresStore {
         entry: JournalEntry,
     ) -> Result<Result<(), Lock>, StoreError> {
         in_tx!(self, tx => {
-            if let Some(held) = active_lock(&tx, &lock.subject, lock.since).await?
-                && held.held_by_another(&lock.operator)
-                && !replace
-            {
-                return Ok(Err(held));
+            let held = active_lock(&tx, &lock.subject, lock.since).await?;
+            if let Some(refused) = Lock::refusing(held.as_ref(), &lock.operator, replace) {
+                return Ok(Err(refused));
             }
             exec(
                 &tx,
@@ -476,16 +474,14 @@ impl Records for PostgresStore {
     ) -> Result<Result<Option<Lock>, Lock>, StoreError> {
         in_tx!(self, tx => {
             let held = active_lock(&tx, subject, entry.at).await?;
-            match &held {
-                Some(h) if h.held_by_another(&entry.operator) && !force => Err(h.clone()),
-                _ => {
-                    exec(&tx, "DELETE FROM locks WHERE subject = $1", &[&subject]).await?;
-                    if held.is_some() {
-                        insert_journal(&tx, &entry).await?;
-                    }
-                    Ok(held)
-                }
+            if let Some(refused) = Lock::refusing(held.as_ref(), &entry.operator, force) {
+                return Ok(Err(refused));
             }
+            exec(&tx, "DELETE FROM locks WHERE subject = $1", &[&subject]).await?;
+            if held.is_some() {
+                insert_journal(&tx, &entry).await?;
+            }
+            Ok(held)
         })
     }
 

@@ -427,11 +427,9 @@ impl Records for SqliteStore {
         entry: JournalEntry,
     ) -> Result<Result<(), Lock>, StoreError> {
         self.write(move |c| {
-            if let Some(held) = active_lock(c, &lock.subject, lock.since)?
-                && held.held_by_another(&lock.operator)
-                && !replace
-            {
-                return Ok(Err(held));
+            let held = active_lock(c, &lock.subject, lock.since)?;
+            if let Some(refused) = Lock::refusing(held.as_ref(), &lock.operator, replace) {
+                return Ok(Err(refused));
             }
             exec(
                 c,
@@ -464,11 +462,8 @@ impl Records for SqliteStore {
         let subject = subject.to_owned();
         self.write(move |c| {
             let held = active_lock(c, &subject, entry.at)?;
-            if let Some(h) = &held
-                && h.held_by_another(&entry.operator)
-                && !force
-            {
-                return Ok(Err(h.clone()));
+            if let Some(refused) = Lock::refusing(held.as_ref(), &entry.operator, force) {
+                return Ok(Err(refused));
             }
             exec(c, "DELETE FROM locks WHERE subject = ?1", [&subject])?;
             if held.is_some() {

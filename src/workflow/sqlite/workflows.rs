@@ -7,8 +7,8 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
-    Claim, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery, WorkflowRow,
-    WorkflowStatus,
+    Claim, ClaimDecision, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery,
+    WorkflowRow, WorkflowStatus, decide_claim,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
@@ -259,26 +259,19 @@ pub fn claim(
         forget_submitter(conn, id)?;
     }
     let claimed = must_get(conn, id)?;
-    if changed == 0 {
-        // A retry after a lost acknowledgement finds its own claim.
-        let ours = claimed.status == WorkflowStatus::Pending
-            && claimed.run_token.as_deref() == Some(run_token);
-        return Ok(if ours {
-            Claim::Claimed(claimed)
-        } else {
-            Claim::NotClaimable
-        });
+    match decide_claim(changed == 1, &claimed, run_token) {
+        ClaimDecision::Claimed => Ok(Claim::Claimed(claimed)),
+        ClaimDecision::NotClaimable => Ok(Claim::NotClaimable),
+        ClaimDecision::DeadLetter => {
+            super::exec(
+                conn,
+                "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \
+                 completed_at = ?1, updated_at = ?1 WHERE workflow_id = ?2",
+                params![now, id],
+            )?;
+            Ok(Claim::DeadLettered(must_get(conn, id)?))
+        }
     }
-    if claimed.recovery_attempts > claimed.max_recovery_attempts {
-        super::exec(
-            conn,
-            "UPDATE workflow_status SET status = 'MAX_RECOVERY_ATTEMPTS_EXCEEDED', \
-             completed_at = ?1, updated_at = ?1 WHERE workflow_id = ?2",
-            params![now, id],
-        )?;
-        return Ok(Claim::DeadLettered(must_get(conn, id)?));
-    }
-    Ok(Claim::Claimed(claimed))
 }
 
 /// A clean stop of the run holding `run_token`: its claim is not counted as a crash.
