@@ -460,6 +460,14 @@ pub struct Record {
     pub body: serde_json::Value,
 }
 
+impl Record {
+    /// Its body as `T`; a body that does not decode is an error naming its kind.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        serde_json::from_value(self.body.clone())
+            .map_err(|e| StoreError::Sql(format!("a `{}` record does not decode: {e}", self.kind)))
+    }
+}
+
 /// A workflow's end, written once by the owning run (E3).
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -467,6 +475,16 @@ pub enum Outcome {
     Success(String),
     /// JSON error.
     Error(String),
+}
+
+impl Outcome {
+    /// Its row's status, output and error columns.
+    pub fn columns(self) -> (WorkflowStatus, Option<String>, Option<String>) {
+        match self {
+            Outcome::Success(o) => (WorkflowStatus::Success, Some(o), None),
+            Outcome::Error(e) => (WorkflowStatus::Error, None, Some(e)),
+        }
+    }
 }
 
 /// What `finish` did.

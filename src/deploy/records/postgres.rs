@@ -103,11 +103,6 @@ CREATE INDEX outbox_undelivered ON outbox(receiver, id)
 ",
 ];
 
-fn body<T: serde::de::DeserializeOwned>(r: &Record) -> Result<T, StoreError> {
-    serde_json::from_value(r.body.clone())
-        .map_err(|e| StoreError::Sql(format!("a `{}` record does not decode: {e}", r.kind)))
-}
-
 #[async_trait]
 impl Extension for DeployRecords {
     fn name(&self) -> &'static str {
@@ -126,7 +121,7 @@ impl Extension for DeployRecords {
     ) -> Result<(), StoreError> {
         match r.kind.as_str() {
             RELEASE => {
-                let r: ReleaseRecord = body(r)?;
+                let r: ReleaseRecord = r.decode()?;
                 exec(
                     tx,
                     "INSERT INTO releases (moniker, subject, version, artifact, deployment_id, \
@@ -143,7 +138,7 @@ impl Extension for DeployRecords {
                 .await?;
             }
             ROLLED_BACK => {
-                let r: RolledBack = body(r)?;
+                let r: RolledBack = r.decode()?;
                 exec(
                     tx,
                     "UPDATE releases SET rolled_back_by = $1 WHERE moniker = $2 \
@@ -152,9 +147,9 @@ impl Extension for DeployRecords {
                 )
                 .await?;
             }
-            JOURNAL => insert_journal(tx, &body(r)?).await?,
+            JOURNAL => insert_journal(tx, &r.decode()?).await?,
             SLOTS => {
-                let r: SlotRecord = body(r)?;
+                let r: SlotRecord = r.decode()?;
                 exec(
                     tx,
                     "INSERT INTO slots (subject, stable, stable_version, candidate, \

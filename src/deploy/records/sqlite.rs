@@ -118,11 +118,6 @@ CREATE INDEX outbox_undelivered ON outbox(receiver, id)
 ",
 ];
 
-fn body<T: serde::de::DeserializeOwned>(r: &Record) -> Result<T, StoreError> {
-    serde_json::from_value(r.body.clone())
-        .map_err(|e| StoreError::Sql(format!("a `{}` record does not decode: {e}", r.kind)))
-}
-
 fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<(), StoreError> {
     conn.prepare_cached(sql)?.execute(params)?;
     Ok(())
@@ -140,7 +135,7 @@ impl Extension for DeployRecords {
     fn apply(&self, conn: &Connection, _: Option<&str>, r: &Record) -> Result<(), StoreError> {
         match r.kind.as_str() {
             RELEASE => {
-                let r: ReleaseRecord = body(r)?;
+                let r: ReleaseRecord = r.decode()?;
                 exec(
                     conn,
                     "INSERT INTO releases (moniker, subject, version, artifact, deployment_id, \
@@ -156,7 +151,7 @@ impl Extension for DeployRecords {
                 )
             }
             ROLLED_BACK => {
-                let r: RolledBack = body(r)?;
+                let r: RolledBack = r.decode()?;
                 exec(
                     conn,
                     "UPDATE releases SET rolled_back_by = ?1 WHERE moniker = ?2 \
@@ -164,9 +159,9 @@ impl Extension for DeployRecords {
                     params![r.by, r.moniker, r.to],
                 )
             }
-            JOURNAL => insert_journal(conn, &body(r)?),
+            JOURNAL => insert_journal(conn, &r.decode()?),
             SLOTS => {
-                let r: SlotRecord = body(r)?;
+                let r: SlotRecord = r.decode()?;
                 exec(
                     conn,
                     "INSERT INTO slots (subject, stable, stable_version, candidate, \

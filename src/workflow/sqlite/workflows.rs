@@ -319,10 +319,7 @@ pub fn finish(
     run_token: &str,
     out: Outcome,
 ) -> Result<Finished, StoreError> {
-    let (status, output, error) = match out {
-        Outcome::Success(o) => (WorkflowStatus::Success, Some(o), None),
-        Outcome::Error(e) => (WorkflowStatus::Error, None, Some(e)),
-    };
+    let (status, output, error) = out.columns();
     let now = now_ms();
     let changed = super::exec(
         conn,
