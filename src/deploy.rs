@@ -63,14 +63,6 @@ impl std::fmt::Debug for DeployEnv {
     }
 }
 
-/// Workflow kind of a deploy (and a dry-run).
-pub const DEPLOY: &str = "deploy";
-/// Workflow kind of a rollback.
-pub const ROLLBACK: &str = "rollback";
-/// Workflow kind of a canary.
-pub const CANARY: &str = "canary";
-/// Workflow kind of a run of the `test` hooks.
-pub const TEST: &str = "test";
 /// Definition version of both (B.8): bump it when durable steps change order or names.
 /// 2: phases with the commands they take, guided failure, operator aborts.
 pub const VERSION: u32 = 2;
@@ -223,24 +215,24 @@ pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
     let test_env = env.clone();
     vec![
         WorkflowDef {
-            name: TEST.into(),
+            name: Kind::Test.workflow().into(),
             version: VERSION,
             run: Arc::new(move |ctx, inputs| {
                 hook_tests::run(test_env.clone(), ctx, inputs).boxed()
             }),
         },
         WorkflowDef {
-            name: CANARY.into(),
+            name: Kind::Canary.workflow().into(),
             version: VERSION,
             run: Arc::new(move |ctx, inputs| canary::run(canary_env.clone(), ctx, inputs).boxed()),
         },
         WorkflowDef {
-            name: DEPLOY.into(),
+            name: Kind::Deploy.workflow().into(),
             version: VERSION,
             run: Arc::new(move |ctx, inputs| rollout::run(deploy_env.clone(), ctx, inputs).boxed()),
         },
         WorkflowDef {
-            name: ROLLBACK.into(),
+            name: Kind::Rollback.workflow().into(),
             version: VERSION,
             run: Arc::new(move |ctx, inputs| rollback::run(env.clone(), ctx, inputs).boxed()),
         },

@@ -28,6 +28,37 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 5] = [
+        Kind::Deploy,
+        Kind::DryRun,
+        Kind::Rollback,
+        Kind::Canary,
+        Kind::Test,
+    ];
+
+    /// The name of the durable workflow that runs it: a dry-run is a deploy's workflow told
+    /// to change nothing (its inputs say so).
+    pub fn workflow(self) -> &'static str {
+        match self {
+            Kind::Deploy | Kind::DryRun => "deploy",
+            Kind::Rollback => "rollback",
+            Kind::Canary => "canary",
+            Kind::Test => "test",
+        }
+    }
+
+    /// The kind a stored workflow named `name` is, given whether its inputs ask for a dry-run;
+    /// None for a workflow no deploy kind runs.
+    pub fn of_workflow(name: &str, dry_run: bool) -> Option<Kind> {
+        match name {
+            "deploy" if dry_run => Some(Kind::DryRun),
+            _ => Kind::ALL
+                .into_iter()
+                .find(|k| *k != Kind::DryRun && k.workflow() == name),
+        }
+    }
+
     /// `deploy`, `dry-run`, `rollback`, `canary`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -510,6 +541,19 @@ impl fmt::Display for DeploymentState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_is_read_back_from_its_workflow() {
+        for k in Kind::ALL {
+            assert_eq!(
+                Kind::of_workflow(k.workflow(), k == Kind::DryRun),
+                Some(k),
+                "{k}"
+            );
+        }
+        assert_eq!(Kind::of_workflow("deploy", false), Some(Kind::Deploy));
+        assert_eq!(Kind::of_workflow("something-else", false), None);
+    }
 
     #[test]
     fn step_names_read_back_as_written() {

@@ -8,8 +8,8 @@ use super::plan;
 use super::records::Db;
 use super::records::Lock;
 use super::releases::{self, Move, Transitions};
-use super::state::Phase;
-use super::{CANARY, DEPLOY, DeployInput, ROLLBACK, RollbackInput, TEST, VERSION};
+use super::state::{Kind, Phase};
+use super::{DeployInput, RollbackInput, VERSION};
 use crate::config::EnvSpec;
 use crate::operator::Operator;
 use crate::workflow::StoreError;
@@ -168,7 +168,7 @@ pub fn new_id() -> String {
 fn describe(row: &WorkflowRow, phase: Option<&Phase>) -> String {
     let input: Option<DeployInput> = serde_json::from_str(&row.inputs).ok();
     let what = match input {
-        Some(i) if row.name == DEPLOY || row.name == CANARY => {
+        Some(i) if changes_releases(&row.name) => {
             format!(
                 "{} of {} by {}",
                 row.name, i.spec.artifact.version, i.operator
@@ -203,9 +203,9 @@ pub async fn resumed_same(
     dry_run: bool,
 ) -> Option<String> {
     let workflow = if spec.strategy.canary().is_some() && !dry_run {
-        CANARY
+        Kind::Canary.workflow()
     } else {
-        DEPLOY
+        Kind::Deploy.workflow()
     };
     for id in resumed {
         let Ok(Some(row)) = db.workflow(id).await else {
@@ -252,9 +252,9 @@ pub async fn deploy(
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     // A canary runs its own workflow; its dry-run is a deploy's (plan, validate, ask).
     let workflow = if spec.strategy.canary().is_some() && !dry_run {
-        CANARY
+        Kind::Canary.workflow()
     } else {
-        DEPLOY
+        Kind::Deploy.workflow()
     };
     let forced = if dry_run {
         Vec::new()
@@ -298,7 +298,7 @@ pub async fn deploy(
             journal_forced(db, &forced, &live.id).await?;
             return Ok(Submitted::Resuming(live.id));
         }
-        if awaiting && (live.name == DEPLOY || live.name == CANARY) && !replaced {
+        if awaiting && changes_releases(&live.name) && !replaced {
             let note = format!(
                 "replaced by a deploy of {} (it failed and waited for a decision)",
                 spec.artifact.version
@@ -357,8 +357,18 @@ pub async fn rollback(
     };
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     let detail = Transitions::of(&moves).to_string();
-    let forced = through_lock(db, spec, ROLLBACK, sub).await?;
-    match submit(db, ROLLBACK, inputs, spec, detail, sub, &forced).await? {
+    let forced = through_lock(db, spec, Kind::Rollback.workflow(), sub).await?;
+    match submit(
+        db,
+        Kind::Rollback.workflow(),
+        inputs,
+        spec,
+        detail,
+        sub,
+        &forced,
+    )
+    .await?
+    {
         Ok(id) => Ok(Submitted::Started(id)),
         Err(live) => {
             let phase = phase_of(db, &live.id).await;
@@ -432,7 +442,7 @@ pub async fn test(
     };
     match submit_keyed(
         db,
-        TEST,
+        Kind::Test.workflow(),
         inputs,
         &spec,
         detail,
@@ -496,7 +506,17 @@ pub async fn revert_left(
     input.operator = sub.operator.display();
     let inputs = serde_json::to_string(&input).map_err(StoreError::from)?;
     let detail = format!("the candidate {of} left in traffic");
-    match submit(db, CANARY, inputs, &input.spec, detail, sub, &[]).await? {
+    match submit(
+        db,
+        Kind::Canary.workflow(),
+        inputs,
+        &input.spec,
+        detail,
+        sub,
+        &[],
+    )
+    .await?
+    {
         Ok(id) => Ok(Submitted::Started(id)),
         Err(live) => Err(SubmitError::Busy {
             what: describe(&live, phase_of(db, &live.id).await.as_ref()),
@@ -600,4 +620,12 @@ async fn journal_forced(db: &dyn Db, forced: &[Record], id: &str) -> Result<(), 
         db.journal(entry).await?;
     }
     Ok(())
+}
+
+/// A deploy's or a canary's workflow: one that puts a version on targets.
+fn changes_releases(workflow: &str) -> bool {
+    matches!(
+        Kind::of_workflow(workflow, false),
+        Some(Kind::Deploy | Kind::Canary)
+    )
 }

@@ -218,16 +218,8 @@ fn build(
     depth: Depth,
 ) -> DeploymentView {
     let inputs = Head::read(&row.inputs);
-    let kind = match (
-        row.name.as_str(),
-        inputs.as_ref().is_some_and(|i| i.dry_run),
-    ) {
-        (crate::deploy::ROLLBACK, _) => Kind::Rollback,
-        (crate::deploy::CANARY, _) => Kind::Canary,
-        (crate::deploy::TEST, _) => Kind::Test,
-        (_, true) => Kind::DryRun,
-        _ => Kind::Deploy,
-    };
+    let kind = Kind::of_workflow(&row.name, inputs.as_ref().is_some_and(|i| i.dry_run))
+        .unwrap_or(Kind::Deploy);
     let plan: Option<ViewPlan> = match depth {
         Depth::Full => events
             .remove("plan")
