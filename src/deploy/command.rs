@@ -3,101 +3,13 @@
 //! published phase and commands); a refusal says why and journals nothing. An accepted command
 //! is journaled in the same transaction that delivers it.
 
-use std::fmt;
-
 use super::records::{Db, JournalEntry};
-use super::spine::Payload;
+pub use super::state::{Delivered, OperatorCommand};
 use super::state::{DeploymentState, Kind, Phase, TargetState, Topic, names};
 use super::view::{self, DeploymentView};
 use crate::operator::Operator;
 use crate::workflow::StoreError;
 use crate::workflow::store::{Message, SendRequest, Sent, WorkflowStatus};
-
-/// What an operator asks of a deployment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OperatorCommand {
-    /// Stop before the next batch.
-    Pause,
-    /// Continue a paused deployment, or a stopped one (cancelled, dead-lettered) from its last
-    /// checkpoint.
-    Resume,
-    /// Stop at the next step boundary; targets being deployed finish.
-    Cancel,
-    /// Run failed targets again (all of them when `targets` is empty), with new attempts.
-    Retry { targets: Vec<String> },
-    /// Leave a target out: it keeps its release.
-    Skip { target: String },
-    /// Stop and roll back what the deployment changed (a canary: revert).
-    Abort,
-    /// A canary: end the current pause; `full` skips the remaining steps.
-    Promote { full: bool },
-    /// A canary: take the candidate out of traffic; the stable release stays.
-    Revert,
-    /// A canary: send this percentage of traffic to the candidate, and hold.
-    Weight(u32),
-    /// A canary: go back to the previous step's weight, and hold.
-    Back,
-    /// A canary whose router failed: end it failed where its traffic is (a reason is required).
-    Abandon,
-}
-
-impl OperatorCommand {
-    /// The journal's word for it.
-    pub fn action(&self) -> &'static str {
-        match self {
-            OperatorCommand::Pause => "pause",
-            OperatorCommand::Resume => "resume",
-            OperatorCommand::Cancel => "cancel",
-            OperatorCommand::Retry { .. } => "retry",
-            OperatorCommand::Skip { .. } => "skip",
-            OperatorCommand::Abort => "abort",
-            OperatorCommand::Promote { .. } => "promote",
-            OperatorCommand::Revert => "revert",
-            OperatorCommand::Weight(_) => "weight",
-            OperatorCommand::Back => "back",
-            OperatorCommand::Abandon => "abandon",
-        }
-    }
-
-    fn topic(&self) -> Option<Topic> {
-        match self {
-            OperatorCommand::Pause => Some(Topic::Pause),
-            OperatorCommand::Resume => Some(Topic::Resume),
-            OperatorCommand::Cancel => None,
-            OperatorCommand::Retry { .. } => Some(Topic::Retry),
-            OperatorCommand::Skip { .. } => Some(Topic::Skip),
-            OperatorCommand::Abort => Some(Topic::Abort),
-            OperatorCommand::Promote { .. } => Some(Topic::Promote),
-            OperatorCommand::Revert => Some(Topic::Revert),
-            OperatorCommand::Weight(_) => Some(Topic::Weight),
-            OperatorCommand::Back => Some(Topic::Back),
-            OperatorCommand::Abandon => Some(Topic::Abandon),
-        }
-    }
-
-    fn detail(&self) -> Option<String> {
-        match self {
-            OperatorCommand::Retry { targets } if targets.is_empty() => {
-                Some("every failed target".into())
-            }
-            OperatorCommand::Retry { targets } => Some(names(targets)),
-            OperatorCommand::Skip { target } => Some(target.clone()),
-            OperatorCommand::Promote { full: true } => Some("the remaining steps".into()),
-            OperatorCommand::Weight(w) => Some(format!("{w}%")),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for OperatorCommand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.action())?;
-        if let Some(d) = self.detail() {
-            write!(f, " {d}")?;
-        }
-        Ok(())
-    }
-}
 
 /// What a command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,18 +134,9 @@ async fn deliver(
     guard: bool,
 ) -> Result<(), CommandError> {
     let topic = cmd.topic().unwrap_or(Topic::Resume);
-    let payload = Payload {
-        targets: match cmd {
-            OperatorCommand::Retry { targets } => targets.clone(),
-            OperatorCommand::Skip { target } => vec![target.clone()],
-            _ => Vec::new(),
-        },
+    let payload = Delivered {
+        command: cmd.clone(),
         reason: reason.map(str::to_owned),
-        weight: match cmd {
-            OperatorCommand::Weight(w) => Some(*w),
-            _ => None,
-        },
-        full: matches!(cmd, OperatorCommand::Promote { full: true }),
     };
     let req = SendRequest {
         message: Message {

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::plan::{self, Batch, Plan, PlannedTarget};
 use super::releases::{self, Live};
@@ -50,30 +50,6 @@ pub trait OrFail<T> {
 impl<T> OrFail<T> for StepResult<T> {
     fn or_fail(self) -> Result<T, Stop> {
         self.map_err(|f| Stop::Failed(f.to_string()))
-    }
-}
-
-/// What an operator's command carries, in the mailbox.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Payload {
-    /// Targets it is about (retry: empty means every failed one; skip: exactly one).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub targets: Vec<String>,
-    /// The operator's reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// A canary's weight set by hand.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<u32>,
-    /// A canary's promote that skips the remaining steps.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub full: bool,
-}
-
-impl Payload {
-    /// The payload of `msg` (empty if it does not decode).
-    pub fn of(msg: &Message) -> Payload {
-        serde_json::from_str(&msg.payload).unwrap_or_default()
     }
 }
 

@@ -7,8 +7,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod operator_command;
 mod step_name;
 
+pub use self::operator_command::{Delivered, OperatorCommand};
 pub use self::step_name::{Action, CanaryCall, NotAStepName, StepName};
 
 /// A workflow kind.

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::router::{Change, Changed};
 use super::{Flight, Next, topics};
 use crate::deploy::canary_status::Decision;
-use crate::deploy::spine::{self, OrFail, Payload, Run, Stop};
-use crate::deploy::state::{CanaryCall, StepName, Topic};
+use crate::deploy::spine::{self, OrFail, Run, Stop};
+use crate::deploy::state::{CanaryCall, Delivered, OperatorCommand, StepName, Topic};
 use crate::deploy::steps;
 use crate::operator::Operator;
 use crate::workflow::Interrupt;
@@ -16,19 +16,18 @@ use crate::workflow::store::Message;
 impl Flight {
     /// Applies an operator's command (or a decision) to the steps.
     pub(super) async fn command(&mut self, run: &mut Run<'_>, msg: &Message) -> Result<Next, Stop> {
-        let p = Payload::of(msg);
+        let delivered = Delivered::of(msg);
         let by = spine::by(msg);
-        let why = p.reason.clone().unwrap_or_default();
-        let topic = Topic::parse(&msg.topic);
-        let action = topic.map_or("?", Topic::as_str);
+        let why = delivered.as_ref().map(Delivered::why).unwrap_or_default();
+        let action = Topic::parse(&msg.topic).map_or("?", Topic::as_str);
         self.note(action, &by, &why, msg.created_at);
-        Ok(match topic {
-            Some(Topic::Promote) if p.full => Next::PromoteNow,
-            Some(Topic::Promote) => {
+        Ok(match delivered.map(|d| d.command) {
+            Some(OperatorCommand::Promote { full: true }) => Next::PromoteNow,
+            Some(OperatorCommand::Promote { full: false }) => {
                 self.status.held = false;
                 Next::EndStep
             }
-            Some(Topic::Revert | Topic::Abort) => Next::Revert {
+            Some(OperatorCommand::Revert | OperatorCommand::Abort) => Next::Revert {
                 by,
                 why: if why.is_empty() {
                     "no reason given".into()
@@ -36,8 +35,8 @@ impl Flight {
                     why
                 },
             },
-            Some(Topic::Weight) => {
-                let w = p.weight.unwrap_or(self.status.weight).min(100);
+            Some(OperatorCommand::Weight(w)) => {
+                let w = w.min(100);
                 self.status.manual = true;
                 self.status.held = true;
                 match self.change(run, Change::Weight(w)).await? {
@@ -45,12 +44,12 @@ impl Flight {
                     Changed::Done | Changed::Manual => Next::Stay,
                 }
             }
-            Some(Topic::Back) => self.back(run).await?,
-            Some(Topic::Pause) => {
+            Some(OperatorCommand::Back) => self.back(run).await?,
+            Some(OperatorCommand::Pause) => {
                 self.status.held = true;
                 Next::Stay
             }
-            Some(Topic::Resume) => {
+            Some(OperatorCommand::Resume) => {
                 self.status.held = false;
                 Next::Stay
             }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use super::Flight;
 use super::slots::{slot_deployer, traffic_router};
 use crate::deploy::records::SlotRecord;
-use crate::deploy::spine::{self, Payload, Run, Stop};
-use crate::deploy::state::{CanaryCall, Doing, StepName, Topic};
+use crate::deploy::spine::{self, Run, Stop};
+use crate::deploy::state::{CanaryCall, Delivered, Doing, OperatorCommand, StepName, Topic};
 use crate::deploy::steps;
 use crate::plugin::{PluginError, Request, Routing, RoutingState, TrafficRouter};
 use crate::workflow::{Interrupt, StepError};
@@ -208,17 +208,16 @@ impl Flight {
                 .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
             self.status.router_error = None;
             let by = spine::by(&msg);
-            let p = Payload::of(&msg);
-            let reason = p.reason.clone().unwrap_or_default();
-            let topic = Topic::parse(&msg.topic);
+            let delivered = Delivered::of(&msg);
+            let reason = delivered.as_ref().map(Delivered::why).unwrap_or_default();
             self.note(
-                topic.map_or("?", Topic::as_str),
+                Topic::parse(&msg.topic).map_or("?", Topic::as_str),
                 &by,
                 &reason,
                 msg.created_at,
             );
-            match topic {
-                Some(Topic::Revert | Topic::Abort) if !reverting => {
+            match delivered.map(|d| d.command) {
+                Some(OperatorCommand::Revert | OperatorCommand::Abort) if !reverting => {
                     return Ok(Changed::Revert {
                         by,
                         why: if reason.is_empty() {
@@ -228,14 +227,13 @@ impl Flight {
                         },
                     });
                 }
-                Some(Topic::Weight) if !reverting => {
-                    let w = p.weight.unwrap_or(self.status.weight).min(100);
-                    change = Change::Weight(w);
+                Some(OperatorCommand::Weight(w)) if !reverting => {
+                    change = Change::Weight(w.min(100));
                     manual = true;
                     self.status.manual = true;
                     self.status.held = true;
                 }
-                Some(Topic::Abandon) => {
+                Some(OperatorCommand::Abandon) => {
                     self.abandoned = true;
                     return Err(Stop::Failed(format!(
                         "abandoned by {by} ({reason}) after the router failed ({}): {why}; \

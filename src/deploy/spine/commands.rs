@@ -1,9 +1,11 @@
 //! An operator's commands to a run of batches, between and within them: pause and resume,
 //! skip, retry or abort a failed target, taken from the mailbox oldest first.
 
-use super::{Payload, Run, Stop, by};
+use super::{Run, Stop, by};
 use crate::deploy::plan::PlannedTarget;
-use crate::deploy::state::{Action, Kind, Phase, StepName, TargetState, Topic};
+use crate::deploy::state::{
+    Action, Delivered, Kind, OperatorCommand, Phase, StepName, TargetState, Topic,
+};
 use crate::deploy::steps::{self, TargetDone};
 use crate::workflow::Interrupt;
 use crate::workflow::store::Message;
@@ -69,44 +71,48 @@ impl Run<'_> {
         }
     }
 
-    /// Records the operator's skip of each named target that has not deployed yet.
+    /// Records the operator's skip of the named target, unless it has deployed already.
     pub(super) async fn skip(&mut self, msg: &Message) -> Result<(), Stop> {
-        let p = Payload::of(msg);
-        for name in p.targets {
-            let Some((b, t)) = self
-                .plan
-                .targets()
-                .find(|(_, t)| t.name == name)
-                .map(|(b, t)| (b.index, t.clone()))
-            else {
-                continue;
-            };
-            let done = self.results.get(&name).is_some_and(|r| r.status.is_done());
-            if done || !self.skipped.insert(name.clone()) {
-                continue;
-            }
-            let message = match &p.reason {
-                Some(r) => format!("skipped by {}: {r}", by(msg)),
-                None => format!("skipped by {}", by(msg)),
-            };
-            let step = StepName::target(Action::Skip, b, 1, &name);
-            let r = self
-                .ctx
-                .step(step, &steps::internal(), |info| {
-                    let message = message.clone();
-                    async move {
-                        Ok(TargetDone {
-                            status: TargetState::Skipped,
-                            message,
-                            duration_ms: 0,
-                            attempt: info.attempt,
-                            version: String::new(),
-                        })
-                    }
-                })
-                .await?;
-            self.record(b, &t, &r);
+        let Some(Delivered {
+            command: OperatorCommand::Skip { target: name },
+            reason,
+        }) = Delivered::of(msg)
+        else {
+            return Ok(());
+        };
+        let Some((b, t)) = self
+            .plan
+            .targets()
+            .find(|(_, t)| t.name == name)
+            .map(|(b, t)| (b.index, t.clone()))
+        else {
+            return Ok(());
+        };
+        let done = self.results.get(&name).is_some_and(|r| r.status.is_done());
+        if done || !self.skipped.insert(name.clone()) {
+            return Ok(());
         }
+        let message = match &reason {
+            Some(r) => format!("skipped by {}: {r}", by(msg)),
+            None => format!("skipped by {}", by(msg)),
+        };
+        let step = StepName::target(Action::Skip, b, 1, &name);
+        let r = self
+            .ctx
+            .step(step, &steps::internal(), |info| {
+                let message = message.clone();
+                async move {
+                    Ok(TargetDone {
+                        status: TargetState::Skipped,
+                        message,
+                        duration_ms: 0,
+                        attempt: info.attempt,
+                        version: String::new(),
+                    })
+                }
+            })
+            .await?;
+        self.record(b, &t, &r);
         Ok(())
     }
 
@@ -146,11 +152,17 @@ impl Run<'_> {
             match Topic::parse(&msg.topic) {
                 Some(Topic::Abort | Topic::Revert) => return Err(Stop::Abort(by(&msg))),
                 Some(Topic::Retry) => {
-                    let p = Payload::of(&msg);
+                    let targets = match Delivered::of(&msg) {
+                        Some(Delivered {
+                            command: OperatorCommand::Retry { targets },
+                            ..
+                        }) => targets,
+                        _ => Vec::new(),
+                    };
                     let again: Vec<&PlannedTarget> = open
                         .iter()
                         .copied()
-                        .filter(|t| p.targets.is_empty() || p.targets.contains(&t.name))
+                        .filter(|t| targets.is_empty() || targets.contains(&t.name))
                         .collect();
                     if !again.is_empty() {
                         self.phase(self.batch_phase(batch, of)).await?;
