@@ -4,6 +4,10 @@
 //! must commit with. SQLite is the embedded implementation; PostgreSQL, with the same
 //! semantics, is how several engines share one database.
 
+mod claim;
+
+pub use self::claim::{ClaimDecision, decide_claim};
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -257,39 +261,6 @@ pub enum Claim {
     /// Its stored inputs do not verify with the inputs key: it was written or changed outside
     /// manent, and is ended ERROR without running (the row after).
     Refused(Box<WorkflowRow>),
-}
-
-/// What a claim attempt comes to, decided the same on every store from the row read after its
-/// `UPDATE … WHERE status = 'ENQUEUED'` (`took`: that update changed the row). Each store then
-/// writes what the decision needs (a dead letter) in its own SQL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimDecision {
-    /// This run holds it: taken now, or by this very run before (a retry after a lost
-    /// acknowledgement finds its own claim).
-    Claimed,
-    /// Someone else holds it, or it has ended.
-    NotClaimable,
-    /// Taken, but more runs of it crashed than it may have: it is dead-lettered.
-    DeadLetter,
-}
-
-/// The claim decision for `row`, read after the claiming update (`took`: the update changed
-/// it), by the run holding `run_token`.
-pub fn decide_claim(took: bool, row: &WorkflowRow, run_token: &str) -> ClaimDecision {
-    if !took {
-        let ours =
-            row.status == WorkflowStatus::Pending && row.run_token.as_deref() == Some(run_token);
-        return if ours {
-            ClaimDecision::Claimed
-        } else {
-            ClaimDecision::NotClaimable
-        };
-    }
-    if row.recovery_attempts > row.max_recovery_attempts {
-        ClaimDecision::DeadLetter
-    } else {
-        ClaimDecision::Claimed
-    }
 }
 
 /// One completed step, as recorded (E1).
@@ -755,68 +726,4 @@ pub trait Store: Send + Sync {
     async fn pending_messages(&self, id: &str) -> Result<Vec<Message>, StoreError>;
     /// Clean shutdown: truncates the WAL.
     async fn close(&self) -> Result<(), StoreError>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(status: WorkflowStatus, token: Option<&str>, attempts: u32) -> WorkflowRow {
-        WorkflowRow {
-            id: "d-1".into(),
-            name: "deploy".into(),
-            definition_version: 1,
-            inputs: "{}".into(),
-            status,
-            output: None,
-            error: None,
-            executor_id: Some("host-a".into()),
-            run_token: token.map(str::to_owned),
-            recovery_attempts: attempts,
-            max_recovery_attempts: 5,
-            subject: None,
-            created_at: 0,
-            updated_at: 0,
-            started_at: None,
-            completed_at: None,
-        }
-    }
-
-    #[test]
-    fn a_claim_is_this_runs_another_runs_or_a_dead_letter() {
-        use ClaimDecision as D;
-        use WorkflowStatus::{Pending, Success};
-        // Taken now, within the crash budget.
-        assert_eq!(
-            decide_claim(true, &row(Pending, Some("r1"), 1), "r1"),
-            D::Claimed
-        );
-        assert_eq!(
-            decide_claim(true, &row(Pending, Some("r1"), 5), "r1"),
-            D::Claimed
-        );
-        // Taken now, but one run more than it may have: dead-lettered.
-        assert_eq!(
-            decide_claim(true, &row(Pending, Some("r1"), 6), "r1"),
-            D::DeadLetter
-        );
-        // Not taken now: a retry after a lost acknowledgement finds its own claim...
-        assert_eq!(
-            decide_claim(false, &row(Pending, Some("r1"), 6), "r1"),
-            D::Claimed
-        );
-        // ...but another run's claim, or an ended workflow, is nobody's to take.
-        assert_eq!(
-            decide_claim(false, &row(Pending, Some("r2"), 1), "r1"),
-            D::NotClaimable
-        );
-        assert_eq!(
-            decide_claim(false, &row(Success, Some("r1"), 1), "r1"),
-            D::NotClaimable
-        );
-        assert_eq!(
-            decide_claim(false, &row(Pending, None, 1), "r1"),
-            D::NotClaimable
-        );
-    }
 }
