@@ -1,23 +1,21 @@
 //! The deploy workflows (DESIGN §6): deploy (plan → validate → batches → releases, guided
-//! failure or an atomic undo on failure), rollback to the previous release, and dry-run. They
-//! are durable workflows on one spine ([`spine`]): every plugin call is a step, every target its
-//! own step with its own retries, and the operator's commands ([`command`]) are typed.
+//! failure or an atomic undo on failure), rollback to the previous release, dry-run, canary and
+//! test. They are durable workflows ([`flows`]) over one run ([`run`]): every plugin call is a
+//! step, every target its own step with its own retries, and the operator's commands
+//! ([`command`]) are typed.
 
-pub mod canary;
 pub mod canary_status;
 pub mod command;
-mod glue;
-pub mod hook_tests;
+pub mod flows;
 pub mod hooks;
 pub mod ids;
 pub mod inbox;
 pub mod plan;
+mod plugin_errors;
 pub mod probe;
 pub mod records;
 pub mod releases;
-pub mod rollback;
-pub mod rollout;
-pub mod spine;
+pub mod run;
 pub mod state;
 pub mod steps;
 pub mod submit;
@@ -218,23 +216,29 @@ pub fn definitions(env: Arc<DeployEnv>) -> Vec<WorkflowDef> {
             name: Kind::Test.workflow().into(),
             version: VERSION,
             run: Arc::new(move |ctx, inputs| {
-                hook_tests::run(test_env.clone(), ctx, inputs).boxed()
+                flows::test::run(test_env.clone(), ctx, inputs).boxed()
             }),
         },
         WorkflowDef {
             name: Kind::Canary.workflow().into(),
             version: VERSION,
-            run: Arc::new(move |ctx, inputs| canary::run(canary_env.clone(), ctx, inputs).boxed()),
+            run: Arc::new(move |ctx, inputs| {
+                flows::canary::run(canary_env.clone(), ctx, inputs).boxed()
+            }),
         },
         WorkflowDef {
             name: Kind::Deploy.workflow().into(),
             version: VERSION,
-            run: Arc::new(move |ctx, inputs| rollout::run(deploy_env.clone(), ctx, inputs).boxed()),
+            run: Arc::new(move |ctx, inputs| {
+                flows::deploy::run(deploy_env.clone(), ctx, inputs).boxed()
+            }),
         },
         WorkflowDef {
             name: Kind::Rollback.workflow().into(),
             version: VERSION,
-            run: Arc::new(move |ctx, inputs| rollback::run(env.clone(), ctx, inputs).boxed()),
+            run: Arc::new(move |ctx, inputs| {
+                flows::rollback::run(env.clone(), ctx, inputs).boxed()
+            }),
         },
     ]
 }

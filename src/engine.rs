@@ -2,6 +2,7 @@
 //! workflows, carries every log line to subscribers and to the database, and drains on
 //! shutdown. The headless commands and the console drive it; it knows nothing of either.
 
+pub mod attach;
 pub mod handle;
 mod log_hub;
 pub mod notify;

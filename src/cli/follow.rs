@@ -9,14 +9,15 @@ use std::time::Duration;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::exit;
-use super::output::{self, Out, open_store};
+use super::output::{self, Out};
 use crate::config::Config;
 use crate::deploy::records::Db;
 use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetState as T, Topic};
 use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
-use crate::engine::{Engine, EngineError};
+use crate::engine::Engine;
+use crate::engine::attach::{Opened, open_or_attach};
+use crate::workflow::Lease;
 use crate::workflow::store::WorkflowStatus;
-use crate::workflow::{Lease, LeaseError};
 
 /// Where deployments run: here, or in the engine that holds the database.
 pub enum Runner {
@@ -32,30 +33,22 @@ pub enum Runner {
 impl Runner {
     /// Starts an engine here, or finds the one that holds the database.
     pub async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {
-        match Engine::start(config).await {
-            Ok(engine) => {
+        match open_or_attach(config).await {
+            Ok(Opened::Here(engine)) => {
                 for id in engine.recovered() {
                     out.note(format!(
                         "manent: resuming {id}, which an earlier run left unfinished"
                     ));
                 }
-                Ok(Runner::Local(Box::new(engine)))
+                Ok(Runner::Local(engine))
             }
-            Err(EngineError::Lease(
-                e @ (LeaseError::Held { .. } | LeaseError::Starting { .. }),
-            )) => {
-                out.note(format!("manent: {e}"));
+            Ok(Opened::Attached { store, holder }) => {
+                out.note(format!("manent: {holder}"));
                 out.note("manent: handing the work to that engine and following it here");
-                match open_store(config).await {
-                    Ok(s) => Ok(Runner::Remote {
-                        store: s,
-                        db: config.database.clone(),
-                    }),
-                    Err(e) => {
-                        out.error(e);
-                        Err(exit::ENGINE)
-                    }
-                }
+                Ok(Runner::Remote {
+                    store,
+                    db: config.database.clone(),
+                })
             }
             Err(e) => {
                 out.error(e);

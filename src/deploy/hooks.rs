@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::probe;
-use super::spine::{Run, Stop, json};
+use super::run::{Run, Stop, json};
 use super::state::{Phase, StepName};
 use crate::config::hooks::{WaitCheck, ordered};
 use crate::config::{DeletePolicy, Event, Hook, HookKind, OnFailure};

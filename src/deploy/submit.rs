@@ -481,7 +481,7 @@ async fn candidate_route(
                 spec.subject()
             ))
         })?;
-    if super::canary::tester_header(&canary.status.testers).is_none() {
+    if super::flows::canary::tester_header(&canary.status.testers).is_none() {
         return Err(SubmitError::BadInput(format!(
             "the candidate of {id} is reached by no tester route yet (its `testers` step has \
              not run): test hooks cannot reach it apart from production traffic"

@@ -17,11 +17,13 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use self::publish::{apps_of, line_of};
 use super::Engine;
+use super::attach::Opened;
 use crate::config::Config;
 use crate::deploy::command::{self, OperatorCommand};
 use crate::deploy::plan::Plan;
-use crate::deploy::records::{self, Db, JournalEntry};
+use crate::deploy::records::{Db, JournalEntry};
 use crate::deploy::releases::Transitions;
+use crate::deploy::state::Kind;
 use crate::deploy::submit::{self, Submission, Submitted};
 use crate::deploy::view::DeploymentView;
 use crate::operator::Operator;
@@ -224,28 +226,23 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
     });
     let mut attached_to = None;
     let (engine, store, mode): (Option<Engine>, Arc<dyn Db>, EngineMode) =
-        match Engine::start(&config).await {
-            Ok(e) => {
+        match super::attach::open_or_attach(&config).await? {
+            Opened::Here(e) => {
                 let store = e.store().clone();
-                (Some(e), store, EngineMode::InProcess)
+                (Some(*e), store, EngineMode::InProcess)
             }
-            Err(super::EngineError::Lease(
-                l @ (crate::workflow::LeaseError::Held { .. }
-                | crate::workflow::LeaseError::Starting { .. }),
-            )) => {
-                let store: Arc<dyn Db> = records::open_configured(&config, false).await?;
-                if let crate::workflow::LeaseError::Held { pid, .. } = &l {
+            Opened::Attached { store, holder } => {
+                if let crate::workflow::LeaseError::Held { pid, .. } = &holder {
                     attached_to = pid.parse().ok();
                 }
                 (
                     None,
                     store,
                     EngineMode::Attached {
-                        holder: holder_of(&l),
+                        holder: holder_of(&holder),
                     },
                 )
             }
-            Err(e) => return Err(e),
         };
     let config = match descriptors {
         Some(read) => match read.await {
@@ -463,8 +460,8 @@ impl Actor {
                 reason,
                 force,
             } => {
-                let how = (Some(dry_run), force);
-                self.submit(&application, &environment, version, how, reason)
+                let kind = if dry_run { Kind::DryRun } else { Kind::Deploy };
+                self.submit(&application, &environment, version, (kind, force), reason)
                     .await
             }
             Command::Rollback {
@@ -473,8 +470,14 @@ impl Actor {
                 reason,
                 force,
             } => {
-                self.submit(&application, &environment, None, (None, force), reason)
-                    .await
+                self.submit(
+                    &application,
+                    &environment,
+                    None,
+                    (Kind::Rollback, force),
+                    reason,
+                )
+                .await
             }
             Command::Operator {
                 id,
@@ -533,7 +536,7 @@ impl Actor {
         application: &str,
         environment: &str,
         version: Option<String>,
-        (deploy, force): (Option<bool>, bool),
+        (kind, force): (Kind, bool),
         reason: Option<String>,
     ) -> Result<String, String> {
         let mut spec = self
@@ -545,19 +548,15 @@ impl Actor {
         }
         let mut sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
         sub.force = force;
-        let submitted = match deploy {
-            Some(dry_run) => submit::deploy(self.store.as_ref(), &spec, dry_run, &sub).await,
-            None => submit::rollback(self.store.as_ref(), &spec, &sub).await,
+        let submitted = match kind {
+            Kind::Rollback => submit::rollback(self.store.as_ref(), &spec, &sub).await,
+            _ => submit::deploy(self.store.as_ref(), &spec, kind == Kind::DryRun, &sub).await,
         }
         .map_err(|e| e.to_string())?;
         let id = submitted.id().to_owned();
         let already = self.running(&id).await;
         self.hand_over(&id).await?;
-        let what = match deploy {
-            Some(true) => "dry-run",
-            Some(false) => "deploy",
-            None => "rollback",
-        };
+        let what = kind.as_str();
         Ok(match submitted {
             Submitted::Started(id) => {
                 format!("{id}: {what} of {application} to {environment} started")

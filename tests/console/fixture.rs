@@ -241,7 +241,7 @@ pub fn canary_plan() -> manent::config::Canary {
 /// A canary of shop 2.4.0 in prod, its candidate on every target, paused at 10% (step 3 of 9)
 /// until an operator promotes it.
 pub fn canary() -> DeploymentView {
-    use manent::deploy::canary::{Actual, CanaryStatus};
+    use manent::deploy::flows::canary::{Actual, CanaryStatus};
     use manent::deploy::state::Doing;
     let mut d = running();
     d.id = "dep-20261129-100500-dddd".into();

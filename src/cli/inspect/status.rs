@@ -48,14 +48,15 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             && let Some(c) = v.canary.as_mut()
             && c.status.routing.as_ref().is_some_and(|r| !r.retired)
         {
-            let read = crate::deploy::canary::watch::read_without_engine(&config, &*store, id)
-                .await
-                .unwrap_or_else(|e| crate::deploy::canary::Actual {
-                    error: Some(e),
-                    at: crate::sys::now_ms(),
-                    by_engine: false,
-                    ..Default::default()
-                });
+            let read =
+                crate::deploy::flows::canary::watch::read_without_engine(&config, &*store, id)
+                    .await
+                    .unwrap_or_else(|e| crate::deploy::flows::canary::Actual {
+                        error: Some(e),
+                        at: crate::sys::now_ms(),
+                        by_engine: false,
+                        ..Default::default()
+                    });
             c.actual = Some(read);
         }
         if a.json.json {
@@ -369,7 +370,7 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
     if let Some(p) = s.scale {
         line.push_str(&format!(", scale {p}%"));
     }
-    if let Some(h) = crate::deploy::canary::tester_header(&s.testers).filter(|_| !retired) {
+    if let Some(h) = crate::deploy::flows::canary::tester_header(&s.testers).filter(|_| !retired) {
         line.push_str(&format!(", testers send `{}: {}`", h.0, h.1));
     }
     out.line(line);

@@ -10,7 +10,7 @@ use super::{Modal, Reply, asks, frame};
 use crate::console::action::Action;
 use crate::console::app::App;
 use crate::console::view::ViewCtx;
-use crate::deploy::canary::tester_header;
+use crate::deploy::flows::canary::tester_header;
 
 /// The release picker.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,8 +6,8 @@
 
 use super::asks::{operator, production_line};
 use super::confirm::Confirm;
-use crate::deploy::canary::ahead::{self, Next};
 use crate::deploy::command::OperatorCommand;
+use crate::deploy::flows::canary::ahead::{self, Next};
 use crate::deploy::state::{Doing, Phase};
 use crate::deploy::view::DeploymentView;
 

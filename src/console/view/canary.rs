@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use super::ViewCtx;
 use super::widgets::fit;
 use crate::console::theme::Theme;
-use crate::deploy::canary::{Decision, tester_header};
+use crate::deploy::flows::canary::{Decision, tester_header};
 use crate::deploy::view::{CanaryView, DeploymentView};
 
 /// `candidate  25% ███░░░░░░░░░  75% stable`, `width` columns wide, the pending weight marked;
@@ -104,7 +104,7 @@ pub fn weights(c: &CanaryView, pending: Option<u32>, live: bool, t: &Theme) -> L
 /// shows it). The next step is the one that moves traffic, as a promote would go on: steps
 /// below a weight set by hand are passed over, and it says so.
 pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> Line<'static> {
-    use crate::deploy::canary::ahead::{self, Next};
+    use crate::deploy::flows::canary::ahead::{self, Next};
     let now = match &d.phase {
         Some(p) if d.status.is_live() => p.to_string(),
         _ => d.state.to_string(),
@@ -160,9 +160,11 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
         ));
     } else if let Some(r) = c.status.runs.last() {
         let style = match r.seen.verdict {
-            crate::deploy::canary::analysis::Verdict::Pass => t.get("status.ok"),
-            crate::deploy::canary::analysis::Verdict::Fail => t.get("status.failed"),
-            crate::deploy::canary::analysis::Verdict::Inconclusive => t.get("status.retrying"),
+            crate::deploy::flows::canary::analysis::Verdict::Pass => t.get("status.ok"),
+            crate::deploy::flows::canary::analysis::Verdict::Fail => t.get("status.failed"),
+            crate::deploy::flows::canary::analysis::Verdict::Inconclusive => {
+                t.get("status.retrying")
+            }
         };
         parts.push(Span::styled(
             format!(

@@ -14,7 +14,7 @@ use super::{Flight, router};
 use crate::config::OnDrift;
 use crate::deploy::canary_status::Actual;
 use crate::deploy::command::{self, OperatorCommand};
-use crate::deploy::spine::{Run, json};
+use crate::deploy::run::{Run, json};
 use crate::operator::Operator;
 use crate::plugin::{Routing, RoutingState};
 use crate::workflow::StepError;

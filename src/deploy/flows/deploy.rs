@@ -7,15 +7,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::hooks;
-use super::plan::PlannedTarget;
-use super::releases::{Live, Transitions};
-use super::spine::{self, FanOut, Run, Stop};
-use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
-use super::steps;
-use super::{DeployEnv, DeployInput, Report, TargetReport, outcome};
 use crate::config::EnvSpec;
 use crate::config::Event;
+use crate::deploy::hooks;
+use crate::deploy::plan::PlannedTarget;
+use crate::deploy::releases::{Live, Transitions};
+use crate::deploy::run::{self, FanOut, Run, Stop};
+use crate::deploy::state::{Action, Ending, Kind, Phase, StepName, TargetState};
+use crate::deploy::steps;
+use crate::deploy::{DeployEnv, DeployInput, Report, TargetReport, outcome};
 use crate::plugin::{Capability, OnError};
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
@@ -48,7 +48,7 @@ async fn deploy(
         Err(Stop::Failed(why) | Stop::Abort(why)) => {
             let mut r = Report::new(kind, &spec.artifact.version);
             r.message = why;
-            return spine::end(ctx, r).await;
+            return run::end(ctx, r).await;
         }
     };
     let report = match body(&mut run).await {
@@ -212,7 +212,7 @@ fn deployed(run: &Run<'_>) -> Report {
     let message = if skipped == 0 {
         format!(
             "{version} deployed to {} of {subject}",
-            super::plan::count(n, "target")
+            crate::deploy::plan::count(n, "target")
         )
     } else {
         format!(

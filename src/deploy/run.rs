@@ -1,4 +1,4 @@
-//! The spine every deploy workflow runs on: begin (plan, record it, start the plugin and record
+//! The run every deploy flow goes through: begin (plan, record it, start the plugin and record
 //! its capabilities), whole-plan plugin calls, targets fanned out batch by batch with the
 //! operator's commands read at each boundary, guided failure (retry, skip, abort), and one way
 //! to end. A step that fails for good ends the workflow through `?` ([`Stop`]); each phase is

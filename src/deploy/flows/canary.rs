@@ -35,14 +35,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use self::router::{Change, Changed};
-pub use super::canary_status::{Actual, AnalysisRun, CanaryStatus, Decision};
-use super::hooks;
-use super::releases::Live;
-use super::spine::{self, FanOut, OrFail, Run, Stop, json};
-use super::state::{Action, CanaryCall, Doing, Ending, Kind, Phase, StepName, TargetState, Topic};
-use super::steps;
-use super::{DeployEnv, DeployInput, Report, outcome};
 use crate::config::{Canary, CanaryStep, EnvSpec, Event};
+pub use crate::deploy::canary_status::{Actual, AnalysisRun, CanaryStatus, Decision};
+use crate::deploy::hooks;
+use crate::deploy::releases::Live;
+use crate::deploy::run::{self, FanOut, OrFail, Run, Stop, json};
+use crate::deploy::state::{
+    Action, CanaryCall, Doing, Ending, Kind, Phase, StepName, TargetState, Topic,
+};
+use crate::deploy::steps;
+use crate::deploy::{DeployEnv, DeployInput, Report, outcome};
 use crate::plugin::{Capability, OnError, Routing};
 use crate::workflow::store::{ACCEPTS, Message};
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
@@ -82,7 +84,7 @@ async fn begin<'a>(
         Err(Stop::Failed(why) | Stop::Abort(why)) => {
             let mut r = Report::new(Kind::Canary, &spec.artifact.version);
             r.message = why;
-            Err(spine::end(ctx, r).await)
+            Err(run::end(ctx, r).await)
         }
     }
 }

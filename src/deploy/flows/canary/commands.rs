@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::router::{Change, Changed};
 use super::{Flight, Next, topics};
 use crate::deploy::canary_status::Decision;
-use crate::deploy::spine::{self, OrFail, Run, Stop};
+use crate::deploy::run::{self, OrFail, Run, Stop};
 use crate::deploy::state::{CanaryCall, Delivered, OperatorCommand, StepName, Topic};
 use crate::deploy::steps;
 use crate::operator::Operator;
@@ -17,7 +17,7 @@ impl Flight {
     /// Applies an operator's command (or a decision) to the steps.
     pub(super) async fn command(&mut self, run: &mut Run<'_>, msg: &Message) -> Result<Next, Stop> {
         let delivered = Delivered::of(msg);
-        let by = spine::by(msg);
+        let by = run::by(msg);
         let why = delivered.as_ref().map(Delivered::why).unwrap_or_default();
         let action = Topic::parse(&msg.topic).map_or("?", Topic::as_str);
         self.note(action, &by, &why, msg.created_at);

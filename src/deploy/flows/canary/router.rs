@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::Flight;
 use super::slots::{slot_deployer, traffic_router};
 use crate::deploy::records::SlotRecord;
-use crate::deploy::spine::{self, Run, Stop};
+use crate::deploy::run::{self, Run, Stop};
 use crate::deploy::state::{CanaryCall, Delivered, Doing, OperatorCommand, StepName, Topic};
 use crate::deploy::steps;
 use crate::plugin::{PluginError, Request, Routing, RoutingState, TrafficRouter};
@@ -207,7 +207,7 @@ impl Flight {
                 .await?
                 .ok_or(Stop::Interrupt(Interrupt::ShuttingDown))?;
             self.status.router_error = None;
-            let by = spine::by(&msg);
+            let by = run::by(&msg);
             let delivered = Delivered::of(&msg);
             let reason = delivered.as_ref().map(Delivered::why).unwrap_or_default();
             self.note(

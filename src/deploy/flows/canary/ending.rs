@@ -5,7 +5,7 @@ use super::router::{Change, Changed};
 use super::slots::slot_deployer;
 use super::{Flight, NOT_STARTED};
 use crate::deploy::Report;
-use crate::deploy::spine::{Run, Stop};
+use crate::deploy::run::{Run, Stop};
 use crate::deploy::state::{CanaryCall, Ending, Phase, StepName, TargetState};
 use crate::deploy::steps;
 use crate::workflow::StepError;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{Flight, Known};
 use crate::deploy::DeployEnv;
 use crate::deploy::records::SlotRecord;
-use crate::deploy::spine::{Run, Stop};
+use crate::deploy::run::{Run, Stop};
 use crate::deploy::state::{CanaryCall, StepName};
 use crate::deploy::steps;
 use crate::plugin::{PluginError, PluginHandle, Pool, Request, Routing};

@@ -9,7 +9,7 @@ use super::analysis::{self, Seen, Verdict};
 use super::{Analysed, Flight, STEP_TOPICS, tester_header};
 use crate::config::Analysis;
 use crate::deploy::canary_status::AnalysisRun;
-use crate::deploy::spine::{OrFail, Run, Stop};
+use crate::deploy::run::{OrFail, Run, Stop};
 use crate::deploy::state::{CanaryCall, Doing, StepName};
 use crate::deploy::steps;
 use crate::workflow::RetryPolicy;

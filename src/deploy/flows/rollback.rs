@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use super::hooks;
-use super::releases::{self, Transitions};
-use super::spine::{self, FanOut, Run, Stop};
-use super::state::{Action, Ending, Kind, Phase, StepName, TargetState};
-use super::steps;
-use super::{DeployEnv, Report, RollbackInput, outcome};
 use crate::config::Event;
+use crate::deploy::hooks;
+use crate::deploy::releases::{self, Transitions};
+use crate::deploy::run::{self, FanOut, Run, Stop};
+use crate::deploy::state::{Action, Ending, Kind, Phase, StepName, TargetState};
+use crate::deploy::steps;
+use crate::deploy::{DeployEnv, Report, RollbackInput, outcome};
 use crate::plugin::{OnError, TargetRelease};
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
@@ -28,7 +28,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
         Err(Stop::Failed(why) | Stop::Abort(why)) => {
             let mut r = Report::new(Kind::Rollback, "");
             r.message = why;
-            return outcome(spine::end(&ctx, r).await);
+            return outcome(run::end(&ctx, r).await);
         }
     };
     let report = match body(&mut run).await {

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::hooks::{self, Vars};
-use super::spine::{self, Run, Stop};
-use super::state::{Ending, Kind};
-use super::{DeployEnv, DeployInput, Report, outcome};
+use crate::deploy::hooks::{self, Vars};
+use crate::deploy::run::{self, Run, Stop};
+use crate::deploy::state::{Ending, Kind};
+use crate::deploy::{DeployEnv, DeployInput, Report, outcome};
 use crate::workflow::{Interrupt, RunOutcome, WfCtx};
 
 /// Runs the test hooks from the stored inputs (the spec's version is the live one).
@@ -23,12 +23,12 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
         Err(Stop::Failed(why) | Stop::Abort(why)) => {
             let mut r = Report::new(Kind::Test, &spec.artifact.version);
             r.message = why;
-            return outcome(spine::end(&ctx, r).await);
+            return outcome(run::end(&ctx, r).await);
         }
     };
     let vars = Vars {
         previous_version: spec.artifact.version.clone(),
-        testers: super::canary::tester_header(&input.testers),
+        testers: crate::deploy::flows::canary::tester_header(&input.testers),
     };
     let results = match hooks::run_tests(&run, &vars).await {
         Ok(r) => r,

@@ -1,0 +1,8 @@
+//! The deploy workflows, each a flow over one [`Run`](super::run::Run): a deploy or dry-run
+//! ([`deploy`]), a rollback ([`rollback`]), a canary ([`canary`]) and a run of the `test`
+//! hooks ([`test`]). Each passes the run the commands it takes where it is.
+
+pub mod canary;
+pub mod deploy;
+pub mod rollback;
+pub mod test;
