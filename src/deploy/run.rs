@@ -102,24 +102,7 @@ impl<'a> Run<'a> {
         spec: &'a EnvSpec,
         kind: Kind,
     ) -> Result<Run<'a>, Stop> {
-        ctx.set_events(&[
-            ("phase", json(&Phase::Planning)),
-            (ACCEPTS, json(&[] as &[Topic])),
-        ])
-        .await?;
-        let plan = ctx
-            .step(StepName::Plan, &steps::internal(), |_| async {
-                if kind != Kind::Rollback && spec.artifact.version.is_empty() {
-                    return Err(StepError::Permanent(format!(
-                        "{}: artifact.version is empty; set it or pass --version",
-                        spec.descriptor.display()
-                    )));
-                }
-                plan::compute(spec).map_err(StepError::Permanent)
-            })
-            .await?
-            .or_fail()?;
-        ctx.set_event("plan", &plan).await?;
+        let plan = Run::plan(ctx, spec, kind).await?;
         // Starting a plugin may take its whole start_timeout: no step timeout on top.
         let policy = RetryPolicy {
             timeout: None,
@@ -147,23 +130,37 @@ impl<'a> Run<'a> {
         spec: &'a EnvSpec,
         kind: Kind,
     ) -> Result<Run<'a>, Stop> {
-        ctx.set_events(&[
-            ("phase", json(&Phase::Planning)),
-            (ACCEPTS, json(&[] as &[Topic])),
-        ])
-        .await?;
-        let plan = ctx
-            .step(StepName::Plan, &steps::internal(), |_| async {
-                plan::compute(spec).map_err(StepError::Permanent)
-            })
-            .await?
-            .or_fail()?;
-        ctx.set_event("plan", &plan).await?;
+        let plan = Run::plan(ctx, spec, kind).await?;
         let info = PluginInfo {
             origin: String::new(),
             capabilities: crate::plugin::Capabilities::default(),
         };
         Ok(Run::new(env, ctx, spec, kind, plan, info, 1))
+    }
+
+    /// Phase `Planning`, then step `plan` (the batches; a kind that deploys a version needs
+    /// one), published as event `plan`.
+    async fn plan(ctx: &WfCtx, spec: &EnvSpec, kind: Kind) -> Result<Plan, Stop> {
+        ctx.set_events(&[
+            ("phase", json(&Phase::Planning)),
+            (ACCEPTS, json(&[] as &[Topic])),
+        ])
+        .await?;
+        let needs_version = !matches!(kind, Kind::Rollback | Kind::Test);
+        let plan = ctx
+            .step(StepName::Plan, &steps::internal(), |_| async {
+                if needs_version && spec.artifact.version.is_empty() {
+                    return Err(StepError::Permanent(format!(
+                        "{}: artifact.version is empty; set it or pass --version",
+                        spec.descriptor.display()
+                    )));
+                }
+                plan::compute(spec).map_err(StepError::Permanent)
+            })
+            .await?
+            .or_fail()?;
+        ctx.set_event("plan", &plan).await?;
+        Ok(plan)
     }
 
     fn new(
