@@ -363,3 +363,52 @@ async fn a_paused_deploy_takes_a_skip_and_an_abort_undoes_what_it_changed() {
     assert!(live.values().all(|v| v == "1"), "{live:?}");
     engine.shutdown().await;
 }
+
+/// The console's handle, given manent.yml alone, reads the descriptors beside the engine's
+/// start: the applications are listed, each one's live releases are read just after the first
+/// screen, and a descriptor that does not load is said (a notice the console shows), not
+/// silently left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_reads_descriptors_beside_the_engine_and_says_one_that_does_not_load() {
+    let (dir, _) = config(&app("{}", ""));
+    std::fs::write(
+        dir.path().join("apps/broken.yml"),
+        "application: broken\nartifact: {version: \"1\"\n",
+    )
+    .unwrap();
+    let settings =
+        Config::load_settings(&dir.path().join("manent.yml"), &manent::plugin::catalog()).unwrap();
+    assert!(!settings.descriptors_read && settings.descriptors.is_empty());
+    let op = Operator {
+        name: "tester".into(),
+        client: None,
+    };
+    let h = manent::engine::handle::open(settings, op).await.unwrap();
+    let mut rx = h.snapshot.clone();
+    let snap = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let s = rx.borrow_and_update().clone();
+            if s.apps.iter().any(|a| a.live_read) {
+                return s;
+            }
+            rx.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the live releases were read");
+    let apps: Vec<String> = snap
+        .apps
+        .iter()
+        .map(|a| format!("{}/{}", a.application, a.environment))
+        .collect();
+    assert_eq!(apps, ["shop/prod"]);
+    let said: Vec<&str> = snap.notices.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        said.iter()
+            .any(|t| t.starts_with("descriptor left out: ") && t.contains("broken.yml:")),
+        "{said:?}"
+    );
+    if let Some(e) = h.close().await {
+        e.shutdown().await;
+    }
+}

@@ -818,6 +818,11 @@ mod haproxy_only {
                 .contains("\n    use-server")
                 && h.sample(20, Some(("X-Canary", "1")), "2.0.0").0 == 20
         });
+        // The correction is said once the router is read back; its line reaches the database
+        // through the log hub's batches a moment after the router serves it.
+        fleet::wait_until(Duration::from_secs(10), "the correction said", || {
+            logs(&fx, &id).contains("drift: corrected")
+        });
         assert!(
             logs(&fx, &id).contains("drift: corrected"),
             "{}",

@@ -213,6 +213,7 @@ impl EngineHandle {
 
 /// Opens the engine for a console: in this process if the database is free, else attached to
 /// the process that holds it.
+///
 /// A configuration loaded without its descriptors ([`Config::load_settings`]) has them read on
 /// a blocking thread while the engine opens its database: the engine needs none, and at
 /// 100,000 targets the YAML costs as long as the database's check.
@@ -266,7 +267,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
     let (history, _) = broadcast::channel(8);
     let (apps, plans) = apps_of(&config).into_iter().unzip();
     let problems = config.problems.iter().map(ToString::to_string).collect();
-    let actor = Actor {
+    let mut actor = Actor {
         config,
         operator,
         store,
@@ -293,6 +294,14 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         submitted: Vec::new(),
         next_check: tokio::time::Instant::now(),
     };
+    // A descriptor that does not load leaves its application out of every list: said, not
+    // silently missing.
+    for p in actor.problems.clone() {
+        actor.notice(
+            Level::Warn,
+            format!("descriptor left out: {p} (`manent validate` lists every problem)"),
+        );
+    }
     let task = tokio::spawn(actor.run(rx, stop.clone()));
     Ok(EngineHandle {
         commands,

@@ -261,7 +261,8 @@ impl Metrics {
         self.canary_actual.get_or_create(&l).set(i64::from(actual));
     }
 
-    /// `n` log lines were not stored (`store`) or not shown to a reader (`subscriber`).
+    /// `n` log lines were not stored (`store`) or not shown to a reader (`subscriber`), or `n`
+    /// runtime events were missed by the JSON log and the step counts (`events`).
     pub fn log_lines_dropped(&self, sink: &str, n: u64) {
         self.log_dropped
             .get_or_create(&DroppedLabels { sink: sink.into() })

@@ -196,9 +196,10 @@ impl Actor {
             .locks(crate::sys::now_ms())
             .await
             .unwrap_or_default();
-        // The first screen comes before the live releases (a fleet's 100,000 releases and its
-        // rollback plan take a third of a second): their column says they are being read.
-        let later = releases_moved && self.seq == 0 && !self.apps.iter().any(|a| a.live_read);
+        // The first screen (nothing published yet) comes before the live releases (a fleet's
+        // 100,000 releases and its rollback plan take a third of a second): their column says
+        // they are being read.
+        let later = releases_moved && self.seq == 0;
         if releases_moved && !later {
             self.releases_read = self.read_releases().await.then_some(releases_at);
         }
