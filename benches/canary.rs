@@ -15,11 +15,11 @@
     reason = "a benchmark's report"
 )]
 
-#[path = "../tests/support/haproxy.rs"]
+#[path = "../tests/it/support/haproxy.rs"]
 mod haproxy;
-#[path = "../tests/support/nginx.rs"]
+#[path = "../tests/it/support/nginx.rs"]
 mod nginx;
-#[path = "../tests/support/router.rs"]
+#[path = "../tests/it/support/router.rs"]
 mod router;
 
 use std::path::Path;

@@ -16,7 +16,7 @@
     reason = "a benchmark's report"
 )]
 
-#[path = "../tests/console/fixture.rs"]
+#[path = "../tests/it/console/fixture.rs"]
 mod fixture;
 
 use std::io::{self, Read, Write};
@@ -44,7 +44,7 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[path = "../tests/support/go.rs"]
+#[path = "../tests/it/support/go.rs"]
 mod go;
 
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");

@@ -20,7 +20,7 @@
 #[path = "support/runtime.rs"]
 mod runtime;
 
-#[path = "../tests/support/postgres.rs"]
+#[path = "../tests/it/support/postgres.rs"]
 mod pg;
 
 use std::time::{Duration, Instant};

@@ -22,7 +22,7 @@
 #[path = "support/runtime.rs"]
 mod runtime;
 
-#[path = "../tests/support/go.rs"]
+#[path = "../tests/it/support/go.rs"]
 mod go;
 
 use std::path::Path;

@@ -1,0 +1,433 @@
+//! A private HAProxy for tests and benchmarks: master-worker mode in the foreground with its own
+//! pid file, master CLI (`-S`) and admin socket in the test's directory; a frontend on a
+//! loopback port sending requests to backend `web`, which the plugin's file defines; and the
+//! servers of an application in two slots (blue and green), each slot a tiny HTTP server on a
+//! thread of the test's own process that serves files from the slot's root (stopped with it:
+//! nothing outlives the test). HAProxy is stopped when dropped.
+
+#![allow(dead_code, reason = "each test binary uses part of the support module")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use super::router::{Router, Server, get};
+
+/// The plugin binary.
+pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-haproxy");
+
+/// Where haproxy is, if it is installed.
+pub fn binary() -> Option<PathBuf> {
+    [
+        "/usr/sbin/haproxy",
+        "/usr/bin/haproxy",
+        "/usr/local/sbin/haproxy",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+}
+
+/// One slot of one server: HTTP/1.1 on a loopback port, `/` answering the root's `index.html`
+/// and any other path the file of that name (404 when there is none).
+pub struct Slot {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Slot {
+    pub fn serve(root: &Path) -> Slot {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (root, stopped) = (root.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                if let Ok(conn) = conn {
+                    let root = root.clone();
+                    std::thread::spawn(move || answer(conn, &root));
+                }
+            }
+        });
+        Slot {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// One request on `conn`, answered and closed.
+fn answer(mut conn: TcpStream, root: &Path) {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16384 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let path = head.split_whitespace().nth(1).unwrap_or("/");
+    let path = path
+        .split('?')
+        .next()
+        .unwrap_or("/")
+        .trim_start_matches('/');
+    let file = if path.is_empty() { "index.html" } else { path };
+    let body = (!file.contains("..")).then(|| std::fs::read(root.join(file)).ok());
+    let (status, body) = match body.flatten() {
+        Some(b) => ("200 OK", b),
+        None => ("404 Not Found", b"not found\n".to_vec()),
+    };
+    // One write: a response in pieces waits on Nagle and the peer's delayed ACK (40 ms).
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    response.extend_from_slice(&body);
+    conn.set_nodelay(true).ok();
+    let _ = conn.write_all(&response);
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A line to a HAProxy CLI socket (the admin socket or the master's): what it answered.
+pub fn ask(socket: &Path, line: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(format!("{line}\n").as_bytes())?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// A running HAProxy.
+pub struct Haproxy {
+    pub bin: PathBuf,
+    pub dir: PathBuf,
+    /// The operator's main configuration.
+    pub conf: PathBuf,
+    /// The plugin's file, loaded with a second `-f`.
+    pub config: PathBuf,
+    pub socket: PathBuf,
+    pub master_socket: PathBuf,
+    pub front: u16,
+    pub servers: Vec<Server>,
+    slots: Vec<Slot>,
+    /// Without the plugin's file (see `unload`).
+    unloaded: bool,
+    child: Option<Child>,
+}
+
+impl Haproxy {
+    /// HAProxy in `dir` with `n` servers; `stable` is what the blue slot serves at first.
+    pub fn start(dir: &Path, n: usize, stable: &str) -> Option<Haproxy> {
+        let bin = binary()?;
+        for d in ["conf", "run", "builds"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        let mut slots = Vec::new();
+        let servers = super::router::servers(dir, n, stable, |root| {
+            let s = Slot::serve(root);
+            let port = s.port;
+            slots.push(s);
+            port
+        });
+        let mut h = Haproxy {
+            bin,
+            dir: dir.to_owned(),
+            conf: dir.join("conf/haproxy.cfg"),
+            config: dir.join("conf/manent-web.cfg"),
+            socket: dir.join("run/admin.sock"),
+            master_socket: dir.join("run/master.sock"),
+            front: super::router::free_port(),
+            servers,
+            slots,
+            unloaded: false,
+            child: None,
+        };
+        // What an operator writes once: the backend on blue; the plugin owns the file from then on.
+        h.hand_written("blue");
+        std::fs::write(&h.conf, h.main_conf(false, "admin")).unwrap();
+        h.spawn();
+        Some(h)
+    }
+
+    /// The main configuration: the admin socket at `level`, a frontend to backend `web`;
+    /// `broken` adds a keyword HAProxy does not know.
+    fn main_conf(&self, broken: bool, level: &str) -> String {
+        format!(
+            "global\n    stats socket {} mode 600 level {level}\n    stats timeout 30s\n{}\
+             defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    \
+             timeout server 10s\n\
+             frontend fe\n    bind 127.0.0.1:{}\n    default_backend web\n",
+            self.socket.display(),
+            if broken {
+                "    no-such-keyword on\n"
+            } else {
+                ""
+            },
+            self.front
+        )
+    }
+
+    /// A main configuration with its own backend `web`, everything on blue: HAProxy started
+    /// with it alone does not load the plugin's file.
+    fn unloaded_conf(&self) -> PathBuf {
+        let path = self.dir.join("conf/unloaded.cfg");
+        let mut text = self.main_conf(false, "admin");
+        text.push_str("backend web\n");
+        for s in &self.servers {
+            text.push_str(&format!("    server {} 127.0.0.1:{}\n", s.name, s.blue));
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("run/haproxy.log"))
+            .unwrap();
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("-W");
+        if self.unloaded {
+            cmd.arg("-f").arg(self.unloaded_conf());
+        } else {
+            cmd.arg("-f").arg(&self.conf).arg("-f").arg(&self.config);
+        }
+        let child = cmd
+            .arg("-p")
+            .arg(self.dir.join("run/haproxy.pid"))
+            .arg("-S")
+            .arg(&self.master_socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        while get(self.front, None).is_err()
+            || self.worker().is_none()
+            || ask(&self.master_socket, "show proc").is_err()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "haproxy did not start: {}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pid of the worker answering the admin socket.
+    pub fn worker(&self) -> Option<u32> {
+        let info = ask(&self.socket, "show info").ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("Pid: "))
+            .and_then(|p| p.trim().parse().ok())
+    }
+
+    /// A reload through the master CLI, once the new worker answers.
+    pub fn reload(&self) {
+        let old = self.worker();
+        let start = Instant::now();
+        // The master CLI is away while the master re-executes itself (an earlier reload).
+        let said = loop {
+            match ask(&self.master_socket, "reload") {
+                Ok(said) => break said,
+                Err(e) => assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "the master CLI: {e}"
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(said.trim().is_empty(), "reload: {said}");
+        while self.worker() == old || self.worker().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "haproxy did not reload: {}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Haproxy {
+    /// Another HAProxy, not the master's, started on the same admin socket path (as one
+    /// started by hand without `-sf` would): it takes the path, with a backend `web` of its own
+    /// serving green. Stopped when the child is dropped by the caller (`kill`).
+    pub fn intruder(&self) -> Child {
+        let conf = self.dir.join("conf/intruder.cfg");
+        let mut text = format!(
+            "global\n    stats socket {} mode 600 level admin\n\
+             defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    \
+             timeout server 10s\nfrontend other\n    bind 127.0.0.1:{}\n    default_backend web\n\
+             backend web\n",
+            self.socket.display(),
+            super::router::free_port()
+        );
+        for s in &self.servers {
+            text.push_str(&format!("    server {} 127.0.0.1:{}\n", s.name, s.green));
+        }
+        std::fs::write(&conf, text).unwrap();
+        let child = Command::new(&self.bin)
+            .arg("-f")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while self.worker() != Some(child.id()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the intruder did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// Edits the plugin's file by hand (`from` replaced by `to`) and reloads HAProxy.
+    pub fn edit_file(&self, from: &str, to: &str) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        assert!(text.contains(from), "{from:?} in\n{text}");
+        std::fs::write(&self.config, text.replace(from, to)).unwrap();
+        self.reload();
+    }
+}
+
+impl Router for Haproxy {
+    const NAME: &'static str = "haproxy";
+
+    fn start(dir: &Path, servers: usize, stable: &str) -> Option<Self> {
+        Haproxy::start(dir, servers, stable)
+    }
+
+    fn manent_yml(&self, name: &str) -> String {
+        format!(
+            "plugins:\n  {name}:\n    external:\n      command: {PLUGIN}\n      start_timeout: 10s\n    \
+             haproxy: {}\n    config: {}\n    socket: {}\n    master_socket: {}\n    backend: web\n",
+            self.bin.display(),
+            self.config.display(),
+            self.socket.display(),
+            self.master_socket.display()
+        )
+    }
+
+    fn targets_yml(&self) -> String {
+        super::router::targets_yml(&self.servers)
+    }
+
+    fn build(&self, version: &str, healthy: bool) {
+        super::router::build(&self.dir, version, healthy);
+    }
+
+    fn artifact_uri(&self) -> String {
+        super::router::artifact_uri(&self.dir)
+    }
+
+    fn front(&self) -> u16 {
+        self.front
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("run/haproxy.log")).unwrap_or_default()
+    }
+
+    fn hand_written(&self, slot: &str) {
+        let mut text = String::from("backend web\n");
+        for s in &self.servers {
+            text.push_str(&format!(
+                "    server {} 127.0.0.1:{}\n",
+                s.name,
+                s.port(slot)
+            ));
+        }
+        std::fs::write(&self.config, text).unwrap();
+        if self.child.is_some() {
+            self.reload();
+        }
+    }
+
+    /// Through the admin socket, as an operator at 3 am would: `set server … weight`.
+    fn edit_weights(&self, slot: &str, percent: u32) {
+        let other = if slot == "blue" { "green" } else { "blue" };
+        let mut cmds = Vec::new();
+        for (i, _) in self.servers.iter().enumerate() {
+            let n = i + 1;
+            cmds.push(format!("set server web/{slot}{n} weight {percent}"));
+            cmds.push(format!(
+                "set server web/{other}{n} weight {}",
+                100 - percent
+            ));
+        }
+        let said = ask(&self.socket, &cmds.join(";")).unwrap();
+        assert!(said.trim().is_empty(), "{said}");
+    }
+
+    fn break_check(&self, broken: bool) {
+        std::fs::write(&self.conf, self.main_conf(broken, "admin")).unwrap();
+    }
+
+    fn refuse_changes(&self, refused: bool) {
+        let level = if refused { "operator" } else { "admin" };
+        std::fs::write(&self.conf, self.main_conf(false, level)).unwrap();
+        self.reload();
+    }
+
+    fn stop(&mut self) {
+        super::router::stop(&mut self.child, "-TERM");
+    }
+
+    fn start_again(&mut self) {
+        self.spawn();
+    }
+
+    /// A restart with a main configuration of its own (HAProxy has no include: what a command
+    /// line loads changes only by starting it again).
+    fn unload(&mut self, unloaded: bool) {
+        self.stop();
+        self.unloaded = unloaded;
+        self.spawn();
+    }
+
+    fn leftovers(&self) -> Vec<PathBuf> {
+        super::router::manent_temporaries(&self.dir.join("conf"))
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,246 @@
+//! A private nginx for tests and benchmarks: its own prefix, pid file and loopback ports, the
+//! servers of an application in two slots (blue and green, each serving its own root), and a
+//! front that proxies to the pool manent's nginx plugin renders. Stopped when dropped.
+
+#![allow(dead_code, reason = "each test binary uses part of the support module")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use super::router::{Router, Server, free_port, get};
+
+/// The plugin binary.
+pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-nginx");
+
+/// Where nginx is, if it is installed.
+pub fn binary() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+/// A running nginx.
+pub struct Nginx {
+    pub bin: PathBuf,
+    pub prefix: PathBuf,
+    pub conf: PathBuf,
+    pub upstreams: PathBuf,
+    pub front: u16,
+    /// Where the plugin's file makes nginx answer what it loaded.
+    pub state: u16,
+    pub servers: Vec<Server>,
+    child: Option<Child>,
+}
+
+impl Nginx {
+    /// nginx under `prefix` with `n` servers; `stable` is what the blue slot serves at first.
+    pub fn start(prefix: &Path, n: usize, stable: &str) -> Option<Nginx> {
+        let bin = binary()?;
+        for d in ["conf", "logs", "builds"] {
+            std::fs::create_dir_all(prefix.join(d)).unwrap();
+        }
+        let servers = super::router::servers(prefix, n, stable, |_| free_port());
+        let mut n = Nginx {
+            bin,
+            prefix: prefix.to_owned(),
+            conf: prefix.join("conf/nginx.conf"),
+            upstreams: prefix.join("conf/manent-web.conf"),
+            front: free_port(),
+            state: free_port(),
+            servers,
+            child: None,
+        };
+        // What an operator writes once: the pool on blue; the plugin owns the file from then on.
+        n.hand_written("blue");
+        std::fs::write(&n.conf, n.main_conf(true, false)).unwrap();
+        n.spawn();
+        Some(n)
+    }
+
+    /// nginx.conf: the front proxies to `$web_pool` from the included file, or (`included`
+    /// false) straight to the blue slot; `broken` adds a directive nginx does not know.
+    fn main_conf(&self, included: bool, broken: bool) -> String {
+        let mut slots = String::new();
+        for s in &self.servers {
+            for (port, root) in [(s.blue, &s.blue_root), (s.green, &s.green_root)] {
+                slots.push_str(&format!(
+                    "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; }} }}\n",
+                    root.display()
+                ));
+            }
+        }
+        let p = self.prefix.display();
+        let (include, pool) = if included {
+            (
+                format!("  include {};\n", self.upstreams.display()),
+                "$web_pool".to_owned(),
+            )
+        } else {
+            (String::new(), format!("127.0.0.1:{}", self.servers[0].blue))
+        };
+        format!(
+            "user root;\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
+             events {{ worker_connections 512; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
+             \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
+             {include}{}\
+             \x20 server {{ listen 127.0.0.1:{}; location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
+            if broken {
+                "  no_such_directive on;\n"
+            } else {
+                ""
+            },
+            self.front,
+        )
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(&self.bin)
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(&self.conf)
+            .args(["-g", "daemon off;"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let start = Instant::now();
+        while get(self.front, None).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "nginx did not start: {}",
+                self.error_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `nginx -s reload`, and a moment for new workers to take over.
+    pub fn reload(&self) {
+        self.signal_reload();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    /// `nginx -s reload` alone: it returns once the master has the signal.
+    pub fn signal_reload(&self) {
+        let out = Command::new(&self.bin)
+            .arg("-p")
+            .arg(&self.prefix)
+            .arg("-c")
+            .arg(&self.conf)
+            .args(["-s", "reload"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nginx -s reload: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Router for Nginx {
+    const NAME: &'static str = "nginx";
+
+    fn start(dir: &Path, servers: usize, stable: &str) -> Option<Self> {
+        Nginx::start(dir, servers, stable)
+    }
+
+    fn manent_yml(&self, name: &str) -> String {
+        format!(
+            "plugins:\n  {name}:\n    external:\n      command: {PLUGIN}\n      start_timeout: 10s\n    \
+             nginx: {}\n    prefix: {}\n    conf: {}\n    upstreams: {}\n    upstream: web\n    \
+             state_listen: 127.0.0.1:{}\n",
+            self.bin.display(),
+            self.prefix.display(),
+            self.conf.display(),
+            self.upstreams.display(),
+            self.state
+        )
+    }
+
+    fn targets_yml(&self) -> String {
+        super::router::targets_yml(&self.servers)
+    }
+
+    fn build(&self, version: &str, healthy: bool) {
+        super::router::build(&self.prefix, version, healthy);
+    }
+
+    fn artifact_uri(&self) -> String {
+        super::router::artifact_uri(&self.prefix)
+    }
+
+    fn front(&self) -> u16 {
+        self.front
+    }
+
+    fn error_log(&self) -> String {
+        std::fs::read_to_string(self.prefix.join("logs/error.log")).unwrap_or_default()
+    }
+
+    fn hand_written(&self, slot: &str) {
+        let mut text = String::from("upstream web_split {\n");
+        for s in &self.servers {
+            text.push_str(&format!("    server 127.0.0.1:{};\n", s.port(slot)));
+        }
+        text.push_str("}\nmap $http_x_canary $web_pool { default web_split; }\n");
+        std::fs::write(&self.upstreams, text).unwrap();
+        if self.child.is_some() {
+            self.reload();
+        }
+    }
+
+    fn edit_weights(&self, slot: &str, percent: u32) {
+        let text = std::fs::read_to_string(&self.upstreams).unwrap();
+        let (head, rest) = text.split_once("upstream web_split {").unwrap();
+        let (_, tail) = rest.split_once('}').unwrap();
+        let other = if slot == "blue" { "green" } else { "blue" };
+        let mut split = String::from("upstream web_split {\n");
+        for s in &self.servers {
+            for (sl, w) in [(slot, percent), (other, 100 - percent)] {
+                if w > 0 {
+                    split.push_str(&format!(
+                        "    server 127.0.0.1:{} weight={w};\n",
+                        s.port(sl)
+                    ));
+                }
+            }
+        }
+        split.push('}');
+        std::fs::write(&self.upstreams, format!("{head}{split}{tail}")).unwrap();
+        self.reload();
+    }
+
+    fn break_check(&self, broken: bool) {
+        std::fs::write(&self.conf, self.main_conf(true, broken)).unwrap();
+    }
+
+    fn stop(&mut self) {
+        super::router::stop(&mut self.child, "-QUIT");
+    }
+
+    fn start_again(&mut self) {
+        self.spawn();
+    }
+
+    fn unload(&mut self, unloaded: bool) {
+        std::fs::write(&self.conf, self.main_conf(!unloaded, false)).unwrap();
+        self.reload();
+    }
+
+    fn leftovers(&self) -> Vec<PathBuf> {
+        super::router::manent_temporaries(&self.prefix.join("conf"))
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
