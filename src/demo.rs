@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::deploy::submit::{self, Submission};
 use crate::engine::Engine;
+use crate::engine::request::{Asked, Request, Requests};
 use crate::operator::Operator;
 
 /// The demo's directory (deleted at the end unless it was given).
@@ -157,13 +157,18 @@ async fn seed(config: &Path) -> Result<(), String> {
     let config = Config::load(config, &crate::plugin::catalog()).map_err(|e| e.to_string())?;
     let engine = Engine::start(&config).await.map_err(|e| e.to_string())?;
     let op = demo_operator();
-    let sub = Submission::new(&op, Some("demo: the release before"), &config.engine);
+    let requests = Requests::new(&config, engine.store().as_ref(), &op, Some(&engine));
+    let asked = Asked {
+        reason: Some("demo: the release before"),
+        force: false,
+    };
     for env in ["staging", "prod"] {
         let mut spec = config.environment("shop", env).map_err(|e| e.to_string())?;
         spec.artifact.version = "2.3.0".into();
         // The release before goes everywhere at once, canary or not.
         spec.strategy = crate::config::Strategy::All;
-        let id = submit::deploy(engine.store().as_ref(), &spec, false, &sub)
+        let id = requests
+            .start(&spec, Request::Deploy, asked)
             .await
             .map_err(|e| e.to_string())?;
         engine.run(id.id()).await.map_err(|e| e.to_string())?;
@@ -182,12 +187,12 @@ async fn start_deploy(config: &Path) -> Result<(), String> {
         .environment("shop", "prod")
         .map_err(|e| e.to_string())?;
     let op = demo_operator();
-    let sub = Submission::new(
-        &op,
-        Some("started by `manent demo` to show a deploy"),
-        &config.engine,
-    );
-    submit::deploy(&db, &spec, false, &sub)
+    let asked = Asked {
+        reason: Some("started by `manent demo` to show a deploy"),
+        force: false,
+    };
+    Requests::new(&config, &db, &op, None)
+        .start(&spec, Request::Deploy, asked)
         .await
         .map_err(|e| e.to_string())?;
     Ok(())

@@ -7,6 +7,7 @@ pub mod handle;
 mod log_hub;
 pub mod notify;
 mod observe;
+pub mod request;
 mod watch;
 
 use self::log_hub::log_path_failed;

@@ -11,9 +11,10 @@ use serde::Serialize;
 use super::follow::{self, Expect, Runner};
 use super::output::{self, Out};
 use super::{ControlArgs, RetryArgs, SkipArgs, exit};
-use crate::deploy::command::{self, CommandError, OperatorCommand};
+use crate::deploy::command::{CommandError, OperatorCommand};
 use crate::deploy::records::JournalEntry;
 use crate::deploy::state::DeploymentState;
+use crate::engine::request::{Asked, Requests};
 use crate::operator::Operator;
 
 #[derive(Serialize)]
@@ -44,7 +45,9 @@ async fn send(
     out: &mut Out,
 ) -> Result<crate::config::Config, u8> {
     let (config, store) = output::open(config_path, out).await?;
-    match command::send(&*store, &Operator::from_env(), id, cmd, reason).await {
+    let operator = Operator::from_env();
+    let requests = Requests::new(&config, &*store, &operator, None);
+    match requests.operate(id, cmd, reason).await {
         Ok(acted) => {
             match ack {
                 Ack::Json => out.json(&Sent {
@@ -152,9 +155,14 @@ async fn revert_left(
     if !left {
         return None;
     }
-    let op = Operator::from_env();
-    let sub = crate::deploy::submit::Submission::new(&op, reason, &config.engine);
-    let started = crate::deploy::submit::revert_left(&*store, id, &sub).await;
+    let operator = Operator::from_env();
+    let asked = Asked {
+        reason,
+        force: false,
+    };
+    let started = Requests::new(&config, &*store, &operator, None)
+        .revert_left(id, asked)
+        .await;
     drop(store);
     match started {
         Ok(s) => {

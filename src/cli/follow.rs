@@ -16,6 +16,8 @@ use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetStat
 use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
 use crate::engine::Engine;
 use crate::engine::attach::{Opened, open_or_attach};
+use crate::engine::request::Requests;
+use crate::operator::Operator;
 use crate::workflow::Lease;
 use crate::workflow::store::WorkflowStatus;
 
@@ -57,12 +59,13 @@ impl Runner {
         }
     }
 
-    /// What the engine started here resumed at its start (nothing when attached).
-    pub fn recovered(&self) -> &[String] {
-        match self {
-            Runner::Local(e) => e.recovered(),
-            Runner::Remote { .. } => &[],
-        }
+    /// The engine's requests, as `operator` makes them.
+    pub fn requests<'a>(&'a self, config: &'a Config, operator: &'a Operator) -> Requests<'a> {
+        let here = match self {
+            Runner::Local(e) => Some(&**e),
+            Runner::Remote { .. } => None,
+        };
+        Requests::new(config, self.store(), operator, here)
     }
 
     /// The database.

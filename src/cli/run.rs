@@ -14,8 +14,9 @@ use super::{DeployArgs, RollbackArgs, exit};
 use crate::config::EnvSpec;
 use crate::deploy::plan::Plan;
 use crate::deploy::releases::Transitions;
-use crate::deploy::submit::{self, Submission, Submitted};
+use crate::deploy::submit::{self, Submitted};
 use crate::engine::Engine;
+use crate::engine::request::{Asked, Request, Requests};
 use crate::operator::Operator;
 use crate::workflow::store::WorkflowStatus;
 
@@ -112,13 +113,19 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
-    sub.force = a.force;
-    let resumed = submit::resumed_same(runner.store(), runner.recovered(), &spec, a.dry_run).await;
-    let submitted = match resumed {
-        Some(id) => Ok(submit::Submitted::Resuming(id)),
-        None => submit::deploy(runner.store(), &spec, a.dry_run, &sub).await,
+    let request = if a.dry_run {
+        Request::DryRun
+    } else {
+        Request::Deploy
     };
+    let asked = Asked {
+        reason: a.reason.as_deref(),
+        force: a.force,
+    };
+    let submitted = runner
+        .requests(&config, &operator)
+        .start(&spec, request, asked)
+        .await;
     let what = format!(
         "{}{} {} to",
         if a.dry_run { "dry-run of " } else { "" },
@@ -173,8 +180,18 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
-    let submitted = match submit::test(runner.store(), &spec, &sub, a.candidate.as_deref()).await {
+    let asked = Asked {
+        reason: a.reason.as_deref(),
+        force: false,
+    };
+    let request = Request::Test {
+        candidate: a.candidate.as_deref(),
+    };
+    let submitted = match runner
+        .requests(&config, &operator)
+        .start(&spec, request, asked)
+        .await
+    {
         Ok(s) => s,
         Err(e) => {
             out.error(e);
@@ -234,9 +251,14 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         Err(code) => return code,
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(&operator, a.reason.as_deref(), &config.engine);
-    sub.force = a.force;
-    let submitted = submit::rollback(runner.store(), &spec, &sub).await;
+    let asked = Asked {
+        reason: a.reason.as_deref(),
+        force: a.force,
+    };
+    let submitted = runner
+        .requests(&config, &operator)
+        .start(&spec, Request::Rollback, asked)
+        .await;
     let what = format!("rolling back {} ({transitions}) in", spec.application);
     start_and_follow(
         runner,
@@ -263,9 +285,9 @@ async fn refuse_if_locked(
         return Ok(());
     };
     let operator = Operator::from_env();
-    let mut sub = Submission::new(&operator, reason, &config.engine);
-    sub.force = force;
-    match submit::through_lock(&*store, spec, "deploy", &sub).await {
+    let asked = Asked { reason, force };
+    let requests = Requests::new(config, &*store, &operator, None);
+    match requests.through_lock(spec, "deploy", asked).await {
         Ok(forced) if forced.is_empty() => Ok(()),
         Ok(_) => {
             out.note(format!(

@@ -18,13 +18,13 @@ use tokio::sync::{broadcast, mpsc, watch};
 use self::publish::{apps_of, line_of};
 use super::Engine;
 use super::attach::Opened;
+use super::request::{Asked, Request, Requests};
 use crate::config::Config;
-use crate::deploy::command::{self, OperatorCommand};
+use crate::deploy::command::OperatorCommand;
 use crate::deploy::plan::Plan;
 use crate::deploy::records::{Db, JournalEntry};
 use crate::deploy::releases::Transitions;
-use crate::deploy::state::Kind;
-use crate::deploy::submit::{self, Submission, Submitted};
+use crate::deploy::submit::Submitted;
 use crate::deploy::view::DeploymentView;
 use crate::operator::Operator;
 use crate::plugin::{Level, LogLine};
@@ -469,9 +469,19 @@ impl Actor {
                 reason,
                 force,
             } => {
-                let kind = if dry_run { Kind::DryRun } else { Kind::Deploy };
-                self.submit(&application, &environment, version, (kind, force), reason)
-                    .await
+                let request = if dry_run {
+                    Request::DryRun
+                } else {
+                    Request::Deploy
+                };
+                self.submit(
+                    &application,
+                    &environment,
+                    version,
+                    (request, force),
+                    reason,
+                )
+                .await
             }
             Command::Rollback {
                 application,
@@ -483,7 +493,7 @@ impl Actor {
                     &application,
                     &environment,
                     None,
-                    (Kind::Rollback, force),
+                    (Request::Rollback, force),
                     reason,
                 )
                 .await
@@ -516,28 +526,27 @@ impl Actor {
         }
     }
 
+    fn requests(&self) -> Requests<'_> {
+        Requests::new(
+            &self.config,
+            self.store.as_ref(),
+            &self.operator,
+            self.engine.as_ref(),
+        )
+    }
+
     async fn operate(
         &mut self,
         id: &str,
         cmd: &OperatorCommand,
         reason: Option<&str>,
     ) -> Result<String, String> {
-        let acted = command::send(self.store.as_ref(), &self.operator, id, cmd, reason)
+        let acted = self
+            .requests()
+            .operate(id, cmd, reason)
             .await
             .map_err(|e| e.to_string())?;
-        self.wake(id);
-        if acted.requeued
-            && let Some(e) = &self.engine
-        {
-            e.run(id).await.map_err(|e| e.to_string())?;
-        }
         Ok(acted.message)
-    }
-
-    fn wake(&self, id: &str) {
-        if let Some(e) = &self.engine {
-            e.wake(id);
-        }
     }
 
     async fn submit(
@@ -545,7 +554,7 @@ impl Actor {
         application: &str,
         environment: &str,
         version: Option<String>,
-        (kind, force): (Kind, bool),
+        (request, force): (Request<'_>, bool),
         reason: Option<String>,
     ) -> Result<String, String> {
         let mut spec = self
@@ -555,17 +564,19 @@ impl Actor {
         if let Some(v) = version {
             spec.artifact.version = v;
         }
-        let mut sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
-        sub.force = force;
-        let submitted = match kind {
-            Kind::Rollback => submit::rollback(self.store.as_ref(), &spec, &sub).await,
-            _ => submit::deploy(self.store.as_ref(), &spec, kind == Kind::DryRun, &sub).await,
-        }
-        .map_err(|e| e.to_string())?;
+        let asked = Asked {
+            reason: reason.as_deref(),
+            force,
+        };
+        let submitted = self
+            .requests()
+            .start(&spec, request, asked)
+            .await
+            .map_err(|e| e.to_string())?;
         let id = submitted.id().to_owned();
         let already = self.running(&id).await;
         self.hand_over(&id).await?;
-        let what = kind.as_str();
+        let what = request.kind().as_str();
         Ok(match submitted {
             Submitted::Started(id) => {
                 format!("{id}: {what} of {application} to {environment} started")
@@ -638,8 +649,16 @@ impl Actor {
             .config
             .environment(application, environment)
             .map_err(|e| e.to_string())?;
-        let sub = Submission::new(&self.operator, reason.as_deref(), &self.config.engine);
-        let submitted = submit::test(self.store.as_ref(), &spec, &sub, candidate.as_deref())
+        let asked = Asked {
+            reason: reason.as_deref(),
+            force: false,
+        };
+        let request = Request::Test {
+            candidate: candidate.as_deref(),
+        };
+        let submitted = self
+            .requests()
+            .start(&spec, request, asked)
             .await
             .map_err(|e| e.to_string())?;
         let id = submitted.id().to_owned();

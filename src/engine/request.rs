@@ -1,0 +1,145 @@
+//! One request API for what an operator asks of the engine: start a deploy, a dry run, a
+//! rollback or the test hooks, take a canary's leftover candidate out of traffic, and steer a
+//! deployment with an [`OperatorCommand`]. The headless verbs and the console both ask through
+//! it and only present the answers; running what was recorded stays theirs (the CLI claims it
+//! under its signal watch, the console hands it to its engine or watches another one claim it).
+
+use super::Engine;
+use crate::config::{Config, EnvSpec};
+use crate::deploy::command::{self, Acted, CommandError, OperatorCommand};
+use crate::deploy::records::Db;
+use crate::deploy::state::Kind;
+use crate::deploy::submit::{self, Submission, SubmitError, Submitted};
+use crate::operator::Operator;
+use crate::workflow::store::Record;
+
+/// What is started on an application's environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// The spec's version, rolling or canary as its strategy says.
+    Deploy,
+    /// The same, without changing anything.
+    DryRun,
+    /// Every target back to its previous release.
+    Rollback,
+    /// The `test` hooks, against what is live or against the candidate of canary `candidate`.
+    Test {
+        /// The canary whose candidate is tested (through its testers' route).
+        candidate: Option<&'a str>,
+    },
+}
+
+impl Request<'_> {
+    /// The deployment kind it starts (a deploy whose strategy is a canary is still asked as a
+    /// deploy).
+    pub fn kind(self) -> Kind {
+        match self {
+            Request::Deploy => Kind::Deploy,
+            Request::DryRun => Kind::DryRun,
+            Request::Rollback => Kind::Rollback,
+            Request::Test { .. } => Kind::Test,
+        }
+    }
+}
+
+/// Who asks, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// Their reason, journaled.
+    pub reason: Option<&'a str>,
+    /// Through a deploy lock (a break-glass: needs a reason, and is journaled).
+    pub force: bool,
+}
+
+/// The engine as an operator's requests reach it: the database, who asks, and the engine when
+/// it runs in this process (it is woken at once; one elsewhere notices through the database).
+pub struct Requests<'a> {
+    config: &'a Config,
+    store: &'a dyn Db,
+    operator: &'a Operator,
+    here: Option<&'a Engine>,
+}
+
+impl<'a> Requests<'a> {
+    /// Requests by `operator` on `store`, and on `here` when the engine runs in this process.
+    pub fn new(
+        config: &'a Config,
+        store: &'a dyn Db,
+        operator: &'a Operator,
+        here: Option<&'a Engine>,
+    ) -> Self {
+        Requests {
+            config,
+            store,
+            operator,
+            here,
+        }
+    }
+
+    fn submission(&self, asked: Asked<'a>) -> Submission<'a> {
+        let mut sub = Submission::new(self.operator, asked.reason, &self.config.engine);
+        sub.force = asked.force;
+        sub
+    }
+
+    /// Records `request` on `spec`: a new deployment, or the same one resumed (interrupted, or
+    /// just recovered by the engine here) or retried (it failed on targets and waits for a
+    /// decision). A deploy lock, a busy environment, nothing to roll back and an untestable
+    /// canary are refused here, before anything is recorded.
+    pub async fn start(
+        &self,
+        spec: &EnvSpec,
+        request: Request<'_>,
+        asked: Asked<'a>,
+    ) -> Result<Submitted, SubmitError> {
+        let sub = self.submission(asked);
+        match request {
+            Request::Deploy | Request::DryRun => {
+                let dry_run = request == Request::DryRun;
+                let recovered = self.here.map_or(&[][..], Engine::recovered);
+                match submit::resumed_same(self.store, recovered, spec, dry_run).await {
+                    Some(id) => Ok(Submitted::Resuming(id)),
+                    None => submit::deploy(self.store, spec, dry_run, &sub).await,
+                }
+            }
+            Request::Rollback => submit::rollback(self.store, spec, &sub).await,
+            Request::Test { candidate } => submit::test(self.store, spec, &sub, candidate).await,
+        }
+    }
+
+    /// Starts the run that takes out of traffic the candidate canary `of` left there when it
+    /// was abandoned.
+    pub async fn revert_left(&self, of: &str, asked: Asked<'a>) -> Result<Submitted, SubmitError> {
+        submit::revert_left(self.store, of, &self.submission(asked)).await
+    }
+
+    /// Whether `spec` may be started as asked: refused when it is locked and this is not a
+    /// break-glass with a reason; the break-glass journal entry when it is one (empty when
+    /// nothing is locked).
+    pub async fn through_lock(
+        &self,
+        spec: &EnvSpec,
+        what: &str,
+        asked: Asked<'a>,
+    ) -> Result<Vec<Record>, SubmitError> {
+        submit::through_lock(self.store, spec, what, &self.submission(asked)).await
+    }
+
+    /// Sends `cmd` to deployment `id`; the engine here is woken at once, and starts it again
+    /// when the command queued it (a stopped deployment resumed).
+    pub async fn operate(
+        &self,
+        id: &str,
+        cmd: &OperatorCommand,
+        reason: Option<&str>,
+    ) -> Result<Acted, CommandError> {
+        let acted = command::send(self.store, self.operator, id, cmd, reason).await?;
+        if let Some(engine) = self.here {
+            engine.wake(id);
+            if acted.requeued {
+                engine.run(id).await?;
+            }
+        }
+        Ok(acted)
+    }
+}
