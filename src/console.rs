@@ -3,7 +3,6 @@
 
 pub mod action;
 pub mod app;
-pub mod dialog;
 pub mod keymap;
 pub mod layout;
 pub mod logpane;
@@ -13,3 +12,4 @@ pub mod session;
 pub mod term;
 pub mod theme;
 pub mod view;
+pub mod widgets;

@@ -28,13 +28,6 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
 ];
 
-/// Loops between a module's children that are known and not yet broken (DESIGN §3 says how
-/// each goes); the test fails when one of them is gone too, so the list only shrinks.
-const KNOWN_LOOPS: &[(&str, &[&str])] = &[
-    // The dialogs render through the views and act on the app; the views draw the dialogs.
-    ("console", &["app", "dialog", "view"]),
-];
-
 fn layer_of(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
@@ -285,7 +278,6 @@ fn no_import_runs_up_a_layer() {
 #[test]
 fn no_module_s_children_use_each_other_in_a_loop() {
     let (_, siblings) = uses();
-    let mut new = Vec::new();
     let mut found = Vec::new();
     for (top, children) in &siblings {
         let graph: BTreeMap<String, BTreeSet<String>> = children
@@ -293,37 +285,23 @@ fn no_module_s_children_use_each_other_in_a_loop() {
             .map(|(c, us)| (c.clone(), us.iter().map(|u| u.to.clone()).collect()))
             .collect();
         for group in loops(&graph) {
-            found.push((top.clone(), group.clone()));
-            let known = KNOWN_LOOPS
+            let edges: Vec<String> = group
                 .iter()
-                .any(|(t, g)| t == top && g.iter().copied().eq(group.iter().map(String::as_str)));
-            if !known {
-                let edges: Vec<String> = group
-                    .iter()
-                    .flat_map(|c| {
-                        children[c]
-                            .iter()
-                            .filter(|u| group.contains(&u.to))
-                            .map(move |u| format!("  {c} → {}  {}", u.to, u.at))
-                    })
-                    .collect();
-                new.push(format!("{top}: {}\n{}", group.join(", "), edges.join("\n")));
-            }
+                .flat_map(|c| {
+                    children[c]
+                        .iter()
+                        .filter(|u| group.contains(&u.to))
+                        .map(move |u| format!("  {c} → {}  {}", u.to, u.at))
+                })
+                .collect();
+            found.push(format!("{top}: {}\n{}", group.join(", "), edges.join("\n")));
         }
     }
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "children that use each other in a loop:\n{}",
-        new.join("\n")
+        found.join("\n")
     );
-    for (top, group) in KNOWN_LOOPS {
-        assert!(
-            found
-                .iter()
-                .any(|(t, g)| t == top && group.iter().copied().eq(g.iter().map(String::as_str))),
-            "the loop {top}: {group:?} is gone (or changed): take it off KNOWN_LOOPS"
-        );
-    }
 }
 
 #[test]

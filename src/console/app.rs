@@ -2,9 +2,11 @@
 //! changes only UI state and returns at most one `Command` for the engine; the loop sends it.
 //! This file keeps the navigation (screens, panels, selections, filters, zoom, messages);
 //! what the keys that act ask is in [`asks`], the command line's verbs in [`verbs`], what a new
-//! snapshot changes in [`snapshot`], and every dialog in `console::dialog`.
+//! snapshot changes in [`snapshot`], and every dialog in [`dialog`]. The screens
+//! (`console::view`) read the app through [`ViewCtx`]; nothing here reads them.
 
 mod asks;
+pub mod dialog;
 mod lists;
 mod navigate;
 mod snapshot;
@@ -15,8 +17,8 @@ use std::sync::Arc;
 
 use ratatui::layout::Rect;
 
+use self::dialog::Reply;
 use super::action::Action;
-use super::dialog::{self, Reply};
 use super::keymap::Mode;
 use super::layout;
 use super::logpane::LogPane;
@@ -24,9 +26,9 @@ use crate::deploy::view::{DeploymentView, TargetView};
 use crate::engine::handle::{AppEnv, Command, Snapshot};
 use crate::plugin::Level;
 
-pub use super::dialog::confirm::CONFIRM_GUARD_MS;
-pub use super::dialog::versions::{VersionChoice, Versions};
-pub use super::dialog::{Choice, Confirm, Modal};
+pub use self::dialog::confirm::CONFIRM_GUARD_MS;
+pub use self::dialog::versions::{VersionChoice, Versions};
+pub use self::dialog::{Choice, Confirm, Modal};
 pub use lists::{FilterOf, headline, headline_rows};
 
 /// How long an information message stays (the next key clears it sooner).
@@ -88,6 +90,15 @@ pub struct Filters {
     pub deployments: String,
     /// The deployment on screen's targets (cleared when another opens).
     pub targets: String,
+}
+
+/// Everything a screen or a dialog reads when it draws: the console and the colours.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewCtx<'a> {
+    /// The console.
+    pub app: &'a App,
+    /// Colours.
+    pub theme: &'a super::theme::Theme,
 }
 
 /// The console.

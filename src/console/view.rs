@@ -6,29 +6,19 @@ mod home;
 mod hooks;
 mod logs;
 mod side;
-pub(crate) mod widgets;
-
-pub use deployment::hook_style;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
+pub use super::app::ViewCtx;
 use super::app::{App, Focus, Screen};
 use super::layout;
 use super::theme::Theme;
+use super::widgets;
 use crate::deploy::state::{DeploymentState, Topic};
 use crate::engine::handle::EngineMode;
-
-/// Everything a view reads.
-#[derive(Debug, Clone, Copy)]
-pub struct ViewCtx<'a> {
-    /// The console.
-    pub app: &'a App,
-    /// Colours.
-    pub theme: &'a Theme,
-}
 
 /// Draws the whole screen.
 pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
@@ -52,7 +42,7 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
         render_status(frame, status, level, &text, &ctx);
     }
     render_footer(frame, footer, &ctx);
-    super::dialog::render(frame, area, &ctx);
+    super::app::dialog::render(frame, area, &ctx);
 }
 
 /// A screen too small to read panels in says so, and what to do.
@@ -84,7 +74,7 @@ fn render_status(
         _ => "notice.info",
     };
     let width = usize::from(area.width.saturating_sub(1)).max(20);
-    let mut rows = super::dialog::wrap(text, width);
+    let mut rows = super::app::dialog::wrap(text, width);
     let room = usize::from(area.height).max(1);
     if rows.len() > room {
         rows.truncate(room);

@@ -5,7 +5,7 @@
 
 use super::{App, Focus, Screen};
 use crate::console::action::Action;
-use crate::console::dialog::{self, Confirm, Modal, asks, traffic};
+use crate::console::app::dialog::{self, Confirm, Modal, asks, traffic};
 use crate::deploy::command::{OperatorCommand, why_not};
 use crate::deploy::state::{DeploymentState, Topic};
 use crate::deploy::view::DeploymentView;

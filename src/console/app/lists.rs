@@ -3,13 +3,13 @@
 //! title, cleared by Esc; none follows the operator into another deployment.
 
 use super::{App, Focus, Screen};
-use crate::console::dialog::{self, Modal};
+use crate::console::app::dialog::{self, Modal};
 use crate::console::layout;
 use crate::deploy::view::{DeploymentView, TargetView};
 use crate::engine::handle::AppEnv;
 use crate::plugin::Level;
 
-pub use crate::console::dialog::filter::Of as FilterOf;
+pub use crate::console::app::dialog::filter::Of as FilterOf;
 
 impl App {
     /// The applications home lists (its filter applied).

@@ -2,7 +2,7 @@
 //! deployment screen's first target to watch, and Esc peeling one thing at a time.
 
 use super::{App, FilterOf, Focus, Screen, snapshot};
-use crate::console::dialog::{self, Modal};
+use crate::console::app::dialog::{self, Modal};
 use crate::deploy::state::{Kind, TargetState};
 use crate::plugin::Level;
 

@@ -3,8 +3,8 @@
 
 use super::{App, Focus, Screen};
 use crate::console::action::Action;
-use crate::console::dialog::command::Verb;
-use crate::console::dialog::{self, Modal};
+use crate::console::app::dialog::command::Verb;
+use crate::console::app::dialog::{self, Modal};
 use crate::deploy::command::why_not;
 use crate::deploy::state::Topic;
 use crate::engine::handle::Command;

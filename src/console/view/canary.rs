@@ -7,8 +7,8 @@
 use ratatui::text::{Line, Span};
 
 use super::ViewCtx;
-use super::widgets::fit;
 use crate::console::theme::Theme;
+use crate::console::widgets::fit;
 use crate::deploy::flows::canary::{Decision, tester_header};
 use crate::deploy::view::{CanaryView, DeploymentView};
 

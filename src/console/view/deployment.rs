@@ -8,14 +8,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::hooks::{hook_strip, hook_table};
-use super::widgets::{elapsed, fit, panel, row_highlight, took};
 use super::{ViewCtx, canary, side};
 use crate::console::app::{self, Focus};
 use crate::console::layout::{self, Col, columns, constraints};
+use crate::console::widgets::{elapsed, fit, panel, row_highlight, took};
 use crate::deploy::state::{Kind, TargetState};
 use crate::deploy::view::{DeploymentView, HookState};
 
-pub use super::hooks::hook_style;
+use crate::console::widgets::hook_style;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let Some(d) = ctx.app.deployment() else {
@@ -41,7 +41,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         // What failed, in the operator's first lines, in full as far as they go; the rest is
         // one Enter (the target) or M away.
         let width = usize::from(l.failure.width).max(20);
-        let mut rows = crate::console::dialog::wrap(&format!(" ✗ {f}"), width);
+        let mut rows = crate::console::app::dialog::wrap(&format!(" ✗ {f}"), width);
         let room = usize::from(l.failure.height);
         if rows.len() > room {
             rows.truncate(room);

@@ -9,9 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ViewCtx;
-use super::widgets::{clock, elapsed, fit, panel, progress, row_highlight, state_word};
 use crate::console::app::Focus;
 use crate::console::layout::{Col, columns, constraints, id_cell, id_width};
+use crate::console::widgets::{clock, elapsed, fit, panel, progress, row_highlight, state_word};
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let inbox = ctx.app.inbox();

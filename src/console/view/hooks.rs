@@ -4,20 +4,10 @@
 use ratatui::text::{Line, Span};
 
 use super::ViewCtx;
-use super::widgets::{fit, took};
 use crate::console::app::Focus;
+use crate::console::widgets::hook_style;
+use crate::console::widgets::{fit, took};
 use crate::deploy::view::{DeploymentView, HookState};
-
-/// A hook's state style.
-pub fn hook_style(s: HookState, t: &crate::console::theme::Theme) -> ratatui::style::Style {
-    t.get(match s {
-        HookState::Pending => "status.pending",
-        HookState::Running => "status.running",
-        HookState::Retrying => "status.retrying",
-        HookState::Passed => "status.ok",
-        HookState::Failed => "status.failed",
-    })
-}
 
 /// The narrow screen's hooks line: how many ran and the one running (or the selected one, with
 /// the focus on hooks: ↑↓ choose, Enter opens it).

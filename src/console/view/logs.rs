@@ -7,8 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::ViewCtx;
-use super::widgets::{clock, fit, panel};
 use crate::console::app::Focus;
+use crate::console::widgets::{clock, fit, panel};
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);

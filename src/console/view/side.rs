@@ -9,8 +9,8 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use super::ViewCtx;
 use super::canary;
 use super::hooks::hook_table;
-use super::widgets::{clock, panel};
 use crate::console::app::Focus;
+use crate::console::widgets::{clock, panel};
 use crate::deploy::view::DeploymentView;
 
 pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {

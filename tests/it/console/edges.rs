@@ -66,7 +66,7 @@ fn a_long_refusal_is_readable_in_full_at_80x24_stays_until_esc_and_is_kept_for_m
 fn help_lists_every_key_of_the_screen_and_scrolls_to_the_last() {
     let mut app = app_on_deployment(CANARY);
     ch(&mut app, '?');
-    let sections = manent::console::dialog::help::sections(&app);
+    let sections = manent::console::app::dialog::help::sections(&app);
     let keys: Vec<&str> = sections
         .iter()
         .flat_map(|(_, k)| k.iter().map(|(k, _)| *k))

@@ -353,11 +353,13 @@ fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
     key(&mut app, Enter);
     assert_eq!(
         app.modals,
-        vec![Modal::Target(manent::console::dialog::target::Target {
-            deployment: FAILED.into(),
-            name: "web-07".into(),
-            scroll: Default::default(),
-        })]
+        vec![Modal::Target(
+            manent::console::app::dialog::target::Target {
+                deployment: FAILED.into(),
+                name: "web-07".into(),
+                scroll: Default::default(),
+            }
+        )]
     );
     assert_eq!(app.mode(), Mode::List);
     // r from there: retry this target, confirmed.

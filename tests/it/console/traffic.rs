@@ -175,7 +175,7 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
     let Some(Modal::Help(_)) = app.modals.last() else {
         panic!("no help")
     };
-    let sections = manent::console::dialog::help::sections(&app);
+    let sections = manent::console::app::dialog::help::sections(&app);
     assert!(
         sections
             .iter()

@@ -8,9 +8,9 @@ use ratatui::text::{Line, Span};
 use super::{Reply, frame};
 use crate::console::action::Action;
 use crate::console::app::App;
+use crate::console::app::ViewCtx;
 use crate::console::scroll::Scroll;
-use crate::console::view::ViewCtx;
-use crate::console::view::widgets::fit;
+use crate::console::widgets::fit;
 use crate::engine::handle::AppEnv;
 
 /// The plan of an application's environment.

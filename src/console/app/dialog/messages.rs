@@ -9,9 +9,9 @@ use ratatui::text::{Line, Span};
 use super::{Reply, page, scrolled, total_rows};
 use crate::console::action::Action;
 use crate::console::app::App;
+use crate::console::app::ViewCtx;
 use crate::console::scroll::Scroll;
-use crate::console::view::ViewCtx;
-use crate::console::view::widgets::clock;
+use crate::console::widgets::clock;
 use crate::plugin::Level;
 
 const WIDTH: u16 = 120;

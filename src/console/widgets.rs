@@ -1,4 +1,4 @@
-//! Small formatting helpers shared by the views.
+//! Small formatting helpers shared by the screens and the dialogs.
 
 use std::borrow::Cow;
 
@@ -7,7 +7,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Block, Borders};
 
 use crate::console::theme::Theme;
-use crate::deploy::view::DeploymentView;
+use crate::deploy::view::{DeploymentView, HookState};
 
 /// A bordered panel whose border shows whether it has the focus.
 pub fn panel<'a>(title: impl Into<Cow<'a, str>>, focused: bool, theme: &Theme) -> Block<'a> {
@@ -94,4 +94,15 @@ pub fn state_word(d: &DeploymentView) -> &'static str {
     } else {
         d.state.as_str()
     }
+}
+
+/// A hook's state style.
+pub fn hook_style(s: HookState, t: &Theme) -> Style {
+    t.get(match s {
+        HookState::Pending => "status.pending",
+        HookState::Running => "status.running",
+        HookState::Retrying => "status.retrying",
+        HookState::Passed => "status.ok",
+        HookState::Failed => "status.failed",
+    })
 }

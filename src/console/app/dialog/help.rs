@@ -8,9 +8,9 @@ use ratatui::text::{Line, Span};
 
 use super::{Reply, page, scrolled, total_rows};
 use crate::console::action::Action;
+use crate::console::app::ViewCtx;
 use crate::console::app::{App, Focus, Screen};
 use crate::console::scroll::Scroll;
-use crate::console::view::ViewCtx;
 
 const WIDTH: u16 = 92;
 const KEY: usize = 22;

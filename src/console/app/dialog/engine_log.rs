@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::Reply;
 use crate::console::action::Action;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 use crate::engine::handle::EngineMode;
 
 /// Applies a key.

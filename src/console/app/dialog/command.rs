@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 use super::{Reply, frame};
 use crate::console::action::Action;
 use crate::console::app::App;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 use crate::plugin::Level;
 
 /// A verb the command line runs.

@@ -16,12 +16,12 @@ fn through_lock(mut c: Confirm, a: &AppEnv) -> Confirm {
     };
     let until = lock
         .expires_at
-        .map(|e| format!(" until {}", crate::console::view::widgets::clock(e)))
+        .map(|e| format!(" until {}", crate::console::widgets::clock(e)))
         .unwrap_or_default();
     c.lines.push(format!(
         "LOCKED by {} since {}{until}: {}",
         lock.owner(),
-        crate::console::view::widgets::clock(lock.since),
+        crate::console::widgets::clock(lock.since),
         lock.reason
     ));
     c.lines
@@ -160,7 +160,7 @@ pub fn resume(d: &DeploymentView, now: i64) -> Confirm {
                 d.version,
                 d.environment,
                 s.by,
-                crate::console::view::widgets::clock(s.at)
+                crate::console::widgets::clock(s.at)
             ),
             format!(
                 "it never ran: its console (pid {} on {}) went away before any engine \

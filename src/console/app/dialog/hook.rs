@@ -8,9 +8,9 @@ use ratatui::text::{Line, Span};
 use super::{Reply, page, scrolled, total_rows, wrap};
 use crate::console::action::Action;
 use crate::console::app::App;
+use crate::console::app::ViewCtx;
 use crate::console::scroll::Scroll;
-use crate::console::view::ViewCtx;
-use crate::console::view::widgets::{fit, took};
+use crate::console::widgets::{fit, took};
 
 const WIDTH: u16 = 110;
 
@@ -56,7 +56,7 @@ impl Hook {
             return vec![Line::from("this hook is no longer listed")];
         };
         let state = ctx
-            .map(|c| crate::console::view::hook_style(h.state, c.theme))
+            .map(|c| crate::console::widgets::hook_style(h.state, c.theme))
             .unwrap_or_default();
         let mut body: Vec<Line<'static>> = vec![Line::from(vec![
             Span::styled(format!(" {} ", h.state.as_str().to_uppercase()), state),

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use super::{Modal, Reply, asks, frame};
 use crate::console::action::Action;
 use crate::console::app::App;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 use crate::deploy::state::DeploymentState;
 use crate::deploy::view::DeploymentView;
 use crate::engine::handle::AppEnv;

@@ -1,8 +1,9 @@
 //! Dialogs on top of a screen, one file each (its state, its keys and its drawing together, as
 //! gitui's popups): confirmations, help, messages, the engine's log, the plan, the version
 //! picker, a target's and a hook's detail, the quit question, the filter prompt, the command
-//! line and the test picker. A dialog answers a key with a [`Reply`] the app acts on; it never
-//! reaches into the app itself.
+//! line and the test picker. They are part of the app's state (`App::modal`); the screens call
+//! [`render`] to draw the open one. A dialog reads the app and answers a key with a [`Reply`]
+//! the app acts on; it never changes the app itself.
 
 pub mod asks;
 pub mod command;
@@ -25,11 +26,10 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
-use super::action::Action;
-use super::app::App;
-use super::keymap::Mode;
-use super::scroll::Scroll;
-use super::view::ViewCtx;
+use super::{App, ViewCtx};
+use crate::console::action::Action;
+use crate::console::keymap::Mode;
+use crate::console::scroll::Scroll;
 use crate::engine::handle::Command;
 use crate::plugin::Level;
 
@@ -269,7 +269,7 @@ pub fn held_lines(
         let level = ctx.map(|c| c.theme.level(l.level)).unwrap_or_default();
         let mut rows = wrap(&l.message, inner.saturating_sub(15)).into_iter();
         out.push(Line::from(vec![
-            Span::styled(super::view::widgets::clock(l.at), muted),
+            Span::styled(crate::console::widgets::clock(l.at), muted),
             Span::styled(format!(" {:<5} ", l.level.as_str()), level),
             Span::raw(rows.next().unwrap_or_default()),
         ]));

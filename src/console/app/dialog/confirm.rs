@@ -10,7 +10,7 @@ use ratatui::text::{Line, Span};
 
 use super::{Reply, buttons, frame};
 use crate::console::action::Action;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 use crate::engine::handle::Command;
 use crate::plugin::Level;
 

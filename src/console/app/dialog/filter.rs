@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 
 use super::{Reply, frame};
 use crate::console::action::Action;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 
 /// What a filter applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

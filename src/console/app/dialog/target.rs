@@ -8,9 +8,9 @@ use ratatui::text::{Line, Span};
 use super::{Reply, page, scrolled, total_rows, wrap};
 use crate::console::action::Action;
 use crate::console::app::App;
+use crate::console::app::ViewCtx;
 use crate::console::scroll::Scroll;
-use crate::console::view::ViewCtx;
-use crate::console::view::widgets::{clock, elapsed, fit, took};
+use crate::console::widgets::{clock, elapsed, fit, took};
 use crate::deploy::view::TargetView;
 
 const WIDTH: u16 = 110;

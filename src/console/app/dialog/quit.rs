@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use super::confirm::CONFIRM_GUARD_MS;
 use super::{Choice, Reply, buttons, frame};
 use crate::console::action::Action;
-use crate::console::view::ViewCtx;
+use crate::console::app::ViewCtx;
 
 /// The quit question.
 #[derive(Debug, Clone, PartialEq, Eq)]
