@@ -173,3 +173,98 @@ pub fn size(targets: usize, batches: usize) -> String {
         format!("{} in {batches}", count(targets, "target"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Event};
+
+    /// `prod` of application `web` described by `body` (everything after the deploy).
+    fn spec(body: &str) -> EnvSpec {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("apps")).unwrap();
+        std::fs::write(
+            dir.path().join("manent.yml"),
+            "apps: apps\nplugins: {exec: {}}\n",
+        )
+        .unwrap();
+        let descriptor = format!(
+            "application: web\nartifact: {{version: \"1.0.0\"}}\ndeploy:\n  plugin: exec\n  \
+             params: {{deploy: 'true'}}\n{body}"
+        );
+        std::fs::write(dir.path().join("apps/web.yml"), descriptor).unwrap();
+        let config = Config::load(&dir.path().join("manent.yml"), &crate::plugin::catalog())
+            .map_err(|e| e.to_string())
+            .unwrap();
+        config.environment("web", "prod").unwrap()
+    }
+
+    fn targets(n: usize) -> String {
+        let list: Vec<String> = (1..=n).map(|i| format!("{{name: web-{i}}}")).collect();
+        format!(
+            "environments:\n  prod:\n    targets: [{}]\n",
+            list.join(", ")
+        )
+    }
+
+    fn batches(plan: &Plan) -> Vec<Vec<&str>> {
+        plan.batches
+            .iter()
+            .map(|b| b.targets.iter().map(|t| t.name.as_str()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn rolling_batches_keep_the_descriptor_s_order_and_the_last_batch_takes_the_rest() {
+        let plan = compute(&spec(&format!(
+            "strategy:\n  rolling: {{batch_size: 2}}\n{}",
+            targets(5)
+        )))
+        .unwrap();
+        assert_eq!(
+            batches(&plan),
+            [
+                vec!["web-1", "web-2"],
+                vec!["web-3", "web-4"],
+                vec!["web-5"]
+            ]
+        );
+        let indexes: Vec<u32> = plan.batches.iter().map(|b| b.index).collect();
+        assert_eq!(indexes, [1, 2, 3], "batches count from 1");
+        assert_eq!(plan.len(), 5);
+        assert_eq!(
+            plan.targets().next().unwrap().1.moniker.to_string(),
+            "prod::web::exec::web-1"
+        );
+        assert_eq!(
+            size(plan.len(), plan.batches.len()),
+            "5 targets in 3 batches"
+        );
+    }
+
+    #[test]
+    fn all_at_once_and_a_canary_are_one_batch() {
+        for strategy in ["all", "{canary: {steps: [{weight: 10}]}}"] {
+            let plan = compute(&spec(&format!("strategy: {strategy}\n{}", targets(4)))).unwrap();
+            assert_eq!(plan.batches.len(), 1, "{strategy}");
+            assert_eq!(plan.len(), 4, "{strategy}");
+        }
+    }
+
+    #[test]
+    fn hooks_are_planned_per_event_by_weight_then_kind_then_name() {
+        let hooks = "hooks:\n  \
+            - {name: late, events: [pre-deploy], command: 'true', weight: 5}\n  \
+            - {name: b-first, events: [pre-deploy], command: 'true', weight: -1}\n  \
+            - {name: a-first, events: [pre-deploy], command: 'true', weight: -1}\n  \
+            - {name: smoke, events: [post-deploy, test], command: 'true'}\n";
+        let plan = compute(&spec(&format!("{hooks}{}", targets(1)))).unwrap();
+        let at = |e: Event| -> Vec<&str> { plan.hooks_at(e).map(|h| h.name.as_str()).collect() };
+        assert_eq!(at(Event::PreDeploy), ["a-first", "b-first", "late"]);
+        assert_eq!(at(Event::PostDeploy), ["smoke"]);
+        assert_eq!(at(Event::Test), ["smoke"]);
+        let smoke = plan.hooks_at(Event::Test).next().unwrap();
+        assert_eq!(smoke.moniker, "prod::web::hook::smoke");
+        assert_eq!(smoke.kind, "command");
+    }
+}

@@ -5,8 +5,11 @@
 //! published with the commands the workflow takes there, so nothing is accepted and ignored.
 
 mod commands;
+mod tally;
 
-use std::collections::{BTreeMap, BTreeSet};
+pub use tally::Tally;
+
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -20,9 +23,7 @@ use super::{DeployEnv, Report, TargetReport};
 use crate::config::{EnvSpec, Strategy};
 use crate::plugin::{OnError, PluginHandle, Request, Secrets, fan_out};
 use crate::workflow::store::{ACCEPTS, Effect, Message};
-use crate::workflow::{
-    Interrupt, RetryPolicy, StepError, StepFailure, StepInfo, StepResult, WfCtx,
-};
+use crate::workflow::{Interrupt, RetryPolicy, StepError, StepInfo, StepResult, WfCtx};
 
 /// Why a workflow stops early.
 #[derive(Debug)]
@@ -69,10 +70,8 @@ pub struct Run<'a> {
     pub info: PluginInfo,
     /// Targets at once.
     pub par: u32,
-    /// Each target's latest result, by name.
-    pub results: BTreeMap<String, TargetReport>,
-    /// Targets an operator left out.
-    pub skipped: BTreeSet<String>,
+    /// Each target's latest line, and the targets an operator left out.
+    pub tally: Tally,
     /// A canary's slots (PrepareSlots' state), sent in every later call.
     pub traffic: Option<serde_json::Value>,
     /// A canary's routing as manent records it, sent with every slot and router call.
@@ -180,8 +179,7 @@ impl<'a> Run<'a> {
             plan,
             info,
             par,
-            results: BTreeMap::new(),
-            skipped: BTreeSet::new(),
+            tally: Tally::default(),
             traffic: None,
             routing: None,
             commands: |run, phase| run.batch_commands(phase),
@@ -353,7 +351,7 @@ impl<'a> Run<'a> {
             let mut todo: Vec<&PlannedTarget> = batch
                 .targets
                 .iter()
-                .filter(|t| eligible(t) && !self.skipped.contains(&t.name))
+                .filter(|t| eligible(t) && !self.tally.skipped.contains(&t.name))
                 .collect();
             // Failed targets awaiting a decision, and targets that wait for them.
             let mut open: Vec<&PlannedTarget> = Vec::new();
@@ -365,14 +363,14 @@ impl<'a> Run<'a> {
                         break;
                     }
                     if !how.guided {
-                        return Err(Stop::Failed(self.first_failure(&open)));
+                        return Err(Stop::Failed(self.tally.first_failure(&open)));
                     }
                     todo = self.decide(batch.index, &open).await?;
-                    open.retain(|t| !todo.contains(t) && !self.skipped.contains(&t.name));
+                    open.retain(|t| !todo.contains(t) && !self.tally.skipped.contains(&t.name));
                     if open.is_empty() {
                         todo.append(&mut waiting);
                     }
-                    todo.retain(|t| !self.skipped.contains(&t.name));
+                    todo.retain(|t| !self.tally.skipped.contains(&t.name));
                     continue;
                 }
                 // A round read back from the record failed before: said then, not again.
@@ -389,7 +387,7 @@ impl<'a> Run<'a> {
                                 }
                                 open.push(t);
                             }
-                            self.record(batch.index, t, &r);
+                            self.tally.record(batch.index, t, &r);
                         }
                         None => unstarted.push(t),
                     }
@@ -488,55 +486,6 @@ impl<'a> Run<'a> {
             .collect())
     }
 
-    /// `web-3 failed: …`, for the first of `failed`.
-    fn first_failure(&self, failed: &[&PlannedTarget]) -> String {
-        let Some(f) = failed.first() else {
-            return "a target failed".into();
-        };
-        let why = self
-            .results
-            .get(&f.name)
-            .map(|r| r.message.clone())
-            .unwrap_or_default();
-        format!("{} failed: {why}", f.name)
-    }
-
-    /// A target's result, for the report.
-    pub fn record(&mut self, batch: u32, t: &PlannedTarget, r: &StepResult<TargetDone>) {
-        let line = match r {
-            Ok(d) => TargetReport {
-                moniker: t.moniker.to_string(),
-                batch,
-                status: d.status,
-                attempts: d.attempt,
-                message: d.message.clone(),
-                duration_ms: d.duration_ms,
-            },
-            Err(f) => failure_line(batch, t, f),
-        };
-        self.results.insert(t.name.clone(), line);
-    }
-
-    /// Every target's line, in plan order; `unstarted` says why a target never ran.
-    pub fn report_targets(&self, unstarted: &str) -> Vec<TargetReport> {
-        self.plan
-            .targets()
-            .map(|(b, t)| {
-                self.results
-                    .get(&t.name)
-                    .cloned()
-                    .unwrap_or_else(|| TargetReport {
-                        moniker: t.moniker.to_string(),
-                        batch: b.index,
-                        status: TargetState::Skipped,
-                        attempts: 0,
-                        message: unstarted.to_owned(),
-                        duration_ms: 0,
-                    })
-            })
-            .collect()
-    }
-
     /// Rolls back, last batch first, each target along its move (an undo: no guided failure,
     /// every target is tried). Returns the lines of the targets it tried.
     pub async fn undo(
@@ -574,16 +523,9 @@ impl<'a> Run<'a> {
             let results = self.round(how, batch, 1, &todo, &body).await?;
             for (t, r) in todo.iter().zip(results) {
                 let line = match &r {
-                    Some(Ok(d)) => TargetReport {
-                        moniker: t.moniker.to_string(),
-                        batch: batch.index,
-                        status: d.status,
-                        attempts: d.attempt,
-                        message: d.message.clone(),
-                        duration_ms: d.duration_ms,
-                    },
+                    Some(Ok(d)) => tally::done_line(batch.index, t, d),
                     Some(Err(f)) => {
-                        let mut l = failure_line(batch.index, t, f);
+                        let mut l = tally::failure_line(batch.index, t, f);
                         l.status = TargetState::RollbackFailed;
                         l
                     }
@@ -600,8 +542,8 @@ impl<'a> Run<'a> {
         let mut r = Report::new(self.kind, &self.spec.artifact.version);
         r.ending = ending;
         r.message = message;
-        r.targets = self.report_targets(unstarted);
-        r.skipped = u32::try_from(self.skipped.len()).unwrap_or(u32::MAX);
+        r.targets = self.tally.lines(&self.plan, unstarted);
+        r.skipped = u32::try_from(self.tally.skipped.len()).unwrap_or(u32::MAX);
         r
     }
 
@@ -622,17 +564,6 @@ pub async fn end(ctx: &WfCtx, report: Report) -> Result<Report, Interrupt> {
     ctx.set_events(&[("phase", json(&phase)), (ACCEPTS, json(&[] as &[Topic]))])
         .await?;
     Ok(report)
-}
-
-fn failure_line(batch: u32, t: &PlannedTarget, f: &StepFailure) -> TargetReport {
-    TargetReport {
-        moniker: t.moniker.to_string(),
-        batch,
-        status: TargetState::Failed,
-        attempts: f.attempts,
-        message: f.to_string(),
-        duration_ms: 0,
-    }
 }
 
 /// Who sent a command.

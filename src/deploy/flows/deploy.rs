@@ -175,6 +175,7 @@ async fn undo(
         .targets()
         .filter(|(_, t)| {
             let deployed = run
+                .tally
                 .results
                 .get(&t.name)
                 .is_some_and(|r| r.status == TargetState::Deployed);
@@ -207,7 +208,7 @@ async fn undo(
 
 fn deployed(run: &Run<'_>) -> Report {
     let n = run.plan.len();
-    let skipped = run.skipped.len();
+    let skipped = run.tally.skipped.len();
     let (version, subject) = (&run.spec.artifact.version, run.spec.subject());
     let message = if skipped == 0 {
         format!(

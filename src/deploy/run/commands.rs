@@ -88,8 +88,12 @@ impl Run<'_> {
         else {
             return Ok(());
         };
-        let done = self.results.get(&name).is_some_and(|r| r.status.is_done());
-        if done || !self.skipped.insert(name.clone()) {
+        let done = self
+            .tally
+            .results
+            .get(&name)
+            .is_some_and(|r| r.status.is_done());
+        if done || !self.tally.skipped.insert(name.clone()) {
             return Ok(());
         }
         let message = match &reason {
@@ -112,7 +116,7 @@ impl Run<'_> {
                 }
             })
             .await?;
-        self.record(b, &t, &r);
+        self.tally.record(b, &t, &r);
         Ok(())
     }
 
@@ -125,7 +129,7 @@ impl Run<'_> {
         let of = u32::try_from(self.plan.batches.len()).unwrap_or(u32::MAX);
         let mut open: Vec<&PlannedTarget> = failed.to_vec();
         loop {
-            open.retain(|t| !self.skipped.contains(&t.name));
+            open.retain(|t| !self.tally.skipped.contains(&t.name));
             if open.is_empty() {
                 self.phase(self.batch_phase(batch, of)).await?;
                 return Ok(Vec::new());
