@@ -29,6 +29,8 @@ pub enum Runner {
     Remote {
         store: Arc<dyn Db>,
         db: std::path::PathBuf,
+        /// `manent.yml`, to run the engine here if that one stops before it takes the work.
+        config_file: std::path::PathBuf,
     },
 }
 
@@ -50,6 +52,7 @@ impl Runner {
                 Ok(Runner::Remote {
                     store,
                     db: config.database.clone(),
+                    config_file: config.file.clone(),
                 })
             }
             Err(e) => {
@@ -218,6 +221,24 @@ pub async fn to_end(
             .await
         }
     };
+    if matches!(ending, Ending::EngineGone)
+        && let Runner::Remote { config_file, .. } = &runner
+        && status(runner.store(), id).await == Some(WorkflowStatus::Enqueued)
+    {
+        // Handed to an engine that stopped before it took the work (a background worker that
+        // found nothing left to do a moment before): the database is free, so it runs here.
+        out.note(format!(
+            "manent: the engine {id} was handed to stopped before taking it; running it here"
+        ));
+        let Some(config) = output::load_settings(config_file, out) else {
+            return exit::BAD_INPUT;
+        };
+        drop(runner);
+        return match Runner::start(&config, out).await {
+            Ok(here) => Box::pin(to_end(here, id, verbose, json, expect, out)).await,
+            Err(code) => code,
+        };
+    }
     let code = match &ending {
         Ending::Settled(v) => {
             summary(v, json, out);

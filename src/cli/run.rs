@@ -346,11 +346,28 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     let Some(config) = load_config(config_path, None, out) else {
         return exit::BAD_INPUT;
     };
-    let engine = match Engine::start(&config).await {
-        Ok(e) => e,
-        Err(e) => {
+    // Taken before the engine starts: Ctrl-C or SIGTERM while it starts (waiting on a
+    // database) stops it with a word instead of killing it mid-registration.
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return exit::ENGINE;
+    };
+    let started = tokio::select! {
+        started = Engine::start(&config) => Some(started),
+        _ = int.recv() => None,
+        _ = term.recv() => None,
+    };
+    let engine = match started {
+        Some(Ok(e)) => e,
+        Some(Err(e)) => {
             out.error(e);
             return exit::ENGINE;
+        }
+        None => {
+            out.note("manent worker: stopped before the engine had started; nothing ran");
+            return exit::INTERRUPTED;
         }
     };
     out.note(format!(
@@ -361,12 +378,6 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     ));
     let mut events = engine.events();
     let mut logs = engine.logs();
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return exit::ENGINE;
-    };
     let mut idle_check = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {

@@ -5,8 +5,14 @@
 //! semantics, is how several engines share one database.
 
 mod claim;
+mod mailbox;
+mod recommit;
+mod resume;
 
 pub use self::claim::{ClaimDecision, decide_claim};
+pub use self::mailbox::{refusal, undeliverable};
+pub use self::recommit::{StoredStep, recommit};
+pub use self::resume::{Resume, decide_resume, resume_blocked};
 
 use std::collections::BTreeMap;
 
@@ -28,27 +34,6 @@ pub fn last_error(c: &Checkpoint) -> String {
         .and_then(|e| serde_json::from_str::<serde_json::Value>(e).ok())
         .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
         .unwrap_or_default()
-}
-
-/// Why a guarded command is refused, given the destination's [`ACCEPTS`] event (its stored
-/// value, if any); None when the workflow takes it where it is now.
-pub fn refusal(m: &Message, accepts: Option<&str>) -> Option<String> {
-    let accepted: Vec<String> = accepts
-        .and_then(|v| serde_json::from_str(v).ok())
-        .unwrap_or_default();
-    if accepted.contains(&m.topic) {
-        return None;
-    }
-    Some(format!(
-        "{} does not take `{}` where it is now{}",
-        m.destination,
-        m.topic,
-        if accepted.is_empty() {
-            String::new()
-        } else {
-            format!(" (it takes {})", accepted.join(", "))
-        }
-    ))
 }
 
 /// A workflow's lifecycle state (B.2).
@@ -236,6 +221,31 @@ pub struct WorkflowRow {
     pub started_at: Option<i64>,
     /// Epoch ms of the outcome or cancel.
     pub completed_at: Option<i64>,
+}
+
+#[cfg(test)]
+impl WorkflowRow {
+    /// A deploy workflow `id` in `status`, as a store's decisions are tested on.
+    pub(crate) fn example(id: &str, status: WorkflowStatus) -> WorkflowRow {
+        WorkflowRow {
+            id: id.into(),
+            name: "deploy".into(),
+            definition_version: 1,
+            inputs: "{}".into(),
+            status,
+            output: None,
+            error: None,
+            executor_id: Some("host-a".into()),
+            run_token: None,
+            recovery_attempts: 0,
+            max_recovery_attempts: 5,
+            subject: None,
+            created_at: 0,
+            updated_at: 0,
+            started_at: None,
+            completed_at: None,
+        }
+    }
 }
 
 /// What `start` found.

@@ -230,6 +230,46 @@ fn a_second_engine_on_the_same_database_refuses_naming_the_holder() {
     assert!(status.success(), "worker exit {status:?}");
 }
 
+/// The engine a deploy was handed to stops before it claims it (a background `worker
+/// --until-idle` that found nothing to do a moment before): the deploy runs it here instead of
+/// leaving it queued. The worker is frozen (SIGSTOP) so it cannot claim, then killed.
+#[test]
+fn a_deploy_handed_to_an_engine_that_stops_before_taking_it_runs_here() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    // Frozen only once it has started (not inside its first writes, which would block the
+    // deploy's).
+    fleet::wait_ready(&mut worker);
+    // Its first log pruning, a write, runs as it starts: let it end.
+    std::thread::sleep(Duration::from_millis(500));
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &worker.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    let deploy = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[]);
+    wait_until(
+        Duration::from_secs(20),
+        "the deploy recorded, unclaimed",
+        || !fx.deployments().is_empty(),
+    );
+    signal("-KILL");
+    let _ = worker.wait();
+    let out = deploy.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("handing the work to that engine"), "{err}");
+    assert!(
+        err.contains("stopped before taking it; running it here"),
+        "{err}"
+    );
+    let done = fx.ledger().iter().filter(|e| e.event == "done").count();
+    assert_eq!(done, 6, "every target deployed once: {:?}", fx.ledger());
+}
+
 #[test]
 fn deploys_refuse_without_a_terminal_or_yes_and_one_deploy_per_environment_at_a_time() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);

@@ -776,8 +776,10 @@ fn two_configurations_on_one_host_run_two_engines_without_naming_them() {
         host_with(&url, None, &ledger_app("")),
         host_with(&url, None, &ledger_app("")),
     );
-    let wa = a.spawn_with(&["worker"], &[]);
-    let wb = b.spawn_with(&["worker"], &[]);
+    let mut wa = a.spawn_with(&["worker"], &[]);
+    let mut wb = b.spawn_with(&["worker"], &[]);
+    // Stopped once started: a SIGTERM while an engine starts stops it with exit 5.
+    let said = [fleet::wait_ready(&mut wa), fleet::wait_ready(&mut wb)];
     let live = || -> usize {
         let out = a.run(&["db", "check", "--json"]);
         serde_json::from_slice::<serde_json::Value>(&out.stdout)
@@ -792,10 +794,10 @@ fn two_configurations_on_one_host_run_two_engines_without_naming_them() {
     wait_until(Duration::from_secs(30), "both engines run", || live() == 2);
     let ids = rows(&url, "SELECT executor_id FROM engines ORDER BY 1");
     assert_ne!(ids[0], ids[1], "{ids:?}");
-    for w in [wa, wb] {
+    for (w, said) in [wa, wb].into_iter().zip(said) {
         signal(&w, "-TERM");
         let out = w.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(out.status.success(), "{}", said.lock().unwrap());
     }
 }
 

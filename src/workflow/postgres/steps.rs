@@ -9,7 +9,7 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
     ACCEPTS, AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, Effect, History,
-    Message, SendRequest, Sent, StepRecord,
+    Message, SendRequest, Sent, StepRecord, StoredStep,
 };
 
 pub async fn history<C: GenericClient>(c: &C, id: &str) -> Result<History, StoreError> {
@@ -183,24 +183,15 @@ pub async fn checkpoint(
         )
         .await?
         .ok_or_else(|| StoreError::NotFound(c.workflow_id.clone()))?;
-        let (name, output, error, started_at): (
-            String,
-            Option<String>,
-            Option<String>,
-            Option<i64>,
-        ) = (stored.get(0), stored.get(1), stored.get(2), stored.get(3));
-        if name != c.function_name {
-            return Err(StoreError::NonDeterministic {
-                workflow_id: c.workflow_id.clone(),
-                function_id: c.function_id,
-                recorded: name,
-                expected: c.function_name.clone(),
-            });
-        }
-        if (output, error, started_at) == (c.output.clone(), c.error.clone(), Some(c.started_at)) {
-            return Ok(()); // our own earlier commit whose acknowledgement was lost
-        }
-        return Err(StoreError::Fenced(c.workflow_id.clone()));
+        return crate::workflow::store::recommit(
+            c,
+            StoredStep {
+                name: stored.get(0),
+                output: stored.get(1),
+                error: stored.get(2),
+                started_at: stored.get(3),
+            },
+        );
     }
     if let Some((attempt, outcome)) = c.close_attempt {
         let error = c
@@ -347,14 +338,8 @@ pub async fn send(
     )
     .await?
     .is_some();
-    if duplicate {
-        return Ok(Sent::Duplicate);
-    }
-    if status != "PENDING" && status != "ENQUEUED" {
-        return Ok(Sent::Rejected(format!(
-            "{} is not running (it is {status})",
-            m.destination
-        )));
+    if let Some(sent) = crate::workflow::store::undeliverable(m, &status, duplicate) {
+        return Ok(sent);
     }
     if req.guarded {
         let value: Option<String> = query_opt(

@@ -9,8 +9,8 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
-    Claim, ClaimDecision, Finished, NewWorkflow, Outcome, Record, Started, TakenOver,
-    WorkflowQuery, WorkflowRow, WorkflowStatus, decide_claim,
+    Claim, ClaimDecision, Finished, NewWorkflow, Outcome, Record, Resume, Started, TakenOver,
+    WorkflowQuery, WorkflowRow, WorkflowStatus, decide_claim, decide_resume, resume_blocked,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
@@ -447,15 +447,8 @@ pub async fn resume(
     let before = get_locked(tx, id)
         .await?
         .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
-    match before.status {
-        WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {}
-        WorkflowStatus::Enqueued | WorkflowStatus::Pending => return Ok(before),
-        WorkflowStatus::Success | WorkflowStatus::Error => {
-            return Err(StoreError::Conflict(format!(
-                "{id} already finished ({}); start a new deploy instead",
-                before.status.as_str()
-            )));
-        }
+    if decide_resume(&before)? == Resume::AlreadyLive {
+        return Ok(before);
     }
     let key: Option<String> = query_opt(
         tx,
@@ -467,11 +460,7 @@ pub async fn resume(
     if let Some(key) = key
         && let Some(live) = live_with_dedup(tx, &key).await?
     {
-        return Err(StoreError::Conflict(format!(
-            "cannot resume {id}: {} of the same application and environment is in progress; \
-             wait for it or cancel it first",
-            live.id
-        )));
+        return Err(resume_blocked(id, &live));
     }
     exec(
         tx,

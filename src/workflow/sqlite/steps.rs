@@ -7,7 +7,7 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::store::{
     ACCEPTS, AttemptEnd, AttemptOutcome, AttemptRecord, AttemptStart, Checkpoint, Effect, History,
-    Message, SendRequest, Sent, StepRecord,
+    Message, SendRequest, Sent, StepRecord, StoredStep,
 };
 
 pub fn history(conn: &Connection, id: &str) -> Result<History, StoreError> {
@@ -153,26 +153,21 @@ pub fn checkpoint(
         ],
     )?;
     if inserted == 0 {
-        let stored: (String, Option<String>, Option<String>, Option<i64>) = super::query_row(
+        let stored = super::query_row(
             conn,
             "SELECT function_name, output, error, started_at FROM operation_outputs \
              WHERE workflow_id = ?1 AND function_id = ?2",
             params![c.workflow_id, c.function_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| {
+                Ok(StoredStep {
+                    name: r.get(0)?,
+                    output: r.get(1)?,
+                    error: r.get(2)?,
+                    started_at: r.get(3)?,
+                })
+            },
         )?;
-        if stored.0 != c.function_name {
-            return Err(StoreError::NonDeterministic {
-                workflow_id: c.workflow_id.clone(),
-                function_id: c.function_id,
-                recorded: stored.0,
-                expected: c.function_name.clone(),
-            });
-        }
-        if (stored.1, stored.2, stored.3) == (c.output.clone(), c.error.clone(), Some(c.started_at))
-        {
-            return Ok(()); // our own earlier commit whose acknowledgement was lost
-        }
-        return Err(StoreError::Fenced(c.workflow_id.clone()));
+        return crate::workflow::store::recommit(c, stored);
     }
     if let Some((attempt, outcome)) = c.close_attempt {
         let error = c
@@ -306,14 +301,8 @@ pub fn send(conn: &Connection, req: &SendRequest, ext: &dyn Extension) -> Result
         [&m.id],
         |r| r.get(0),
     )?;
-    if duplicate {
-        return Ok(Sent::Duplicate);
-    }
-    if status != "PENDING" && status != "ENQUEUED" {
-        return Ok(Sent::Rejected(format!(
-            "{} is not running (it is {status})",
-            m.destination
-        )));
+    if let Some(sent) = crate::workflow::store::undeliverable(m, &status, duplicate) {
+        return Ok(sent);
     }
     if req.guarded {
         let value: Option<String> = super::query_row(

@@ -7,8 +7,8 @@ use crate::sys::now_ms;
 use crate::workflow::error::StoreError;
 use crate::workflow::inputs_key::{InputsKey, KeyVerdict};
 use crate::workflow::store::{
-    Claim, ClaimDecision, Finished, NewWorkflow, Outcome, Record, Started, WorkflowQuery,
-    WorkflowRow, WorkflowStatus, decide_claim,
+    Claim, ClaimDecision, Finished, NewWorkflow, Outcome, Record, Resume, Started, WorkflowQuery,
+    WorkflowRow, WorkflowStatus, decide_claim, decide_resume, resume_blocked,
 };
 
 const COLUMNS: &str = "workflow_id, name, definition_version, inputs, status, output, error, \
@@ -363,15 +363,8 @@ pub fn resume(
     ext: &dyn Extension,
 ) -> Result<WorkflowRow, StoreError> {
     let before = must_get(conn, id)?;
-    match before.status {
-        WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded => {}
-        WorkflowStatus::Enqueued | WorkflowStatus::Pending => return Ok(before),
-        WorkflowStatus::Success | WorkflowStatus::Error => {
-            return Err(StoreError::Conflict(format!(
-                "{id} already finished ({}); start a new deploy instead",
-                before.status.as_str()
-            )));
-        }
+    if decide_resume(&before)? == Resume::AlreadyLive {
+        return Ok(before);
     }
     let key: Option<String> = super::query_row(
         conn,
@@ -382,11 +375,7 @@ pub fn resume(
     if let Some(key) = key
         && let Some(live) = live_with_dedup(conn, &key)?
     {
-        return Err(StoreError::Conflict(format!(
-            "cannot resume {id}: {} of the same application and environment is in progress; \
-             wait for it or cancel it first",
-            live.id
-        )));
+        return Err(resume_blocked(id, &live));
     }
     super::exec(
         conn,

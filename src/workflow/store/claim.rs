@@ -41,24 +41,10 @@ mod tests {
     use super::*;
 
     fn row(status: WorkflowStatus, token: Option<&str>, attempts: u32) -> WorkflowRow {
-        WorkflowRow {
-            id: "d-1".into(),
-            name: "deploy".into(),
-            definition_version: 1,
-            inputs: "{}".into(),
-            status,
-            output: None,
-            error: None,
-            executor_id: Some("host-a".into()),
-            run_token: token.map(str::to_owned),
-            recovery_attempts: attempts,
-            max_recovery_attempts: 5,
-            subject: None,
-            created_at: 0,
-            updated_at: 0,
-            started_at: None,
-            completed_at: None,
-        }
+        let mut row = WorkflowRow::example("d-1", status);
+        row.run_token = token.map(str::to_owned);
+        row.recovery_attempts = attempts;
+        row
     }
 
     #[test]

@@ -342,3 +342,29 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Waits until a `manent worker` says it runs (its engine started, its signals taken), then
+/// keeps reading its stderr on a thread: the lines so far are in what it returns.
+pub fn wait_ready(worker: &mut Child) -> std::sync::Arc<std::sync::Mutex<String>> {
+    use std::io::BufRead;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let stderr = worker.stderr.take().unwrap();
+    let lines = seen.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let started = line.contains("Ctrl-C or SIGTERM stops it");
+            lines.lock().unwrap().push_str(&format!("{line}\n"));
+            if started {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    if ready.recv_timeout(Duration::from_secs(30)).is_err() {
+        panic!("the worker did not start: {}", seen.lock().unwrap());
+    }
+    seen
+}

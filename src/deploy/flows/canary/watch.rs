@@ -1,6 +1,7 @@
 //! A live canary is watched: while it waits (an operator's pause, a timed pause, between
 //! analysis runs, held, or stuck on a failed router call), the router is read back every
-//! `canary.watch`, and what it serves is compared with manent's record. A difference is drift:
+//! `canary.watch`, and what it serves is compared with manent's record. A difference that is
+//! still there when read again a moment later is drift (a file caught mid-write is not):
 //! logged with both states, published for the inbox, the console and notifications, then
 //! corrected (`on_drift: correct`, the default: manent's routing is set again) or held for the
 //! operator (`on_drift: hold`). After a restart the routing is read back first and set again
@@ -27,15 +28,9 @@ impl Flight {
         let Some(expected) = run.routing.clone() else {
             return;
         };
-        let read = read(run, &expected).await;
-        let state = match read {
-            Ok(s) => s,
-            Err(e) => {
-                publish(run, error_read(&e)).await;
-                return;
-            }
+        let Some((state, diff)) = read_twice_if_new(run, &expected, &self.drift).await else {
+            return;
         };
-        let diff = expected.differences(&state);
         if diff.is_empty() {
             if !self.drift.is_empty() {
                 self.drift.clear();
@@ -167,6 +162,36 @@ impl Flight {
         let after = read(run, &expected).await.unwrap_or(state);
         let left = expected.differences(&after);
         publish(run, actual(&after, left, Some(action))).await;
+    }
+}
+
+/// How long a new difference must last to be drift: a router file caught while someone
+/// writes it reads as drift for an instant.
+const CONFIRM_AFTER: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// The router's state and how it differs from `expected`; a difference not seen at the last
+/// read is read again after [`CONFIRM_AFTER`], and the second read is the one that counts.
+/// None when the router cannot be read (said as the published read's error).
+async fn read_twice_if_new(
+    run: &Run<'_>,
+    expected: &Routing,
+    last: &[String],
+) -> Option<(RoutingState, Vec<String>)> {
+    let mut confirmed = false;
+    loop {
+        let state = match read(run, expected).await {
+            Ok(s) => s,
+            Err(e) => {
+                publish(run, error_read(&e)).await;
+                return None;
+            }
+        };
+        let diff = expected.differences(&state);
+        if diff.is_empty() || diff == last || confirmed {
+            return Some((state, diff));
+        }
+        confirmed = true;
+        tokio::time::sleep(CONFIRM_AFTER).await;
     }
 }
 
