@@ -197,10 +197,14 @@ pub fn id_cell(id: &str, width: u16) -> String {
     }
 }
 
-/// An id column's width: the whole id where the table is wide, else its time and suffix
-/// (`100000-aaaa`, which the CLI takes as well).
-pub fn id_width(table: u16) -> u16 {
-    if table >= 110 { 24 } else { 11 }
+/// An id column's width: the whole of the longest id where the table is wide, else the last
+/// 11 characters (`100000-aaaa`, or 11 of a newer id's random part; the CLI takes either).
+pub fn id_width<'a>(table: u16, ids: impl Iterator<Item = &'a str>) -> u16 {
+    if table < 110 {
+        return 11;
+    }
+    let longest = ids.map(|id| id.chars().count()).max().unwrap_or(24);
+    u16::try_from(longest).unwrap_or(u16::MAX).max(11)
 }
 
 #[cfg(test)]
@@ -235,5 +239,17 @@ mod tests {
         );
         assert_eq!(id_cell("dep-20261202-060248-384f", 11), "060248-384f");
         assert_eq!(id_cell("dep-1", 11), "dep-1");
+        let ids = [
+            "dep-20261202-060248-384f",
+            "dep-20261205-010657123-0k3q9xm2p4v8a",
+        ];
+        assert_eq!(
+            id_width(120, ids.into_iter()),
+            36,
+            "a wide table shows the longest whole"
+        );
+        assert_eq!(id_width(120, ids[..1].iter().copied()), 24);
+        assert_eq!(id_width(80, ids.into_iter()), 11);
+        assert_eq!(id_cell(ids[1], 11), "0k3q9xm2p4v8a"[2..]);
     }
 }

@@ -211,8 +211,14 @@ async fn finish_quit(
         .await;
     match spawn_worker(config_file) {
         Ok(pid) => note(format!(
-            "manent: {} continue in a background `manent worker` (pid {pid}); `manent console` shows them",
-            live.join(", ")
+            "manent: {} {} in a background `manent worker` (pid {pid}); `manent console` shows {}",
+            live.join(", "),
+            if live.len() == 1 {
+                "continues"
+            } else {
+                "continue"
+            },
+            if live.len() == 1 { "it" } else { "them" },
         )),
         Err(e) => note(format!(
             "manent: could not start a background worker ({e}); `manent resume ID` continues the deployments"

@@ -1,6 +1,7 @@
 //! Deployment ids as operators type them: whole, or any unique start or end of one — what a
-//! narrow console shows (`060248-384f`), or what was read aloud (`dep-20261202-0602`). Git's
-//! rule for short hashes: one match is the id, several are listed, none is said.
+//! narrow console shows (`3q9xm2p4v8a`; `060248-384f` for an id before 64 random bits), or what
+//! was read aloud (`dep-20261202-0602`). Git's rule for short hashes: one match is the id,
+//! several are listed, none is said.
 
 use crate::workflow::StoreError;
 use crate::workflow::store::{Store, WorkflowQuery};

@@ -157,13 +157,29 @@ pub async fn through_lock(
     Ok(vec![entry.record()])
 }
 
-/// A fresh deployment id: `dep-YYYYMMDD-HHMMSS-xxxx` (UTC), sortable and easy to read aloud.
+/// A fresh deployment id: `dep-YYYYMMDD-HHMMSSmmm-` (UTC, to the millisecond: ids sort by
+/// when they were made) and 64 random bits in 13 characters of Crockford's base32, lower case
+/// (no i, l, o or u to misread). Two submissions in the same millisecond collide once in
+/// 2^64; its last 11 characters — what a narrow console shows and the CLI takes — are 55 of
+/// those random bits.
 pub fn new_id() -> String {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
     let digits: String = now.chars().filter(char::is_ascii_digit).collect();
     let (date, time) = digits.split_at(8.min(digits.len()));
-    format!("dep-{date}-{time}-{:04x}", fastrand::u16(..))
+    format!("dep-{date}-{time}-{}", base32(fastrand::u64(..)))
 }
+
+/// `n` in 13 characters of Crockford's base32 (5 bits each, the first holds the top 4).
+fn base32(n: u64) -> String {
+    const DIGITS: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+    (0..13)
+        .rev()
+        .map(|i| char::from(DIGITS[usize::try_from((n >> (i * 5)) & 31).unwrap_or(0)]))
+        .collect()
+}
+
+/// How many fresh ids a submission tries when the one it drew is taken.
+const ID_TRIES: u32 = 3;
 
 fn describe(row: &WorkflowRow, phase: Option<&Phase>) -> String {
     let input: Option<DeployInput> = serde_json::from_str(&row.inputs).ok();
@@ -555,49 +571,59 @@ async fn submit_keyed(
     dedup: String,
     forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
-    let id = new_id();
     let subject = spec.subject();
-    let journal = super::records::JournalEntry::by(
-        sub.operator,
-        kind,
-        Some(&id),
-        Some(&subject),
-        Some(detail),
-        sub.reason,
-    );
-    let wf = NewWorkflow {
-        id: id.clone(),
-        name: kind.to_owned(),
-        definition_version: VERSION,
-        inputs,
-        subject: Some(subject),
-        dedup_key: Some(dedup),
-        max_recovery_attempts: sub.max_recovery_attempts,
-        records: forced
-            .iter()
-            .map(|r| with_workflow(r, &id))
-            .chain(std::iter::once(journal.record()))
-            .collect(),
-        executor: Some(sub.executor.to_owned()),
-        events: sub
-            .submitter
-            .iter()
-            .filter_map(|s| serde_json::to_string(s).ok())
-            .map(|v| (crate::workflow::store::SUBMITTER.to_owned(), v))
-            .collect(),
-    };
-    // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
-    let started = crate::workflow::retry::until_committed(
-        || db.start(wf.clone()),
-        |e| {
-            tracing::warn!(error = %e, "the database refused the new deployment; retrying");
-        },
-    )
-    .await?;
-    Ok(match started {
-        Started::Created | Started::Existing(_) => Ok(id),
-        Started::Duplicate(live) => Err(live),
-    })
+    let mut tries = 1;
+    loop {
+        let id = new_id();
+        let journal = super::records::JournalEntry::by(
+            sub.operator,
+            kind,
+            Some(&id),
+            Some(&subject),
+            Some(detail.clone()),
+            sub.reason,
+        );
+        let wf = NewWorkflow {
+            id: id.clone(),
+            name: kind.to_owned(),
+            definition_version: VERSION,
+            inputs: inputs.clone(),
+            subject: Some(subject.clone()),
+            dedup_key: Some(dedup.clone()),
+            max_recovery_attempts: sub.max_recovery_attempts,
+            records: forced
+                .iter()
+                .map(|r| with_workflow(r, &id))
+                .chain(std::iter::once(journal.record()))
+                .collect(),
+            executor: Some(sub.executor.to_owned()),
+            events: sub
+                .submitter
+                .iter()
+                .filter_map(|s| serde_json::to_string(s).ok())
+                .map(|v| (crate::workflow::store::SUBMITTER.to_owned(), v))
+                .collect(),
+        };
+        // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
+        let started = crate::workflow::retry::until_committed(
+            || db.start(wf.clone()),
+            |e| {
+                tracing::warn!(error = %e, "the database refused the new deployment; retrying");
+            },
+        )
+        .await;
+        return match started {
+            Ok(Started::Created | Started::Existing(_)) => Ok(Ok(id)),
+            Ok(Started::Duplicate(live)) => Ok(Err(live)),
+            // 64 random bits make this all but impossible; a clash is never the operator's.
+            Err(StoreError::IdInUse { .. }) if tries < ID_TRIES => {
+                tracing::warn!(deployment = %id, "the new deployment's id is taken; drawing another");
+                tries += 1;
+                continue;
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
 }
 
 /// A journal record that names the deployment it went with.
@@ -628,4 +654,44 @@ fn changes_releases(workflow: &str) -> bool {
         Kind::of_workflow(workflow, false),
         Some(Kind::Deploy | Kind::Canary)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_read_their_time_sort_by_it_and_carry_64_random_bits() {
+        let id = new_id();
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(parts.len(), 4, "{id}");
+        assert_eq!(parts[0], "dep");
+        assert!(
+            parts[1].len() == 8 && parts[1].bytes().all(|b| b.is_ascii_digit()),
+            "{id}"
+        );
+        assert!(
+            parts[2].len() == 9 && parts[2].bytes().all(|b| b.is_ascii_digit()),
+            "{id}"
+        );
+        assert_eq!(parts[3].len(), 13, "{id}");
+        assert!(!parts[3].contains(['i', 'l', 'o', 'u']), "{id}");
+        assert_eq!(base32(0), "0000000000000");
+        assert_eq!(base32(u64::MAX), "fzzzzzzzzzzzz");
+        assert_eq!(base32(32), "0000000000010");
+        // Thousands in the same millisecond or so: none alike, end or whole.
+        let ids: Vec<String> = (0..5000).map(|_| new_id()).collect();
+        let whole: std::collections::BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let ends: std::collections::BTreeSet<&str> =
+            ids.iter().map(|i| &i[i.len() - 11..]).collect();
+        assert_eq!((whole.len(), ends.len()), (5000, 5000));
+        let later = {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            new_id()
+        };
+        assert!(
+            ids.iter().all(|i| *i < later),
+            "an id sorts after every earlier one"
+        );
+    }
 }

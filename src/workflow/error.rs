@@ -38,9 +38,12 @@ pub enum StoreError {
         recorded: String,
         expected: String,
     },
-    /// A request that contradicts what is stored (same id, different inputs).
+    /// A request that contradicts what is stored.
     #[error("{0}")]
     Conflict(String),
+    /// A new workflow's id is another's, with other inputs (a submission tries a new id).
+    #[error("deployment id {id} is already used by another {kind} with different inputs")]
+    IdInUse { id: String, kind: String },
     /// No such workflow.
     #[error("no deployment with id {0}")]
     NotFound(String),

@@ -8,11 +8,13 @@ mod claim;
 mod mailbox;
 mod recommit;
 mod resume;
+mod start;
 
 pub use self::claim::{ClaimDecision, decide_claim};
 pub use self::mailbox::{refusal, undeliverable};
 pub use self::recommit::{StoredStep, recommit};
 pub use self::resume::{Resume, decide_resume, resume_blocked};
+pub use self::start::start_over;
 
 use std::collections::BTreeMap;
 

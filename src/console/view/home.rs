@@ -91,7 +91,11 @@ fn render_inbox(
             Col::fixed(6),
             Col::shrinks(to16(subject), 10, 9),
             // The verbs carry the whole id: the column gives way to them.
-            Col::shrinks(id_width(inner), 11, 7),
+            Col::shrinks(
+                id_width(inner, items.iter().filter_map(|i| i.deployment.as_deref())),
+                11,
+                7,
+            ),
             Col::shrinks(40, 20, 6).fills(),
             Col::shrinks(to16(verbs), to16(verbs), 5).drops(),
         ],
@@ -227,7 +231,10 @@ fn render_apps(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         header.push("PLUGIN");
     }
     let focused = app.focus == Focus::Apps;
-    let title = if apps.is_empty() && !app.filters.apps.is_empty() {
+    // Before the engine's first snapshot nothing is known yet: not "none".
+    let title = if app.snap.seq == 0 {
+        " Applications: reading… ".to_owned()
+    } else if apps.is_empty() && !app.filters.apps.is_empty() {
         format!(
             " Applications · /{}: none match (Esc clears) ",
             app.filters.apps
@@ -268,7 +275,11 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         1,
         2,
         &[
-            Col::shrinks(id_width(area.width), 11, 1),
+            Col::shrinks(
+                id_width(area.width, list.iter().map(|d| d.id.as_str())),
+                11,
+                1,
+            ),
             Col::fixed(8),
             Col::shrinks(to16(subject), 10, 5),
             Col::shrinks(13, 8, 6),
@@ -315,7 +326,9 @@ fn render_deployments(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         header.push("STARTED");
     }
     let focused = app.focus == Focus::Deployments;
-    let title = if app.snap.deployments.is_empty() {
+    let title = if app.snap.seq == 0 {
+        " Deployments: reading… ".to_owned()
+    } else if app.snap.deployments.is_empty() {
         " Deployments: none yet ".to_owned()
     } else if list.is_empty() {
         format!(

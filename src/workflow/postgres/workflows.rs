@@ -158,13 +158,7 @@ pub async fn start(
         .await?
         .map(|r| r.get(0))
         .unwrap_or_default();
-        if existing.name != wf.name || stored_sha != sha {
-            return Err(StoreError::Conflict(format!(
-                "deployment id {} is already used by another {} with different inputs",
-                wf.id, existing.name
-            )));
-        }
-        return Ok(Started::Existing(existing));
+        return crate::workflow::store::start_over(existing, wf, stored_sha == sha);
     }
     for (key, value) in &wf.events {
         exec(

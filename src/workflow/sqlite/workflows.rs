@@ -112,13 +112,7 @@ pub fn start(
             [&wf.id],
             |r| r.get(0),
         )?;
-        if existing.name != wf.name || stored_sha != sha {
-            return Err(StoreError::Conflict(format!(
-                "deployment id {} is already used by another {} with different inputs",
-                wf.id, existing.name
-            )));
-        }
-        return Ok(Started::Existing(existing));
+        return crate::workflow::store::start_over(existing, &wf, stored_sha == sha);
     }
     if let Some(key) = &wf.dedup_key
         && let Some(live) = live_with_dedup(conn, key)?

@@ -32,6 +32,31 @@ const REFUSAL: &str = "version \"$(id)\" is refused: it must start with a letter
     message goes on to say everything an operator at 3 am needs to read in full, which is \
     more than one line of an 80-column terminal can hold: the end of it must be readable too";
 
+/// The first frame comes before the engine's first snapshot: it says the lists are being
+/// read, never that there are none.
+#[test]
+fn the_first_frame_says_reading_until_the_first_snapshot_then_what_there_is() {
+    let first = App::new(false, NOW);
+    let screen = text_of(&first, 80, 24);
+    assert!(screen.contains("Applications: reading…"), "{screen}");
+    assert!(screen.contains("Deployments: reading…"), "{screen}");
+    assert!(!screen.contains("none yet"), "{screen}");
+    let mut empty = App::new(false, NOW);
+    let s = manent::engine::handle::Snapshot {
+        seq: 1,
+        ..Default::default()
+    };
+    empty.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let screen = text_of(&empty, 80, 24);
+    assert!(screen.contains("Deployments: none yet"), "{screen}");
+    assert!(!screen.contains("reading…"), "{screen}");
+    let screen = text_of(&app_on_home(), 80, 24);
+    assert!(
+        !screen.contains("reading…") && !screen.contains("none yet"),
+        "{screen}"
+    );
+}
+
 #[test]
 fn a_long_refusal_is_readable_in_full_at_80x24_stays_until_esc_and_is_kept_for_m() {
     let mut app = app_on_home();
