@@ -31,6 +31,7 @@ use manent::console::app::App;
 use manent::console::theme::Theme;
 use manent::console::{run, view};
 use manent::demo;
+use manent::deploy::state::DeploymentState;
 use manent::engine::handle::{self, Command};
 use manent::operator::Operator;
 use manent::plugin::{Level, LogLine};
@@ -307,17 +308,27 @@ async fn demo_bytes() {
     let (d2, f2, fr2, steady2) = (diffed.clone(), full.clone(), frames.clone(), steady.clone());
     let finished = async move {
         let mut seen_running = false;
+        // The demo's deploy is a canary: it ends its part when the candidate is on every
+        // target and it waits at its first weight for the operator (or when it settles).
+        let bound = Instant::now() + Duration::from_secs(180);
         loop {
+            assert!(
+                Instant::now() < bound,
+                "the demo's deploy did not reach its first pause within 3 minutes"
+            );
             let _ = tokio::time::timeout(Duration::from_millis(250), snaps.changed()).await;
             let snap = snaps.borrow_and_update().clone();
-            let Some(d) = snap
-                .deployments
-                .iter()
-                .find(|d| d.kind == manent::deploy::state::Kind::Deploy && d.version == "2.4.0")
-            else {
+            let Some(d) = snap.deployments.iter().find(|d| d.version == "2.4.0") else {
                 continue;
             };
-            let running = matches!(d.status, WorkflowStatus::Pending | WorkflowStatus::Enqueued);
+            let waits = matches!(
+                d.state,
+                DeploymentState::CanaryPaused
+                    | DeploymentState::Paused
+                    | DeploymentState::FailedAwaiting
+            );
+            let running =
+                matches!(d.status, WorkflowStatus::Pending | WorkflowStatus::Enqueued) && !waits;
             if running && !seen_running {
                 seen_running = true;
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -353,7 +364,7 @@ async fn demo_bytes() {
         frames.load(Ordering::Relaxed) - fr0,
     );
     println!(
-        "\nterminal output at 120x40 while the demo deploys 36 targets ({:.1} s, {ended:?}):",
+        "\nterminal output at 120x40 while the demo's canary goes to 36 targets ({:.1} s, {ended:?}):",
         total.as_secs_f64()
     );
     println!(
