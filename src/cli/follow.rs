@@ -361,6 +361,8 @@ async fn follow(
         Runner::Local(e) => Some(e.events()),
         Runner::Remote { .. } => None,
     };
+    // An engine elsewhere: its commits move the database's change counter.
+    let mut version = None;
     loop {
         let began = std::time::Instant::now();
         if let Runner::Local(e) = runner
@@ -459,11 +461,27 @@ async fn follow(
             // No more than half of a core goes to reading: a read of a large fleet's deployment
             // waits as long again before the next (the engine shares this process).
             () = async {
-                next_event(&mut moved).await;
+                match &moved {
+                    Some(_) => next_event(&mut moved).await,
+                    None => next_change(store, &mut version).await,
+                }
                 tokio::time::sleep(began.elapsed()).await;
             } => {}
             stop = signals.recv() => if stop { return stop_or_detach(runner) },
         }
+    }
+}
+
+/// The next commit another process made to the database, seen by its change counter (a cheap
+/// read, every 25 ms).
+async fn next_change(store: &dyn Db, last: &mut Option<i64>) {
+    loop {
+        if let Ok(now) = store.data_version().await
+            && last.replace(now).is_some_and(|before| before != now)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
