@@ -10,8 +10,9 @@ mod observe;
 pub mod request;
 mod watch;
 
+use self::log_hub::LogHub;
 use self::log_hub::log_path_failed;
-pub use self::log_hub::{LogHub, log_path_failure};
+pub use self::log_hub::log_path_failure;
 use self::watch::{spawn_heartbeat, spawn_lost_watch, spawn_pruner, spawn_trouble_watch};
 
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! How manent writes times, durations and digests, in one place below every layer: the
-//! records' messages, the CLI's tables and the console say them alike.
+//! records' messages and the CLI's tables say them alike (the console's narrow columns have
+//! their own shorter forms, `console/widgets.rs`).
 
 use std::time::{Duration, UNIX_EPOCH};
 

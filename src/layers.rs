@@ -1,7 +1,10 @@
 //! The layer rule (DESIGN §3), checked on the code's own imports: every `crate::…` path and
-//! every `super::…` that reaches a sibling, in every file of the library. A module may use the
-//! modules of lower layers only; within a module, its children may not use each other in a
-//! loop. A new import that runs up a layer or closes a loop fails here, with its file and line.
+//! every `super::…` that reaches a sibling file, in every file of the library. A top-level
+//! module may use the modules of lower layers only, and its children (its files and
+//! directories) may not use each other in a loop. A new import that runs up a layer or closes
+//! such a loop fails here, with its file and line. What it does not see: loops deeper down (the
+//! children of a child), a use through a re-export, and the names of a `use super::{…}` group
+//! written over several lines after its first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -43,7 +46,7 @@ struct Use {
 struct Place {
     top: String,
     child: Option<String>,
-    /// Path components below `src/` (`deploy/canary/watch` is 3).
+    /// Path components below `src/` (`deploy/flows/canary/watch` is 4).
     depth: usize,
 }
 

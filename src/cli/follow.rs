@@ -2,18 +2,22 @@
 //! process holds the database — the work is handed to it and followed. Progress goes to
 //! stderr, the summary to stdout, and the exit code says how the deployment ended.
 
+mod lines;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
+pub use self::lines::summary;
+use self::lines::{hook_line, progress_line};
 use super::exit;
 use super::output::{self, Out};
 use crate::config::Config;
 use crate::deploy::records::Db;
 use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetState as T, Topic};
-use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
+use crate::deploy::view::{DeploymentView, HookState};
 use crate::engine::Engine;
 use crate::engine::attach::{Opened, open_or_attach};
 use crate::engine::request::Requests;
@@ -189,6 +193,18 @@ pub async fn to_end(
     expect: Expect,
     out: &mut Out,
 ) -> u8 {
+    follow_to_end(runner, id, (verbose, json, expect), true, out).await
+}
+
+/// [`to_end`]; `may_take_over`: once, a deployment handed to an engine that stopped before
+/// taking it runs here.
+async fn follow_to_end(
+    runner: Runner,
+    id: &str,
+    (verbose, json, expect): (bool, bool, Expect),
+    may_take_over: bool,
+    out: &mut Out,
+) -> u8 {
     let Some(mut signals) = Signals::new() else {
         out.error("cannot watch for Ctrl-C and SIGTERM");
         return exit::ENGINE;
@@ -222,20 +238,27 @@ pub async fn to_end(
         }
     };
     if matches!(ending, Ending::EngineGone)
-        && let Runner::Remote { config_file, .. } = &runner
+        && may_take_over
+        && let Runner::Remote { config_file, db, .. } = &runner
         && status(runner.store(), id).await == Some(WorkflowStatus::Enqueued)
+        && let Some(config) = output::load_settings(config_file, out)
+        // manent.yml read again must still name the database the deployment is in.
+        && config.database == *db
     {
         // Handed to an engine that stopped before it took the work (a background worker that
         // found nothing left to do a moment before): the database is free, so it runs here.
         out.note(format!(
             "manent: the engine {id} was handed to stopped before taking it; running it here"
         ));
-        let Some(config) = output::load_settings(config_file, out) else {
-            return exit::BAD_INPUT;
-        };
         drop(runner);
-        return match Runner::start(&config, out).await {
-            Ok(here) => Box::pin(to_end(here, id, verbose, json, expect, out)).await,
+        let started = tokio::select! {
+            started = Runner::start(&config, out) => started,
+            stop = signals.recv() => if stop { Err(exit::INTERRUPTED) } else { Err(exit::ENGINE) },
+        };
+        return match started {
+            Ok(here) => {
+                Box::pin(follow_to_end(here, id, (verbose, json, expect), false, out)).await
+            }
             Err(code) => code,
         };
     }
@@ -363,6 +386,8 @@ async fn follow(
     };
     // An engine elsewhere: its commits move the database's change counter.
     let mut version = None;
+    // Since when this engine has not run the deployment it owns (see below).
+    let mut adrift: Option<std::time::Instant> = None;
     loop {
         let began = std::time::Instant::now();
         if let Runner::Local(e) = runner
@@ -444,6 +469,7 @@ async fn follow(
             // one's lease expired): follow it there.
             match owner_elsewhere(store, id, e.config()).await {
                 Some(owner) => {
+                    adrift = None;
                     if elsewhere.as_ref() != Some(&owner.executor_id) {
                         out.note(format!(
                             "manent: engine {} (pid {} on {}) runs {id} now: it took the \
@@ -453,19 +479,29 @@ async fn follow(
                         elsewhere = Some(owner.executor_id);
                     }
                 }
-                None => return Ending::EngineGone,
+                // Nobody else: this engine's run stopped when its lease lapsed, and it takes
+                // it back once it renews. Gone only when it has not within a lease and 2s.
+                None => {
+                    let since = *adrift.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() > e.config().engine.lease + Duration::from_secs(2) {
+                        return Ending::EngineGone;
+                    }
+                }
             }
+        } else {
+            adrift = None;
         }
+        let took = began.elapsed();
+        // No more than half of a core goes to reading: a read of a large fleet's deployment
+        // waits as long again before the next, woken or not (the engine shares this process).
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-            // No more than half of a core goes to reading: a read of a large fleet's deployment
-            // waits as long again before the next (the engine shares this process).
+            () = tokio::time::sleep(took.max(Duration::from_millis(200))) => {}
             () = async {
                 match &moved {
-                    Some(_) => next_event(&mut moved).await,
+                    Some(_) => next_event(&mut moved, id).await,
                     None => next_change(store, &mut version).await,
                 }
-                tokio::time::sleep(began.elapsed()).await;
+                tokio::time::sleep(took).await;
             } => {}
             stop = signals.recv() => if stop { return stop_or_detach(runner) },
         }
@@ -485,15 +521,24 @@ async fn next_change(store: &dyn Db, last: &mut Option<i64>) {
     }
 }
 
-/// The next thing the engine here did (a lagging reader has missed some: it reads anyway);
-/// never, without one.
-async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<RuntimeEvent>>) {
+/// The next thing the engine here did to deployment `id` (a lagging reader has missed some:
+/// it reads anyway), with what else is already waiting drained; never, without an engine.
+async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<RuntimeEvent>>, id: &str) {
+    use tokio::sync::broadcast::error::RecvError;
     let Some(rx) = events else {
         return std::future::pending().await;
     };
-    if let Err(tokio::sync::broadcast::error::RecvError::Closed) = rx.recv().await {
-        *events = None;
+    loop {
+        match rx.recv().await {
+            Ok(e) if e.workflow_id() != id => continue,
+            Ok(_) | Err(RecvError::Lagged(_)) => break,
+            Err(RecvError::Closed) => {
+                *events = None;
+                return;
+            }
+        }
     }
+    while rx.try_recv().is_ok() {}
 }
 
 /// The live engine other than this one that owns deployment `id`, on a shared database.
@@ -581,245 +626,5 @@ fn stop_or_detach(runner: &Runner) -> Ending {
     match runner {
         Runner::Local(_) => Ending::Stopped,
         Runner::Remote { .. } => Ending::Detached,
-    }
-}
-
-/// `  [pre-deploy] hook migrate: passed in 1.2s: exit 0`
-fn hook_line(h: &HookView) -> String {
-    let took = h
-        .duration_ms
-        .map(|d| format!(" in {}", output::duration(d)))
-        .unwrap_or_default();
-    let detail = match h.state {
-        HookState::Running => format!("running (attempt {})", h.attempt),
-        HookState::Retrying => format!("attempt {} failed, retrying: {}", h.attempt, h.message),
-        HookState::Failed => format!("failed after {} attempt(s): {}", h.attempt, h.message),
-        s => format!("{}{took}: {}", s.as_str(), h.message),
-    };
-    format!("  [{}] hook {}: {detail}", h.event, h.name)
-}
-
-fn progress_line(v: &DeploymentView, t: &TargetView) -> String {
-    let batch = if v.batches > 0 {
-        format!("[{}/{}] ", t.batch, v.batches)
-    } else {
-        String::new()
-    };
-    let detail = match t.state {
-        T::Running => format!("running (attempt {})", t.attempt),
-        T::Retrying => format!("attempt {} failed, retrying: {}", t.attempt, t.message),
-        T::Unknown if v.status.is_live() => format!(
-            "unknown: attempt {} was cut off by an engine stop; it is reconciled (or run again \
-             with the same key) next",
-            t.attempt
-        ),
-        T::Unknown => format!(
-            "unknown: attempt {} was cut off by an engine stop; it is reconciled (or run again) \
-             when the deployment is resumed",
-            t.attempt
-        ),
-        T::Failed | T::RollbackFailed => {
-            format!("{} after {} attempt(s): {}", t.state, t.attempt, t.message)
-        }
-        T::Skipped => format!("skipped: {}", t.message),
-        state => {
-            let took = t
-                .duration_ms
-                .map(|d| format!(" in {}", output::duration(d)))
-                .unwrap_or_default();
-            let msg = if t.message.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", t.message)
-            };
-            format!("{state}{took}{msg}")
-        }
-    };
-    format!("  {batch}{}: {detail}", t.name)
-}
-
-/// Where a canary that waits is, and the verbs that move it on.
-fn canary_summary(v: &DeploymentView, c: &crate::deploy::view::CanaryView, out: &mut Out) {
-    let id = &v.id;
-    let actual = match c.actual_weight() {
-        Some(a) if a != c.status.weight => format!(" (the router serves {a}%: drift)"),
-        _ => String::new(),
-    };
-    let at = v
-        .phase
-        .as_ref()
-        .map_or_else(String::new, |p| format!(" at {p}"));
-    out.line(format!(
-        "  candidate {}% / stable {}%{actual}{at}",
-        c.status.weight,
-        100 - c.status.weight.min(100)
-    ));
-    if let Some(d) = c.status.decisions.last().filter(|d| d.by == "analysis") {
-        out.line(format!("  {} by its analysis: {}", d.action, d.why));
-    }
-    for l in c.router_lines() {
-        out.line(format!("  {l}"));
-    }
-    let mut verbs: Vec<(String, &str)> = Vec::new();
-    if v.takes(Topic::Resume) {
-        verbs.push((format!("manent resume {id}"), "goes on with the steps"));
-    }
-    if v.takes(Topic::Promote) {
-        verbs.push((format!("manent promote {id}"), "ends this step"));
-        verbs.push((format!("manent promote --full {id}"), "skips the rest"));
-    }
-    if v.takes(Topic::Weight) {
-        verbs.push((format!("manent weight {id} N"), "sets the weight and holds"));
-    }
-    if v.takes(Topic::Back) && c.status.can_go_back {
-        verbs.push((
-            format!("manent back {id}"),
-            "returns to the previous step's weight",
-        ));
-    }
-    if v.takes(Topic::Retry) {
-        verbs.push((format!("manent retry {id}"), "tries the router call again"));
-    }
-    if v.takes(Topic::Revert) {
-        verbs.push((
-            format!("manent revert {id}"),
-            "takes the candidate out of traffic",
-        ));
-    }
-    if v.takes(Topic::Abandon) {
-        verbs.push((
-            format!("manent abandon {id} --reason \"…\""),
-            "ends it failed, traffic left where the router has it",
-        ));
-    }
-    let wide = verbs.iter().map(|(v, _)| v.len()).max().unwrap_or(0);
-    let verbs: Vec<String> = verbs
-        .into_iter()
-        .map(|(v, what)| format!("{v:<wide$}  {what}"))
-        .collect();
-    if !verbs.is_empty() {
-        out.line(format!("  {id} waits for an operator:"));
-        for v in verbs {
-            out.line(format!("    {v}"));
-        }
-    }
-}
-
-/// The deployment's summary on stdout (or its JSON).
-pub fn summary(v: &DeploymentView, json: bool, out: &mut Out) {
-    if json {
-        out.json(v);
-        return;
-    }
-    let mut counts: Vec<(TargetState, usize)> = Vec::new();
-    for t in &v.targets {
-        match counts.iter_mut().find(|(s, _)| *s == t.state) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((t.state, 1)),
-        }
-    }
-    let mut counts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-    if v.kind == Kind::Test {
-        for state in [HookState::Passed, HookState::Failed] {
-            let n = v.hooks.iter().filter(|h| h.state == state).count();
-            if n > 0 {
-                counts.push(format!("{n} {}", state.as_str()));
-            }
-        }
-    }
-    let what = match v.kind {
-        Kind::Rollback => format!(
-            "rollback of {} in {} ({})",
-            v.application, v.environment, v.transitions
-        ),
-        Kind::DryRun => format!(
-            "dry-run of {} {} in {}",
-            v.application, v.version, v.environment
-        ),
-        Kind::Deploy => format!(
-            "deploy of {} {} to {}",
-            v.application, v.version, v.environment
-        ),
-        Kind::Canary => format!(
-            "canary of {} {} to {}",
-            v.application, v.version, v.environment
-        ),
-        Kind::Test => format!(
-            "test hooks of {} {} in {}",
-            v.application, v.version, v.environment
-        ),
-    };
-    out.line(format!(
-        "{}: {what}: {} ({})",
-        v.id,
-        v.state,
-        counts.join(", ")
-    ));
-    if let Some(r) = &v.report
-        && !r.message.is_empty()
-    {
-        out.line(format!("  {}", r.message));
-    }
-    for h in v.hooks.iter().filter(|h| h.state != HookState::Pending) {
-        out.line(hook_line(h));
-        if h.state == HookState::Failed && !h.output.is_empty() {
-            for l in h
-                .output
-                .lines()
-                .rev()
-                .take(5)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-            {
-                out.line(format!("      {l}"));
-            }
-        }
-    }
-    if v.dry_run {
-        for t in &v.targets {
-            out.line(format!("  {}: {}", t.moniker, t.message));
-        }
-    }
-    for t in v.targets.iter().filter(|t| t.state.is_failed()) {
-        out.line(format!(
-            "  {:<8} {}  ({} attempts) {}",
-            t.state, t.moniker, t.attempt, t.message
-        ));
-    }
-    if let Some(r) = &v.report {
-        for t in r
-            .targets
-            .iter()
-            .filter(|t| t.status == T::Unchanged && v.kind == Kind::Rollback)
-        {
-            out.line(format!("  unchanged {}: {}", t.moniker, t.message));
-        }
-        for t in &r.rolled_back {
-            out.line(format!(
-                "  rolled back {}: {} {}",
-                t.moniker, t.status, t.message
-            ));
-        }
-    }
-    if let Some(c) = &v.canary
-        && v.status.is_live()
-    {
-        canary_summary(v, c, out);
-    }
-    if v.state == DeploymentState::FailedAwaiting && !v.router_failed() {
-        let id = &v.id;
-        let failed = v.first_failure().map_or("TARGET", |t| t.name.as_str());
-        let mut verbs = Vec::new();
-        if v.takes(Topic::Retry) {
-            verbs.push(format!("`manent retry {id}` runs the failed targets again"));
-        }
-        if v.takes(Topic::Skip) {
-            verbs.push(format!("`manent skip {id} {failed}` leaves one out"));
-        }
-        if v.takes(Topic::Abort) {
-            verbs.push(format!("`manent abort {id}` rolls back what it changed"));
-        }
-        out.line(format!("  {id} waits for a decision: {}", verbs.join(", ")));
     }
 }

@@ -347,7 +347,8 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
         return exit::BAD_INPUT;
     };
     // Taken before the engine starts: Ctrl-C or SIGTERM while it starts (waiting on a
-    // database) stops it with a word instead of killing it mid-registration.
+    // database) ends it with a word instead of the default silent death; what the start had
+    // recorded is left as after a kill (the lease lapses, the next engine reconciles).
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),

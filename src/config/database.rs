@@ -243,3 +243,43 @@ pub fn tls_params(url: &str) -> (String, Option<std::path::PathBuf>) {
     };
     (url, rootcert)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{shown_url, tls_params};
+
+    #[test]
+    fn libpq_tls_parameters_are_read_here() {
+        let (url, ca) = tls_params(
+            "postgres://m@db:5432/m?sslmode=verify-full&sslrootcert=/etc/manent/ca.pem&application_name=x",
+        );
+        assert_eq!(
+            url,
+            "postgres://m@db:5432/m?sslmode=require&application_name=x"
+        );
+        assert_eq!(
+            ca.as_deref(),
+            Some(std::path::Path::new("/etc/manent/ca.pem"))
+        );
+        assert!(url.parse::<tokio_postgres::Config>().is_ok());
+        let (url, ca) = tls_params("postgres://m@db/m?sslrootcert=/ca.pem");
+        assert_eq!((url.as_str(), ca.is_some()), ("postgres://m@db/m", true));
+        assert_eq!(tls_params("postgres://m@db/m").0, "postgres://m@db/m");
+    }
+
+    #[test]
+    fn a_shown_url_has_no_password() {
+        assert_eq!(
+            shown_url("postgres://manent:s3cret@db.internal:5432/manent"),
+            "postgres://manent@db.internal:5432/manent"
+        );
+        assert_eq!(
+            shown_url("postgres://db/manent?password=s3cret&sslmode=disable"),
+            "postgres://db/manent?sslmode=disable"
+        );
+        assert_eq!(
+            shown_url("postgres:///m?user=u&host=/tmp/x"),
+            "postgres:///m?user=u&host=/tmp/x"
+        );
+    }
+}

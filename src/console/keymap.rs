@@ -92,6 +92,8 @@ pub fn action(mode: Mode, key: KeyEvent) -> Option<Action> {
             _ => None,
         },
         Mode::TypedConfirm | Mode::Prompt => match key.code {
+            // A prompt with a list above it (the version picker) goes back to it.
+            KeyCode::Up if mode == Mode::Prompt => Some(Action::Up),
             KeyCode::Enter => Some(Action::Submit),
             KeyCode::Esc => Some(Action::Dismiss),
             KeyCode::Backspace => Some(Action::Backspace),

@@ -4,7 +4,8 @@
 //! is journaled in the same transaction that delivers it.
 
 use super::records::{Db, JournalEntry};
-pub use super::state::{Delivered, OperatorCommand};
+use super::state::Delivered;
+pub use super::state::OperatorCommand;
 use super::state::{DeploymentState, Kind, Phase, TargetState, Topic, names};
 use super::view::{self, DeploymentView};
 use crate::operator::Operator;
@@ -143,7 +144,7 @@ async fn deliver(
             id: format!("cmd-{:016x}", fastrand::u64(..)),
             destination: v.id.clone(),
             topic: topic.as_str().to_owned(),
-            payload: serde_json::to_string(&payload).unwrap_or_else(|_| "{}".into()),
+            payload: payload.payload(),
             sender: Some(operator.display()),
             created_at: crate::sys::now_ms(),
             interrupts: topic == Topic::Abort,

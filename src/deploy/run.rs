@@ -553,6 +553,24 @@ impl<'a> Run<'a> {
     }
 }
 
+/// How a flow ends when its run cannot begin ([`Run::begin`]'s error): an interruption goes up;
+/// a plan or plugin that fails ends it with a `kind` report for `version` saying why.
+pub async fn not_begun(
+    ctx: &WfCtx,
+    kind: Kind,
+    version: &str,
+    stop: Stop,
+) -> Result<Report, Interrupt> {
+    match stop {
+        Stop::Interrupt(i) => Err(i),
+        Stop::Failed(why) | Stop::Abort(why) => {
+            let mut r = Report::new(kind, version);
+            r.message = why;
+            end(ctx, r).await
+        }
+    }
+}
+
 /// Publishes the last phase of a deployment that ends with `report`.
 pub async fn end(ctx: &WfCtx, report: Report) -> Result<Report, Interrupt> {
     // A canary an operator (or its analysis) reverted ended as meant: it is done, not failed.

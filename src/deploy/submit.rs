@@ -227,7 +227,10 @@ pub async fn resumed_same(
         let Ok(Some(row)) = db.workflow(id).await else {
             continue;
         };
-        let same = row.name == workflow
+        // What it recovered may have ended since (a console open for hours): only a live
+        // one is followed.
+        let same = row.status.is_live()
+            && row.name == workflow
             && serde_json::from_str::<DeployInput>(&row.inputs)
                 .is_ok_and(|i| i.spec == *spec && i.dry_run == dry_run);
         // One that waits for a decision stays there: [`deploy`] sends it the retry.
@@ -572,38 +575,42 @@ async fn submit_keyed(
     forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
     let subject = spec.subject();
-    let mut tries = 1;
-    loop {
-        let id = new_id();
+    // The records that go with the start, naming its id (drawn again if it is taken).
+    let records = |id: &str| -> Vec<Record> {
         let journal = super::records::JournalEntry::by(
             sub.operator,
             kind,
-            Some(&id),
+            Some(id),
             Some(&subject),
             Some(detail.clone()),
             sub.reason,
         );
-        let wf = NewWorkflow {
-            id: id.clone(),
-            name: kind.to_owned(),
-            definition_version: VERSION,
-            inputs: inputs.clone(),
-            subject: Some(subject.clone()),
-            dedup_key: Some(dedup.clone()),
-            max_recovery_attempts: sub.max_recovery_attempts,
-            records: forced
-                .iter()
-                .map(|r| with_workflow(r, &id))
-                .chain(std::iter::once(journal.record()))
-                .collect(),
-            executor: Some(sub.executor.to_owned()),
-            events: sub
-                .submitter
-                .iter()
-                .filter_map(|s| serde_json::to_string(s).ok())
-                .map(|v| (crate::workflow::store::SUBMITTER.to_owned(), v))
-                .collect(),
-        };
+        forced
+            .iter()
+            .map(|r| with_workflow(r, id))
+            .chain(std::iter::once(journal.record()))
+            .collect()
+    };
+    let id = new_id();
+    let mut wf = NewWorkflow {
+        records: records(&id),
+        id,
+        name: kind.to_owned(),
+        definition_version: VERSION,
+        inputs,
+        subject: Some(subject.clone()),
+        dedup_key: Some(dedup),
+        max_recovery_attempts: sub.max_recovery_attempts,
+        executor: Some(sub.executor.to_owned()),
+        events: sub
+            .submitter
+            .iter()
+            .filter_map(|s| serde_json::to_string(s).ok())
+            .map(|v| (crate::workflow::store::SUBMITTER.to_owned(), v))
+            .collect(),
+    };
+    let mut tries = 1;
+    loop {
         // A start is idempotent by id, so a commit whose acknowledgement was lost is retried safely.
         let started = crate::workflow::retry::until_committed(
             || db.start(wf.clone()),
@@ -613,12 +620,14 @@ async fn submit_keyed(
         )
         .await;
         return match started {
-            Ok(Started::Created | Started::Existing(_)) => Ok(Ok(id)),
+            Ok(Started::Created | Started::Existing(_)) => Ok(Ok(wf.id)),
             Ok(Started::Duplicate(live)) => Ok(Err(live)),
             // 64 random bits make this all but impossible; a clash is never the operator's.
             Err(StoreError::IdInUse { .. }) if tries < ID_TRIES => {
-                tracing::warn!(deployment = %id, "the new deployment's id is taken; drawing another");
+                tracing::warn!(deployment = %wf.id, "the new deployment's id is taken; drawing another");
                 tries += 1;
+                wf.id = new_id();
+                wf.records = records(&wf.id);
                 continue;
             }
             Err(e) => Err(e.into()),

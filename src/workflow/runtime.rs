@@ -69,6 +69,18 @@ pub enum RuntimeEvent {
     DeadLettered { workflow_id: String },
 }
 
+impl RuntimeEvent {
+    /// The workflow it is about.
+    pub fn workflow_id(&self) -> &str {
+        match self {
+            RuntimeEvent::Step { workflow_id, .. }
+            | RuntimeEvent::Claimed { workflow_id, .. }
+            | RuntimeEvent::Ended { workflow_id, .. }
+            | RuntimeEvent::DeadLettered { workflow_id } => workflow_id,
+        }
+    }
+}
+
 struct Broadcast(broadcast::Sender<RuntimeEvent>);
 
 impl Observer for Broadcast {

@@ -446,7 +446,7 @@ pub struct Record {
 impl Record {
     /// Its body as `T`; a body that does not decode is an error naming its kind.
     pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
-        serde_json::from_value(self.body.clone())
+        T::deserialize(&self.body)
             .map_err(|e| StoreError::Sql(format!("a `{}` record does not decode: {e}", self.kind)))
     }
 }

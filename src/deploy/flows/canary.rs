@@ -80,12 +80,7 @@ async fn begin<'a>(
             run.commands = |_, phase| accepts(phase);
             Ok(run)
         }
-        Err(Stop::Interrupt(i)) => Err(Err(i)),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(Kind::Canary, &spec.artifact.version);
-            r.message = why;
-            Err(run::end(ctx, r).await)
-        }
+        Err(stop) => Err(run::not_begun(ctx, Kind::Canary, &spec.artifact.version, stop).await),
     }
 }
 

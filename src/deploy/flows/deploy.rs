@@ -44,12 +44,7 @@ async fn deploy(
 ) -> Result<Report, Interrupt> {
     let mut run = match Run::begin(env, ctx, spec, kind).await {
         Ok(r) => r,
-        Err(Stop::Interrupt(i)) => return Err(i),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(kind, &spec.artifact.version);
-            r.message = why;
-            return run::end(ctx, r).await;
-        }
+        Err(stop) => return run::not_begun(ctx, kind, &spec.artifact.version, stop).await,
     };
     let report = match body(&mut run).await {
         Ok(r) => r,

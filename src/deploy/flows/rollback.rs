@@ -24,12 +24,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
     let spec = &input.spec;
     let mut run = match Run::begin(&env, &ctx, spec, Kind::Rollback).await {
         Ok(r) => r,
-        Err(Stop::Interrupt(i)) => return Err(i),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(Kind::Rollback, "");
-            r.message = why;
-            return outcome(run::end(&ctx, r).await);
-        }
+        Err(stop) => return outcome(run::not_begun(&ctx, Kind::Rollback, "", stop).await),
     };
     let report = match body(&mut run).await {
         Ok(r) => r,

@@ -19,11 +19,8 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
     let spec = &input.spec;
     let run = match Run::begin_without_plugin(&env, &ctx, spec, Kind::Test).await {
         Ok(r) => r,
-        Err(Stop::Interrupt(i)) => return Err(i),
-        Err(Stop::Failed(why) | Stop::Abort(why)) => {
-            let mut r = Report::new(Kind::Test, &spec.artifact.version);
-            r.message = why;
-            return outcome(run::end(&ctx, r).await);
+        Err(stop) => {
+            return outcome(run::not_begun(&ctx, Kind::Test, &spec.artifact.version, stop).await);
         }
     };
     let vars = Vars {

@@ -63,7 +63,7 @@ impl Tally {
 }
 
 /// The line of a target whose step returned.
-pub fn done_line(batch: u32, t: &PlannedTarget, done: &TargetDone) -> TargetReport {
+pub(super) fn done_line(batch: u32, t: &PlannedTarget, done: &TargetDone) -> TargetReport {
     TargetReport {
         moniker: t.moniker.to_string(),
         batch,
@@ -75,7 +75,7 @@ pub fn done_line(batch: u32, t: &PlannedTarget, done: &TargetDone) -> TargetRepo
 }
 
 /// The line of a target whose step failed for good.
-pub fn failure_line(batch: u32, t: &PlannedTarget, f: &StepFailure) -> TargetReport {
+pub(super) fn failure_line(batch: u32, t: &PlannedTarget, f: &StepFailure) -> TargetReport {
     TargetReport {
         moniker: t.moniker.to_string(),
         batch,

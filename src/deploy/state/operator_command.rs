@@ -60,10 +60,44 @@ struct Loose {
     full: bool,
 }
 
+/// The mailbox payload as written: the typed command, and beside it the loose fields an
+/// earlier manent reads (an engine not yet upgraded, on a shared database, runs the command
+/// it was sent as meant).
+#[derive(serde::Serialize)]
+struct Wire<'a> {
+    #[serde(flatten)]
+    delivered: &'a Delivered,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    targets: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weight: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    full: bool,
+}
+
 impl Delivered {
-    /// The command `msg` carries; one stored with loose fields reads as its topic's command.
-    /// A message that decodes neither way is its topic's command with nothing more (a weight
-    /// of none keeps the weight where it is).
+    /// The payload a message carries it in.
+    pub fn payload(&self) -> String {
+        let targets = match &self.command {
+            OperatorCommand::Retry { targets } => targets.iter().map(String::as_str).collect(),
+            OperatorCommand::Skip { target } => vec![target.as_str()],
+            _ => Vec::new(),
+        };
+        let wire = Wire {
+            delivered: self,
+            targets,
+            weight: match self.command {
+                OperatorCommand::Weight(w) => Some(w),
+                _ => None,
+            },
+            full: self.command == OperatorCommand::Promote { full: true },
+        };
+        serde_json::to_string(&wire).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// The command `msg` carries; one stored with loose fields reads as its topic's command
+    /// (an earlier manent sent one target per skip, and always a weight's value). A message
+    /// that decodes neither way, or a weight without its value, is no command.
     pub fn of(msg: &Message) -> Option<Delivered> {
         if let Ok(d) = serde_json::from_str::<Delivered>(&msg.payload) {
             return Some(d);
@@ -221,5 +255,51 @@ mod tests {
         assert_eq!(loose("weight", "{}"), None);
         assert_eq!(loose("skip", "{}"), None);
         assert_eq!(loose("nonsense", "{}"), None);
+    }
+
+    /// What is written reads back as sent, and carries beside it the loose fields an engine of
+    /// an earlier manent reads (on a shared database during an upgrade).
+    #[test]
+    fn the_payload_written_carries_the_fields_an_earlier_manent_reads() {
+        for (command, earlier) in [
+            (
+                OperatorCommand::Weight(30),
+                serde_json::json!({"weight": 30}),
+            ),
+            (
+                OperatorCommand::Promote { full: true },
+                serde_json::json!({"full": true}),
+            ),
+            (
+                OperatorCommand::Retry {
+                    targets: vec!["web-1".into(), "web-4".into()],
+                },
+                serde_json::json!({"targets": ["web-1", "web-4"]}),
+            ),
+            (
+                OperatorCommand::Skip {
+                    target: "web-2".into(),
+                },
+                serde_json::json!({"targets": ["web-2"]}),
+            ),
+            (OperatorCommand::Pause, serde_json::json!({})),
+        ] {
+            let sent = Delivered {
+                command: command.clone(),
+                reason: Some("ticket 42".into()),
+            };
+            let payload = sent.payload();
+            let topic = command.topic().unwrap().as_str();
+            assert_eq!(
+                Delivered::of(&message(topic, &payload)),
+                Some(sent),
+                "{payload}"
+            );
+            let written: serde_json::Value = serde_json::from_str(&payload).unwrap();
+            assert_eq!(written["reason"], "ticket 42", "{payload}");
+            for (k, v) in earlier.as_object().unwrap() {
+                assert_eq!(&written[k], v, "{command:?}: {payload}");
+            }
+        }
     }
 }

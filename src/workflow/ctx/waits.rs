@@ -39,7 +39,7 @@ impl WfCtx {
         }
     }
 
-    pub(super) async fn deadline(&self, id: u32, d: Duration) -> Result<i64, Interrupt> {
+    async fn deadline(&self, id: u32, d: Duration) -> Result<i64, Interrupt> {
         if let Some(rec) = self.recorded(id) {
             return self
                 .replay::<i64>(&rec, SLEEP)?
@@ -126,7 +126,7 @@ impl WfCtx {
         Ok(None)
     }
 
-    pub(super) fn remember<T: Serialize>(&self, id: u32, name: &str, value: &T) {
+    fn remember<T: Serialize>(&self, id: u32, name: &str, value: &T) {
         let rec = StepRecord {
             function_id: id,
             function_name: name.to_owned(),
@@ -175,7 +175,7 @@ impl WfCtx {
 
     /// Waits up to `d` (or until woken); `Ok(true)` when woken. Leaves at once when the engine
     /// drains: the wait's progress is durable, so the next start picks it up.
-    pub(super) async fn wait(&self, d: Option<Duration>) -> Result<bool, Interrupt> {
+    async fn wait(&self, d: Option<Duration>) -> Result<bool, Interrupt> {
         let mut rx = self.run.control.shutdown.clone();
         let sleep = tokio::time::sleep(d.unwrap_or(Duration::from_secs(1)));
         tokio::select! {
@@ -186,7 +186,7 @@ impl WfCtx {
     }
 
     /// After a wake-up during a sleep: stop if an operator cancelled the workflow.
-    pub(super) async fn check_live(&self) -> Result<(), Interrupt> {
+    async fn check_live(&self) -> Result<(), Interrupt> {
         let row = self
             .store_retry(|| self.run.store.workflow(&self.run.id))
             .await?;
@@ -202,7 +202,7 @@ impl WfCtx {
 
 /// Marks the run as parked in a durable wait while it lives (drain counts parked runs as done);
 /// with the topics, when only an operator's command on one of them ends the wait.
-pub(super) struct Park<'a>(&'a WfCtx, bool);
+struct Park<'a>(&'a WfCtx, bool);
 
 impl<'a> Park<'a> {
     fn new(ctx: &'a WfCtx, operator: Option<&[String]>) -> Self {

@@ -1,6 +1,6 @@
-//! What an operator's resume does, decided the same on every store: an interrupted or
-//! cancelled workflow is enqueued again, one that runs already is left as it is, a finished
-//! one is refused, and so is one whose application and environment another live workflow
+//! What an operator's resume does, decided the same on every store: a cancelled or
+//! dead-lettered workflow is enqueued again, one that is queued or running (an interrupted run
+//! the next engine recovers included) is left as it is, a finished one is refused, and so is one whose application and environment another live workflow
 //! holds. Each store reads the rows and writes the resume in its own SQL.
 
 use super::{WorkflowRow, WorkflowStatus};
@@ -9,7 +9,7 @@ use crate::workflow::StoreError;
 /// What a resume does to a workflow, from the row read before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resume {
-    /// It is enqueued again (it was interrupted, dead-lettered or cancelled).
+    /// It is enqueued again (it was cancelled, or dead-lettered after crashed runs).
     Enqueue,
     /// It is queued or running already: nothing changes.
     AlreadyLive,

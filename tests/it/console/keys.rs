@@ -124,6 +124,28 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     assert!(app.modals.is_empty());
 }
 
+/// Typing another version, ↑ goes back to the list (the hint says ↑↓ choose) and Enter then
+/// takes the listed version, not the half-typed one.
+#[test]
+fn up_while_typing_a_version_goes_back_to_the_listed_ones() {
+    let mut app = fixture::app_on_quiet_home();
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    ch(&mut app, 'G');
+    key(&mut app, Enter);
+    assert_eq!(app.mode(), Mode::Prompt);
+    ch(&mut app, '9');
+    key(&mut app, Up);
+    assert_ne!(app.mode(), Mode::Prompt);
+    key(&mut app, Enter);
+    let c = confirm_of(&app);
+    assert!(
+        c.title.starts_with("Deploy shop 2.2.0 to prod"),
+        "{}",
+        c.title
+    );
+}
+
 #[test]
 fn the_version_picker_offers_earlier_releases_a_typed_one_and_warns_when_it_is_live() {
     let mut app = fixture::app_on_quiet_home();

@@ -98,6 +98,11 @@ impl Versions {
                     return self.chosen(v, app);
                 }
                 Action::Dismiss => self.typing = None,
+                // ↑ goes back to the listed versions, as the hint says.
+                Action::Up => {
+                    self.typing = None;
+                    self.selected = self.choices.len().saturating_sub(1);
+                }
                 _ => {}
             }
             return Reply::Keep;

@@ -1,7 +1,8 @@
 //! A live canary is watched: while it waits (an operator's pause, a timed pause, between
 //! analysis runs, held, or stuck on a failed router call), the router is read back every
-//! `canary.watch`, and what it serves is compared with manent's record. A difference that is
-//! still there when read again a moment later is drift (a file caught mid-write is not):
+//! `canary.watch`, and what it serves is compared with manent's record. A new difference counts
+//! only if the router still differs when read again a moment later (a file caught mid-write
+//! does not), and then what that second read shows is the drift:
 //! logged with both states, published for the inbox, the console and notifications, then
 //! corrected (`on_drift: correct`, the default: manent's routing is set again) or held for the
 //! operator (`on_drift: hold`). After a restart the routing is read back first and set again
@@ -20,7 +21,7 @@ use crate::operator::Operator;
 use crate::plugin::{Routing, RoutingState};
 use crate::workflow::StepError;
 
-pub use crate::deploy::canary_status::Drift;
+use crate::deploy::canary_status::Drift;
 
 impl Flight {
     /// Reads the router back and deals with drift.
