@@ -68,11 +68,11 @@ impl Runner {
 
     /// The engine's requests, as `operator` makes them.
     pub fn requests<'a>(&'a self, config: &'a Config, operator: &'a Operator) -> Requests<'a> {
-        let here = match self {
-            Runner::Local(e) => Some(&**e),
-            Runner::Remote { .. } => None,
-        };
-        Requests::new(config, self.store(), operator, here)
+        match self {
+            Runner::Local(e) => Requests::new(config, self.store(), operator, Some(&**e))
+                .just_recovered(e.recovered()),
+            Runner::Remote { .. } => Requests::new(config, self.store(), operator, None),
+        }
     }
 
     /// The database.
@@ -449,11 +449,15 @@ async fn follow(
             return Ending::Settled(Box::new(v));
         }
         trouble.update(runner, out);
-        // The engine we handed the work to has gone if its lease is free.
+        // The engine we handed the work to has gone if its lease is free — unless it settled
+        // the deployment just before it went (a worker that exits once nothing goes on).
         if let Runner::Remote { db, .. } = runner
             && !Lease::is_held(db)
         {
-            return Ending::EngineGone;
+            return match crate::deploy::view::load(store, id).await.ok().flatten() {
+                Some(v) if settled(&v, expect) => Ending::Settled(Box::new(v)),
+                _ => Ending::EngineGone,
+            };
         }
         if let Runner::Local(e) = runner
             && !e.runs(id)

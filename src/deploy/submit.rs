@@ -227,10 +227,7 @@ pub async fn resumed_same(
         let Ok(Some(row)) = db.workflow(id).await else {
             continue;
         };
-        // What it recovered may have ended since (a console open for hours): only a live
-        // one is followed.
-        let same = row.status.is_live()
-            && row.name == workflow
+        let same = row.name == workflow
             && serde_json::from_str::<DeployInput>(&row.inputs)
                 .is_ok_and(|i| i.spec == *spec && i.dry_run == dry_run);
         // One that waits for a decision stays there: [`deploy`] sends it the retry.

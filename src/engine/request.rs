@@ -58,6 +58,7 @@ pub struct Requests<'a> {
     store: &'a dyn Db,
     operator: &'a Operator,
     here: Option<&'a Engine>,
+    recovered: &'a [String],
 }
 
 impl<'a> Requests<'a> {
@@ -73,7 +74,16 @@ impl<'a> Requests<'a> {
             store,
             operator,
             here,
+            recovered: &[],
         }
+    }
+
+    /// What the engine here resumed as it started, a moment ago: a deploy asked again that is
+    /// one of them follows it rather than racing it with a second (a command run again after
+    /// a crash). Not for a console, whose engine started long before.
+    pub fn just_recovered(mut self, ids: &'a [String]) -> Self {
+        self.recovered = ids;
+        self
     }
 
     fn submission(&self, asked: Asked<'a>) -> Submission<'a> {
@@ -96,8 +106,7 @@ impl<'a> Requests<'a> {
         match request {
             Request::Deploy | Request::DryRun => {
                 let dry_run = request == Request::DryRun;
-                let recovered = self.here.map_or(&[][..], Engine::recovered);
-                match submit::resumed_same(self.store, recovered, spec, dry_run).await {
+                match submit::resumed_same(self.store, self.recovered, spec, dry_run).await {
                     Some(id) => Ok(Submitted::Resuming(id)),
                     None => submit::deploy(self.store, spec, dry_run, &sub).await,
                 }
