@@ -7,7 +7,7 @@
 //! between 0 and 100, so the first request that answers with the other version marks the
 //! moment exactly. Also `manent weight` with no engine running (the verb starts one). Run with
 //! `cargo bench --bench canary` (needs nginx and haproxy; `MANENT_BENCH_ROUTERS=haproxy` runs
-//! one).
+//! one). Under `cargo test`, a smoke run: 2 changes each (see `support/smoke.rs`).
 
 #![allow(
     clippy::unwrap_used,
@@ -21,6 +21,8 @@ mod haproxy;
 mod nginx;
 #[path = "../tests/it/support/router.rs"]
 mod router;
+#[path = "support/smoke.rs"]
+mod smoke;
 
 use std::path::Path;
 use std::process::Command;
@@ -33,9 +35,15 @@ use manent::operator::Operator;
 use router::Router;
 
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");
-const CHANGES: usize = 20;
+/// Weight changes per row: 20 (2 in a smoke run).
+fn changes() -> usize {
+    smoke::size(20, 2)
+}
 
 fn main() {
+    if !smoke::begin("canary", Duration::from_secs(3600)) {
+        return;
+    }
     let only = std::env::var("MANENT_BENCH_ROUTERS").unwrap_or_default();
     let wanted = |name: &str| only.is_empty() || only.split(',').any(|o| o.trim() == name);
     if wanted(nginx::Nginx::NAME) {
@@ -99,7 +107,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
         .unwrap()
     });
     let mut console = Vec::new();
-    for i in 0..CHANGES {
+    for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
         let t = flip(&n, to, || {
             let (tx, id) = (h.commands.clone(), id.clone());
@@ -140,7 +148,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     });
 
     // `manent weight` with a worker holding the engine.
-    let mut worker = Command::new(MANENT)
+    let mut worker = smoke::command(MANENT)
         .arg("--config")
         .arg(&config)
         .arg("worker")
@@ -152,7 +160,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     std::thread::sleep(Duration::from_millis(500));
     let mut cli = Vec::new();
     let mut cli_exit = Vec::new();
-    for i in 0..CHANGES {
+    for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
         let started = Instant::now();
         let (config, id) = (config.clone(), id.clone());
@@ -175,7 +183,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     // `manent weight` with no engine running: the verb starts one, which reads the router
     // back (no second apply when it serves what was recorded) and makes the change.
     let mut alone = Vec::new();
-    for i in 0..CHANGES {
+    for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
         let (config, id) = (config.clone(), id.clone());
         let mut verb = None;
@@ -192,7 +200,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     // The floor: the same change made by hand. The candidate is in the green slot.
     let prepared = n.prepare();
     let mut baseline = Vec::new();
-    for i in 0..CHANGES {
+    for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
         baseline.push(flip(&n, to, || n.by_hand(to, &prepared)));
     }
@@ -208,7 +216,8 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
         );
     };
     println!(
-        "canary operator latency, {CHANGES} changes each, to {} serving the new split:",
+        "canary operator latency, {} changes each, to {} serving the new split:",
+        changes(),
         R::NAME
     );
     report(R::SAID, &baseline);
@@ -309,7 +318,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn manent(config: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(MANENT)
+    smoke::command(MANENT)
         .arg("--config")
         .arg(config)
         .args(args)

@@ -1,5 +1,5 @@
 //! The console's costs, each against a baseline measured in the same run. Run with
-//! `cargo bench --bench console`.
+//! `cargo bench --bench console`; under `cargo test`, a smoke run (see `support/smoke.rs`).
 //!
 //! 1. Frame time at 200×60 with 1,000 targets and 10,000 log lines, against an empty frame and
 //!    the demo's 36 targets: the whole of `Terminal::draw` (the views, ratatui's diff, the escape
@@ -47,11 +47,16 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[path = "../tests/it/support/go.rs"]
 mod go;
+#[path = "support/smoke.rs"]
+mod smoke;
 
 const MANENT: &str = env!("CARGO_BIN_EXE_manent");
 const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 
 fn main() {
+    if !smoke::begin("console", Duration::from_secs(3600)) {
+        return;
+    }
     // `MANENT_BENCH_ONLY=flood` runs the log flood alone (for profiling).
     let only_flood = std::env::var("MANENT_BENCH_ONLY").as_deref() == Ok("flood");
     if !only_flood {
@@ -243,19 +248,19 @@ fn time_frames(app: &mut App, theme: &Theme, empty: bool, frames: usize) -> Fram
 
 fn frames() {
     let theme = Theme::load("default").unwrap();
-    const N: usize = 500;
-    println!("frame time at 200x60 ({N} frames each, one new log line and a tick per frame):");
-    let baseline = time_frames(&mut big_app(1000), &theme, true, N);
+    let (n, targets) = smoke::size((500, 1000), (20, 50));
+    println!("frame time at 200x60 ({n} frames each, one new log line and a tick per frame):");
+    let baseline = time_frames(&mut big_app(targets), &theme, true, n);
     let mut small = fixture::app_on_deployment("dep-20261129-100000-aaaa");
-    let demo_size = time_frames(&mut small, &theme, false, N);
-    let mut big = big_app(1000);
-    let deployment = time_frames(&mut big, &theme, false, N);
-    let mut filtered = big_app(1000);
+    let demo_size = time_frames(&mut small, &theme, false, n);
+    let mut big = big_app(targets);
+    let deployment = time_frames(&mut big, &theme, false, n);
+    let mut filtered = big_app(targets);
     filtered.logs.filter.parse_into("level:warn web-0999");
-    let searched = time_frames(&mut filtered, &theme, false, N);
-    let mut home = big_app(1000);
+    let searched = time_frames(&mut filtered, &theme, false, n);
+    let mut home = big_app(targets);
     home.update(Action::Back);
-    let home_t = time_frames(&mut home, &theme, false, N);
+    let home_t = time_frames(&mut home, &theme, false, n);
     let row = |name: &str, s: &FrameStats| {
         println!(
             "  {name:<52} mean {:>7.3} ms  p99 {:>7.3} ms  {:>5.1}x empty",
@@ -267,14 +272,17 @@ fn frames() {
     row("empty frame (baseline)", &baseline);
     row("deployment, 36 targets, 40 lines (the demo)", &demo_size);
     row(
-        "deployment, 1,000 targets, 10,000 lines, following",
+        &format!("deployment, {targets} targets, 10,000 lines, following"),
         &deployment,
     );
     row(
         "same, log filter `level:warn web-0999` over 10,000",
         &searched,
     );
-    row("home, with the 1,000-target deployment", &home_t);
+    row(
+        &format!("home, with the {targets}-target deployment"),
+        &home_t,
+    );
 }
 
 /// The demo's files, served by the `manent` binary this benchmark was built with.
@@ -398,7 +406,7 @@ fn peak_rss_mib() -> f64 {
 /// The fixture plugin writing `n` lines into a pipe that a thread drains: how fast it writes
 /// when nothing makes it wait, and the longest any one line waited. Microseconds.
 fn unhindered_write_us(n: u64) -> (u64, u64) {
-    let mut child = std::process::Command::new(FIXTURE_PLUGIN)
+    let mut child = smoke::command(FIXTURE_PLUGIN)
         .env("FIXTURE_START", "flood")
         .env("FIXTURE_FLOOD", n.to_string())
         .stdout(std::process::Stdio::piped())
@@ -453,7 +461,7 @@ fn flood_fixture(dir: &Path, n: u64) -> (Config, PathBuf) {
 
 async fn log_flood() {
     println!("\nlog lines from a plugin's stderr to the log pane and the database:");
-    for n in [200_000u64, 1_000_000] {
+    for n in smoke::size(vec![200_000u64, 1_000_000], vec![2_000]) {
         let (unhindered, unhindered_longest) = unhindered_write_us(n);
         let dir = tempfile::tempdir().unwrap();
         let (config, ledger) = flood_fixture(dir.path(), n);
@@ -551,7 +559,7 @@ async fn log_flood() {
         // The anchor: go-plugin's own host reading the same flood from the same plugin.
         if let Some(go) = go::go_fixture() {
             let ledger = dir.path().join("go-ledger");
-            let out = std::process::Command::new(&go.host)
+            let out = smoke::command(&go.host)
                 .arg(FIXTURE_PLUGIN)
                 .args(["flood", &n.to_string()])
                 .arg(&ledger)

@@ -10,6 +10,8 @@
 //! measurements with the real `manent` binary: failover (engine A killed with SIGKILL mid-deploy
 //! → engine B's first completed step, lease 3 s) and recovery (100 deployments in flight at a
 //! SIGKILL → every one's next completed step after the restart), on both stores.
+//!
+//! Under `cargo test`, a smoke run at tiny sizes (see `support/smoke.rs`).
 
 #![allow(
     clippy::unwrap_used,
@@ -19,6 +21,8 @@
 
 #[path = "support/runtime.rs"]
 mod runtime;
+#[path = "support/smoke.rs"]
+mod smoke;
 
 #[path = "../tests/it/support/postgres.rs"]
 mod pg;
@@ -36,7 +40,11 @@ use manent::workflow::Synchronous;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-const TARGETS: usize = 10_000;
+/// The deploy's targets: 10,000 (200 in a smoke run).
+fn targets() -> usize {
+    smoke::size(10_000, 200)
+}
+
 const PARALLELISM: u32 = 100;
 
 fn fixture(sync: &str) -> (tempfile::TempDir, Config) {
@@ -65,7 +73,7 @@ fn fixture_with(sync: &str, extra: &str) -> (tempfile::TempDir, Config) {
         "application: bench\nartifact: {{version: \"1\"}}\ndeploy: {{plugin: fleet}}\n\
          parallelism: {PARALLELISM}\nmax_retries: 0\nenvironments:\n  prod:\n    targets:\n"
     );
-    for i in 0..TARGETS {
+    for i in 0..targets() {
         app.push_str(&format!("      - {{name: t{i:05}}}\n"));
     }
     std::fs::write(dir.path().join("apps/bench.yml"), app).unwrap();
@@ -138,7 +146,7 @@ async fn engine_run_with(sync: &str, extra: &str) -> Run {
                     .count()
             })
             .sum();
-        assert!(lines > TARGETS, "the JSON log file has {lines} lines");
+        assert!(lines > targets(), "the JSON log file has {lines} lines");
         println!("  (telemetry run: {lines} lines in the JSON log file)");
     }
     drop(dir);
@@ -156,7 +164,7 @@ async fn baseline() -> Duration {
     let spec = config.environment("bench", "prod").unwrap();
     let factory = manent::plugin::builtin::factory("simulate").unwrap();
     let plugin = factory(&serde_json::json!({"log_lines": 0}), Logger::discard()).unwrap();
-    let targets: Vec<Target> = spec
+    let all: Vec<Target> = spec
         .targets
         .iter()
         .map(|t| Target {
@@ -168,7 +176,7 @@ async fn baseline() -> Duration {
     let req = manent::deploy::steps::request(
         &spec,
         "baseline",
-        targets,
+        all,
         PARALLELISM,
         Secrets::none(),
         None,
@@ -186,11 +194,14 @@ async fn baseline() -> Duration {
         async move { plugin.deploy(&one).await.map(|r| r.targets[0].clone()) }
     })
     .await;
-    assert!(err.is_none() && results.len() == TARGETS);
+    assert!(err.is_none() && results.len() == targets());
     started.elapsed()
 }
 
 fn main() {
+    if !smoke::begin("engine", Duration::from_secs(3 * 3600)) {
+        return;
+    }
     // `MANENT_BENCH_ONLY=reads`: the reads at scale alone.
     if std::env::var("MANENT_BENCH_ONLY").is_ok_and(|o| o == "reads") {
         reads();
@@ -203,7 +214,7 @@ fn main() {
     // Telemetry off and on, in turns (A B A B A B): the median of the per-round ratios.
     let mut rounds = Vec::new();
     let (mut off_best, mut on_best) = (Duration::MAX, Duration::MAX);
-    for _ in 0..3 {
+    for _ in 0..smoke::size(3, 1) {
         let off = rt.block_on(engine_run("full")).elapsed;
         let on = rt.block_on(engine_run_with("full", TELEMETRY)).elapsed;
         rounds.push(on.as_secs_f64() / off.as_secs_f64());
@@ -211,9 +222,10 @@ fn main() {
         on_best = on_best.min(on);
     }
     rounds.sort_by(f64::total_cmp);
-    let per = |d: Duration| d.as_secs_f64() * 1000.0 / TARGETS as f64;
+    let per = |d: Duration| d.as_secs_f64() * 1000.0 / targets() as f64;
     println!(
-        "simulate deploy: {TARGETS} targets, parallelism {PARALLELISM}, zero simulated latency"
+        "simulate deploy: {} targets, parallelism {PARALLELISM}, zero simulated latency",
+        targets()
     );
     println!(
         "baseline (plugin calls, no engine):  {:>8.1} ms total  {:.4} ms/target",
@@ -237,12 +249,13 @@ fn main() {
         full.elapsed.as_secs_f64() / normal.elapsed.as_secs_f64()
     );
     println!(
-        "metrics + JSON log file on vs off (synchronous=FULL, 3 interleaved rounds): \
+        "metrics + JSON log file on vs off (synchronous=FULL, {} interleaved rounds): \
          {:.4} vs {:.4} ms/target-step overhead (best of each); on/off time ratio median {:.3} \
          (rounds {})",
+        rounds.len(),
         per(on_best) - per(base),
         per(off_best) - per(base),
-        rounds[1],
+        rounds[rounds.len() / 2],
         rounds
             .iter()
             .map(|r| format!("{r:.3}"))
@@ -260,7 +273,7 @@ fn timed(dir: &std::path::Path, args: &[&str]) -> (Duration, Option<u64>) {
     let rss_file = dir.join("rss");
     let time = std::path::Path::new("/usr/bin/time");
     let mut c = if time.exists() {
-        let mut c = std::process::Command::new(time);
+        let mut c = smoke::command(time);
         c.arg("-f")
             .arg("%M")
             .arg("-o")
@@ -268,7 +281,7 @@ fn timed(dir: &std::path::Path, args: &[&str]) -> (Duration, Option<u64>) {
             .arg(env!("CARGO_BIN_EXE_manent"));
         c
     } else {
-        std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+        smoke::command(env!("CARGO_BIN_EXE_manent"))
     };
     c.arg("--config")
         .arg(dir.join("manent.yml"))
@@ -294,8 +307,8 @@ fn reads() {
     let sizes: Vec<usize> = std::env::var("MANENT_BENCH_READS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
-    println!("\nreads at scale (release binary; simulate, parallelism 100, zero latency):");
+        .unwrap_or_else(|| smoke::size(vec![1_000, 10_000, 100_000], vec![100]));
+    println!("\nreads at scale (the manent binary; simulate, parallelism 100, zero latency):");
     for n in sizes {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
@@ -382,6 +395,7 @@ fn reads() {
 /// RSS (KiB) by then; None without tmux.
 fn console_first_screen(dir: &std::path::Path, n: usize) -> Option<(Duration, Option<u64>)> {
     let socket = dir.join("tmux.sock");
+    smoke::tmux_server(socket.clone());
     let tmux = |args: &[&str]| {
         std::process::Command::new("tmux")
             .arg("-S")
@@ -434,7 +448,7 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
         println!("\nPostgreSQL: not installed here (apt-get install postgresql); its rows skipped");
         return;
     };
-    let per = |d: Duration| d.as_secs_f64() * 1000.0 / TARGETS as f64;
+    let per = |d: Duration| d.as_secs_f64() * 1000.0 / targets() as f64;
     let url = server.create_db("bench");
     let r = rt.block_on(engine_run_with(
         "full",
@@ -466,8 +480,9 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
     let on_pg = recovery(Some(&server));
     let on_sqlite = recovery(None);
     println!(
-        "  recovery: 100 deployments in flight at a SIGKILL → every one's next completed step \
-         after the restart: SQLite {:.0} ms, PostgreSQL {:.0} ms (goal < 1 s)",
+        "  recovery: {} deployments in flight at a SIGKILL → every one's next completed step \
+         after the restart: SQLite {:.0} ms, PostgreSQL {:.0} ms (goal ≤ 150 ms, ≤ 300 ms)",
+        in_flight(),
         on_sqlite.as_secs_f64() * 1e3,
         on_pg.as_secs_f64() * 1e3
     );
@@ -506,7 +521,7 @@ fn host(url: Option<&str>, id: &str, apps: usize, targets: usize) -> tempfile::T
 }
 
 fn manent(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_manent"));
+    let mut c = smoke::command(env!("CARGO_BIN_EXE_manent"));
     c.arg("--config")
         .arg(dir.join("manent.yml"))
         .args(args)
@@ -564,6 +579,11 @@ fn completed(url: Option<&str>, dir: &std::path::Path) -> Vec<(String, String, i
     }
 }
 
+/// Deployments in flight for the recovery rows.
+fn in_flight() -> usize {
+    smoke::size(100, 10)
+}
+
 fn kill9(child: &mut std::process::Child) {
     let _ = child.kill();
     let _ = child.wait();
@@ -609,11 +629,12 @@ fn failover(server: &pg::Postgres) -> Duration {
     took
 }
 
-/// 100 deployments in flight in one engine, SIGKILL, restart: the time until every one has
-/// completed its next step.
+/// 100 deployments (10 in a smoke run) in flight in one engine, SIGKILL, restart: the time until
+/// every one has completed its next step.
 fn recovery(server: Option<&pg::Postgres>) -> Duration {
     let url = server.map(|s| s.create_db("recovery"));
-    let dir = host(url.as_deref(), "r", 100, 20);
+    let n = in_flight();
+    let dir = host(url.as_deref(), "r", n, 20);
     let mut worker = manent(dir.path(), &["worker"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // Submitted beside the running engine, which claims them.
@@ -629,7 +650,7 @@ fn recovery(server: Option<&pg::Postgres>) -> Duration {
             client: None,
         };
         let sub = Submission::new(&op, None, &config.engine);
-        for a in 0..100 {
+        for a in 0..n {
             let spec = config.environment(&format!("app{a:03}"), "prod").unwrap();
             submit::deploy(db.as_ref(), &spec, false, &sub)
                 .await
@@ -646,12 +667,12 @@ fn recovery(server: Option<&pg::Postgres>) -> Duration {
     let t0 = Instant::now();
     loop {
         let c = counts();
-        if c.len() == 100 && c.values().all(|n| *n >= 2) {
+        if c.len() == n && c.values().all(|n| *n >= 2) {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(120),
-            "the 100 deployments did not start"
+            "the {n} deployments did not start"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

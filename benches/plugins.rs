@@ -11,7 +11,8 @@
 //! `cargo bench --bench plugins` (needs Go for the anchor; without it only manent's figures).
 //! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000); for profiling
 //! manent's side alone, `MANENT_BENCH_MODES=single` (or `batch100`, `concurrent100`, comma
-//! separated), `MANENT_BENCH_PLUGIN=go` (or `rust`) and `MANENT_BENCH_ANCHOR=0`.
+//! separated), `MANENT_BENCH_PLUGIN=go` (or `rust`) and `MANENT_BENCH_ANCHOR=0`. Under
+//! `cargo test`, a smoke run: one round of 100 calls (see `support/smoke.rs`).
 
 #![allow(
     clippy::unwrap_used,
@@ -21,6 +22,8 @@
 
 #[path = "support/runtime.rs"]
 mod runtime;
+#[path = "support/smoke.rs"]
+mod smoke;
 
 #[path = "../tests/it/support/go.rs"]
 mod go;
@@ -204,7 +207,7 @@ async fn manent_host_calls(plugin: std::path::PathBuf, mode: Mode, calls: usize)
 }
 
 fn go_host(host: &Path, plugin: &Path, mode: Mode, calls: usize) -> Figures {
-    let out = std::process::Command::new(host)
+    let out = smoke::command(host)
         .arg(plugin)
         .args([mode.arg(), &calls.to_string(), &STARTS.to_string()])
         .output()
@@ -249,9 +252,12 @@ fn env_usize(name: &str, default: usize) -> usize {
 }
 
 fn main() {
+    if !smoke::begin("plugins", Duration::from_secs(3600)) {
+        return;
+    }
     let rt = runtime::runtime();
-    let rounds = env_usize("MANENT_BENCH_ROUNDS", 7).max(1);
-    let calls = env_usize("MANENT_BENCH_CALLS", 2000).max(100);
+    let rounds = env_usize("MANENT_BENCH_ROUNDS", smoke::size(7, 1)).max(1);
+    let calls = env_usize("MANENT_BENCH_CALLS", smoke::size(2000, 100)).max(100);
     let rust_plugin = Path::new(env!("CARGO_BIN_EXE_manent-fixture-plugin"));
     println!(
         "go-plugin protocol, AutoMTLS over Unix sockets; {rounds} interleaved rounds; request \

@@ -100,6 +100,13 @@ pub fn group_alive(pgid: u32) -> bool {
 /// engine killed with `kill -9` does not leave it running. (Its own children are reaped by the
 /// next engine: see `plugin::processes`.)
 pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    die_with_parent_std(cmd.as_std_mut());
+}
+
+/// `die_with_parent` for a `std::process::Command`. Linux sends the signal when the *thread*
+/// that started the child ends, so start long-lived children from a thread that lives as long.
+pub fn die_with_parent_std(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
     // SAFETY: between fork and exec the closure calls only prctl(2) and getppid(2), both
     // async-signal-safe, and touches no memory of the parent.
     unsafe {

@@ -416,7 +416,14 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     );
     // Revert through a broken router fails too, and waits again (retry or abandon only).
     let out = fx.run(&["revert", &id]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}\n{}",
+        text(&out.stderr),
+        text(&out.stdout),
+        fx.status(&id)
+    );
     let v = fx.status(&id);
     assert_eq!(v["phase"]["reverting"], true, "{v}");
     let refused = text(&fx.run(&["weight", &id, "30"]).stderr);
