@@ -202,7 +202,7 @@ fn main() {
     if !smoke::begin("engine", Duration::from_secs(3 * 3600)) {
         return;
     }
-    // `MANENT_BENCH_ONLY=reads`: the reads at scale alone.
+    // `MANENT_BENCH_ONLY=reads`: the reads at scale alone (`postgres`: see below).
     if std::env::var("MANENT_BENCH_ONLY").is_ok_and(|o| o == "reads") {
         reads();
         return;
@@ -210,6 +210,11 @@ fn main() {
     let rt = runtime::runtime();
     let base = rt.block_on(baseline());
     let full = rt.block_on(engine_run("full"));
+    // `MANENT_BENCH_ONLY=postgres`: the PostgreSQL rows beside one SQLite run.
+    if std::env::var("MANENT_BENCH_ONLY").is_ok_and(|o| o == "postgres") {
+        shared(&rt, base, &full);
+        return;
+    }
     let normal = rt.block_on(engine_run("normal"));
     // Telemetry off and on, in turns (A B A B A B): the median of the per-round ratios.
     let mut rounds = Vec::new();
@@ -468,7 +473,7 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
         "  PostgreSQL / SQLite FULL time ratio: {:.2}",
         r.elapsed.as_secs_f64() / sqlite.elapsed.as_secs_f64()
     );
-    println!("  goal: < 1 ms overhead per target-step on PostgreSQL");
+    println!("  goal: ≤ 0.25 ms overhead per target-step on PostgreSQL");
     let failover = failover(&server);
     // A's last renewal came up to a third of the lease before the kill, so the takeover can
     // come in less than a lease from the kill.
@@ -480,11 +485,15 @@ fn shared(rt: &tokio::runtime::Runtime, base: Duration, sqlite: &Run) {
     let on_pg = recovery(Some(&server));
     let on_sqlite = recovery(None);
     println!(
-        "  recovery: {} deployments in flight at a SIGKILL → every one's next completed step \
-         after the restart: SQLite {:.0} ms, PostgreSQL {:.0} ms (goal ≤ 150 ms, ≤ 300 ms)",
+        "  recovery: {} deployments in flight at a SIGKILL, restarted → every one's interrupted \
+         step started again: SQLite {:.0} ms, PostgreSQL {:.0} ms; → every one's next step \
+         completed (each call takes 100–200 ms): SQLite {:.0} ms, PostgreSQL {:.0} ms (goal ≤ \
+         150 ms, ≤ 300 ms)",
         in_flight(),
-        on_sqlite.as_secs_f64() * 1e3,
-        on_pg.as_secs_f64() * 1e3
+        on_sqlite.0.as_secs_f64() * 1e3,
+        on_pg.0.as_secs_f64() * 1e3,
+        on_sqlite.1.as_secs_f64() * 1e3,
+        on_pg.1.as_secs_f64() * 1e3
     );
 }
 
@@ -535,8 +544,26 @@ fn manent(dir: &std::path::Path, args: &[&str]) -> std::process::Command {
 
 /// Completed target steps per deployment, and which engine completed each (from the database).
 fn completed(url: Option<&str>, dir: &std::path::Path) -> Vec<(String, String, i64)> {
-    let sql = "SELECT workflow_id, COALESCE(executor_id, ''), count(*) FROM operation_outputs \
-               WHERE function_name LIKE 'deploy:%' GROUP BY workflow_id, executor_id";
+    counted(
+        url,
+        dir,
+        "SELECT workflow_id, COALESCE(executor_id, ''), count(*) FROM operation_outputs \
+         WHERE function_name LIKE 'deploy:%' GROUP BY workflow_id, executor_id",
+    )
+}
+
+/// Attempts of target steps begun per deployment (the second column is empty).
+fn begun(url: Option<&str>, dir: &std::path::Path) -> Vec<(String, String, i64)> {
+    counted(
+        url,
+        dir,
+        "SELECT workflow_id, '', count(*) FROM step_attempts \
+         WHERE function_name LIKE 'deploy:%' GROUP BY workflow_id",
+    )
+}
+
+/// Rows of (deployment, text, count) that `sql` selects.
+fn counted(url: Option<&str>, dir: &std::path::Path, sql: &str) -> Vec<(String, String, i64)> {
     match url {
         Some(url) => {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -630,8 +657,9 @@ fn failover(server: &pg::Postgres) -> Duration {
 }
 
 /// 100 deployments (10 in a smoke run) in flight in one engine, SIGKILL, restart: the time until
-/// every one has completed its next step.
-fn recovery(server: Option<&pg::Postgres>) -> Duration {
+/// every one has started its interrupted step again, and until every one has completed its
+/// next step.
+fn recovery(server: Option<&pg::Postgres>) -> (Duration, Duration) {
     let url = server.map(|s| s.create_db("recovery"));
     let n = in_flight();
     let dir = host(url.as_deref(), "r", n, 20);
@@ -657,13 +685,15 @@ fn recovery(server: Option<&pg::Postgres>) -> Duration {
                 .unwrap();
         }
     });
-    let counts = || -> std::collections::HashMap<String, i64> {
+    let count = |rows: Vec<(String, String, i64)>| -> std::collections::HashMap<String, i64> {
         let mut m = std::collections::HashMap::new();
-        for (id, _, n) in completed(url.as_deref(), dir.path()) {
+        for (id, _, n) in rows {
             *m.entry(id).or_default() += n;
         }
         m
     };
+    let counts = || count(completed(url.as_deref(), dir.path()));
+    let attempts = || count(begun(url.as_deref(), dir.path()));
     let t0 = Instant::now();
     loop {
         let c = counts();
@@ -678,9 +708,20 @@ fn recovery(server: Option<&pg::Postgres>) -> Duration {
     }
     kill9(&mut worker);
     let before = counts();
+    let before_attempts = attempts();
     let mut worker = manent(dir.path(), &["worker"]).spawn().unwrap();
     let restarted = Instant::now();
+    let mut started_again = None;
     loop {
+        if started_again.is_none() {
+            let now = attempts();
+            if before_attempts
+                .iter()
+                .all(|(id, n)| now.get(id).is_some_and(|m| m > n))
+            {
+                started_again = Some(restarted.elapsed());
+            }
+        }
         let now = counts();
         if before
             .iter()
@@ -696,5 +737,5 @@ fn recovery(server: Option<&pg::Postgres>) -> Duration {
     }
     let took = restarted.elapsed();
     kill9(&mut worker);
-    took
+    (started_again.unwrap_or(took), took)
 }

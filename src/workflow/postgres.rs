@@ -1,12 +1,14 @@
 //! The PostgreSQL store: the same system database as SQLite's, shared by engines on several
-//! hosts. A pool of connections; every write is one READ COMMITTED transaction that first locks
-//! the workflow's row (`FOR SHARE` to write beside it, `FOR UPDATE` to change it), so a
-//! checkpoint and a cancel or a takeover of the same workflow are ordered, while checkpoints of
-//! parallel steps commit side by side. Concurrent commits share WAL flushes in PostgreSQL itself
-//! (its group commit). A lost connection is [`StoreError::Transient`]: the engine blocks and
-//! retries, as it does on a full disk with SQLite.
+//! hosts. A pool of connections; every write is a READ COMMITTED transaction that first locks
+//! the workflows' rows (`FOR SHARE` to write beside one, `FOR UPDATE` to change it), so a
+//! checkpoint and a cancel or a takeover of the same workflow are ordered. The attempts and
+//! checkpoints that steps write at the same moment share one transaction (`group.rs`, as
+//! SQLite's group commit), each answering for itself. A lost connection is
+//! [`StoreError::Transient`]: the engine blocks and retries, as it does on a full disk with
+//! SQLite.
 
 mod events;
+mod group;
 mod schema;
 mod steps;
 mod workflows;
@@ -94,6 +96,8 @@ pub struct PostgresStore {
     changes: Arc<Changes>,
     /// Ends the LISTEN connection when the store goes.
     stop: Arc<tokio::sync::Notify>,
+    /// Attempts and checkpoints written together.
+    group: group::Group,
 }
 
 impl Drop for PostgresStore {
@@ -294,6 +298,7 @@ impl PostgresStore {
             lease_ms,
             changes,
             stop,
+            group: group::Group::new(),
         };
         let explain = |e: StoreError| {
             let cause = e.cause();
@@ -344,6 +349,14 @@ impl PostgresStore {
             deadpool_postgres::PoolError::Backend(e) => StoreError::from(e),
             other => StoreError::Transient(format!("cannot reach {}: {other}", self.shown)),
         })
+    }
+
+    /// Writes `op` in the next group commit, or alone when there is no writer to take it.
+    async fn grouped(&self, op: group::Op) -> Result<(), StoreError> {
+        match self.group.write(&self.pool, &self.ext, op).await {
+            Ok(answer) => answer,
+            Err(op) => group::write_alone(&self.pool, self.ext.as_ref(), &op).await,
+        }
     }
 
     /// The key that authenticates the stored inputs.
@@ -568,7 +581,7 @@ impl Store for PostgresStore {
     }
 
     async fn begin_attempt(&self, a: AttemptStart) -> Result<(), StoreError> {
-        in_tx!(self, tx => steps::begin_attempt(&tx, &a))
+        self.grouped(group::Op::Begin(a)).await
     }
 
     async fn end_attempt(&self, a: AttemptEnd) -> Result<(), StoreError> {
@@ -576,8 +589,7 @@ impl Store for PostgresStore {
     }
 
     async fn checkpoint(&self, cp: Checkpoint) -> Result<(), StoreError> {
-        let ext = self.ext.clone();
-        in_tx!(self, tx => steps::checkpoint(&tx, &cp, ext.as_ref()))
+        self.grouped(group::Op::Checkpoint(cp)).await
     }
 
     async fn consume(

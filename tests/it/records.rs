@@ -123,6 +123,46 @@ async fn records_commit_with_the_engine_and_read_back(db: Arc<dyn Db>) {
         .await;
     assert!(matches!(fenced, Err(StoreError::Fenced(_))), "{fenced:?}");
     assert_eq!(db.releases("web/prod").await.unwrap().len(), 2);
+    // Written at the same moment (one group commit on either store): each answers for itself —
+    // the owner's steps land with their effects, a lost acknowledgement is acknowledged again,
+    // another run's step is fenced and leaves nothing, and a step stored under another name
+    // is non-deterministic.
+    let mut at_once: Vec<_> = (3..9)
+        .map(|fid| {
+            db.checkpoint(checkpoint(
+                fid,
+                "tok",
+                vec![release(&format!("g{fid}")).effect()],
+            ))
+        })
+        .collect();
+    at_once.push(db.checkpoint(checkpoint(
+        0,
+        "tok",
+        vec![release("m1").effect(), release("m2").effect()],
+    )));
+    at_once.push(db.checkpoint(checkpoint(9, "other", vec![release("m9").effect()])));
+    let mut renamed = checkpoint(1, "tok", Vec::new());
+    renamed.function_name = "another".into();
+    at_once.push(db.checkpoint(renamed));
+    let answers = futures::future::join_all(at_once).await;
+    assert!(answers[..7].iter().all(Result::is_ok), "{answers:?}");
+    assert!(
+        matches!(answers[7], Err(StoreError::Fenced(_))),
+        "{answers:?}"
+    );
+    assert!(
+        matches!(answers[8], Err(StoreError::NonDeterministic { .. })),
+        "{answers:?}"
+    );
+    let monikers: Vec<String> = db
+        .releases("web/prod")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.moniker)
+        .collect();
+    assert_eq!(monikers, ["m1", "m2", "g3", "g4", "g5", "g6", "g7", "g8"]);
 
     // The journal, newest first, by subject or deployment.
     db.journal(entry("pause", 20)).await.unwrap();

@@ -214,14 +214,24 @@ pub async fn checkpoint(
         .await?;
     }
     for effect in &c.effects {
-        match effect {
-            Effect::Event { key, value } => {
-                events::set(tx, &c.workflow_id, c.function_id, key, value).await?;
-            }
-            Effect::Record(r) => ext.apply(tx, Some(&c.workflow_id), r).await?,
-        }
+        apply_effect(tx, c, effect, ext).await?;
     }
     Ok(())
+}
+
+/// Writes one effect of checkpoint `c`.
+pub async fn apply_effect(
+    tx: &Transaction<'_>,
+    c: &Checkpoint,
+    effect: &Effect,
+    ext: &dyn Extension,
+) -> Result<(), StoreError> {
+    match effect {
+        Effect::Event { key, value } => {
+            events::set(tx, &c.workflow_id, c.function_id, key, value).await
+        }
+        Effect::Record(r) => ext.apply(tx, Some(&c.workflow_id), r).await,
+    }
 }
 
 const MESSAGE_COLUMNS: &str =
