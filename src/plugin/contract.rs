@@ -4,12 +4,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::error::PluginError;
 use super::logger::Logger;
-use super::types::{Artifact, DeployResult, Release, Request, RoutingState, TargetRelease};
+use super::types::{
+    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic,
+};
 
 /// What every plugin implements.
 #[async_trait]
@@ -116,6 +119,13 @@ pub trait TrafficRouter: Send + Sync {
     async fn routing_state(&self, _req: &Request) -> Result<RoutingState, PluginError> {
         Err(PluginError::Unimplemented(
             "this router does not implement RoutingState".into(),
+        ))
+    }
+    /// The traffic the router itself observed per slot over the last `window` (requests,
+    /// responses by class, latency quantiles), for a canary's router analysis. Optional.
+    async fn traffic(&self, _req: &Request, _window: Duration) -> Result<Traffic, PluginError> {
+        Err(PluginError::Unimplemented(
+            "this router does not report the traffic it observes (Traffic)".into(),
         ))
     }
 }

@@ -338,6 +338,65 @@ pub struct RoutingState {
     pub foreign: Option<String>,
 }
 
+/// One slot's traffic over a window, as the router itself observed it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotTraffic {
+    /// `blue`, `green`.
+    pub slot: String,
+    /// The release it holds.
+    pub version: String,
+    /// Responses clients got from this slot (from the last server each request tried).
+    pub requests: u64,
+    /// Responses by class: 2xx, 3xx, 4xx, 5xx.
+    pub responses: [u64; 4],
+    /// Attempts at this slot that failed and were retried elsewhere (unseen by clients).
+    #[serde(default)]
+    pub retried_away: u64,
+    /// Upstream response time quantiles of `requests`, ms (`None`: no request): the median,
+    #[serde(default)]
+    pub p50_ms: Option<u32>,
+    /// the 95th percentile,
+    #[serde(default)]
+    pub p95_ms: Option<u32>,
+    /// and the 99th.
+    #[serde(default)]
+    pub p99_ms: Option<u32>,
+}
+
+impl SlotTraffic {
+    /// 5xx responses per request, 0–1 (`None` without a request).
+    pub fn error_rate(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.responses[3] as f64 / self.requests as f64)
+    }
+}
+
+/// The traffic a router observed per slot over a window (`TrafficRouter::traffic`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// One per slot that took traffic or holds a pool.
+    pub slots: Vec<SlotTraffic>,
+    /// The window read: its start (epoch ms),
+    pub from_ms: i64,
+    /// and its length.
+    pub window_ms: u64,
+    /// Where the figures come from.
+    pub source: String,
+}
+
+impl Traffic {
+    /// Slot `slot`'s figures (zeros when it took no traffic).
+    pub fn slot(&self, slot: &str) -> SlotTraffic {
+        self.slots
+            .iter()
+            .find(|s| s.slot == slot)
+            .cloned()
+            .unwrap_or_else(|| SlotTraffic {
+                slot: slot.to_owned(),
+                ..SlotTraffic::default()
+            })
+    }
+}
+
 /// A Deploy, DryRun or Rollback call's result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeployResult {

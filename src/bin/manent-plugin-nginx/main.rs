@@ -18,6 +18,7 @@ mod control;
 mod fixture;
 mod render;
 mod state;
+mod traffic;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use manent::plugin::slots::{self, SlotRouter, addresses};
-use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState};
+use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic};
 use serde::Deserialize;
 
 use control::Control;
@@ -66,6 +67,11 @@ struct Options {
     /// The cookie that does (value `1`).
     #[serde(default = "default_cookie")]
     tester_cookie: String,
+    /// The access log nginx writes in the rendered `NAME_canary` format (`access_log PATH
+    /// NAME_canary;` in the server that proxies to `$NAME_pool`): what the plugin reads the
+    /// traffic each slot took from, for `analysis: {router: …}`.
+    #[serde(default)]
+    access_log: Option<PathBuf>,
 }
 
 fn default_nginx() -> PathBuf {
@@ -127,6 +133,10 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
         },
         state,
         lock: tokio::sync::Mutex::new(()),
+        traffic: opts
+            .access_log
+            .as_deref()
+            .map(|p| std::sync::Mutex::new(traffic::Reader::new(p))),
     };
     Ok(Arc::new(SlotRouter::new(nginx, log)))
 }
@@ -137,6 +147,8 @@ struct Nginx {
     state: SocketAddr,
     /// One change of the upstream file at a time.
     lock: tokio::sync::Mutex<()>,
+    /// The access log, read so far (`None`: no `access_log:` option).
+    traffic: Option<std::sync::Mutex<traffic::Reader>>,
 }
 
 impl Nginx {
@@ -348,5 +360,26 @@ impl slots::Router for Nginx {
 
     async fn served(&self, req: &Request) -> RoutingState {
         self.read_back(req).await
+    }
+
+    async fn traffic(&self, routing: &Routing, window: Duration) -> Result<Traffic, PluginError> {
+        let n = &self.names.upstream;
+        let Some(reader) = &self.traffic else {
+            return Err(PluginError::Permanent(format!(
+                "the nginx plugin reads the traffic from an access log: set `access_log: PATH` in                  its options, and log there in the server that proxies to ${n}_pool with                  `access_log PATH {n}_canary;` (the format is in {})",
+                self.control.upstreams.display()
+            )));
+        };
+        let mut r = reader
+            .lock()
+            .map_err(|_| PluginError::Failed("the access log reader failed before".into()))?;
+        r.poll().map_err(|e| {
+            PluginError::Failed(format!(
+                "cannot read the access log {}: {e} (the plugin needs read access to it)",
+                r.path().display()
+            ))
+        })?;
+        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        Ok(r.traffic(routing, manent::sys::now_ms(), window_ms))
     }
 }

@@ -218,10 +218,13 @@ pub fn render(routing: &Routing, names: &Names) -> Result<Rendered, String> {
          # Proxy to ${n}_pool (the split is upstream {n}_split). nginx answers what it loaded at \
          http://{state}{STATE_PATH}.\n\
          {body}{STATE_MARK}: nginx answers here what it loaded (do not edit).\n\
+         # The access log format the plugin reads each slot's traffic from (`access_log PATH \
+         {n}_canary;` in the server that proxies to ${n}_pool).\n{log_format}\n\
          server {{\n    listen {state};\n    access_log off;\n    \
          location = {STATE_PATH} {{\n        default_type application/json;\n        \
          return 200 '{json}\\n';\n    }}\n    location / {{\n        return 404;\n    }}\n}}\n",
         state = names.state,
+        log_format = crate::traffic::log_format(n),
     );
     Ok(Rendered { text, nonce })
 }

@@ -18,7 +18,9 @@ use crate::plugin::contract::{
     SlotDeployer, SlotScaler, TesterRouter, TrafficRouter,
 };
 use crate::plugin::error::PluginError;
-use crate::plugin::types::{Artifact, DeployResult, Release, Request, RoutingState, TargetRelease};
+use crate::plugin::types::{
+    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic,
+};
 
 /// Validate's limit (the seed's 30 seconds), also sent to the plugin as its deadline.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -284,6 +286,19 @@ impl TrafficRouter for Remote {
         })
         .await
         .map(proto::routing_state_from_wire)
+    }
+
+    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
+        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+        self.call("Traffic", Some(req), |mut c, id| async move {
+            c.traffic(v1::TrafficRequest {
+                request: Some(proto::request_to_wire(req, id)),
+                window_ms,
+            })
+            .await
+        })
+        .await
+        .map(proto::traffic_from_wire)
     }
 }
 

@@ -9,8 +9,8 @@ use crate::moniker::Moniker;
 use crate::plugin::error::PluginError;
 use crate::plugin::secrets::Secrets;
 use crate::plugin::types::{
-    Artifact, DeployResult, Pool, Release, Request, Routing, RoutingState, Target, TargetRelease,
-    TargetResult, TargetStatus,
+    Artifact, DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
+    TargetRelease, TargetResult, TargetStatus, Traffic,
 };
 
 /// `manent.plugin.v1`
@@ -143,6 +143,60 @@ pub fn routing_state_from_wire(s: v1::RoutingStateResponse) -> RoutingState {
     RoutingState {
         routing: s.routing.map(routing_from_wire),
         foreign: Some(s.foreign).filter(|f| !f.is_empty()),
+    }
+}
+
+/// Observed traffic on the wire.
+pub fn traffic_to_wire(t: &Traffic) -> v1::TrafficResponse {
+    v1::TrafficResponse {
+        slots: t
+            .slots
+            .iter()
+            .map(|s| v1::SlotTraffic {
+                slot: s.slot.clone(),
+                version: s.version.clone(),
+                requests: s.requests,
+                responses_2xx: s.responses[0],
+                responses_3xx: s.responses[1],
+                responses_4xx: s.responses[2],
+                responses_5xx: s.responses[3],
+                retried_away: s.retried_away,
+                p50_ms: s.p50_ms,
+                p95_ms: s.p95_ms,
+                p99_ms: s.p99_ms,
+            })
+            .collect(),
+        from_ms: t.from_ms,
+        window_ms: t.window_ms,
+        source: t.source.clone(),
+    }
+}
+
+/// Observed traffic from the wire.
+pub fn traffic_from_wire(t: v1::TrafficResponse) -> Traffic {
+    Traffic {
+        slots: t
+            .slots
+            .into_iter()
+            .map(|s| SlotTraffic {
+                slot: s.slot,
+                version: s.version,
+                requests: s.requests,
+                responses: [
+                    s.responses_2xx,
+                    s.responses_3xx,
+                    s.responses_4xx,
+                    s.responses_5xx,
+                ],
+                retried_away: s.retried_away,
+                p50_ms: s.p50_ms,
+                p95_ms: s.p95_ms,
+                p99_ms: s.p99_ms,
+            })
+            .collect(),
+        from_ms: t.from_ms,
+        window_ms: t.window_ms,
+        source: t.source,
     }
 }
 

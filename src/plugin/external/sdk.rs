@@ -495,6 +495,23 @@ impl DeployerRpc for PluginService {
         )))
     }
 
+    async fn traffic(
+        &self,
+        req: Request<v1::TrafficRequest>,
+    ) -> Result<Response<v1::TrafficResponse>, Status> {
+        let d = self.deployer()?;
+        let t = d.traffic_router().ok_or_else(|| unimplemented("Traffic"))?;
+        let w = req.into_inner();
+        let window = std::time::Duration::from_millis(w.window_ms);
+        let (r, _open) = self.request(
+            w.request
+                .ok_or_else(|| Status::invalid_argument("Traffic without its request"))?,
+        )?;
+        Ok(Response::new(proto::traffic_to_wire(
+            &t.traffic(&r, window).await?,
+        )))
+    }
+
     async fn route_testers(
         &self,
         req: Request<v1::DeployRequest>,

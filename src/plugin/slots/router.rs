@@ -6,6 +6,7 @@
 //! manent's routing with its own change applied, never from what the router said before.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -15,7 +16,7 @@ use super::{
 };
 use crate::plugin::{
     DeployResult, Deployer, Logger, ParallelDeployer, PluginError, Request, Routing, RoutingState,
-    SlotDeployer, SlotScaler, TesterRouter, TrafficRouter,
+    SlotDeployer, SlotScaler, TesterRouter, Traffic, TrafficRouter,
 };
 
 /// What a router plugin implements itself.
@@ -39,6 +40,14 @@ pub trait Router: Send + Sync + 'static {
 
     /// What the router serves, read back from it (foreign when manent did not write it).
     async fn served(&self, req: &Request) -> RoutingState;
+
+    /// The traffic it observed per slot of `routing` over the last `window`. Optional.
+    async fn traffic(&self, _routing: &Routing, _window: Duration) -> Result<Traffic, PluginError> {
+        Err(PluginError::Unimplemented(format!(
+            "the {} router does not report the traffic it observes",
+            Self::NAME
+        )))
+    }
 }
 
 /// A router plugin: `R` behind the whole slot and router contract.
@@ -209,6 +218,10 @@ impl<R: Router> TrafficRouter for SlotRouter<R> {
 
     async fn routing_state(&self, req: &Request) -> Result<RoutingState, PluginError> {
         Ok(self.router.served(req).await)
+    }
+
+    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
+        self.router.traffic(&recorded(req)?, window).await
     }
 }
 

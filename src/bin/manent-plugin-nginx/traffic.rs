@@ -1,0 +1,421 @@
+//! The traffic nginx observed, from its own access log: the file the plugin renders a JSON
+//! `log_format` for (`NAME_canary`) and the operator points an `access_log` at, read
+//! incrementally and folded per second and per upstream address, so a window's figures are a
+//! sum over at most an hour of seconds (bounded memory, whatever the request rate).
+//!
+//! Attribution reads every server a request tried: `$upstream_addr` lists them (`", "` between
+//! tries, `" : "` across an internal redirect) with `$upstream_status` and
+//! `$upstream_response_time` beside them; the client's response came from the last one, and
+//! the ones before failed and were retried elsewhere — a candidate's refused connections show
+//! only there. Rotation is followed: when the path names another file, the old one is read to
+//! its end (and once more at the next read, as nginx's workers reopen after its master) before
+//! the new one is read from its start; a file that shrank (copied and truncated) is read again
+//! from its start.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use manent::plugin::{Routing, SlotTraffic, Traffic};
+use serde::Deserialize;
+
+/// The longest window kept, in seconds.
+pub const MAX_WINDOW_S: i64 = 3600;
+
+/// The `log_format` the plugin renders (`escape=json` makes every field a JSON string).
+pub fn log_format(upstream: &str) -> String {
+    format!(
+        "log_format {upstream}_canary escape=json '{{\"msec\":\"$msec\",\"status\":\"$status\",\
+         \"upstream_addr\":\"$upstream_addr\",\"upstream_status\":\"$upstream_status\",\
+         \"upstream_response_time\":\"$upstream_response_time\"}}';"
+    )
+}
+
+/// One address's figures in one second.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    requests: u64,
+    responses: [u64; 4],
+    retried_away: u64,
+    /// Upstream response time (ms, nginx's resolution) → requests.
+    latency: BTreeMap<u32, u64>,
+}
+
+/// The access log, read so far.
+#[derive(Debug)]
+pub struct Reader {
+    path: PathBuf,
+    /// The file being read: its inode and how far.
+    file: Option<(File, u64, u64)>,
+    /// The file the path named before a rotation, read once more before it is let go.
+    previous: Option<File>,
+    /// A line not ended yet.
+    partial: Vec<u8>,
+    /// Epoch second → address → figures.
+    seconds: BTreeMap<i64, HashMap<String, Tally>>,
+    /// Lines that are not the plugin's format (counted, not fatal).
+    pub unreadable: u64,
+}
+
+impl Reader {
+    pub fn new(path: &Path) -> Self {
+        Reader {
+            path: path.to_owned(),
+            file: None,
+            previous: None,
+            partial: Vec::new(),
+            seconds: BTreeMap::new(),
+            unreadable: 0,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads what nginx wrote since the last call. An error only when the file exists and
+    /// cannot be read.
+    pub fn poll(&mut self) -> std::io::Result<()> {
+        if let Some(mut old) = self.previous.take() {
+            self.drain(&mut old)?;
+        }
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(m) => m,
+            // Not there (yet, or between a rename and nginx's reopen): nothing new.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if let Some((file, inode, _)) = &mut self.file
+            && *inode != meta.ino()
+        {
+            // Rotated: the rest of the old file first, and once more next time.
+            let mut old = file.try_clone()?;
+            self.drain(&mut old)?;
+            self.partial.clear();
+            self.previous = Some(old);
+            self.file = None;
+        }
+        if self.file.is_none() {
+            self.file = Some((File::open(&self.path)?, meta.ino(), 0));
+        }
+        let Some((mut file, inode, mut offset)) = self.file.take() else {
+            return Ok(());
+        };
+        if meta.len() < offset {
+            // Truncated (copytruncate): read it again from its start.
+            offset = 0;
+            self.partial.clear();
+        }
+        file.seek(SeekFrom::Start(offset))?;
+        let read = self.drain(&mut file)?;
+        self.file = Some((file, inode, offset + read));
+        self.forget_before(manent::sys::now_ms() / 1000 - MAX_WINDOW_S);
+        Ok(())
+    }
+
+    /// Reads `file` to its end, folding every whole line; the bytes read.
+    fn drain(&mut self, file: &mut File) -> std::io::Result<u64> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = file.read(&mut buf)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n as u64;
+            let mut chunk = &buf[..n];
+            while let Some(end) = chunk.iter().position(|b| *b == b'\n') {
+                if self.partial.is_empty() {
+                    self.fold_line(&chunk[..end]);
+                } else {
+                    let mut line = std::mem::take(&mut self.partial);
+                    line.extend_from_slice(&chunk[..end]);
+                    self.fold_line(&line);
+                }
+                chunk = &chunk[end + 1..];
+            }
+            self.partial.extend_from_slice(chunk);
+        }
+    }
+
+    fn fold_line(&mut self, line: &[u8]) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        match serde_json::from_slice::<Line<'_>>(line) {
+            Ok(l) => self.fold(&l),
+            Err(_) => self.unreadable += 1,
+        }
+    }
+
+    /// Adds one request.
+    fn fold(&mut self, l: &Line<'_>) {
+        let Some(second) = l
+            .msec
+            .split_once('.')
+            .map_or(l.msec.as_ref(), |(s, _)| s)
+            .parse::<i64>()
+            .ok()
+        else {
+            self.unreadable += 1;
+            return;
+        };
+        let addrs = tries(&l.upstream_addr);
+        if addrs.is_empty() {
+            // nginx answered it itself: no slot served it.
+            return;
+        }
+        let statuses = tries(&l.upstream_status);
+        let times = tries(&l.upstream_response_time);
+        let bucket = self.seconds.entry(second).or_default();
+        let last = addrs.len() - 1;
+        for (i, addr) in addrs.iter().enumerate() {
+            let t = bucket.entry((*addr).to_owned()).or_default();
+            if i < last {
+                t.retried_away += 1;
+                continue;
+            }
+            t.requests += 1;
+            let status = statuses
+                .get(i)
+                .and_then(|s| s.parse::<u16>().ok())
+                .or_else(|| l.status.parse().ok())
+                .unwrap_or(0);
+            if let Some(class) = (status / 100).checked_sub(2).filter(|c| *c < 4) {
+                t.responses[usize::from(class)] += 1;
+            }
+            if let Some(ms) = times.get(i).and_then(|s| millis(s)) {
+                *t.latency.entry(ms).or_default() += 1;
+            }
+        }
+    }
+
+    fn forget_before(&mut self, second: i64) {
+        self.seconds = self.seconds.split_off(&second);
+    }
+
+    /// The figures of `routing`'s two slots over the last `window_ms` before `now_ms`.
+    pub fn traffic(&self, routing: &Routing, now_ms: i64, window_ms: u64) -> Traffic {
+        let window_ms = window_ms.min(u64::try_from(MAX_WINDOW_S).unwrap_or(0) * 1000);
+        let from_ms = now_ms - i64::try_from(window_ms).unwrap_or(0);
+        let from_s = from_ms.div_euclid(1000);
+        let slots = [&routing.stable, &routing.candidate]
+            .into_iter()
+            .filter(|p| !p.slot.is_empty())
+            .map(|pool| {
+                let mut sum = Tally::default();
+                for bucket in self.seconds.range(from_s..).map(|(_, b)| b) {
+                    for addr in &pool.addresses {
+                        if let Some(t) = bucket.get(addr) {
+                            sum.requests += t.requests;
+                            for (a, b) in sum.responses.iter_mut().zip(t.responses) {
+                                *a += b;
+                            }
+                            sum.retried_away += t.retried_away;
+                            for (ms, n) in &t.latency {
+                                *sum.latency.entry(*ms).or_default() += n;
+                            }
+                        }
+                    }
+                }
+                let q = |p: f64| quantile(&sum.latency, p);
+                SlotTraffic {
+                    slot: pool.slot.clone(),
+                    version: pool.version.clone(),
+                    requests: sum.requests,
+                    responses: sum.responses,
+                    retried_away: sum.retried_away,
+                    p50_ms: q(0.50),
+                    p95_ms: q(0.95),
+                    p99_ms: q(0.99),
+                }
+            })
+            .collect();
+        Traffic {
+            slots,
+            from_ms,
+            window_ms,
+            source: format!("nginx access log {}", self.path.display()),
+        }
+    }
+}
+
+/// An access log line in the plugin's format.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow)]
+    msec: Cow<'a, str>,
+    #[serde(borrow, default)]
+    status: Cow<'a, str>,
+    #[serde(borrow, default)]
+    upstream_addr: Cow<'a, str>,
+    #[serde(borrow, default)]
+    upstream_status: Cow<'a, str>,
+    #[serde(borrow, default)]
+    upstream_response_time: Cow<'a, str>,
+}
+
+/// The tries a multi-value upstream field lists, in order (`", "` between tries, `" : "`
+/// across an internal redirect); none for `""` or `-`.
+fn tries(field: &str) -> Vec<&str> {
+    field
+        .split(" : ")
+        .flat_map(|part| part.split(", "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "-")
+        .collect()
+}
+
+/// `0.015` (seconds, ms resolution) → 15.
+fn millis(s: &str) -> Option<u32> {
+    let secs: f64 = s.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| (secs * 1000.0).round() as u32)
+}
+
+/// The nearest-rank `p` quantile of a histogram.
+fn quantile(hist: &BTreeMap<u32, u64>, p: f64) -> Option<u32> {
+    let total: u64 = hist.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((p * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (ms, n) in hist {
+        seen += n;
+        if seen >= rank {
+            return Some(*ms);
+        }
+    }
+    hist.keys().next_back().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manent::plugin::Pool;
+    use std::io::Write as _;
+
+    fn routing() -> Routing {
+        Routing {
+            stable: Pool {
+                slot: "blue".into(),
+                version: "1.0.0".into(),
+                addresses: vec!["127.0.0.1:1001".into()],
+            },
+            candidate: Pool {
+                slot: "green".into(),
+                version: "2.0.0".into(),
+                addresses: vec!["127.0.0.1:2001".into()],
+            },
+            weight: 50,
+            testers: false,
+            scale: 100,
+            retired: false,
+        }
+    }
+
+    fn line(at_s: i64, status: &str, addr: &str, ustatus: &str, time: &str) -> String {
+        format!(
+            "{{\"msec\":\"{at_s}.250\",\"status\":\"{status}\",\"upstream_addr\":\"{addr}\",\
+             \"upstream_status\":\"{ustatus}\",\"upstream_response_time\":\"{time}\"}}\n"
+        )
+    }
+
+    #[test]
+    fn every_try_is_attributed_and_the_last_one_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let now = manent::sys::now_ms() / 1000;
+        let mut text = String::new();
+        for i in 0..100 {
+            let (st, t) = if i % 20 == 0 {
+                ("500", "0.030")
+            } else {
+                ("200", "0.010")
+            };
+            text.push_str(&line(now, st, "127.0.0.1:2001", st, t));
+            text.push_str(&line(now, "200", "127.0.0.1:1001", "200", "0.012"));
+        }
+        // A refused try at the candidate, retried on stable: the client got a 200.
+        text.push_str(&line(
+            now,
+            "200",
+            "127.0.0.1:2001, 127.0.0.1:1001",
+            "502, 200",
+            "0.000, 0.011",
+        ));
+        // nginx answered itself; a line of another format.
+        text.push_str(&line(now, "204", "", "", ""));
+        text.push_str("not json\n");
+        std::fs::write(&path, text).unwrap();
+        let mut r = Reader::new(&path);
+        r.poll().unwrap();
+        let t = r.traffic(&routing(), (now + 1) * 1000, 60_000);
+        let (stable, candidate) = (t.slot("blue"), t.slot("green"));
+        assert_eq!(candidate.requests, 100);
+        assert_eq!(candidate.responses, [95, 0, 0, 5]);
+        assert_eq!(candidate.retried_away, 1);
+        assert_eq!(candidate.error_rate(), Some(0.05));
+        assert_eq!(
+            (candidate.p50_ms, candidate.p95_ms, candidate.p99_ms),
+            (Some(10), Some(10), Some(30))
+        );
+        assert_eq!(stable.requests, 101);
+        assert_eq!(stable.responses[0], 101);
+        assert_eq!(stable.p99_ms, Some(12));
+        assert_eq!(r.unreadable, 1);
+        // Outside the window: nothing.
+        let later = r.traffic(&routing(), (now + 120) * 1000, 60_000);
+        assert_eq!(later.slot("green").requests, 0);
+        assert_eq!(later.slot("green").p99_ms, None);
+    }
+
+    #[test]
+    fn a_rotated_or_truncated_log_loses_no_line_and_counts_none_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let now = manent::sys::now_ms() / 1000;
+        let ok = line(now, "200", "127.0.0.1:1001", "200", "0.010");
+        let mut f = std::fs::File::create(&path).unwrap();
+        for _ in 0..10 {
+            f.write_all(ok.as_bytes()).unwrap();
+        }
+        // Half a line: counted once it ends.
+        f.write_all(&ok.as_bytes()[..20]).unwrap();
+        let mut r = Reader::new(&path);
+        r.poll().unwrap();
+        f.write_all(&ok.as_bytes()[20..]).unwrap();
+        // Renamed; nginx still writes to the old file until it reopens, then to a new one.
+        std::fs::rename(&path, dir.path().join("access.json.1")).unwrap();
+        f.write_all(ok.as_bytes()).unwrap();
+        let mut g = std::fs::File::create(&path).unwrap();
+        g.write_all(ok.as_bytes()).unwrap();
+        g.write_all(ok.as_bytes()).unwrap();
+        r.poll().unwrap();
+        // A worker that reopened late wrote one more line to the old file.
+        f.write_all(ok.as_bytes()).unwrap();
+        r.poll().unwrap();
+        let count = |r: &Reader| {
+            r.traffic(&routing(), (now + 1) * 1000, 60_000)
+                .slot("blue")
+                .requests
+        };
+        assert_eq!(count(&r), 15);
+        // Copied and truncated: read again from its start.
+        drop(g);
+        std::fs::write(&path, ok.as_bytes()).unwrap();
+        r.poll().unwrap();
+        assert_eq!(count(&r), 16);
+        assert_eq!(r.unreadable, 0);
+    }
+
+    #[test]
+    fn the_log_format_is_one_json_object_per_line() {
+        let f = log_format("web");
+        assert!(f.starts_with("log_format web_canary escape=json '{"), "{f}");
+        assert!(f.contains("$upstream_addr") && f.ends_with("}';"), "{f}");
+    }
+}
