@@ -27,7 +27,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::error::nearest;
-use super::values::Dur;
+use super::values::{Dur, Rate};
 
 /// The kinds of step a canary takes.
 pub const STEP_KINDS: &[&str] = &["weight", "pause", "scale", "testers", "analysis"];
@@ -141,6 +141,43 @@ pub enum Check {
     },
     /// An HTTP GET.
     Http(HttpCheck),
+    /// The traffic the router itself observed the candidate take.
+    Router(RouterCheck),
+}
+
+/// A judgement of the candidate's real traffic, from what the router observed over `window`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouterCheck {
+    /// The largest share of 5xx responses the candidate may give, parts per million.
+    #[serde(default)]
+    pub max_error_rate: Option<u32>,
+    /// The slowest p99 of its upstream response time allowed.
+    #[serde(default, with = "crate::duration_ms::option")]
+    pub max_p99: Option<Duration>,
+    /// Fewer requests to the candidate than this in the window is inconclusive, never a pass.
+    pub min_requests: u64,
+    /// How far back each run looks.
+    #[serde(with = "crate::duration_ms")]
+    pub window: Duration,
+}
+
+impl fmt::Display for RouterCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut limits = Vec::new();
+        if let Some(r) = self.max_error_rate {
+            limits.push(format!("5xx ≤ {}", Rate(r)));
+        }
+        if let Some(p) = self.max_p99 {
+            limits.push(format!("p99 ≤ {}", humantime::format_duration(p)));
+        }
+        write!(
+            f,
+            "router traffic over {}: {}, at least {} requests",
+            humantime::format_duration(self.window),
+            limits.join(", "),
+            self.min_requests
+        )
+    }
 }
 
 impl fmt::Display for Check {
@@ -151,6 +188,7 @@ impl fmt::Display for Check {
                 write!(f, "`{first}`")
             }
             Check::Http(h) => write!(f, "GET {} expects {}", h.url, h.status),
+            Check::Router(r) => write!(f, "{r}"),
         }
     }
 }
@@ -311,6 +349,8 @@ struct AnalysisSpec {
     #[serde(default)]
     http: Option<HttpSpec>,
     #[serde(default)]
+    router: Option<RouterSpec>,
+    #[serde(default)]
     count: Option<u32>,
     #[serde(default)]
     interval: Option<Dur>,
@@ -336,6 +376,42 @@ struct HttpSpec {
     timeout: Option<Dur>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouterSpec {
+    #[serde(default)]
+    max_error_rate: Option<Rate>,
+    #[serde(default)]
+    max_p99: Option<Dur>,
+    #[serde(default)]
+    min_requests: Option<u64>,
+    #[serde(default)]
+    window: Option<Dur>,
+}
+
+impl RouterSpec {
+    fn resolve<E: de::Error>(self) -> Result<RouterCheck, E> {
+        if self.max_error_rate.is_none() && self.max_p99.is_none() {
+            return Err(E::custom(
+                "analysis.router needs a limit: `max_error_rate: 1%` and/or `max_p99: 300ms`",
+            ));
+        }
+        let window = self.window.map_or(Duration::from_secs(60), |d| d.0);
+        if window < Duration::from_secs(1) || window > Duration::from_secs(3600) {
+            return Err(E::custom(format!(
+                "analysis.router.window {}: write 1s to 1h",
+                humantime::format_duration(window)
+            )));
+        }
+        Ok(RouterCheck {
+            max_error_rate: self.max_error_rate.map(|r| r.0),
+            max_p99: self.max_p99.map(|d| d.0),
+            min_requests: self.min_requests.unwrap_or(100).max(1),
+            window,
+        })
+    }
+}
+
 fn percent<E: de::Error>(what: &str, n: u32) -> Result<u32, E> {
     if n > 100 {
         Err(E::custom(format!(
@@ -348,6 +424,25 @@ fn percent<E: de::Error>(what: &str, n: u32) -> Result<u32, E> {
 
 impl AnalysisSpec {
     fn resolve<E: de::Error>(self) -> Result<Analysis, E> {
+        let given = [
+            self.command.is_some(),
+            self.http.is_some(),
+            self.router.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() > 1 {
+            return Err(E::custom(
+                "analysis: give one of `command`, `http` or `router` (one check per step)",
+            ));
+        }
+        if let Some(r) = self.router {
+            return Self::counted(
+                Check::Router(r.resolve()?),
+                self.count,
+                self.interval,
+                self.failure_limit,
+                self.inconclusive_limit,
+            );
+        }
         let check = match (self.command, self.http) {
             (Some(command), None) if !command.trim().is_empty() => Check::Command { command },
             (None, Some(h)) => {
@@ -387,29 +482,46 @@ impl AnalysisSpec {
             }
             _ => {
                 return Err(E::custom(
-                    "analysis needs a check: `command: \"…\"` (exit 0 passes, 1 fails) or \
-                     `http: {url: …}`",
+                    "analysis needs a check: `command: \"…\"` (exit 0 passes, 1 fails), \
+                     `http: {url: …}` or `router: {max_error_rate: 1%}`",
                 ));
             }
         };
-        let count = self.count.unwrap_or(1);
+        Self::counted(
+            check,
+            self.count,
+            self.interval,
+            self.failure_limit,
+            self.inconclusive_limit,
+        )
+    }
+
+    /// `check` with its runs, their interval and limits, defaults filled in.
+    fn counted<E: de::Error>(
+        check: Check,
+        count: Option<u32>,
+        interval: Option<Dur>,
+        failure_limit: Option<u32>,
+        inconclusive_limit: Option<u32>,
+    ) -> Result<Analysis, E> {
+        let count = count.unwrap_or(1);
         if count == 0 {
             return Err(E::custom("analysis.count must be at least 1"));
         }
-        let failure_limit = self.failure_limit.unwrap_or(1);
+        let failure_limit = failure_limit.unwrap_or(1);
         if failure_limit == 0 || failure_limit > count {
             return Err(E::custom(format!(
                 "analysis.failure_limit {failure_limit}: write 1 to count ({count})"
             )));
         }
-        let inconclusive_limit = self.inconclusive_limit.unwrap_or(1);
+        let inconclusive_limit = inconclusive_limit.unwrap_or(1);
         if inconclusive_limit == 0 {
             return Err(E::custom("analysis.inconclusive_limit must be at least 1"));
         }
         Ok(Analysis {
             check,
             count,
-            interval: self.interval.map_or(Duration::from_secs(10), |d| d.0),
+            interval: interval.map_or(Duration::from_secs(10), |d| d.0),
             failure_limit,
             inconclusive_limit,
         })
@@ -523,6 +635,45 @@ mod tests {
     }
 
     #[test]
+    fn a_router_analysis_reads_its_limits_and_defaults() {
+        let c = parse(
+            "steps:\n  - weight: 10\n  - analysis: {router: {max_error_rate: 0.5%, max_p99: 300ms}, \
+             count: 3, interval: 30s}\n",
+        )
+        .unwrap();
+        let CanaryStep::Analysis(a) = &c.steps[1] else {
+            panic!("{:?}", c.steps[1])
+        };
+        let Check::Router(r) = &a.check else {
+            panic!("{:?}", a.check)
+        };
+        assert_eq!(r.max_error_rate, Some(5_000));
+        assert_eq!(r.max_p99, Some(Duration::from_millis(300)));
+        assert_eq!((r.min_requests, r.window), (100, Duration::from_secs(60)));
+        assert_eq!(
+            a.check.to_string(),
+            "router traffic over 1m: 5xx ≤ 0.5%, p99 ≤ 300ms, at least 100 requests"
+        );
+        let stored = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Canary>(&stored).unwrap(), c);
+    }
+
+    #[test]
+    fn rates_read_as_percentages_or_fractions() {
+        use crate::config::values::{Rate, percent_text};
+        assert_eq!(Rate::parse("1%"), Some(Rate(10_000)));
+        assert_eq!(Rate::parse("0.25 %"), Some(Rate(2_500)));
+        assert_eq!(Rate::parse("0.01"), Some(Rate(10_000)));
+        assert_eq!(Rate::parse("120%"), None);
+        assert_eq!(Rate::parse("-1%"), None);
+        assert_eq!(Rate(10_000).to_string(), "1%");
+        assert_eq!(percent_text(0.052), "5.2");
+        assert_eq!(percent_text(0.00125), "0.125");
+        assert_eq!(percent_text(0.0), "0");
+        assert_eq!(percent_text(0.5), "50");
+    }
+
+    #[test]
     fn mistakes_are_said_plainly() {
         for (yaml, expected) in [
             ("steps: [{wieght: 10}]", "did you mean `weight`?"),
@@ -551,6 +702,22 @@ mod tests {
                 "not a regular expression",
             ),
             ("steps: [{weight: 10}]\nslider_step: 0", "slider_step 0"),
+            (
+                "steps: [{analysis: {router: {min_requests: 10}}}]",
+                "analysis.router needs a limit",
+            ),
+            (
+                "steps: [{analysis: {router: {max_error_rate: lots}}}]",
+                "invalid rate `lots`",
+            ),
+            (
+                "steps: [{analysis: {router: {max_error_rate: 1%, window: 2h}}}]",
+                "window 2h: write 1s to 1h",
+            ),
+            (
+                "steps: [{analysis: {command: 'true', router: {max_p99: 1s}}}]",
+                "give one of `command`, `http` or `router`",
+            ),
         ] {
             let err = parse(yaml).unwrap_err();
             assert!(err.contains(expected), "{yaml}: {err}");

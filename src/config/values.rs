@@ -144,6 +144,73 @@ impl<'de> Deserialize<'de> for Size {
     }
 }
 
+/// A share written as `1%`, `0.5%` or a fraction (`0.01`), kept in parts per million.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate(pub u32);
+
+impl Rate {
+    /// Parses `1%`, `0.25%`, `0.01`; `None` for anything else or above 100%.
+    pub fn parse(s: &str) -> Option<Rate> {
+        let t = s.trim();
+        let (n, scale) = match t.strip_suffix('%') {
+            Some(p) => (p.trim(), 10_000.0),
+            None => (t, 1_000_000.0),
+        };
+        let v: f64 = n.parse().ok()?;
+        let ppm = (v * scale).round();
+        (v.is_finite() && (0.0..=1_000_000.0).contains(&ppm)).then_some(Rate(ppm as u32))
+    }
+
+    /// As a fraction, 0–1.
+    pub fn fraction(self) -> f64 {
+        f64::from(self.0) / 1_000_000.0
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}%", percent_text(self.fraction()))
+    }
+}
+
+/// A fraction as a short percentage's number: `0.052` → `5.2`, `0.00125` → `0.13`.
+pub fn percent_text(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    let text = if p == 0.0 || p >= 10.0 {
+        format!("{p:.1}")
+    } else if p >= 1.0 {
+        format!("{p:.2}")
+    } else {
+        format!("{p:.3}")
+    };
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            S(String),
+        }
+        let s = match Raw::deserialize(d)? {
+            Raw::N(n) => n.to_string(),
+            Raw::S(s) => s,
+        };
+        Rate::parse(&s).ok_or_else(|| {
+            de::Error::custom(format!(
+                "invalid rate `{s}`: write a percentage like 1% or 0.5%, or a fraction like 0.01"
+            ))
+        })
+    }
+}
+
 /// What configuration must know of plugins without depending on them: the built-in names, and
 /// how an undeclared `manent-plugin-<name>` binary is found. The plugin layer provides it
 /// (`manent::plugin::catalog()`).

@@ -151,6 +151,9 @@ pub struct Seen {
     pub excerpt: String,
     /// How long it took.
     pub duration_ms: u64,
+    /// What the router observed, for a router check: the numbers behind the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<crate::plugin::Traffic>,
 }
 
 /// One drift episode, published as event `canary_drift` (the inbox and notifications read it).

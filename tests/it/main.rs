@@ -26,4 +26,5 @@ mod operations;
 mod postgres;
 mod records;
 mod routers;
+mod traffic;
 mod workflow_engine;

@@ -122,7 +122,14 @@ fn split_follows_the_canary_and_nothing_fails_while_it_moves<R: Router>() {
         assert_eq!(hits, 100, "testers at weight {weight}");
         if promote {
             let out = fx.run(&["promote", &id]);
-            assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+            assert_eq!(
+                out.status.code(),
+                Some(7),
+                "{}\n{}\n{}",
+                text(&out.stderr),
+                text(&out.stdout),
+                fx.status(&id)
+            );
         }
     }
     // Twenty weight changes while four clients send requests: not one fails.

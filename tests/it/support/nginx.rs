@@ -21,6 +21,11 @@ pub fn binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The plugin's access log format for upstream `web`, as its documentation gives it.
+pub const LOG_FORMAT: &str = "log_format web_canary escape=json '{\"msec\":\"$msec\",\"status\":\"$status\",\
+\"upstream_addr\":\"$upstream_addr\",\"upstream_status\":\"$upstream_status\",\
+\"upstream_response_time\":\"$upstream_response_time\"}';\n";
+
 /// A running nginx.
 pub struct Nginx {
     pub bin: PathBuf,
@@ -30,6 +35,8 @@ pub struct Nginx {
     pub front: u16,
     /// Where the plugin's file makes nginx answer what it loaded.
     pub state: u16,
+    /// The front's access log, in the plugin's `web_canary` format.
+    pub access_log: PathBuf,
     pub servers: Vec<Server>,
     child: Option<Child>,
 }
@@ -49,6 +56,7 @@ impl Nginx {
             upstreams: prefix.join("conf/manent-web.conf"),
             front: free_port(),
             state: free_port(),
+            access_log: prefix.join("logs/web.canary.json"),
             servers,
             child: None,
         };
@@ -65,20 +73,29 @@ impl Nginx {
         let mut slots = String::new();
         for s in &self.servers {
             for (port, root) in [(s.blue, &s.blue_root), (s.green, &s.green_root)] {
+                // A release whose directory holds `fail5` answers 500 to 5% of requests.
                 slots.push_str(&format!(
-                    "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; }} }}\n",
+                    "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; \
+                     if ($web_test_fail) {{ rewrite ^ /__fail last; }} }} location = /__fail {{ \
+                     default_type text/plain; if (-f $document_root/fail5) {{ return 500; }} \
+                     rewrite ^ /index.html break; }} }}\n",
                     root.display()
                 ));
             }
         }
         let p = self.prefix.display();
-        let (include, pool) = if included {
+        let (include, pool, log) = if included {
             (
                 format!("  include {};\n", self.upstreams.display()),
                 "$web_pool".to_owned(),
+                format!("access_log {} web_canary; ", self.access_log.display()),
             )
         } else {
-            (String::new(), format!("127.0.0.1:{}", self.servers[0].blue))
+            (
+                String::new(),
+                format!("127.0.0.1:{}", self.servers[0].blue),
+                String::new(),
+            )
         };
         format!(
             "user root;\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
@@ -86,7 +103,8 @@ impl Nginx {
              http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
              \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
              {include}{}\
-             \x20 server {{ listen 127.0.0.1:{}; location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
+             \x20 split_clients \"${{request_id}}\" $web_test_fail {{ 5% 1; * 0; }}\n\
+             \x20 server {{ listen 127.0.0.1:{}; {log}location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
             if broken {
                 "  no_such_directive on;\n"
             } else {
@@ -126,6 +144,16 @@ impl Nginx {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    /// A build of `version` whose servers answer 500 to 5% of requests.
+    pub fn build_failing(&self, version: &str) {
+        super::router::build(&self.prefix, version, true);
+        std::fs::write(
+            self.prefix.join("builds").join(version).join("fail5"),
+            "5% of requests get 500\n",
+        )
+        .unwrap();
+    }
+
     /// `nginx -s reload` alone: it returns once the master has the signal.
     pub fn signal_reload(&self) {
         let out = Command::new(&self.bin)
@@ -155,12 +183,13 @@ impl Router for Nginx {
         format!(
             "plugins:\n  {name}:\n    external:\n      command: {PLUGIN}\n      start_timeout: 10s\n    \
              nginx: {}\n    prefix: {}\n    conf: {}\n    upstreams: {}\n    upstream: web\n    \
-             state_listen: 127.0.0.1:{}\n",
+             state_listen: 127.0.0.1:{}\n    access_log: {}\n",
             self.bin.display(),
             self.prefix.display(),
             self.conf.display(),
             self.upstreams.display(),
-            self.state
+            self.state,
+            self.access_log.display()
         )
     }
 
@@ -190,6 +219,8 @@ impl Router for Nginx {
             text.push_str(&format!("    server 127.0.0.1:{};\n", s.port(slot)));
         }
         text.push_str("}\nmap $http_x_canary $web_pool { default web_split; }\n");
+        // The format the plugin renders, pasted from its documentation: the front logs in it.
+        text.push_str(LOG_FORMAT);
         std::fs::write(&self.upstreams, text).unwrap();
         if self.child.is_some() {
             self.reload();

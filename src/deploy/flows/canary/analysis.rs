@@ -1,14 +1,17 @@
 //! One run of a canary's analysis check: a shell command (exit 0 passes, 1 fails, anything
-//! else is inconclusive) or an HTTP GET (the expected status and, if given, a body that matches
-//! a regular expression). A check never fails its step: what went wrong is its verdict, with
-//! the value seen and an excerpt of the output, so the decision it leads to can say why.
+//! else is inconclusive), an HTTP GET (the expected status and, if given, a body that matches
+//! a regular expression), or the candidate's real traffic as the router observed it (its 5xx
+//! rate and p99 against limits, with too few requests inconclusive — never a pass). A check
+//! never fails its step: what went wrong is its verdict, with the value seen and an excerpt of
+//! the output, so the decision it leads to can say why.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::config::{Check, HttpCheck};
+use crate::config::values::{Rate, percent_text};
+use crate::config::{Check, HttpCheck, RouterCheck};
 use crate::deploy::probe::tail;
-use crate::plugin::Processes;
+use crate::plugin::{Processes, Traffic};
 
 pub use crate::deploy::canary_status::{Seen, Verdict};
 
@@ -46,6 +49,106 @@ pub async fn run(check: &Check, cx: &Context<'_>, limit: Duration) -> Seen {
         value: seen.1,
         excerpt: seen.2,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        traffic: None,
+    }
+}
+
+/// A router check's run: `read` is what the router reported (or why it could not), for the
+/// candidate in slot `candidate` beside the stable one in `stable`.
+pub fn router_seen(
+    check: &RouterCheck,
+    read: Result<Traffic, String>,
+    (candidate, stable): (&str, &str),
+    took: Duration,
+) -> Seen {
+    let duration_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+    match read {
+        Err(why) => Seen {
+            verdict: Verdict::Inconclusive,
+            value: format!("the router could not say what traffic it saw: {why}"),
+            excerpt: String::new(),
+            duration_ms,
+            traffic: None,
+        },
+        Ok(t) => {
+            let (verdict, value) = judge(check, &t, candidate, stable);
+            Seen {
+                verdict,
+                value,
+                excerpt: String::new(),
+                duration_ms,
+                traffic: Some(t),
+            }
+        }
+    }
+}
+
+/// The verdict on the candidate's traffic in `t`, and the numbers that made it (both slots',
+/// with the limits and the window).
+pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) -> (Verdict, String) {
+    let (c, s) = (t.slot(candidate), t.slot(stable));
+    let window = humantime::format_duration(Duration::from_millis(t.window_ms));
+    let figures = |x: &crate::plugin::SlotTraffic| {
+        let rate = x
+            .error_rate()
+            .map_or("-".to_owned(), |r| format!("{}%", percent_text(r)));
+        let p99 = x.p99_ms.map_or("-".to_owned(), |p| format!("{p} ms"));
+        (rate, p99)
+    };
+    let (c_rate, c_p99) = figures(&c);
+    let (s_rate, s_p99) = figures(&s);
+    let mut failed = Vec::new();
+    let mut limits = Vec::new();
+    if let Some(max) = check.max_error_rate {
+        limits.push(format!("5xx ≤ {}", Rate(max)));
+        if c.error_rate().is_some_and(|r| r > Rate(max).fraction()) {
+            failed.push(format!("5xx {c_rate} > {}", Rate(max)));
+        }
+    }
+    if let Some(max) = check.max_p99 {
+        limits.push(format!("p99 ≤ {}", humantime::format_duration(max)));
+        let max_ms = u32::try_from(max.as_millis()).unwrap_or(u32::MAX);
+        if c.p99_ms.is_some_and(|p| p > max_ms) {
+            failed.push(format!("p99 {c_p99} > {}", humantime::format_duration(max)));
+        }
+    }
+    let retried = if c.retried_away > 0 {
+        format!(", {} tries retried elsewhere", c.retried_away)
+    } else {
+        String::new()
+    };
+    // `2.0.0 (green)`, or the slot alone when the release in it is not recorded.
+    let named = |x: &crate::plugin::SlotTraffic, slot: &str| {
+        if x.version.is_empty() {
+            format!("({slot})")
+        } else {
+            format!("{} ({slot})", x.version)
+        }
+    };
+    let numbers = format!(
+        "candidate {}: {} requests, 5xx {c_rate}, p99 {c_p99}{retried}; stable {}: {} requests, \
+         5xx {s_rate}, p99 {s_p99}; last {window} of {}; limits {}",
+        named(&c, candidate),
+        c.requests,
+        named(&s, stable),
+        s.requests,
+        t.source,
+        limits.join(", ")
+    );
+    if c.requests < check.min_requests {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "too few requests to judge: the candidate served {} in the last {window} (at \
+                 least {} needed) — {numbers}",
+                c.requests, check.min_requests
+            ),
+        );
+    }
+    if failed.is_empty() {
+        (Verdict::Pass, numbers)
+    } else {
+        (Verdict::Fail, format!("{} — {numbers}", failed.join(", ")))
     }
 }
 
@@ -53,6 +156,12 @@ async fn run_inner(check: &Check, cx: &Context<'_>, limit: Duration) -> (Verdict
     match check {
         Check::Command { command } => run_command(command, cx, limit).await,
         Check::Http(h) => run_http(h, cx).await,
+        // Read through the router by the caller (it needs the plugin): see `router_seen`.
+        Check::Router(_) => (
+            Verdict::Inconclusive,
+            "a router check needs the router".into(),
+            String::new(),
+        ),
     }
 }
 
@@ -125,6 +234,96 @@ async fn run_http(h: &HttpCheck, cx: &Context<'_>) -> (Verdict, String, String) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::SlotTraffic;
+
+    fn traffic(candidate: (u64, u64, u32), stable: (u64, u64, u32)) -> Traffic {
+        let slot =
+            |name: &str, version: &str, (requests, errors, p99): (u64, u64, u32)| SlotTraffic {
+                slot: name.into(),
+                version: version.into(),
+                requests,
+                responses: [requests - errors, 0, 0, errors],
+                retried_away: 0,
+                p50_ms: Some(p99 / 2),
+                p95_ms: Some(p99),
+                p99_ms: Some(p99),
+            };
+        Traffic {
+            slots: vec![
+                slot("blue", "1.0.0", stable),
+                slot("green", "2.0.0", candidate),
+            ],
+            from_ms: 0,
+            window_ms: 60_000,
+            source: "nginx access log /var/log/web.json".into(),
+        }
+    }
+
+    fn limits(rate: Option<u32>, p99: Option<u64>, min: u64) -> RouterCheck {
+        RouterCheck {
+            max_error_rate: rate,
+            max_p99: p99.map(Duration::from_millis),
+            min_requests: min,
+            window: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_router_check_judges_the_candidate_and_shows_both_slots() {
+        let check = limits(Some(10_000), Some(300), 100);
+        let (v, said) = judge(
+            &check,
+            &traffic((400, 20, 40), (400, 0, 15)),
+            "green",
+            "blue",
+        );
+        assert_eq!(v, Verdict::Fail);
+        assert!(said.starts_with("5xx 5% > 1%"), "{said}");
+        assert!(
+            said.contains("candidate 2.0.0 (green): 400 requests, 5xx 5%, p99 40 ms"),
+            "{said}"
+        );
+        assert!(
+            said.contains("stable 1.0.0 (blue): 400 requests, 5xx 0%"),
+            "{said}"
+        );
+        let (v, said) = judge(
+            &check,
+            &traffic((400, 2, 400), (400, 0, 15)),
+            "green",
+            "blue",
+        );
+        assert_eq!(v, Verdict::Fail);
+        assert!(said.starts_with("p99 400 ms > 300ms"), "{said}");
+        let (v, _) = judge(
+            &check,
+            &traffic((400, 4, 299), (400, 0, 15)),
+            "green",
+            "blue",
+        );
+        assert_eq!(v, Verdict::Pass, "1% is within a 1% limit");
+    }
+
+    #[test]
+    fn too_few_requests_is_inconclusive_even_when_every_one_failed() {
+        let check = limits(Some(10_000), None, 100);
+        let (v, said) = judge(
+            &check,
+            &traffic((99, 99, 10), (400, 0, 15)),
+            "green",
+            "blue",
+        );
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(said.contains("the candidate served 99 in the last 1m (at least 100 needed)"));
+        let s = router_seen(
+            &check,
+            Err("nginx: set `access_log:`".into()),
+            ("green", "blue"),
+            Duration::ZERO,
+        );
+        assert_eq!(s.verdict, Verdict::Inconclusive);
+        assert!(s.value.contains("set `access_log:`"), "{}", s.value);
+    }
 
     fn cx(p: &Processes) -> Context<'_> {
         Context {

@@ -6,13 +6,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::analysis::{self, Seen, Verdict};
+use super::slots::{traffic_router, with_plugin};
 use super::{Analysed, Flight, STEP_TOPICS, tester_header};
 use crate::config::Analysis;
 use crate::deploy::canary_status::AnalysisRun;
 use crate::deploy::run::{OrFail, Run, Stop};
 use crate::deploy::state::{CanaryCall, Doing, StepName};
 use crate::deploy::steps;
-use crate::workflow::RetryPolicy;
+use crate::workflow::{RetryPolicy, StepError};
 
 impl Flight {
     /// Runs an analysis step: its check `count` times, `interval` apart, commands taken between.
@@ -112,7 +113,9 @@ impl Flight {
         let tester_header = tester_header(&self.status.testers);
         let limit = match &a.check {
             crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
-            crate::config::Check::Command { .. } => spec.step_timeout,
+            crate::config::Check::Command { .. } | crate::config::Check::Router(_) => {
+                spec.step_timeout
+            }
         };
         // A check never fails its step; its retries are for the attempts a crash cut off.
         let policy = RetryPolicy {
@@ -128,6 +131,9 @@ impl Flight {
                 StepName::Canary(CanaryCall::Check),
                 &policy,
                 |_| async move {
+                    if let crate::config::Check::Router(r) = check {
+                        return Ok(router_check(run, r).await);
+                    }
                     let cx = analysis::Context {
                         env: env.clone(),
                         tester_header: tester_header.clone(),
@@ -140,4 +146,23 @@ impl Flight {
             .await?
             .or_fail()
     }
+}
+
+/// A router check's run: the traffic the router observed over the check's window, judged.
+async fn router_check(run: &Run<'_>, check: &crate::config::RouterCheck) -> Seen {
+    let started = std::time::Instant::now();
+    let (candidate, stable) = run.routing.as_ref().map_or(("", ""), |r| {
+        (r.candidate.slot.as_str(), r.stable.slot.as_str())
+    });
+    let window = check.window;
+    let read = with_plugin(run, |h, req| async move {
+        let name = h.name.clone();
+        traffic_router(&h)?
+            .traffic(&req, window)
+            .await
+            .map_err(|e| StepError::Permanent(format!("{name}: {e}")))
+    })
+    .await
+    .map_err(|e| e.to_string());
+    analysis::router_seen(check, read, (candidate, stable), started.elapsed())
 }
