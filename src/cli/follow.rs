@@ -240,7 +240,7 @@ async fn follow_to_end(
     if matches!(ending, Ending::EngineGone)
         && may_take_over
         && let Runner::Remote { config_file, db, .. } = &runner
-        && status(runner.store(), id).await == Some(WorkflowStatus::Enqueued)
+        && left_untaken(runner.store(), id).await
         && let Some(config) = output::load_settings(config_file, out)
         // manent.yml read again must still name the database the deployment is in.
         && config.database == *db
@@ -322,6 +322,19 @@ async fn follow_to_end(
         ));
     }
     code
+}
+
+/// Work handed to an engine that stopped before taking it: a deployment still waiting for its
+/// first engine, or a live one with a command in its mailbox no engine took (a background
+/// worker that found nothing to do exits just as the command arrives).
+async fn left_untaken(store: &dyn Db, id: &str) -> bool {
+    match crate::deploy::view::load(store, id).await.ok().flatten() {
+        Some(v) => {
+            v.status == WorkflowStatus::Enqueued
+                || (v.status == WorkflowStatus::Pending && !v.pending_commands.is_empty())
+        }
+        None => false,
+    }
 }
 
 /// The exit code of a settled deployment.

@@ -156,6 +156,53 @@ pub struct Seen {
     pub traffic: Option<crate::plugin::Traffic>,
 }
 
+/// One slot's share of a [`TrafficPoint`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotFigures {
+    /// Requests it answered.
+    pub requests: u64,
+    /// Of which 5xx.
+    pub errors: u64,
+    /// The p99 of their upstream response time, ms (`None`: no request).
+    #[serde(default)]
+    pub p99_ms: Option<u32>,
+}
+
+impl SlotFigures {
+    /// Its figures in `t`'s slot `slot`.
+    pub fn of(t: &crate::plugin::Traffic, slot: &str) -> SlotFigures {
+        let s = t.slot(slot);
+        SlotFigures {
+            requests: s.requests,
+            errors: s.responses[3],
+            p99_ms: s.p99_ms,
+        }
+    }
+
+    /// 5xx per request, 0–1 (`None` without a request).
+    pub fn error_rate(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.errors as f64 / self.requests as f64)
+    }
+}
+
+/// What the router saw of the candidate and the stable release over one watch interval, read
+/// while the canary is live; the series (event `canary_traffic`, newest last, the last
+/// [`TRAFFIC_POINTS`]) is what the console charts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficPoint {
+    /// When it was read, epoch ms.
+    pub at: i64,
+    /// The window it covers, ms.
+    pub window_ms: u64,
+    /// The candidate's figures.
+    pub candidate: SlotFigures,
+    /// The stable release's.
+    pub stable: SlotFigures,
+}
+
+/// Traffic points kept: ten minutes at the default `watch` of 5 s.
+pub const TRAFFIC_POINTS: usize = 120;
+
 /// One drift episode, published as event `canary_drift` (the inbox and notifications read it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drift {

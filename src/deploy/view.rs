@@ -66,6 +66,10 @@ pub struct CanaryView {
     pub actual: Option<super::canary_status::Actual>,
     /// The last drift episode: when it began, the two states, what was done.
     pub drift: Option<super::canary_status::Drift>,
+    /// What the router saw of both slots, per watch interval, newest last (empty: nothing
+    /// read yet, or a router that cannot say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traffic: Vec<super::canary_status::TrafficPoint>,
 }
 
 impl CanaryView {

@@ -37,6 +37,9 @@ const RECENT_MS: i64 = 10 * 60 * 1000;
 const ENABLING_GRACE_MS: i64 = 2_000;
 /// At shutdown, what is due is sent for at most this long; the rest goes at the next start.
 const FLUSH: Duration = Duration::from_secs(3);
+/// At shutdown, the last scan (what the end of the command's deployment queues) may take this
+/// long on a loaded machine before it is given up for the next start.
+const LAST_SCAN: Duration = Duration::from_secs(10);
 
 /// What a receiver gets.
 #[derive(Debug, Serialize)]
@@ -142,7 +145,7 @@ impl Notifier {
     pub async fn finish(mut self) {
         self.stop.notify_one();
         let scanner = self.scanner.abort_handle();
-        if tokio::time::timeout(FLUSH, self.scanner).await.is_err() {
+        if tokio::time::timeout(LAST_SCAN, self.scanner).await.is_err() {
             scanner.abort();
         }
         let senders = futures::future::join_all(self.senders.iter_mut());

@@ -164,3 +164,56 @@ fn too_few_requests_is_inconclusive_and_waits_for_an_operator() {
         "{hits} of 200 reached the candidate"
     );
 }
+
+#[test]
+fn while_a_canary_waits_its_engine_charts_what_each_slot_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = start(dir.path()) else {
+        return;
+    };
+    n.build_failing("2.0.0");
+    let app = format!(
+        "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\n\
+         deploy:\n  plugin: edge\nstrategy:\n  canary:\n    watch: 300ms\n    steps:\n      \
+         - weight: 50\n      - pause: {{}}\nenvironments:\n  prod:\n    targets:\n{}",
+        n.artifact_uri(),
+        n.targets_yml()
+    );
+    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    // An engine holds the waiting canary (as a console or a worker does) and reads the router.
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (mut candidate, mut errors) = (0u64, 0u64);
+    while std::time::Instant::now() < deadline && (candidate < 50 || errors == 0) {
+        send(&n, 100);
+        let v = fx.status(&id);
+        let points = v["canary"]["traffic"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        candidate = points
+            .iter()
+            .map(|p| p["candidate"]["requests"].as_u64().unwrap_or(0))
+            .sum();
+        errors = points
+            .iter()
+            .map(|p| p["candidate"]["errors"].as_u64().unwrap_or(0))
+            .sum();
+        let stable_errors: u64 = points
+            .iter()
+            .map(|p| p["stable"]["errors"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(stable_errors, 0, "stable answers no 500: {points:?}");
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let _ = worker.wait();
+    assert!(
+        candidate >= 50 && errors > 0,
+        "the candidate's requests ({candidate}) and 500s ({errors}) are charted"
+    );
+}

@@ -147,6 +147,9 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
         return Line::from(Span::styled(l, t.get("status.failed")));
     }
     let mut parts: Vec<Span<'static>> = Vec::new();
+    if let Some(w) = traffic_words(c) {
+        parts.push(Span::raw(w));
+    }
     if let Some((h, v)) = tester_header(&c.status.testers) {
         parts.push(Span::raw(format!("testers {h}: {v}")));
     }
@@ -185,6 +188,197 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
         spans.push(p);
     }
     Line::from(spans)
+}
+
+/// The limits the canary's first router analysis judges by: the 5xx rate (0–1) and the p99 (ms).
+fn router_limits(c: &CanaryView) -> (Option<f64>, Option<u64>) {
+    c.plan
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            crate::config::CanaryStep::Analysis(a) => match &a.check {
+                crate::config::Check::Router(r) => Some((
+                    r.max_error_rate.map(|p| f64::from(p) / 1_000_000.0),
+                    r.max_p99
+                        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                )),
+                _ => None,
+            },
+            _ => None,
+        })
+        .unwrap_or((None, None))
+}
+
+/// `5.2%`, `-` without a request.
+fn rate_text(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| {
+        format!("{}%", crate::config::values::percent_text(r))
+    })
+}
+
+/// `38ms`, `-` without a request.
+fn ms_text(p: Option<u32>) -> String {
+    p.map_or("-".into(), |p| format!("{p}ms"))
+}
+
+/// A sparkline of `values` (ratatui's bar symbols), scaled to `top`; cells over `limit` in
+/// the failed style.
+fn spark(
+    values: &[Option<f64>],
+    top: f64,
+    limit: Option<f64>,
+    style: ratatui::style::Style,
+    t: &Theme,
+) -> Vec<Span<'static>> {
+    use ratatui::symbols::bar::NINE_LEVELS as L;
+    let levels = [
+        L.empty,
+        L.one_eighth,
+        L.one_quarter,
+        L.three_eighths,
+        L.half,
+        L.five_eighths,
+        L.three_quarters,
+        L.seven_eighths,
+        L.full,
+    ];
+    values
+        .iter()
+        .map(|v| match v {
+            // No request in that interval: a gap, not a zero.
+            None => Span::styled(" ", t.get("muted")),
+            Some(v) => {
+                let level = if top > 0.0 {
+                    ((v / top) * 8.0)
+                        .round()
+                        .clamp(if *v > 0.0 { 1.0 } else { 0.0 }, 8.0)
+                } else {
+                    0.0
+                };
+                let ch = if level == 0.0 {
+                    "▁"
+                } else {
+                    levels[level as usize]
+                };
+                let over = limit.is_some_and(|l| *v > l);
+                Span::styled(ch, if over { t.get("status.failed") } else { style })
+            }
+        })
+        .collect()
+}
+
+/// What the router saw of both slots over the last minutes: for the 5xx rate and for the p99,
+/// a line for the candidate and one for stable, each a sparkline (ratatui's bar symbols, one
+/// cell per watch interval, a gap where no request came) with its latest value, the
+/// candidate's with the analysis' limit and `over` when its latest is beyond it (readable
+/// without colour). Empty without readings.
+pub fn traffic(c: &CanaryView, width: usize, t: &Theme) -> Vec<Line<'static>> {
+    let Some(last) = c.traffic.last() else {
+        return Vec::new();
+    };
+    let (max_rate, max_p99) = router_limits(c);
+    let rate_over = max_rate.is_some_and(|l| last.candidate.error_rate().is_some_and(|r| r > l));
+    let p99_over = max_p99.is_some_and(|l| last.candidate.p99_ms.is_some_and(|p| u64::from(p) > l));
+    let rate_limit = max_rate.map_or(String::new(), |l| format!("≤{}", rate_text(Some(l))));
+    let p99_limit = max_p99.map_or(String::new(), |l| format!("≤{l}ms"));
+    // `5xx ` + spark + ` 5.77% cand ≤1% over`: the spark takes what the words leave.
+    let words = |now: String, limit: &str, over: bool| {
+        format!(" {now} cand {limit}{}", if over { " over" } else { "" })
+            .chars()
+            .count()
+    };
+    let longest = words(
+        rate_text(last.candidate.error_rate()),
+        &rate_limit,
+        rate_over,
+    )
+    .max(words(ms_text(last.candidate.p99_ms), &p99_limit, p99_over))
+    .max(" 100% stable".len());
+    let n = width
+        .saturating_sub(4 + longest)
+        .clamp(3, 90)
+        .min(c.traffic.len());
+    let points = &c.traffic[c.traffic.len() - n..];
+    let mut lines = Vec::new();
+    let mut metric = |label: &str,
+                      cand: Vec<Option<f64>>,
+                      stable: Vec<Option<f64>>,
+                      (cand_now, stable_now): (String, String),
+                      limit: Option<f64>,
+                      limit_text: String,
+                      over: bool| {
+        let top = cand
+            .iter()
+            .chain(&stable)
+            .flatten()
+            .copied()
+            .chain(limit)
+            .fold(0.0_f64, f64::max);
+        let mut first = vec![Span::styled(format!("{label} "), t.get("muted"))];
+        first.extend(spark(&cand, top, limit, t.get("canary.candidate"), t));
+        first.push(Span::styled(
+            format!(" {cand_now} "),
+            if over {
+                t.get("status.failed")
+            } else {
+                t.get("base")
+            },
+        ));
+        first.push(Span::styled("cand", t.get("canary.candidate")));
+        if !limit_text.is_empty() {
+            first.push(Span::styled(format!(" {limit_text}"), t.get("muted")));
+        }
+        if over {
+            first.push(Span::styled(" over", t.get("status.failed")));
+        }
+        let mut second = vec![Span::raw(" ".repeat(label.len() + 1))];
+        second.extend(spark(&stable, top, limit, t.get("canary.stable"), t));
+        second.push(Span::raw(format!(" {stable_now} ")));
+        second.push(Span::styled("stable", t.get("canary.stable")));
+        lines.push(Line::from(first));
+        lines.push(Line::from(second));
+    };
+    metric(
+        "5xx",
+        points.iter().map(|p| p.candidate.error_rate()).collect(),
+        points.iter().map(|p| p.stable.error_rate()).collect(),
+        (
+            rate_text(last.candidate.error_rate()),
+            rate_text(last.stable.error_rate()),
+        ),
+        max_rate,
+        rate_limit,
+        rate_over,
+    );
+    metric(
+        "p99",
+        points
+            .iter()
+            .map(|p| p.candidate.p99_ms.map(f64::from))
+            .collect(),
+        points
+            .iter()
+            .map(|p| p.stable.p99_ms.map(f64::from))
+            .collect(),
+        (ms_text(last.candidate.p99_ms), ms_text(last.stable.p99_ms)),
+        max_p99.map(|l| l as f64),
+        p99_limit,
+        p99_over,
+    );
+    lines
+}
+
+/// The last traffic reading in a few words, candidate/stable, for the narrow strip: `5xx
+/// 5.2%/0% p99 38ms/15ms`.
+fn traffic_words(c: &CanaryView) -> Option<String> {
+    let last = c.traffic.last()?;
+    Some(format!(
+        "5xx {}/{} p99 {}/{}",
+        rate_text(last.candidate.error_rate()),
+        rate_text(last.stable.error_rate()),
+        ms_text(last.candidate.p99_ms),
+        ms_text(last.stable.p99_ms)
+    ))
 }
 
 fn last_automatic(decisions: &[Decision]) -> Option<&Decision> {

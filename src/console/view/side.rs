@@ -107,7 +107,9 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             let mut lines = canary::slider(c, pending, inner, t);
             lines.push(canary::weights(c, pending, d.status.is_live(), t));
             lines.push(canary::step_line(d, c, false, t));
-            let rows = usize::from(area.height.saturating_sub(7));
+            let traffic = canary::traffic(c, inner, t);
+            let rows = usize::from(area.height.saturating_sub(7)).saturating_sub(traffic.len());
+            lines.extend(traffic);
             lines.extend(canary::steps(c, rows, inner, t));
             lines.push(canary::extras(c, t));
             frame.render_widget(Paragraph::new(lines).block(panel(title, focused, t)), area);

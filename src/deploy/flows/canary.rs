@@ -270,6 +270,10 @@ struct Flight {
     drift: Vec<String>,
     /// When the current drift episode began (epoch ms).
     drift_since: i64,
+    /// The traffic the router saw, per watch interval, newest last (`canary_traffic`).
+    traffic: std::collections::VecDeque<crate::deploy::canary_status::TrafficPoint>,
+    /// The router does not report its traffic: not asked again.
+    no_traffic: bool,
 }
 
 impl Flight {
@@ -285,6 +289,8 @@ impl Flight {
             abandoned: false,
             drift: Vec::new(),
             drift_since: 0,
+            traffic: std::collections::VecDeque::new(),
+            no_traffic: false,
         }
     }
 

@@ -286,6 +286,7 @@ fn build(
             status: event(&events, "canary").unwrap_or_default(),
             actual: event(&events, "canary_actual"),
             drift: event(&events, "canary_drift"),
+            traffic: event(&events, "canary_traffic").unwrap_or_default(),
         });
     DeploymentView {
         id: row.id,

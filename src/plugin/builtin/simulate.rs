@@ -22,8 +22,8 @@ use crate::plugin::error::PluginError;
 use crate::plugin::logger::Logger;
 use crate::plugin::targets::{for_all_targets, for_each_target};
 use crate::plugin::types::{
-    DeployResult, Pool, Release, Request, Routing, RoutingState, Target, TargetRelease,
-    TargetResult, TargetStatus,
+    DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
+    TargetRelease, TargetResult, TargetStatus, Traffic,
 };
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -57,6 +57,63 @@ struct Settings {
     /// what the crash tests read to see which calls ran.
     #[serde(default)]
     ledger: Option<String>,
+    /// Requests through the simulated router, for router analysis and the console's charts.
+    #[serde(default)]
+    traffic: Option<SimTraffic>,
+}
+
+/// `traffic: {rate: 200, stable: {error_rate: 0.001, p99: 40ms}, candidate: {…, burst: …}}`
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SimTraffic {
+    /// Requests a second through the router, split by the weight.
+    #[serde(default = "default_rate")]
+    rate: f64,
+    #[serde(default)]
+    stable: SlotSim,
+    #[serde(default)]
+    candidate: SlotSim,
+}
+
+fn default_rate() -> f64 {
+    100.0
+}
+
+/// How one slot answers.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlotSim {
+    /// Fraction of its requests answered 5xx, 0 to 1.
+    #[serde(default)]
+    error_rate: f64,
+    /// Its p99 latency.
+    #[serde(default = "default_p99")]
+    p99: Dur,
+    /// A spell of errors, from `after` the candidate first took traffic, `lasting` so long.
+    #[serde(default)]
+    burst: Option<Burst>,
+}
+
+impl Default for SlotSim {
+    fn default() -> Self {
+        SlotSim {
+            error_rate: 0.0,
+            p99: default_p99(),
+            burst: None,
+        }
+    }
+}
+
+fn default_p99() -> Dur {
+    Dur(Duration::from_millis(40))
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Burst {
+    after: Dur,
+    lasting: Dur,
+    error_rate: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,6 +170,7 @@ impl Settings {
             log_lines: over.log_lines.or(self.log_lines),
             seed: over.seed.or(self.seed),
             ledger: over.ledger.clone().or_else(|| self.ledger.clone()),
+            traffic: over.traffic.or(self.traffic),
         }
     }
 }
@@ -125,6 +183,7 @@ pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deplo
         log,
         fleet: Mutex::new(HashMap::new()),
         routers: Mutex::new(HashMap::new()),
+        live_since: Mutex::new(HashMap::new()),
     }))
 }
 
@@ -141,6 +200,32 @@ fn parse(v: &serde_json::Value, what: &str) -> Result<Settings, PluginError> {
         if rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
             return Err(PluginError::Permanent(format!(
                 "simulate {what}: {name} must be between 0 and 1"
+            )));
+        }
+    }
+    if let Some(t) = &s.traffic {
+        let rates = [
+            ("traffic.stable.error_rate", Some(t.stable.error_rate)),
+            ("traffic.candidate.error_rate", Some(t.candidate.error_rate)),
+            (
+                "traffic.stable.burst.error_rate",
+                t.stable.burst.map(|b| b.error_rate),
+            ),
+            (
+                "traffic.candidate.burst.error_rate",
+                t.candidate.burst.map(|b| b.error_rate),
+            ),
+        ];
+        for (name, rate) in rates {
+            if rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
+                return Err(PluginError::Permanent(format!(
+                    "simulate {what}: {name} must be between 0 and 1"
+                )));
+            }
+        }
+        if !(t.rate.is_finite() && (0.0..=100_000.0).contains(&t.rate)) {
+            return Err(PluginError::Permanent(format!(
+                "simulate {what}: traffic.rate must be 0 to 100000 requests a second"
             )));
         }
     }
@@ -163,6 +248,8 @@ struct Simulate {
     fleet: Mutex<HashMap<String, String>>,
     /// Each environment's simulated router (`application/environment`): what it serves.
     routers: Mutex<HashMap<String, Routing>>,
+    /// When each environment's candidate first took traffic (epoch ms), for `burst`.
+    live_since: Mutex<HashMap<String, i64>>,
 }
 
 enum Fate {
@@ -543,6 +630,82 @@ impl TrafficRouter for Simulate {
         Ok(RoutingState {
             routing: Some(self.served(req)),
             foreign: None,
+        })
+    }
+
+    /// Simulated requests, second by second over the window, split by the weight served now
+    /// and answered as each slot's `traffic` settings say (seeded per second: the same window
+    /// reads the same).
+    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
+        let s = self.settings(req)?;
+        let Some(sim) = s.traffic else {
+            return Err(PluginError::Unimplemented(
+                "simulate reports traffic only with `traffic:` in its options or params".into(),
+            ));
+        };
+        let routing = self.served(req);
+        let now = crate::sys::now_ms();
+        let key = format!("{}/{}", req.application, req.environment);
+        let share = if routing.retired {
+            0.0
+        } else {
+            f64::from(routing.weight) / 100.0
+        };
+        let since = self.live_since.lock().ok().and_then(|mut m| {
+            if share > 0.0 {
+                Some(*m.entry(key).or_insert(now))
+            } else {
+                m.get(&key).copied()
+            }
+        });
+        let seconds = window.as_secs().max(1);
+        let mut slots = Vec::new();
+        for (pool, slot, part) in [
+            (&routing.stable, &sim.stable, 1.0 - share),
+            (&routing.candidate, &sim.candidate, share),
+        ] {
+            if pool.slot.is_empty() {
+                continue;
+            }
+            let (mut requests, mut errors, mut p99) = (0u64, 0u64, None::<u32>);
+            for i in 0..seconds {
+                let at = now / 1000 - i64::try_from(i).unwrap_or(0);
+                let mut rng = fastrand::Rng::with_seed(
+                    s.seed.unwrap_or(0) ^ (at as u64).rotate_left(17) ^ pool.slot.len() as u64,
+                );
+                let n = (sim.rate * part * rng.f64().mul_add(0.2, 0.9)).round() as u64;
+                let bursting = slot.burst.filter(|b| {
+                    since.is_some_and(|from| {
+                        let start = from + i64::try_from(b.after.0.as_millis()).unwrap_or(0);
+                        let end = start + i64::try_from(b.lasting.0.as_millis()).unwrap_or(0);
+                        (start..end).contains(&(at * 1000))
+                    })
+                });
+                let rate = bursting.map_or(slot.error_rate, |b| b.error_rate);
+                errors += (0..n).filter(|_| rng.f64() < rate).count() as u64;
+                requests += n;
+                if n > 0 {
+                    let base = slot.p99.0.as_millis() as f64;
+                    let here = (base * rng.f64().mul_add(0.1, 0.95)).round() as u32;
+                    p99 = Some(p99.map_or(here, |p| p.max(here)));
+                }
+            }
+            slots.push(SlotTraffic {
+                slot: pool.slot.clone(),
+                version: pool.version.clone(),
+                requests,
+                responses: [requests - errors, 0, 0, errors],
+                retried_away: 0,
+                p50_ms: p99.map(|p| p / 3),
+                p95_ms: p99.map(|p| p * 4 / 5),
+                p99_ms: p99,
+            });
+        }
+        Ok(Traffic {
+            slots,
+            from_ms: now - i64::try_from(window.as_millis()).unwrap_or(0),
+            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            source: "simulated traffic".into(),
         })
     }
 }

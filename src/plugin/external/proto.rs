@@ -161,9 +161,9 @@ pub fn traffic_to_wire(t: &Traffic) -> v1::TrafficResponse {
                 responses_4xx: s.responses[2],
                 responses_5xx: s.responses[3],
                 retried_away: s.retried_away,
-                p50_ms: s.p50_ms,
-                p95_ms: s.p95_ms,
-                p99_ms: s.p99_ms,
+                p50_ms: s.p50_ms.unwrap_or(0),
+                p95_ms: s.p95_ms.unwrap_or(0),
+                p99_ms: s.p99_ms.unwrap_or(0),
             })
             .collect(),
         from_ms: t.from_ms,
@@ -178,20 +178,24 @@ pub fn traffic_from_wire(t: v1::TrafficResponse) -> Traffic {
         slots: t
             .slots
             .into_iter()
-            .map(|s| SlotTraffic {
-                slot: s.slot,
-                version: s.version,
-                requests: s.requests,
-                responses: [
-                    s.responses_2xx,
-                    s.responses_3xx,
-                    s.responses_4xx,
-                    s.responses_5xx,
-                ],
-                retried_away: s.retried_away,
-                p50_ms: s.p50_ms,
-                p95_ms: s.p95_ms,
-                p99_ms: s.p99_ms,
+            .map(|s| {
+                // Quantiles of no request are none.
+                let q = |v: u32| (s.requests > 0).then_some(v);
+                SlotTraffic {
+                    slot: s.slot,
+                    version: s.version,
+                    requests: s.requests,
+                    responses: [
+                        s.responses_2xx,
+                        s.responses_3xx,
+                        s.responses_4xx,
+                        s.responses_5xx,
+                    ],
+                    retried_away: s.retried_away,
+                    p50_ms: q(s.p50_ms),
+                    p95_ms: q(s.p95_ms),
+                    p99_ms: q(s.p99_ms),
+                }
             })
             .collect(),
         from_ms: t.from_ms,

@@ -263,6 +263,7 @@ pub fn canary() -> DeploymentView {
     }
     d.canary = Some(manent::deploy::view::CanaryView {
         drift: None,
+        traffic: Vec::new(),
         plan: canary_plan(),
         status: CanaryStatus {
             step: 3,

@@ -360,6 +360,90 @@ fn the_canary_panel_in_every_theme_at_120x40() {
     }
 }
 
+/// The canary of the fixture with ten minutes of what the router saw: the candidate's 5xx rate
+/// bursting to 6% in its last readings against stable's 0.1%, its p99 a little above stable's,
+/// judged by a router analysis (5xx ≤ 1%, p99 ≤ 120ms).
+fn canary_with_traffic() -> App {
+    use manent::config::{Analysis, CanaryStep, Check, RouterCheck};
+    use manent::deploy::canary_status::{SlotFigures, TrafficPoint};
+    let mut app = app_on_deployment(CANARY);
+    let mut snap = (*app.snap).clone();
+    let d = snap
+        .deployments
+        .iter_mut()
+        .find(|d| d.id == CANARY)
+        .unwrap();
+    let c = d.canary.as_mut().unwrap();
+    c.plan.steps[4] = CanaryStep::Analysis(Analysis {
+        check: Check::Router(RouterCheck {
+            max_error_rate: Some(10_000),
+            max_p99: Some(std::time::Duration::from_millis(120)),
+            min_requests: 100,
+            window: std::time::Duration::from_secs(60),
+        }),
+        count: 3,
+        interval: std::time::Duration::from_secs(10),
+        failure_limit: 1,
+        inconclusive_limit: 1,
+    });
+    c.traffic = (0..40u64)
+        .map(|i| {
+            let burst = i >= 32;
+            TrafficPoint {
+                at: super::fixture::NOW - 5_000 * (40 - i as i64),
+                window_ms: 5_000,
+                candidate: SlotFigures {
+                    requests: 100 + i % 7,
+                    errors: if burst { 6 } else { u64::from(i % 9 == 0) },
+                    p99_ms: Some(if burst { 140 } else { 90 + (i % 5) as u32 }),
+                },
+                stable: SlotFigures {
+                    requests: 900 + i % 11,
+                    errors: u64::from(i % 10 == 0),
+                    p99_ms: Some(80 + (i % 3) as u32),
+                },
+            }
+        })
+        .collect();
+    // A reading with no request to the candidate is a gap, not a zero.
+    c.traffic[20].candidate = SlotFigures::default();
+    app.snap = std::sync::Arc::new(snap);
+    app
+}
+
+#[test]
+fn the_canary_traffic_charts_at_both_sizes_and_in_every_theme() {
+    let app = canary_with_traffic();
+    // 120×40: the side panel draws both charts; 80×24: the strip says the last numbers, and
+    // the canary panel zoomed (Tab to it, z) draws the charts.
+    let wide = draw(&app, "default", 120, 40).backend().to_string();
+    insta::assert_snapshot!("canary_traffic_120x40", wide);
+    let narrow = draw(&app, "default", 80, 24).backend().to_string();
+    insta::assert_snapshot!("canary_traffic_80x24", narrow);
+    assert!(narrow.contains("5xx 5.77%/0% p99 140ms/80ms"), "{narrow}");
+    let mut zoomed = app.clone();
+    zoomed.update(Action::Resize(80, 24));
+    zoomed.focus = manent::console::app::Focus::Canary;
+    zoomed.update(Action::Zoom);
+    let z = draw(&zoomed, "default", 80, 24).backend().to_string();
+    insta::assert_snapshot!("canary_traffic_zoomed_80x24", z);
+    for needle in [
+        "5.77% cand ≤1% over",
+        "0% stable",
+        "140ms cand ≤120ms over",
+        "80ms stable",
+    ] {
+        assert!(z.contains(needle), "{needle:?} in\n{z}");
+    }
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let t = draw(&app, theme, 120, 40);
+        insta::assert_debug_snapshot!(
+            format!("{theme}_canary_traffic_120x40"),
+            t.backend().buffer()
+        );
+    }
+}
+
 #[test]
 fn the_hooks_panel_in_every_theme_at_120x40() {
     let mut app = fixture::app_on_hooked();

@@ -167,6 +167,7 @@ impl Flight {
                 }
                 () = tokio::time::sleep(every), if watching => {
                     self.watch(run).await;
+                    self.sample_traffic(run, every).await;
                 }
             }
         }

@@ -21,7 +21,7 @@ use crate::operator::Operator;
 use crate::plugin::{Routing, RoutingState};
 use crate::workflow::StepError;
 
-use crate::deploy::canary_status::Drift;
+use crate::deploy::canary_status::{Drift, SlotFigures, TRAFFIC_POINTS, TrafficPoint};
 
 impl Flight {
     /// Reads the router back and deals with drift.
@@ -272,6 +272,49 @@ async fn publish(run: &Run<'_>, a: Actual) {
 }
 
 impl Flight {
+    /// Reads what the router saw of both slots over the last `every` and publishes the series
+    /// (a router that cannot say is not asked again in this run).
+    pub(super) async fn sample_traffic(&mut self, run: &Run<'_>, every: std::time::Duration) {
+        if self.no_traffic {
+            return;
+        }
+        let Some((candidate, stable)) = run
+            .routing
+            .as_ref()
+            .map(|r| (r.candidate.slot.clone(), r.stable.slot.clone()))
+        else {
+            return;
+        };
+        let read = with_plugin(run, |h, req| async move {
+            match traffic_router(&h)?.traffic(&req, every).await {
+                Ok(t) => Ok(Some(t)),
+                Err(crate::plugin::PluginError::Unimplemented(_)) => Ok(None),
+                Err(e) => Err(StepError::from(e)),
+            }
+        })
+        .await;
+        let t = match read {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                self.no_traffic = true;
+                return;
+            }
+            // A read that failed leaves a gap; the analysis says why when it runs.
+            Err(_) => return,
+        };
+        self.traffic.push_back(TrafficPoint {
+            at: crate::sys::now_ms(),
+            window_ms: t.window_ms,
+            candidate: SlotFigures::of(&t, &candidate),
+            stable: SlotFigures::of(&t, &stable),
+        });
+        while self.traffic.len() > TRAFFIC_POINTS {
+            self.traffic.pop_front();
+        }
+        let points: Vec<&TrafficPoint> = self.traffic.iter().collect();
+        let _ = run.ctx.publish(&[("canary_traffic", json(&points))]).await;
+    }
+
     /// Publishes a read the canary made itself (right after a change).
     pub(super) async fn published_read(&self, run: &Run<'_>, state: &RoutingState) {
         let diff = self.record(run).differences(state);
