@@ -47,6 +47,11 @@ pub struct Canary {
     /// What drift (the router serving something else than manent set) gets.
     #[serde(default)]
     pub on_drift: OnDrift,
+    /// Background analysis (`canary.analysis`): its check runs every `interval` from the first
+    /// weight to the end, at every step and wait (an operator's pause, a hold), and
+    /// `failure_limit` failures revert the canary. Its `count` is 0: it runs until the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Analysis>,
 }
 
 /// What a canary does when the router serves something else than manent set.
@@ -227,6 +232,8 @@ pub(crate) struct CanarySpec {
     watch: Option<Dur>,
     #[serde(default)]
     on_drift: Option<OnDrift>,
+    #[serde(default)]
+    analysis: Option<AnalysisSpec>,
 }
 
 impl CanarySpec {
@@ -256,12 +263,17 @@ impl CanarySpec {
                 humantime::format_duration(watch)
             )));
         }
+        let analysis = match self.analysis {
+            Some(a) => Some(a.background()?),
+            None => None,
+        };
         Ok(Canary {
             steps: self.steps.0,
             slider_step,
             confirm_above,
             watch,
             on_drift: self.on_drift.unwrap_or_default(),
+            analysis,
         })
     }
 }
@@ -423,6 +435,25 @@ fn percent<E: de::Error>(what: &str, n: u32) -> Result<u32, E> {
 }
 
 impl AnalysisSpec {
+    /// `canary.analysis`: no `count` (it runs until the canary ends), `interval` 10s and
+    /// `failure_limit` 1 unless given.
+    fn background<E: de::Error>(self) -> Result<Analysis, E> {
+        if self.count.is_some() || self.inconclusive_limit.is_some() {
+            return Err(E::custom(
+                "canary.analysis runs from the first weight to the end: it takes a check, \
+                 `interval` and `failure_limit` (no `count` or `inconclusive_limit`)",
+            ));
+        }
+        let limit = self.failure_limit.unwrap_or(1).max(1);
+        let mut a = AnalysisSpec {
+            count: Some(limit),
+            ..self
+        }
+        .resolve()?;
+        a.count = 0;
+        Ok(a)
+    }
+
     fn resolve<E: de::Error>(self) -> Result<Analysis, E> {
         let given = [
             self.command.is_some(),
@@ -656,6 +687,31 @@ mod tests {
         );
         let stored = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<Canary>(&stored).unwrap(), c);
+    }
+
+    #[test]
+    fn a_background_analysis_runs_until_the_end() {
+        let c = parse(
+            "analysis: {router: {max_error_rate: 2%}, interval: 15s, failure_limit: 3}\n\
+             steps: [{weight: 10}, {pause: {}}]\n",
+        )
+        .unwrap();
+        let a = c.analysis.as_ref().unwrap();
+        assert_eq!((a.count, a.failure_limit), (0, 3));
+        assert_eq!(a.interval, Duration::from_secs(15));
+        assert!(matches!(a.check, Check::Router(_)));
+        let stored = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Canary>(&stored).unwrap(), c);
+        // A canary stored before background analysis existed still reads.
+        let old = stored.replace(
+            &format!(",\"analysis\":{}", serde_json::to_string(a).unwrap()),
+            "",
+        );
+        assert_eq!(serde_json::from_str::<Canary>(&old).unwrap().analysis, None);
+        let err =
+            parse("analysis: {router: {max_error_rate: 2%}, count: 3}\nsteps: [{weight: 10}]\n")
+                .unwrap_err();
+        assert!(err.contains("no `count`"), "{err}");
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct CanaryView {
     /// read yet, or a router that cannot say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traffic: Vec<super::canary_status::TrafficPoint>,
+    /// The background analysis' runs so far and its last one (`canary.analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<super::flows::canary::BackgroundStatus>,
 }
 
 impl CanaryView {

@@ -217,3 +217,61 @@ fn while_a_canary_waits_its_engine_charts_what_each_slot_served() {
         "the candidate's requests ({candidate}) and 500s ({errors}) are charted"
     );
 }
+
+#[test]
+fn background_analysis_reverts_a_held_canary_when_its_real_traffic_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = start(dir.path()) else {
+        return;
+    };
+    n.build_failing("2.0.0");
+    let app = format!(
+        "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\n\
+         deploy:\n  plugin: edge\nstrategy:\n  canary:\n    watch: 300ms\n    analysis: {{router: \
+         {{max_error_rate: 1%, min_requests: 50, window: 1m}}, interval: 500ms, failure_limit: \
+         2}}\n    steps:\n      - weight: 10\n      - pause: {{}}\n      - weight: 100\n\
+         environments:\n  prod:\n    targets:\n{}",
+        n.artifact_uri(),
+        n.targets_yml()
+    );
+    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    // An operator holds it at 50%: the steps wait, the background analysis does not.
+    let out = fx.run(&["weight", &id, "50"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut v = fx.status(&id);
+    while std::time::Instant::now() < deadline && v["state"] != "reverted" {
+        send(&n, 100);
+        v = fx.status(&id);
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let _ = worker.wait();
+    assert_eq!(v["state"], "reverted", "{v}");
+    let decision = v["canary"]["status"]["decisions"]
+        .as_array()
+        .and_then(|d| d.iter().rev().find(|d| d["action"] == "revert"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(decision["by"], "analysis", "{decision}");
+    let why = decision["why"].as_str().unwrap_or_default();
+    for part in [
+        "background analysis",
+        "failed 2 of",
+        "(limit 2)",
+        "5xx",
+        "> 1%",
+        "requests",
+    ] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+    let b = &v["canary"]["background"];
+    assert!(b["failures"].as_u64() >= Some(2), "{b}");
+    // Reverted: the candidate takes nothing.
+    assert_eq!(n.sample(100, None, "2.0.0"), (0, 0));
+}

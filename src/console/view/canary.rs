@@ -156,19 +156,29 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
     if let Some(s) = c.status.scale {
         parts.push(Span::raw(format!("scale {s}%")));
     }
+    let background = c
+        .background
+        .as_ref()
+        .filter(|b| c.status.runs.last().is_none_or(|r| b.at > r.at));
     if let Some(d) = last_automatic(&c.status.decisions) {
         parts.push(Span::styled(
             format!("{} by analysis: {}", d.action, d.why),
             t.get("status.failed"),
         ));
+    } else if let Some(b) = background {
+        parts.push(Span::styled(
+            format!(
+                "background analysis {} ({} failed of {}, limit {}): {}",
+                b.last.verdict.as_str(),
+                b.failures,
+                b.runs,
+                b.failure_limit,
+                b.last.value
+            ),
+            verdict_style(b.last.verdict, t),
+        ));
     } else if let Some(r) = c.status.runs.last() {
-        let style = match r.seen.verdict {
-            crate::deploy::flows::canary::analysis::Verdict::Pass => t.get("status.ok"),
-            crate::deploy::flows::canary::analysis::Verdict::Fail => t.get("status.failed"),
-            crate::deploy::flows::canary::analysis::Verdict::Inconclusive => {
-                t.get("status.retrying")
-            }
-        };
+        let style = verdict_style(r.seen.verdict, t);
         parts.push(Span::styled(
             format!(
                 "analysis {}/{} {}: {}",
@@ -379,6 +389,18 @@ fn traffic_words(c: &CanaryView) -> Option<String> {
         ms_text(last.candidate.p99_ms),
         ms_text(last.stable.p99_ms)
     ))
+}
+
+fn verdict_style(
+    v: crate::deploy::flows::canary::analysis::Verdict,
+    t: &Theme,
+) -> ratatui::style::Style {
+    use crate::deploy::flows::canary::analysis::Verdict;
+    match v {
+        Verdict::Pass => t.get("status.ok"),
+        Verdict::Fail => t.get("status.failed"),
+        Verdict::Inconclusive => t.get("status.retrying"),
+    }
 }
 
 fn last_automatic(decisions: &[Decision]) -> Option<&Decision> {

@@ -19,6 +19,8 @@
 
 pub mod ahead;
 pub mod analysis;
+mod background;
+pub use background::BackgroundStatus;
 mod commands;
 mod ending;
 mod gate;
@@ -274,6 +276,8 @@ struct Flight {
     traffic: std::collections::VecDeque<crate::deploy::canary_status::TrafficPoint>,
     /// The router does not report its traffic: not asked again.
     no_traffic: bool,
+    /// The background analysis (`canary.analysis`) so far in this run.
+    background: background::Background,
 }
 
 impl Flight {
@@ -291,6 +295,7 @@ impl Flight {
             drift_since: 0,
             traffic: std::collections::VecDeque::new(),
             no_traffic: false,
+            background: background::Background::default(),
         }
     }
 

@@ -287,6 +287,7 @@ fn build(
             actual: event(&events, "canary_actual"),
             drift: event(&events, "canary_drift"),
             traffic: event(&events, "canary_traffic").unwrap_or_default(),
+            background: event(&events, "canary_background"),
         });
     DeploymentView {
         id: row.id,

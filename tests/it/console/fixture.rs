@@ -235,6 +235,7 @@ pub fn canary_plan() -> manent::config::Canary {
         confirm_above: 50,
         watch: std::time::Duration::from_secs(5),
         on_drift: manent::config::OnDrift::Correct,
+        analysis: None,
     }
 }
 
@@ -264,6 +265,7 @@ pub fn canary() -> DeploymentView {
     d.canary = Some(manent::deploy::view::CanaryView {
         drift: None,
         traffic: Vec::new(),
+        background: None,
         plan: canary_plan(),
         status: CanaryStatus {
             step: 3,

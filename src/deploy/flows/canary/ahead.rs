@@ -76,6 +76,7 @@ mod tests {
             confirm_above: 50,
             watch: std::time::Duration::from_secs(5),
             on_drift: crate::config::OnDrift::Correct,
+            analysis: None,
         }
     }
 

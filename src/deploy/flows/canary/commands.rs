@@ -157,6 +157,12 @@ impl Flight {
         let watching = !run.ctx.replaying() && self.live;
         let every = self.plan.watch;
         loop {
+            // The background analysis' next run, when there is one (not while replaying).
+            let due = if watching {
+                self.background_due()
+            } else {
+                None
+            };
             tokio::select! {
                 r = &mut recv => {
                     let msg = r?;
@@ -168,6 +174,9 @@ impl Flight {
                 () = tokio::time::sleep(every), if watching => {
                     self.watch(run).await;
                     self.sample_traffic(run, every).await;
+                }
+                () = tokio::time::sleep(due.unwrap_or_default()), if due.is_some() => {
+                    self.background_run(run).await;
                 }
             }
         }

@@ -97,6 +97,28 @@ impl Flight {
     /// One run of the analysis check, as a step (a check never fails its step: what went
     /// wrong is its verdict).
     async fn check(&self, run: &Run<'_>, a: &Analysis) -> Result<Seen, Stop> {
+        // A check never fails its step; its retries are for the attempts a crash cut off.
+        let policy = RetryPolicy {
+            max_retries: 3,
+            timeout: Some(limit(run, a) + Duration::from_secs(5)),
+            ..steps::internal()
+        };
+        run.ctx
+            .step(
+                StepName::Canary(CanaryCall::Check),
+                &policy,
+                |_| async move { Ok(self.run_check(run, a).await) },
+            )
+            .await?
+            .or_fail()
+    }
+
+    /// One run of `a`'s check, outside the checkpoint log (the step above records it; the
+    /// background analysis acts on it through the mailbox).
+    pub(super) async fn run_check(&self, run: &Run<'_>, a: &Analysis) -> Seen {
+        if let crate::config::Check::Router(r) = &a.check {
+            return router_check(run, r).await;
+        }
         let spec = run.spec;
         let env: BTreeMap<String, String> = [
             ("MANENT_DEPLOYMENT_ID", run.ctx.id().to_owned()),
@@ -110,41 +132,23 @@ impl Flight {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let tester_header = tester_header(&self.status.testers);
-        let limit = match &a.check {
-            crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
-            crate::config::Check::Command { .. } | crate::config::Check::Router(_) => {
-                spec.step_timeout
-            }
+        let cx = analysis::Context {
+            env,
+            tester_header: tester_header(&self.status.testers),
+            processes: &run.env.processes,
+            dir: run.spec.workdir.as_path(),
         };
-        // A check never fails its step; its retries are for the attempts a crash cut off.
-        let policy = RetryPolicy {
-            max_retries: 3,
-            timeout: Some(limit + Duration::from_secs(5)),
-            ..steps::internal()
-        };
-        let processes = &run.env.processes;
-        let (check, env, tester_header) = (&a.check, &env, &tester_header);
-        let dir = run.spec.workdir.as_path();
-        run.ctx
-            .step(
-                StepName::Canary(CanaryCall::Check),
-                &policy,
-                |_| async move {
-                    if let crate::config::Check::Router(r) = check {
-                        return Ok(router_check(run, r).await);
-                    }
-                    let cx = analysis::Context {
-                        env: env.clone(),
-                        tester_header: tester_header.clone(),
-                        processes,
-                        dir,
-                    };
-                    Ok(analysis::run(check, &cx, limit).await)
-                },
-            )
-            .await?
-            .or_fail()
+        analysis::run(&a.check, &cx, limit(run, a)).await
+    }
+}
+
+/// How long one run of `a`'s check may take.
+fn limit(run: &Run<'_>, a: &Analysis) -> Duration {
+    match &a.check {
+        crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
+        crate::config::Check::Command { .. } | crate::config::Check::Router(_) => {
+            run.spec.step_timeout
+        }
     }
 }
 

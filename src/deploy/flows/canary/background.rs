@@ -1,0 +1,133 @@
+//! Background analysis (`canary.analysis`, Argo Rollouts' background analysis): its check runs
+//! every `interval` while the canary is live — at every wait: an operator's pause, a timed
+//! pause, between an analysis step's runs, held by an operator — and `failure_limit` failures
+//! revert the canary. A run is not a durable step (when it runs depends on the clock, which a
+//! replay must not): it is published as it is seen, and a failure acts through the mailbox, as
+//! an operator's `revert` would — sent by `analysis` with the check, the numbers and the limit,
+//! so the journal, the decision and the exit code say the analysis reverted it. An
+//! inconclusive run (too few requests) is shown and counted, never acted on alone.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::Flight;
+use super::analysis::{Seen, Verdict};
+use crate::deploy::command::{self, OperatorCommand};
+use crate::deploy::run::{Run, json};
+use crate::operator::Operator;
+
+/// What the background analysis has seen in this run.
+#[derive(Debug, Default)]
+pub struct Background {
+    /// When its next run is due (`None`: not started; the first is due one interval after the
+    /// candidate takes traffic).
+    next: Option<Instant>,
+    /// Runs, failures and inconclusive runs so far.
+    runs: u32,
+    failures: u32,
+    inconclusive: u32,
+    /// The revert it asked for (it asks once).
+    reverting: bool,
+}
+
+/// What is published of it (event `canary_background`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackgroundStatus {
+    /// Runs so far, and how many failed or could not tell.
+    pub runs: u32,
+    pub failures: u32,
+    pub inconclusive: u32,
+    /// Failures that revert the canary.
+    pub failure_limit: u32,
+    /// Every how long it runs, ms.
+    pub interval_ms: u64,
+    /// The last run.
+    pub last: Seen,
+    /// When the last run ended, epoch ms.
+    pub at: i64,
+}
+
+impl Flight {
+    /// How long until the background analysis' next run, when it has one.
+    pub(super) fn background_due(&mut self) -> Option<Duration> {
+        let a = self.plan.analysis.as_ref()?;
+        if self.background.reverting {
+            return None;
+        }
+        let next = *self
+            .background
+            .next
+            .get_or_insert_with(|| Instant::now() + a.interval);
+        Some(next.saturating_duration_since(Instant::now()))
+    }
+
+    /// One run of the background analysis; at its failure limit, a revert sent by `analysis`.
+    pub(super) async fn background_run(&mut self, run: &Run<'_>) {
+        let Some(a) = self.plan.analysis.clone() else {
+            return;
+        };
+        let seen = self.run_check(run, &a).await;
+        let b = &mut self.background;
+        b.next = Some(Instant::now() + a.interval);
+        b.runs += 1;
+        match seen.verdict {
+            Verdict::Pass => {}
+            Verdict::Fail => b.failures += 1,
+            Verdict::Inconclusive => b.inconclusive += 1,
+        }
+        let log = run.env.log.for_deployment(run.ctx.id());
+        let line = format!(
+            "background analysis {} ({}): {}: {}",
+            b.runs,
+            a.check,
+            seen.verdict.as_str(),
+            seen.value
+        );
+        match seen.verdict {
+            Verdict::Pass => log.info(&line),
+            _ => log.warn(&line),
+        }
+        let status = BackgroundStatus {
+            runs: b.runs,
+            failures: b.failures,
+            inconclusive: b.inconclusive,
+            failure_limit: a.failure_limit,
+            interval_ms: u64::try_from(a.interval.as_millis()).unwrap_or(u64::MAX),
+            last: seen.clone(),
+            at: crate::sys::now_ms(),
+        };
+        let _ = run
+            .ctx
+            .publish(&[("canary_background", json(&status))])
+            .await;
+        if b.failures < a.failure_limit || b.reverting {
+            return;
+        }
+        let why = format!(
+            "background analysis ({}) failed {} of {} runs (limit {}); last: {}",
+            a.check, b.failures, b.runs, a.failure_limit, seen.value
+        );
+        let analysis = Operator {
+            name: "analysis".into(),
+            client: None,
+        };
+        match command::send(
+            run.env.db.as_ref(),
+            &analysis,
+            run.ctx.id(),
+            &OperatorCommand::Revert,
+            Some(&why),
+        )
+        .await
+        {
+            Ok(_) => {
+                self.background.reverting = true;
+                log.warn(&format!("reverting: {why}"));
+            }
+            // Not taken now (it is already reverting, or ending): the next run asks again.
+            Err(e) => log.warn(&format!("background analysis could not revert: {e}")),
+        }
+    }
+}
