@@ -28,11 +28,21 @@ fn manent_yml(exe: &Path, sha256: &str, fast: bool) -> String {
     } else {
         ("{min: 500ms, max: 2500ms}", 3, 0.04)
     };
+    // The router's simulated traffic: the candidate a little slower than stable, and (not in
+    // the quick demo the tests drive) a burst of 5xx 150s after it first takes traffic, which
+    // the background analysis catches unless the operator has promoted or reverted by then.
+    let burst = if fast {
+        ""
+    } else {
+        ", burst: {after: 150s, lasting: 90s, error_rate: 0.08}"
+    };
     format!(
         "# manent demo: a simulated fleet, deployed through a real external plugin process.\n\
          database: .manent/manent.db\n\
          plugins:\n  fleet:\n    external:\n      command: {exe}\n      args: [plugin-serve, simulate]\n      sha256: {sha256}\n\
          \x20   latency: {latency}\n    log_lines: {lines}\n    failure_rate: {failures}\n\
+         \x20   traffic: {{rate: 300, stable: {{error_rate: 0.001, p99: 80ms}}, candidate: \
+         {{error_rate: 0.002, p99: 95ms{burst}}}}}\n\
          engine:\n  drain_timeout: 30s\n",
         exe = exe.display()
     )
@@ -69,18 +79,21 @@ environments:
     targets:
 ";
 
-/// prod is a canary: testers first, 10% until promoted, analysis at 25%, 50% until promoted.
+/// prod is a canary: testers first, 10% until promoted, the router's traffic analysed at 25%,
+/// 50% until promoted; a background analysis of the traffic all along.
 const PROD: &str = "  prod:
     strategy:
       canary:
         slider_step: 5
         confirm_above: 50
+        watch: 2s
+        analysis: {router: {max_error_rate: 2%, max_p99: 150ms, min_requests: 50, window: 20s}, interval: 5s, failure_limit: 2}
         steps:
           - testers: {}
           - weight: 10
           - pause: {}
           - weight: 25
-          - analysis: {command: \"echo simulated: 5xx rate 0.2% under 1%\", count: 3, interval: 5s}
+          - analysis: {router: {max_error_rate: 1%, max_p99: 150ms, min_requests: 100, window: 15s}, count: 3, interval: 5s}
           - weight: 50
           - pause: {}
           - scale: 100

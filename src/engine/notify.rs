@@ -188,7 +188,11 @@ async fn scan_loop(
     let mut previous = tokio::time::Instant::now() - MIN_SCAN_GAP;
     loop {
         let last = tokio::select! {
-            _ = events.recv() => {
+            // What a waiting canary measures changes no transition: no scan for it.
+            ev = events.recv() => {
+                if let Ok(RuntimeEvent::Step { event: crate::workflow::StepEvent::Published, .. }) = ev {
+                    continue;
+                }
                 // Coalesce a burst: one scan for everything that happened meanwhile.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 while events.try_recv().is_ok() {}

@@ -187,7 +187,7 @@ fn event_line(e: &crate::workflow::RuntimeEvent) -> Option<EventLine<'_>> {
                 None,
                 None,
             ),
-            S::Finished { replayed: true, .. } => return None,
+            S::Finished { replayed: true, .. } | S::Published => return None,
         },
     };
     Some(EventLine {

@@ -79,6 +79,9 @@ pub enum StepEvent {
     StoreRecovered,
     /// The workflow waits for an operator or a timer.
     Parked { waiting: bool },
+    /// The run published events outside the checkpoint log (what a waiting canary measures):
+    /// readers of the workflow read it again.
+    Published,
 }
 
 /// Receives step events of every run.
@@ -190,7 +193,9 @@ impl WfCtx {
         let store = &self.run.store;
         let (id, token) = (&self.run.id, &self.run.run_token);
         self.store_retry(|| store.publish(id, token, events.clone()))
-            .await
+            .await?;
+        self.observe(StepEvent::Published);
+        Ok(())
     }
 
     /// Allocates `n` consecutive step ids in program order, before any branch is spawned (E5).

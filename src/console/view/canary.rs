@@ -146,15 +146,10 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
     if let Some(l) = c.router_lines().into_iter().next() {
         return Line::from(Span::styled(l, t.get("status.failed")));
     }
+    // What matters first at 3 am: the numbers, then what the analysis made of them.
     let mut parts: Vec<Span<'static>> = Vec::new();
     if let Some(w) = traffic_words(c) {
         parts.push(Span::raw(w));
-    }
-    if let Some((h, v)) = tester_header(&c.status.testers) {
-        parts.push(Span::raw(format!("testers {h}: {v}")));
-    }
-    if let Some(s) = c.status.scale {
-        parts.push(Span::raw(format!("scale {s}%")));
     }
     let background = c
         .background
@@ -166,14 +161,14 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
             t.get("status.failed"),
         ));
     } else if let Some(b) = background {
+        // Its numbers are the chart's; here the verdict and the count.
         parts.push(Span::styled(
             format!(
-                "background analysis {} ({} failed of {}, limit {}): {}",
+                "background analysis {}, {} of {} failed (limit {})",
                 b.last.verdict.as_str(),
                 b.failures,
                 b.runs,
-                b.failure_limit,
-                b.last.value
+                b.failure_limit
             ),
             verdict_style(b.last.verdict, t),
         ));
@@ -190,6 +185,12 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
             style,
         ));
     }
+    if let Some((h, v)) = tester_header(&c.status.testers) {
+        parts.push(Span::raw(format!("testers {h}: {v}")));
+    }
+    if let Some(s) = c.status.scale {
+        parts.push(Span::raw(format!("scale {s}%")));
+    }
     let mut spans = Vec::new();
     for (i, p) in parts.into_iter().enumerate() {
         if i > 0 {
@@ -200,20 +201,23 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The limits the canary's first router analysis judges by: the 5xx rate (0–1) and the p99 (ms).
+/// The limits the canary's router analysis judges by — its background analysis', else its
+/// first analysis step's: the 5xx rate (0–1) and the p99 (ms).
 fn router_limits(c: &CanaryView) -> (Option<f64>, Option<u64>) {
+    let steps = c.plan.steps.iter().filter_map(|s| match s {
+        crate::config::CanaryStep::Analysis(a) => Some(a),
+        _ => None,
+    });
     c.plan
-        .steps
+        .analysis
         .iter()
-        .find_map(|s| match s {
-            crate::config::CanaryStep::Analysis(a) => match &a.check {
-                crate::config::Check::Router(r) => Some((
-                    r.max_error_rate.map(|p| f64::from(p) / 1_000_000.0),
-                    r.max_p99
-                        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                )),
-                _ => None,
-            },
+        .chain(steps)
+        .find_map(|a| match &a.check {
+            crate::config::Check::Router(r) => Some((
+                r.max_error_rate.map(|p| f64::from(p) / 1_000_000.0),
+                r.max_p99
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            )),
             _ => None,
         })
         .unwrap_or((None, None))
@@ -232,7 +236,8 @@ fn ms_text(p: Option<u32>) -> String {
 }
 
 /// A sparkline of `values` (ratatui's bar symbols), scaled to `top`; cells over `limit` in
-/// the failed style.
+/// the failed style. Zero is the lowest bar, anything above it at least the next one up (one
+/// 5xx among thousands must not look like none).
 fn spark(
     values: &[Option<f64>],
     top: f64,
@@ -261,7 +266,7 @@ fn spark(
                 let level = if top > 0.0 {
                     ((v / top) * 8.0)
                         .round()
-                        .clamp(if *v > 0.0 { 1.0 } else { 0.0 }, 8.0)
+                        .clamp(if *v > 0.0 { 2.0 } else { 0.0 }, 8.0)
                 } else {
                     0.0
                 };

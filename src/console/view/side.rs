@@ -111,8 +111,32 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             let rows = usize::from(area.height.saturating_sub(7)).saturating_sub(traffic.len());
             lines.extend(traffic);
             lines.extend(canary::steps(c, rows, inner, t));
-            lines.push(canary::extras(c, t));
-            frame.render_widget(Paragraph::new(lines).block(panel(title, focused, t)), area);
+            // The last word (an analysis' decision and its numbers) wraps into the rows the
+            // rest leaves free.
+            let extra = canary::extras(c, t);
+            let block = panel(title, focused, t);
+            let body = block.inner(area);
+            frame.render_widget(block, area);
+            let free = usize::from(body.height).saturating_sub(lines.len()).max(1);
+            let needed = extra.width().div_ceil(inner.max(1)).max(1);
+            let k = u16::try_from(needed.min(free)).unwrap_or(1);
+            let top = Rect {
+                height: body.height.saturating_sub(k),
+                ..body
+            };
+            let bottom = Rect {
+                y: top.y + top.height,
+                height: body.height - top.height,
+                ..body
+            };
+            frame.render_widget(Paragraph::new(lines), top);
+            let extra = Paragraph::new(extra);
+            let extra = if k > 1 {
+                extra.wrap(Wrap { trim: true })
+            } else {
+                extra
+            };
+            frame.render_widget(extra, bottom);
         }
         None => frame.render_widget(
             Paragraph::new(vec![

@@ -173,7 +173,9 @@ impl Flight {
                 }
                 () = tokio::time::sleep(every), if watching => {
                     self.watch(run).await;
-                    self.sample_traffic(run, every).await;
+                    // Each reading covers 10s at least (overlapping at a shorter `watch`): a
+                    // point over a second or two of a small candidate share is noise.
+                    self.sample_traffic(run, every.max(Duration::from_secs(10))).await;
                 }
                 () = tokio::time::sleep(due.unwrap_or_default()), if due.is_some() => {
                     self.background_run(run).await;

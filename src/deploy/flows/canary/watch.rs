@@ -272,9 +272,9 @@ async fn publish(run: &Run<'_>, a: Actual) {
 }
 
 impl Flight {
-    /// Reads what the router saw of both slots over the last `every` and publishes the series
+    /// Reads what the router saw of both slots over the last `window` and publishes the series
     /// (a router that cannot say is not asked again in this run).
-    pub(super) async fn sample_traffic(&mut self, run: &Run<'_>, every: std::time::Duration) {
+    pub(super) async fn sample_traffic(&mut self, run: &Run<'_>, window: std::time::Duration) {
         if self.no_traffic {
             return;
         }
@@ -286,7 +286,7 @@ impl Flight {
             return;
         };
         let read = with_plugin(run, |h, req| async move {
-            match traffic_router(&h)?.traffic(&req, every).await {
+            match traffic_router(&h)?.traffic(&req, window).await {
                 Ok(t) => Ok(Some(t)),
                 Err(crate::plugin::PluginError::Unimplemented(_)) => Ok(None),
                 Err(e) => Err(StepError::from(e)),
