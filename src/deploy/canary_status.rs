@@ -156,6 +156,24 @@ pub struct Seen {
     pub traffic: Option<crate::plugin::Traffic>,
 }
 
+/// What the background analysis (`canary.analysis`) has seen, published as event
+/// `canary_background`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackgroundStatus {
+    /// Runs so far, and how many failed or could not tell.
+    pub runs: u32,
+    pub failures: u32,
+    pub inconclusive: u32,
+    /// Failures that revert the canary.
+    pub failure_limit: u32,
+    /// Every how long it runs, ms.
+    pub interval_ms: u64,
+    /// The last run.
+    pub last: Seen,
+    /// When the last run ended, epoch ms.
+    pub at: i64,
+}
+
 /// One slot's share of a [`TrafficPoint`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotFigures {

@@ -72,7 +72,7 @@ pub struct CanaryView {
     pub traffic: Vec<super::canary_status::TrafficPoint>,
     /// The background analysis' runs so far and its last one (`canary.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub background: Option<super::flows::canary::BackgroundStatus>,
+    pub background: Option<super::canary_status::BackgroundStatus>,
 }
 
 impl CanaryView {

@@ -20,7 +20,6 @@
 pub mod ahead;
 pub mod analysis;
 mod background;
-pub use background::BackgroundStatus;
 mod commands;
 mod ending;
 mod gate;

@@ -9,11 +9,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::Flight;
-use super::analysis::{Seen, Verdict};
+use super::analysis::Verdict;
+use crate::deploy::canary_status::BackgroundStatus;
 use crate::deploy::command::{self, OperatorCommand};
 use crate::deploy::run::{Run, json};
 use crate::operator::Operator;
@@ -30,23 +30,6 @@ pub struct Background {
     inconclusive: u32,
     /// The revert it asked for (it asks once).
     reverting: bool,
-}
-
-/// What is published of it (event `canary_background`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BackgroundStatus {
-    /// Runs so far, and how many failed or could not tell.
-    pub runs: u32,
-    pub failures: u32,
-    pub inconclusive: u32,
-    /// Failures that revert the canary.
-    pub failure_limit: u32,
-    /// Every how long it runs, ms.
-    pub interval_ms: u64,
-    /// The last run.
-    pub last: Seen,
-    /// When the last run ended, epoch ms.
-    pub at: i64,
 }
 
 impl Flight {

@@ -275,7 +275,12 @@ impl Flight {
     /// Reads what the router saw of both slots over the last `window` and publishes the series
     /// (a router that cannot say is not asked again in this run).
     pub(super) async fn sample_traffic(&mut self, run: &Run<'_>, window: std::time::Duration) {
-        if self.no_traffic {
+        // At most every 2s, however often the router is watched: a chart needs no more.
+        let due = self
+            .traffic
+            .back()
+            .is_none_or(|p| crate::sys::now_ms() - p.at >= 2_000);
+        if self.no_traffic || !due {
             return;
         }
         let Some((candidate, stable)) = run
