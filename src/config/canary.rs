@@ -148,6 +148,41 @@ pub enum Check {
     Http(HttpCheck),
     /// The traffic the router itself observed the candidate take.
     Router(RouterCheck),
+    /// A PromQL instant query whose value must stay within limits.
+    Prometheus(PromCheck),
+}
+
+/// A PromQL instant query (`{{slot}}`, `{{version}}`, `{{stable_slot}}`, `{{stable_version}}`,
+/// `{{application}}`, `{{environment}}` and `{{deployment}}` replaced), judged by its value —
+/// every series of it. No data (an empty result, NaN) is inconclusive, never a pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromCheck {
+    /// The Prometheus server, `http://127.0.0.1:9090`.
+    pub url: String,
+    /// The query.
+    pub query: String,
+    /// The largest value that passes.
+    #[serde(default)]
+    pub max: Option<serde_json::Number>,
+    /// The smallest value that passes.
+    #[serde(default)]
+    pub min: Option<serde_json::Number>,
+    /// One query's time limit.
+    #[serde(with = "crate::duration_ms")]
+    pub timeout: Duration,
+}
+
+impl fmt::Display for PromCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut limits = Vec::new();
+        if let Some(m) = &self.min {
+            limits.push(format!("≥ {m}"));
+        }
+        if let Some(m) = &self.max {
+            limits.push(format!("≤ {m}"));
+        }
+        write!(f, "prometheus `{}` {}", self.query, limits.join(", "))
+    }
 }
 
 /// A judgement of the candidate's real traffic, from what the router observed over `window`.
@@ -194,6 +229,7 @@ impl fmt::Display for Check {
             }
             Check::Http(h) => write!(f, "GET {} expects {}", h.url, h.status),
             Check::Router(r) => write!(f, "{r}"),
+            Check::Prometheus(p) => write!(f, "{p}"),
         }
     }
 }
@@ -363,6 +399,8 @@ struct AnalysisSpec {
     #[serde(default)]
     router: Option<RouterSpec>,
     #[serde(default)]
+    prometheus: Option<PromSpec>,
+    #[serde(default)]
     count: Option<u32>,
     #[serde(default)]
     interval: Option<Dur>,
@@ -399,6 +437,46 @@ struct RouterSpec {
     min_requests: Option<u64>,
     #[serde(default)]
     window: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromSpec {
+    url: String,
+    query: String,
+    #[serde(default)]
+    max: Option<serde_json::Number>,
+    #[serde(default)]
+    min: Option<serde_json::Number>,
+    #[serde(default)]
+    timeout: Option<Dur>,
+}
+
+impl PromSpec {
+    fn resolve<E: de::Error>(self) -> Result<PromCheck, E> {
+        let lower = self.url.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            return Err(E::custom(format!(
+                "analysis.prometheus.url `{}`: write the server's http:// or https:// URL",
+                self.url
+            )));
+        }
+        if self.query.trim().is_empty() {
+            return Err(E::custom("analysis.prometheus.query is empty"));
+        }
+        if self.max.is_none() && self.min.is_none() {
+            return Err(E::custom(
+                "analysis.prometheus needs a limit: `max: 0.01` and/or `min: …`",
+            ));
+        }
+        Ok(PromCheck {
+            url: self.url.trim_end_matches('/').to_owned(),
+            query: self.query,
+            max: self.max,
+            min: self.min,
+            timeout: self.timeout.map_or(Duration::from_secs(10), |d| d.0),
+        })
+    }
 }
 
 impl RouterSpec {
@@ -459,11 +537,22 @@ impl AnalysisSpec {
             self.command.is_some(),
             self.http.is_some(),
             self.router.is_some(),
+            self.prometheus.is_some(),
         ];
         if given.iter().filter(|g| **g).count() > 1 {
             return Err(E::custom(
-                "analysis: give one of `command`, `http` or `router` (one check per step)",
+                "analysis: give one of `command`, `http`, `router` or `prometheus` (one check \
+                 per step)",
             ));
+        }
+        if let Some(p) = self.prometheus {
+            return Self::counted(
+                Check::Prometheus(p.resolve()?),
+                self.count,
+                self.interval,
+                self.failure_limit,
+                self.inconclusive_limit,
+            );
         }
         if let Some(r) = self.router {
             return Self::counted(
@@ -514,7 +603,8 @@ impl AnalysisSpec {
             _ => {
                 return Err(E::custom(
                     "analysis needs a check: `command: \"…\"` (exit 0 passes, 1 fails), \
-                     `http: {url: …}` or `router: {max_error_rate: 1%}`",
+                     `http: {url: …}`, `router: {max_error_rate: 1%}` or `prometheus: {url: …, \
+                     query: …, max: …}`",
                 ));
             }
         };
@@ -772,7 +862,7 @@ mod tests {
             ),
             (
                 "steps: [{analysis: {command: 'true', router: {max_p99: 1s}}}]",
-                "give one of `command`, `http` or `router`",
+                "give one of `command`, `http`, `router` or `prometheus`",
             ),
         ] {
             let err = parse(yaml).unwrap_err();

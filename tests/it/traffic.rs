@@ -275,3 +275,159 @@ fn background_analysis_reverts_a_held_canary_when_its_real_traffic_fails() {
     // Reverted: the candidate takes nothing.
     assert_eq!(n.sample(100, None, "2.0.0"), (0, 0));
 }
+
+/// A real Prometheus (Debian's `prometheus`) on a loopback port, scraping `target` every
+/// second, its data in `dir`; stopped when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Prometheus {
+    #[allow(clippy::print_stderr, reason = "a skipped test says why")]
+    fn start(dir: &std::path::Path, target: u16) -> Option<Prometheus> {
+        let bin = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).is_file());
+        let Some(bin) = bin else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "prometheus is required in CI (.ci/run installs it)"
+            );
+            eprintln!("skipped: prometheus is not installed");
+            return None;
+        };
+        let port = crate::support::router::free_port();
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - \
+                 job_name: app\n    static_configs: [{{targets: ['127.0.0.1:{target}']}}]\n"
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new(bin)
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Some(Prometheus { child, port })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Waits until `query` has a number (the scrapes that `rate` needs have come).
+    fn wait_for(&self, query: &str) {
+        let q: String = query
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        crate::support::fleet::wait_until(
+            std::time::Duration::from_secs(60),
+            "Prometheus to have the series",
+            || {
+                crate::support::router::get_path(
+                    self.port,
+                    &format!("/api/v1/query?query={q}"),
+                    None,
+                )
+                .is_ok_and(|b| b.contains("\"value\":[") && !b.contains("NaN"))
+            },
+        );
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An application's exporter on a loopback port: per slot, requests and 5xx counters growing
+/// with time — the candidate (green) answers 5% of its requests with 5xx, stable (blue) none.
+fn exporter() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let started = std::time::Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let t = started.elapsed().as_secs_f64();
+            let body = format!(
+                "# TYPE app_requests_total counter\n\
+                 app_requests_total{{slot=\"green\"}} {}\napp_requests_total{{slot=\"blue\"}} {}\n\
+                 # TYPE app_errors_total counter\n\
+                 app_errors_total{{slot=\"green\"}} {}\napp_errors_total{{slot=\"blue\"}} 0\n",
+                (t * 100.0).floor(),
+                (t * 100.0).floor(),
+                (t * 5.0).floor()
+            );
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: \
+                 {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn a_promql_analysis_on_a_real_prometheus_reverts_over_its_limit_and_passes_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(prom) = Prometheus::start(dir.path(), exporter()) else {
+        return;
+    };
+    let query = "sum(rate(app_errors_total{slot=\"{{slot}}\"}[10s])) / \
+                 sum(rate(app_requests_total{slot=\"{{slot}}\"}[10s]))";
+    prom.wait_for(&query.replace("{{slot}}", "green"));
+    let app = |max: &str| {
+        format!(
+            "application: web\nartifact: {{version: \"2.0.0\"}}\ndeploy: {{plugin: fleet}}\n\
+             strategy:\n  canary:\n    steps:\n      - weight: 50\n      - analysis: \
+             {{prometheus: {{url: \"{}\", query: '{query}', max: {max}}}}}\n      - pause: {{}}\n\
+             environments:\n  prod:\n    targets: [{{name: web-1}}, {{name: web-2}}]\n",
+            prom.url()
+        )
+    };
+    let yml = "plugins:\n  fleet: {builtin: simulate}\n";
+    // 5% of the candidate's requests fail: over a 1% limit, reverted, the value said.
+    let fx = Fixture::new(yml, &[("web", &app("0.01"))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "reverted", "{v}");
+    let why = v["report"]["message"].as_str().unwrap_or_default();
+    for part in ["0.05", "> 0.01", "slot=\"green\"", &prom.url()] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+    // Under a 10% limit the same candidate passes and the canary goes on to its pause.
+    let fx = Fixture::new(yml, &[("web", &app("0.1"))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let v = fx.status(&fx.deployments().pop().unwrap());
+    let run = &v["canary"]["status"]["runs"][0];
+    assert_eq!(run["verdict"], "pass", "{run}");
+    assert!(run["value"].as_str().unwrap().contains("0.05"), "{run}");
+}

@@ -28,6 +28,172 @@ pub struct Context<'a> {
     pub processes: &'a Processes,
     /// Where a command runs (the descriptor's directory).
     pub dir: &'a std::path::Path,
+    /// What a PromQL query's `{{name}}`s are replaced with (`slot`, `version`, …).
+    pub vars: BTreeMap<&'static str, String>,
+}
+
+/// `query` with every `{{name}}` of `vars` replaced.
+pub fn substitute(query: &str, vars: &BTreeMap<&'static str, String>) -> String {
+    let mut q = query.to_owned();
+    for (k, v) in vars {
+        q = q.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    q
+}
+
+/// An instant query, judged: every series within the limits passes; no data (an empty
+/// result, NaN) is inconclusive; a server that does not answer or refuses the query too.
+async fn run_prometheus(
+    p: &crate::config::PromCheck,
+    vars: &BTreeMap<&'static str, String>,
+) -> (Verdict, String, String) {
+    let query = substitute(&p.query, vars);
+    let url = format!(
+        "{}/api/v1/query?query={}",
+        p.url,
+        percent_encoding::utf8_percent_encode(&query, percent_encoding::NON_ALPHANUMERIC)
+    );
+    let said = |v: String| format!("{v} — `{query}` at {}", p.url);
+    let (status, body) = match crate::deploy::probe::request("GET", &url, &[], p.timeout).await {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                Verdict::Inconclusive,
+                said(format!("no answer: {e}")),
+                String::new(),
+            );
+        }
+    };
+    let body: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(_) => {
+            return (
+                Verdict::Inconclusive,
+                said(format!("HTTP {status}, not Prometheus' JSON")),
+                tail(&String::from_utf8_lossy(&body), EXCERPT),
+            );
+        }
+    };
+    if body["status"] != "success" {
+        return (
+            Verdict::Inconclusive,
+            said(format!(
+                "the query failed: {}",
+                body["error"].as_str().unwrap_or("no reason given")
+            )),
+            String::new(),
+        );
+    }
+    judge_prometheus(p, &body["data"], &said)
+}
+
+/// The verdict on an instant query's `data` (`vector` or `scalar`).
+pub fn judge_prometheus(
+    p: &crate::config::PromCheck,
+    data: &serde_json::Value,
+    said: &dyn Fn(String) -> String,
+) -> (Verdict, String, String) {
+    let value = |v: &serde_json::Value| v[1].as_str().and_then(|s| s.parse::<f64>().ok());
+    let series: Vec<(String, Option<f64>)> = match data["resultType"].as_str() {
+        Some("scalar") => vec![(String::new(), value(&data["result"]))],
+        Some("vector") => data["result"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .map(|s| {
+                        let labels = s["metric"]
+                            .as_object()
+                            .map(|m| {
+                                m.iter()
+                                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                                    .collect::<Vec<_>>()
+                                    .join(",")
+                            })
+                            .unwrap_or_default();
+                        (labels, value(&s["value"]))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        other => {
+            return (
+                Verdict::Inconclusive,
+                said(format!(
+                    "a {} result: write a query that gives one number per series",
+                    other.unwrap_or("missing")
+                )),
+                String::new(),
+            );
+        }
+    };
+    if series.is_empty() {
+        return (
+            Verdict::Inconclusive,
+            said("no data (an empty result: no such series, or no traffic yet)".into()),
+            String::new(),
+        );
+    }
+    let (min, max) = (
+        p.min.as_ref().and_then(serde_json::Number::as_f64),
+        p.max.as_ref().and_then(serde_json::Number::as_f64),
+    );
+    let mut shown = Vec::new();
+    let (mut failed, mut nodata) = (false, false);
+    for (labels, v) in &series {
+        let name = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}} ")
+        };
+        match v.filter(|v| v.is_finite()) {
+            None => {
+                nodata = true;
+                shown.push(format!("{name}NaN"));
+            }
+            Some(v) => {
+                let low = min.is_some_and(|m| v < m);
+                let high = max.is_some_and(|m| v > m);
+                failed |= low || high;
+                let verdict = match (low, high) {
+                    (true, _) => format!(
+                        " < {}",
+                        p.min.as_ref().map(ToString::to_string).unwrap_or_default()
+                    ),
+                    (_, true) => format!(
+                        " > {}",
+                        p.max.as_ref().map(ToString::to_string).unwrap_or_default()
+                    ),
+                    _ => String::new(),
+                };
+                shown.push(format!("{name}{}{verdict}", round(v)));
+            }
+        }
+    }
+    let mut limits = Vec::new();
+    if let Some(m) = &p.min {
+        limits.push(format!("min {m}"));
+    }
+    if let Some(m) = &p.max {
+        limits.push(format!("max {m}"));
+    }
+    let text = said(format!("{} ({})", shown.join(", "), limits.join(", ")));
+    let verdict = if failed {
+        Verdict::Fail
+    } else if nodata {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Pass
+    };
+    (verdict, text, String::new())
+}
+
+/// A value short enough to read: 4 significant digits.
+fn round(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return v.to_string();
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.digits$}")
 }
 
 /// Runs `check` once, within `limit`.
@@ -162,6 +328,7 @@ async fn run_inner(check: &Check, cx: &Context<'_>, limit: Duration) -> (Verdict
             "a router check needs the router".into(),
             String::new(),
         ),
+        Check::Prometheus(p) => run_prometheus(p, &cx.vars).await,
     }
 }
 
@@ -305,6 +472,50 @@ mod tests {
     }
 
     #[test]
+    fn a_promql_result_is_judged_series_by_series_and_no_data_is_never_a_pass() {
+        let check = crate::config::PromCheck {
+            url: "http://prom:9090".into(),
+            query: "q".into(),
+            max: Some(serde_json::Number::from_f64(0.01).unwrap()),
+            min: None,
+            timeout: Duration::from_secs(1),
+        };
+        let said = |v: String| v;
+        let judge = |data: serde_json::Value| judge_prometheus(&check, &data, &said);
+        let (v, text, _) = judge(serde_json::json!({"resultType": "vector", "result": [
+            {"metric": {"slot": "green"}, "value": [1.0, "0.0523"]},
+            {"metric": {"slot": "blue"}, "value": [1.0, "0.001"]}]}));
+        assert_eq!(v, Verdict::Fail);
+        assert_eq!(
+            text,
+            "{slot=green} 0.05230 > 0.01, {slot=blue} 0.001000 (max 0.01)"
+        );
+        let (v, _, _) =
+            judge(serde_json::json!({"resultType": "scalar", "result": [1.0, "0.002"]}));
+        assert_eq!(v, Verdict::Pass);
+        let (v, text, _) = judge(serde_json::json!({"resultType": "vector", "result": []}));
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(text.contains("no data"), "{text}");
+        let (v, text, _) = judge(serde_json::json!({"resultType": "vector", "result": [
+            {"metric": {}, "value": [1.0, "NaN"]}]}));
+        assert_eq!(v, Verdict::Inconclusive, "{text}");
+        let (v, text, _) = judge(serde_json::json!({"resultType": "matrix", "result": []}));
+        assert_eq!(v, Verdict::Inconclusive);
+        assert!(text.contains("one number per series"), "{text}");
+        let vars = BTreeMap::from([
+            ("slot", "green".to_owned()),
+            ("version", "2.0.0".to_owned()),
+        ]);
+        assert_eq!(
+            substitute(
+                "x{slot=\"{{slot}}\",v=\"{{version}}\",o=\"{{other}}\"}",
+                &vars
+            ),
+            "x{slot=\"green\",v=\"2.0.0\",o=\"{{other}}\"}"
+        );
+    }
+
+    #[test]
     fn too_few_requests_is_inconclusive_even_when_every_one_failed() {
         let check = limits(Some(10_000), None, 100);
         let (v, said) = judge(
@@ -331,6 +542,7 @@ mod tests {
             tester_header: None,
             processes: p,
             dir: std::path::Path::new(""),
+            vars: BTreeMap::new(),
         }
     }
 

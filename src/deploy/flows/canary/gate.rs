@@ -132,11 +132,22 @@ impl Flight {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        let routing = run.routing.clone().unwrap_or_default();
+        let vars = BTreeMap::from([
+            ("slot", routing.candidate.slot.clone()),
+            ("version", spec.artifact.version.clone()),
+            ("stable_slot", routing.stable.slot.clone()),
+            ("stable_version", routing.stable.version.clone()),
+            ("application", spec.application.clone()),
+            ("environment", spec.environment.clone()),
+            ("deployment", run.ctx.id().to_owned()),
+        ]);
         let cx = analysis::Context {
             env,
             tester_header: tester_header(&self.status.testers),
             processes: &run.env.processes,
             dir: run.spec.workdir.as_path(),
+            vars,
         };
         analysis::run(&a.check, &cx, limit(run, a)).await
     }
@@ -146,6 +157,7 @@ impl Flight {
 fn limit(run: &Run<'_>, a: &Analysis) -> Duration {
     match &a.check {
         crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
+        crate::config::Check::Prometheus(p) => p.timeout + Duration::from_secs(1),
         crate::config::Check::Command { .. } | crate::config::Check::Router(_) => {
             run.spec.step_timeout
         }
