@@ -19,7 +19,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use self::canary::{
-    Analysis, Canary, CanaryStep, Check, HttpCheck, OnDrift, PromCheck, RouterCheck,
+    Analysis, Canary, CanaryStep, Check, CompareCheck, CompareMetric, HttpCheck, OnDrift,
+    PromCheck, RouterCheck,
 };
 use self::database::{DatabaseAt, check_inputs_key, database_at};
 pub use self::database::{PostgresDb, Synchronous};

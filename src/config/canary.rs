@@ -150,6 +150,51 @@ pub enum Check {
     Router(RouterCheck),
     /// A PromQL instant query whose value must stay within limits.
     Prometheus(PromCheck),
+    /// The candidate's traffic against stable's over the same window.
+    Compare(CompareCheck),
+}
+
+/// Kayenta's idea on the router's own record: the candidate's error rate or p99 per interval of
+/// the window, ranked against stable's (Mann–Whitney), fails when it is higher by more than
+/// `max_increase` — points of error rate, or a share of stable's p99 — and the test says the
+/// difference is real. Too few requests or intervals is inconclusive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompareCheck {
+    /// What is compared.
+    pub metric: CompareMetric,
+    /// The increase allowed, parts per million: of error rate (absolute), or of stable's p99.
+    pub max_increase: u32,
+    /// Fewer requests to either slot than this is inconclusive.
+    pub min_requests: u64,
+    /// How far back each run looks.
+    #[serde(with = "crate::duration_ms")]
+    pub window: Duration,
+}
+
+/// What a comparison ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompareMetric {
+    /// 5xx per request.
+    ErrorRate,
+    /// The 99th percentile of the upstream response time.
+    P99,
+}
+
+impl fmt::Display for CompareCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (what, allowed) = match self.metric {
+            CompareMetric::ErrorRate => {
+                ("error rate", format!("+{} points", Rate(self.max_increase)))
+            }
+            CompareMetric::P99 => ("p99", format!("+{} of stable's", Rate(self.max_increase))),
+        };
+        write!(
+            f,
+            "{what} against stable over {}: at most {allowed}",
+            humantime::format_duration(self.window)
+        )
+    }
 }
 
 /// A PromQL instant query (`{{slot}}`, `{{version}}`, `{{stable_slot}}`, `{{stable_version}}`,
@@ -230,6 +275,7 @@ impl fmt::Display for Check {
             Check::Http(h) => write!(f, "GET {} expects {}", h.url, h.status),
             Check::Router(r) => write!(f, "{r}"),
             Check::Prometheus(p) => write!(f, "{p}"),
+            Check::Compare(c) => write!(f, "{c}"),
         }
     }
 }
@@ -401,6 +447,8 @@ struct AnalysisSpec {
     #[serde(default)]
     prometheus: Option<PromSpec>,
     #[serde(default)]
+    compare: Option<CompareSpec>,
+    #[serde(default)]
     count: Option<u32>,
     #[serde(default)]
     interval: Option<Dur>,
@@ -437,6 +485,42 @@ struct RouterSpec {
     min_requests: Option<u64>,
     #[serde(default)]
     window: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareSpec {
+    metric: CompareMetric,
+    #[serde(default)]
+    against: Option<String>,
+    max_increase: Rate,
+    #[serde(default)]
+    min_requests: Option<u64>,
+    #[serde(default)]
+    window: Option<Dur>,
+}
+
+impl CompareSpec {
+    fn resolve<E: de::Error>(self) -> Result<CompareCheck, E> {
+        if self.against.as_deref().is_some_and(|a| a != "stable") {
+            return Err(E::custom(
+                "analysis.compare.against: the candidate is compared with `stable`",
+            ));
+        }
+        let window = self.window.map_or(Duration::from_secs(120), |d| d.0);
+        if window < Duration::from_secs(10) || window > Duration::from_secs(3600) {
+            return Err(E::custom(format!(
+                "analysis.compare.window {}: write 10s to 1h (it is cut in about twenty intervals)",
+                humantime::format_duration(window)
+            )));
+        }
+        Ok(CompareCheck {
+            metric: self.metric,
+            max_increase: self.max_increase.0,
+            min_requests: self.min_requests.unwrap_or(100).max(1),
+            window,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -538,12 +622,22 @@ impl AnalysisSpec {
             self.http.is_some(),
             self.router.is_some(),
             self.prometheus.is_some(),
+            self.compare.is_some(),
         ];
         if given.iter().filter(|g| **g).count() > 1 {
             return Err(E::custom(
-                "analysis: give one of `command`, `http`, `router` or `prometheus` (one check \
-                 per step)",
+                "analysis: give one of `command`, `http`, `router`, `prometheus` or `compare` \
+                 (one check per step)",
             ));
+        }
+        if let Some(c) = self.compare {
+            return Self::counted(
+                Check::Compare(c.resolve()?),
+                self.count,
+                self.interval,
+                self.failure_limit,
+                self.inconclusive_limit,
+            );
         }
         if let Some(p) = self.prometheus {
             return Self::counted(

@@ -361,6 +361,24 @@ pub struct SlotTraffic {
     /// and the 99th.
     #[serde(default)]
     pub p99_ms: Option<u32>,
+    /// The window cut in equal intervals, oldest first (empty: the router keeps no finer
+    /// record): what a comparison with the other slot ranks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<TrafficInterval>,
+}
+
+/// One interval of a slot's traffic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficInterval {
+    /// Its start, epoch ms.
+    pub from_ms: i64,
+    /// Requests answered, and how many with 5xx.
+    pub requests: u64,
+    /// 5xx responses.
+    pub errors: u64,
+    /// The p99 of their upstream response time, ms (`None`: no request).
+    #[serde(default)]
+    pub p99_ms: Option<u32>,
 }
 
 impl SlotTraffic {

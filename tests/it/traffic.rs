@@ -24,10 +24,15 @@ fn start(dir: &std::path::Path) -> Option<Nginx> {
 /// `web` as a canary: half the traffic to the candidate, a pause while the test sends
 /// requests, the router analysis `check`, and a pause after it.
 fn fixture(n: &Nginx, check: &str) -> Fixture {
+    fixture_with(n, &format!("router: {check}"))
+}
+
+/// [`fixture`] with any analysis (`router: {…}`, `compare: {…}`).
+fn fixture_with(n: &Nginx, analysis: &str) -> Fixture {
     let app = format!(
         "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\n\
          deploy:\n  plugin: edge\nstrategy:\n  canary:\n    steps:\n      - weight: 50\n      \
-         - pause: {{}}\n      - analysis: {{router: {check}}}\n      - pause: {{}}\n\
+         - pause: {{}}\n      - analysis: {{{analysis}}}\n      - pause: {{}}\n\
          max_retries: 1\nbackoff: {{base: 100ms, max: 200ms}}\nenvironments:\n  prod:\n    \
          targets:\n{}",
         n.artifact_uri(),
@@ -430,4 +435,67 @@ fn a_promql_analysis_on_a_real_prometheus_reverts_over_its_limit_and_passes_unde
     let run = &v["canary"]["status"]["runs"][0];
     assert_eq!(run["verdict"], "pass", "{run}");
     assert!(run["value"].as_str().unwrap().contains("0.05"), "{run}");
+}
+
+#[test]
+fn a_comparison_with_stable_reverts_a_candidate_whose_5xx_stable_does_not_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = start(dir.path()) else {
+        return;
+    };
+    n.build_failing("2.0.0");
+    let fx = fixture_with(
+        &n,
+        "compare: {metric: error_rate, against: stable, max_increase: 1%, min_requests: 100, \
+         window: 10s}",
+    );
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    // Requests spread over the window: the comparison ranks it second by second.
+    for _ in 0..16 {
+        send(&n, 60);
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let out = fx.run(&["promote", &id]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let v = fx.status(&id);
+    let why = v["report"]["message"].as_str().unwrap_or_default();
+    for part in [
+        "error rate above stable's by more than allowed",
+        "Mann–Whitney (one-sided)",
+        "Hodges–Lehmann",
+        "allowed +1% points",
+        "stable",
+    ] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+}
+
+#[test]
+fn a_comparison_catches_a_latency_regression_stable_does_not_have() {
+    let sim = |candidate_p99: &str| {
+        format!(
+            "plugins:\n  fleet:\n    builtin: simulate\n    traffic: {{rate: 200, stable: {{p99: \
+             80ms}}, candidate: {{p99: {candidate_p99}}}}}\n"
+        )
+    };
+    let app = "application: web\nartifact: {version: \"2.0.0\"}\ndeploy: {plugin: fleet}\n\
+               strategy:\n  canary:\n    steps:\n      - weight: 50\n      - analysis: {compare: \
+               {metric: p99, max_increase: 20%, window: 20s}}\n      - pause: {}\n\
+               environments:\n  prod:\n    targets: [{name: web-1}, {name: web-2}]\n";
+    // 150ms against stable's 80ms: more than 20% higher, and no accident.
+    let fx = Fixture::new(&sim("150ms"), &[("web", app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let v = fx.status(&fx.deployments().pop().unwrap());
+    let why = v["report"]["message"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("p99 above stable's by more than allowed") && why.contains("of stable's"),
+        "{why}"
+    );
+    // 84ms: within 20% of stable's, it passes to the pause.
+    let fx = Fixture::new(&sim("84ms"), &[("web", app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
 }

@@ -19,7 +19,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use manent::plugin::{Routing, SlotTraffic, Traffic};
+use manent::plugin::{Routing, SlotTraffic, Traffic, TrafficInterval};
 use serde::Deserialize;
 
 /// The longest window kept, in seconds.
@@ -42,6 +42,19 @@ struct Tally {
     retried_away: u64,
     /// Upstream response time (ms, nginx's resolution) → requests.
     latency: BTreeMap<u32, u64>,
+}
+
+impl Tally {
+    fn add(&mut self, t: &Tally) {
+        self.requests += t.requests;
+        for (a, b) in self.responses.iter_mut().zip(t.responses) {
+            *a += b;
+        }
+        self.retried_away += t.retried_away;
+        for (ms, n) in &t.latency {
+            *self.latency.entry(*ms).or_default() += n;
+        }
+    }
 }
 
 /// The access log, read so far.
@@ -206,20 +219,30 @@ impl Reader {
             .into_iter()
             .filter(|p| !p.slot.is_empty())
             .map(|pool| {
+                // About twenty intervals to a window, oldest first.
+                let window_s = i64::try_from(window_ms / 1000).unwrap_or(0).max(1);
+                let step = (window_s / 20).max(1);
+                let now_s = now_ms.div_euclid(1000);
                 let mut sum = Tally::default();
-                for bucket in self.seconds.range(from_s..).map(|(_, b)| b) {
-                    for addr in &pool.addresses {
-                        if let Some(t) = bucket.get(addr) {
-                            sum.requests += t.requests;
-                            for (a, b) in sum.responses.iter_mut().zip(t.responses) {
-                                *a += b;
-                            }
-                            sum.retried_away += t.retried_away;
-                            for (ms, n) in &t.latency {
-                                *sum.latency.entry(*ms).or_default() += n;
+                let mut intervals = Vec::new();
+                let mut from = from_s;
+                while from <= now_s {
+                    let mut part = Tally::default();
+                    for bucket in self.seconds.range(from..from + step).map(|(_, b)| b) {
+                        for addr in &pool.addresses {
+                            if let Some(t) = bucket.get(addr) {
+                                part.add(t);
                             }
                         }
                     }
+                    intervals.push(TrafficInterval {
+                        from_ms: from * 1000,
+                        requests: part.requests,
+                        errors: part.responses[3],
+                        p99_ms: quantile(&part.latency, 0.99),
+                    });
+                    sum.add(&part);
+                    from += step;
                 }
                 let q = |p: f64| quantile(&sum.latency, p);
                 SlotTraffic {
@@ -231,6 +254,7 @@ impl Reader {
                     p50_ms: q(0.50),
                     p95_ms: q(0.95),
                     p99_ms: q(0.99),
+                    intervals,
                 }
             })
             .collect();

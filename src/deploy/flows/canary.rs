@@ -21,6 +21,7 @@ pub mod ahead;
 pub mod analysis;
 mod background;
 mod commands;
+pub mod compare;
 mod ending;
 mod gate;
 mod router;

@@ -23,7 +23,7 @@ use crate::plugin::logger::Logger;
 use crate::plugin::targets::{for_all_targets, for_each_target};
 use crate::plugin::types::{
     DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
-    TargetRelease, TargetResult, TargetStatus, Traffic,
+    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval,
 };
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -667,8 +667,9 @@ impl TrafficRouter for Simulate {
             if pool.slot.is_empty() {
                 continue;
             }
-            let (mut requests, mut errors, mut p99) = (0u64, 0u64, None::<u32>);
-            for i in 0..seconds {
+            // Second by second, oldest first: (its start, requests, 5xx, p99).
+            let mut per_second = Vec::new();
+            for i in (0..seconds).rev() {
                 let at = now / 1000 - i64::try_from(i).unwrap_or(0);
                 let mut rng = fastrand::Rng::with_seed(
                     s.seed.unwrap_or(0) ^ (at as u64).rotate_left(17) ^ pool.slot.len() as u64,
@@ -682,14 +683,25 @@ impl TrafficRouter for Simulate {
                     })
                 });
                 let rate = bursting.map_or(slot.error_rate, |b| b.error_rate);
-                errors += (0..n).filter(|_| rng.f64() < rate).count() as u64;
-                requests += n;
-                if n > 0 {
-                    let base = slot.p99.0.as_millis() as f64;
-                    let here = (base * rng.f64().mul_add(0.1, 0.95)).round() as u32;
-                    p99 = Some(p99.map_or(here, |p| p.max(here)));
-                }
+                let errors = (0..n).filter(|_| rng.f64() < rate).count() as u64;
+                let base = slot.p99.0.as_millis() as f64;
+                let p99 = (n > 0).then(|| (base * rng.f64().mul_add(0.1, 0.95)).round() as u32);
+                per_second.push((at * 1000, n, errors, p99));
             }
+            // About twenty intervals to a window.
+            let step = usize::try_from((seconds / 20).max(1)).unwrap_or(1);
+            let intervals: Vec<TrafficInterval> = per_second
+                .chunks(step)
+                .map(|c| TrafficInterval {
+                    from_ms: c[0].0,
+                    requests: c.iter().map(|x| x.1).sum(),
+                    errors: c.iter().map(|x| x.2).sum(),
+                    p99_ms: c.iter().filter_map(|x| x.3).max(),
+                })
+                .collect();
+            let requests: u64 = intervals.iter().map(|i| i.requests).sum();
+            let errors: u64 = intervals.iter().map(|i| i.errors).sum();
+            let p99 = intervals.iter().filter_map(|i| i.p99_ms).max();
             slots.push(SlotTraffic {
                 slot: pool.slot.clone(),
                 version: pool.version.clone(),
@@ -699,6 +711,7 @@ impl TrafficRouter for Simulate {
                 p50_ms: p99.map(|p| p / 3),
                 p95_ms: p99.map(|p| p * 4 / 5),
                 p99_ms: p99,
+                intervals,
             });
         }
         Ok(Traffic {

@@ -10,7 +10,7 @@ use crate::plugin::error::PluginError;
 use crate::plugin::secrets::Secrets;
 use crate::plugin::types::{
     Artifact, DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
-    TargetRelease, TargetResult, TargetStatus, Traffic,
+    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval,
 };
 
 /// `manent.plugin.v1`
@@ -164,6 +164,16 @@ pub fn traffic_to_wire(t: &Traffic) -> v1::TrafficResponse {
                 p50_ms: s.p50_ms.unwrap_or(0),
                 p95_ms: s.p95_ms.unwrap_or(0),
                 p99_ms: s.p99_ms.unwrap_or(0),
+                intervals: s
+                    .intervals
+                    .iter()
+                    .map(|i| v1::TrafficInterval {
+                        from_ms: i.from_ms,
+                        requests: i.requests,
+                        errors: i.errors,
+                        p99_ms: i.p99_ms.unwrap_or(0),
+                    })
+                    .collect(),
             })
             .collect(),
         from_ms: t.from_ms,
@@ -195,6 +205,16 @@ pub fn traffic_from_wire(t: v1::TrafficResponse) -> Traffic {
                     p50_ms: q(s.p50_ms),
                     p95_ms: q(s.p95_ms),
                     p99_ms: q(s.p99_ms),
+                    intervals: s
+                        .intervals
+                        .iter()
+                        .map(|i| TrafficInterval {
+                            from_ms: i.from_ms,
+                            requests: i.requests,
+                            errors: i.errors,
+                            p99_ms: (i.requests > 0).then_some(i.p99_ms),
+                        })
+                        .collect(),
                 }
             })
             .collect(),

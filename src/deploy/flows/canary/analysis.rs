@@ -224,8 +224,19 @@ pub async fn run(check: &Check, cx: &Context<'_>, limit: Duration) -> Seen {
 pub fn router_seen(
     check: &RouterCheck,
     read: Result<Traffic, String>,
+    slots: (&str, &str),
+    took: Duration,
+) -> Seen {
+    seen_of(read, slots, took, |t, c, s| judge(check, t, c, s))
+}
+
+/// What a run on the router's traffic saw: `judge`'s verdict on `read`, or inconclusive when
+/// the router could not say.
+pub fn seen_of(
+    read: Result<Traffic, String>,
     (candidate, stable): (&str, &str),
     took: Duration,
+    judge: impl FnOnce(&Traffic, &str, &str) -> (Verdict, String),
 ) -> Seen {
     let duration_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     match read {
@@ -237,7 +248,7 @@ pub fn router_seen(
             traffic: None,
         },
         Ok(t) => {
-            let (verdict, value) = judge(check, &t, candidate, stable);
+            let (verdict, value) = judge(&t, candidate, stable);
             Seen {
                 verdict,
                 value,
@@ -329,6 +340,11 @@ async fn run_inner(check: &Check, cx: &Context<'_>, limit: Duration) -> (Verdict
             String::new(),
         ),
         Check::Prometheus(p) => run_prometheus(p, &cx.vars).await,
+        Check::Compare(_) => (
+            Verdict::Inconclusive,
+            "a comparison needs the router".into(),
+            String::new(),
+        ),
     }
 }
 
@@ -414,6 +430,7 @@ mod tests {
                 p50_ms: Some(p99 / 2),
                 p95_ms: Some(p99),
                 p99_ms: Some(p99),
+                intervals: Vec::new(),
             };
         Traffic {
             slots: vec![

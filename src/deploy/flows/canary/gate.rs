@@ -116,8 +116,17 @@ impl Flight {
     /// One run of `a`'s check, outside the checkpoint log (the step above records it; the
     /// background analysis acts on it through the mailbox).
     pub(super) async fn run_check(&self, run: &Run<'_>, a: &Analysis) -> Seen {
-        if let crate::config::Check::Router(r) = &a.check {
-            return router_check(run, r).await;
+        match &a.check {
+            crate::config::Check::Router(r) => {
+                return on_traffic(run, r.window, |t, c, s| analysis::judge(r, t, c, s)).await;
+            }
+            crate::config::Check::Compare(cmp) => {
+                return on_traffic(run, cmp.window, |t, c, s| {
+                    super::compare::judge(cmp, t, c, s)
+                })
+                .await;
+            }
+            _ => {}
         }
         let spec = run.spec;
         let env: BTreeMap<String, String> = [
@@ -158,19 +167,23 @@ fn limit(run: &Run<'_>, a: &Analysis) -> Duration {
     match &a.check {
         crate::config::Check::Http(h) => h.timeout + Duration::from_secs(1),
         crate::config::Check::Prometheus(p) => p.timeout + Duration::from_secs(1),
+        crate::config::Check::Compare(_) => run.spec.step_timeout,
         crate::config::Check::Command { .. } | crate::config::Check::Router(_) => {
             run.spec.step_timeout
         }
     }
 }
 
-/// A router check's run: the traffic the router observed over the check's window, judged.
-async fn router_check(run: &Run<'_>, check: &crate::config::RouterCheck) -> Seen {
+/// A run on the router's traffic: what it observed over `window`, judged.
+async fn on_traffic(
+    run: &Run<'_>,
+    window: Duration,
+    judge: impl FnOnce(&crate::plugin::Traffic, &str, &str) -> (Verdict, String),
+) -> Seen {
     let started = std::time::Instant::now();
     let (candidate, stable) = run.routing.as_ref().map_or(("", ""), |r| {
         (r.candidate.slot.as_str(), r.stable.slot.as_str())
     });
-    let window = check.window;
     let read = with_plugin(run, |h, req| async move {
         let name = h.name.clone();
         traffic_router(&h)?
@@ -180,5 +193,5 @@ async fn router_check(run: &Run<'_>, check: &crate::config::RouterCheck) -> Seen
     })
     .await
     .map_err(|e| e.to_string());
-    analysis::router_seen(check, read, (candidate, stable), started.elapsed())
+    analysis::seen_of(read, (candidate, stable), started.elapsed(), judge)
 }
