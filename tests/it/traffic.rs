@@ -499,3 +499,50 @@ fn a_comparison_catches_a_latency_regression_stable_does_not_have() {
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_router_analysis_killed_mid_window_resumes_without_counting_a_run_twice() {
+    let fx = Fixture::new(
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n    traffic: {rate: 200}\n",
+        &[(
+            "web",
+            "application: web\nartifact: {version: \"2.0.0\"}\ndeploy: {plugin: fleet}\n\
+             strategy:\n  canary:\n    steps:\n      - weight: 50\n      - analysis: {router: \
+             {max_error_rate: 1%, min_requests: 10, window: 5s}, count: 4, interval: 700ms}\n      \
+             - weight: 100\nenvironments:\n  prod:\n    targets: [{name: web-1}, {name: web-2}]\n",
+        )],
+    );
+    let args = ["deploy", "web", "prod", "--yes"];
+    let mut child = fx.spawn_with(&args, &[]);
+    crate::support::fleet::wait_until(
+        std::time::Duration::from_secs(60),
+        "the second analysis run",
+        || {
+            fx.deployments().pop().is_some_and(|id| {
+                let v = fx.status(&id);
+                v["phase"]["doing"] == "analysis" && v["phase"]["run"].as_u64() >= Some(2)
+            })
+        },
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let id = fx.deployments().pop().unwrap();
+    // The next command resumes it: the runs recorded stay, the rest run, none twice.
+    let out = fx.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v = fx.status(&id);
+    assert_eq!(v["state"], "deployed", "{v}");
+    let runs: Vec<u64> = v["canary"]["status"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs, [1, 2, 3, 4], "{v}");
+    let checks = fx
+        .steps(&id)
+        .iter()
+        .filter(|(_, name)| name == "canary.check")
+        .count();
+    assert_eq!(checks, 4);
+}

@@ -196,7 +196,10 @@ mod tests {
     use crate::plugin::{SlotTraffic, TrafficInterval};
 
     #[test]
-    #[allow(clippy::approx_constant, reason = "3.14 is a measurement in the data, not π")]
+    #[allow(
+        clippy::approx_constant,
+        reason = "3.14 is a measurement in the data, not π"
+    )]
     fn the_test_matches_scipys_mannwhitneyu() {
         // scipy 1.17: mannwhitneyu(x, y, alternative="greater", use_continuity=True,
         // method="asymptotic") gives p = 0.066460 here, and 0.069370 for the tied pair below.
