@@ -43,9 +43,12 @@ fn fixture_with(n: &Nginx, analysis: &str) -> Fixture {
 
 /// `n` requests through the front: how many did not get a 200.
 fn send(n: &Nginx, requests: usize) -> usize {
-    (0..requests)
-        .filter(|_| get(n.front(), None).is_err())
-        .count()
+    send_to(n.front(), requests)
+}
+
+/// `n` requests to the router's front on `port`: how many did not get a 200.
+fn send_to(port: u16, requests: usize) -> usize {
+    (0..requests).filter(|_| get(port, None).is_err()).count()
 }
 
 /// Deploys to the first pause, sends `requests`, and ends the pause: the analysis runs.
@@ -225,8 +228,25 @@ fn while_a_canary_waits_its_engine_charts_what_each_slot_served() {
 
 #[test]
 fn background_analysis_reverts_a_held_canary_when_its_real_traffic_fails() {
+    background_reverts::<Nginx>();
+}
+
+/// HAProxy reports its counters (no latency quantiles): the same revert from its own record.
+#[test]
+fn on_haproxy_background_analysis_reverts_a_held_canary_when_its_real_traffic_fails() {
+    background_reverts::<crate::support::haproxy::Haproxy>();
+}
+
+#[allow(clippy::print_stderr, reason = "a skipped test says why")]
+fn background_reverts<R: Router>() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(n) = start(dir.path()) else {
+    let Some(n) = R::start(&dir.path().join(R::NAME), 2, "1.0.0") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is required in CI (.ci/run installs it)",
+            R::NAME
+        );
+        eprintln!("skipped: {} is not installed", R::NAME);
         return;
     };
     n.build_failing("2.0.0");
@@ -250,7 +270,7 @@ fn background_analysis_reverts_a_held_canary_when_its_real_traffic_fails() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut v = fx.status(&id);
     while std::time::Instant::now() < deadline && v["state"] != "reverted" {
-        send(&n, 100);
+        send_to(n.front(), 100);
         v = fx.status(&id);
     }
     let _ = std::process::Command::new("kill")

@@ -40,6 +40,7 @@ mod fixture;
 mod render;
 mod runtime;
 mod state;
+mod traffic;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -47,7 +48,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use manent::plugin::slots::{self, SlotRouter, addresses};
-use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState};
+use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic};
 use serde::Deserialize;
 
 use control::{Control, Master};
@@ -177,6 +178,7 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
             master_socket: opts.master_socket,
         },
         lock: tokio::sync::Mutex::new(()),
+        traffic: std::sync::Mutex::new(traffic::History::default()),
     };
     Ok(Arc::new(SlotRouter::new(haproxy, log)))
 }
@@ -187,6 +189,8 @@ struct Haproxy {
     names: Names,
     /// One change at a time.
     lock: tokio::sync::Mutex<()>,
+    /// HAProxy's counters at each Traffic call.
+    traffic: std::sync::Mutex<traffic::History>,
 }
 
 /// What HAProxy's admin socket answered about the backend, from a worker of the master.
@@ -623,6 +627,37 @@ impl slots::Router for Haproxy {
 
     async fn served(&self, req: &Request) -> RoutingState {
         self.read_back(req).await
+    }
+
+    async fn traffic(&self, routing: &Routing, window: Duration) -> Result<Traffic, PluginError> {
+        let b = &self.names.backend;
+        let master = self.control.master().await.map_err(PluginError::Failed)?;
+        let reply = cli::ask(&self.control.socket, &[format!("show stat {b} 4 -1")])
+            .await
+            .map_err(|e| PluginError::Failed(format!("HAProxy's admin socket: {e}")))?;
+        if reply.uid != master.uid {
+            return Err(PluginError::Failed(format!(
+                "{} is held by uid {}, not by HAProxy's master's user (uid {}): another user's \
+                 socket is not trusted",
+                self.control.socket.display(),
+                reply.uid,
+                master.uid
+            )));
+        }
+        let servers = traffic::parse_stat(&reply.text);
+        let mut history = self
+            .traffic
+            .lock()
+            .map_err(|_| PluginError::Failed("the traffic readings failed before".into()))?;
+        history.add(traffic::Reading {
+            at_ms: manent::sys::now_ms(),
+            servers,
+        });
+        Ok(history.traffic(
+            routing,
+            u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            format!("HAProxy's counters of backend {b} (show stat)"),
+        ))
     }
 }
 

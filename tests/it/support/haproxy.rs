@@ -87,7 +87,15 @@ fn answer(mut conn: TcpStream, root: &Path) {
         .trim_start_matches('/');
     let file = if path.is_empty() { "index.html" } else { path };
     let body = (!file.contains("..")).then(|| std::fs::read(root.join(file)).ok());
+    // A release whose directory holds `fail5` answers 500 to one request in twenty.
+    static SERVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let failing =
+        root.join("fail5").exists() && SERVED.fetch_add(1, Ordering::Relaxed).is_multiple_of(20);
     let (status, body) = match body.flatten() {
+        _ if failing => (
+            "500 Internal Server Error",
+            b"failing on purpose\n".to_vec(),
+        ),
         Some(b) => ("200 OK", b),
         None => ("404 Not Found", b"not found\n".to_vec()),
     };
@@ -350,6 +358,10 @@ impl Router for Haproxy {
 
     fn build(&self, version: &str, healthy: bool) {
         super::router::build(&self.dir, version, healthy);
+    }
+
+    fn build_failing(&self, version: &str) {
+        super::router::build_failing(&self.dir, version);
     }
 
     fn artifact_uri(&self) -> String {

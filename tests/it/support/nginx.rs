@@ -144,16 +144,6 @@ impl Nginx {
         std::thread::sleep(Duration::from_millis(300));
     }
 
-    /// A build of `version` whose servers answer 500 to 5% of requests.
-    pub fn build_failing(&self, version: &str) {
-        super::router::build(&self.prefix, version, true);
-        std::fs::write(
-            self.prefix.join("builds").join(version).join("fail5"),
-            "5% of requests get 500\n",
-        )
-        .unwrap();
-    }
-
     /// `nginx -s reload` alone: it returns once the master has the signal.
     pub fn signal_reload(&self) {
         let out = Command::new(&self.bin)
@@ -199,6 +189,10 @@ impl Router for Nginx {
 
     fn build(&self, version: &str, healthy: bool) {
         super::router::build(&self.prefix, version, healthy);
+    }
+
+    fn build_failing(&self, version: &str) {
+        super::router::build_failing(&self.prefix, version);
     }
 
     fn artifact_uri(&self) -> String {

@@ -25,6 +25,8 @@ pub trait Router: Sized {
     fn targets_yml(&self) -> String;
     /// A build of `version` to deploy, with or without a health page.
     fn build(&self, version: &str, healthy: bool);
+    /// A build of `version` whose servers answer 500 to one request in twenty.
+    fn build_failing(&self, version: &str);
     /// `artifact.uri` for the builds.
     fn artifact_uri(&self) -> String;
     /// The port clients send requests to.
@@ -200,6 +202,17 @@ pub fn build(dir: &Path, version: &str, healthy: bool) {
     if healthy {
         std::fs::write(dir.join("health"), "ok\n").unwrap();
     }
+}
+
+/// A build of `version` under `dir/builds` whose servers answer 500 to 5% of requests (the
+/// `fail5` file says so to the slot servers).
+pub fn build_failing(dir: &Path, version: &str) {
+    build(dir, version, true);
+    std::fs::write(
+        dir.join("builds").join(version).join("fail5"),
+        "5% of requests get 500\n",
+    )
+    .unwrap();
 }
 
 /// `artifact.uri` for the builds under `dir`.

@@ -322,11 +322,16 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
             ),
         );
     }
-    if failed.is_empty() {
-        (Verdict::Pass, numbers)
-    } else {
-        (Verdict::Fail, format!("{} — {numbers}", failed.join(", ")))
+    if !failed.is_empty() {
+        return (Verdict::Fail, format!("{} — {numbers}", failed.join(", ")));
     }
+    if check.max_p99.is_some() && c.p99_ms.is_none() {
+        return (
+            Verdict::Inconclusive,
+            format!("the router reports no latency quantiles, so p99 cannot be judged — {numbers}"),
+        );
+    }
+    (Verdict::Pass, numbers)
 }
 
 async fn run_inner(check: &Check, cx: &Context<'_>, limit: Duration) -> (Verdict, String, String) {
