@@ -135,7 +135,7 @@ pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> L
 
 /// A failed router call or drift first (in full in the log pane); else testers, scale, and
 /// the last analysis run or automatic decision.
-pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
+pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> {
     if c.status.router_error.is_some() {
         // In full at the top of the screen (and in M); here only that it is so.
         return Line::from(Span::styled(
@@ -161,22 +161,41 @@ pub fn extras(c: &CanaryView, t: &Theme) -> Line<'static> {
             t.get("status.failed"),
         ));
     } else if let Some(b) = background {
-        // Its numbers are the chart's; here the verdict and the count.
+        // Its numbers are the chart's; here the verdict, the count and when the next run is.
+        let next = i64::try_from(b.interval_ms).unwrap_or(0) + b.at;
         parts.push(Span::styled(
             format!(
-                "background analysis {}, {} of {} failed (limit {})",
+                "background analysis {}, {} of {} failed (limit {}){}",
                 b.last.verdict.as_str(),
                 b.failures,
                 b.runs,
-                b.failure_limit
+                b.failure_limit,
+                countdown(live, next, now)
             ),
             verdict_style(b.last.verdict, t),
         ));
     } else if let Some(r) = c.status.runs.last() {
         let style = verdict_style(r.seen.verdict, t);
+        // Between an analysis step's runs: when the next one comes.
+        let next = match c
+            .plan
+            .steps
+            .get(usize::try_from(r.step).unwrap_or(0).wrapping_sub(1))
+        {
+            Some(crate::config::CanaryStep::Analysis(a))
+                if r.run < r.of && c.status.step == r.step =>
+            {
+                countdown(
+                    live,
+                    r.at + i64::try_from(a.interval.as_millis()).unwrap_or(0),
+                    now,
+                )
+            }
+            _ => String::new(),
+        };
         parts.push(Span::styled(
             format!(
-                "analysis {}/{} {}: {}",
+                "analysis {}/{} {}{next}: {}",
                 r.run,
                 r.of,
                 r.seen.verdict.as_str(),
@@ -396,6 +415,19 @@ fn traffic_words(c: &CanaryView) -> Option<String> {
     ))
 }
 
+/// `, next in 7s` while the canary is live and the next run is ahead; `, next now` once due.
+fn countdown(live: bool, next_ms: i64, now_ms: i64) -> String {
+    if !live {
+        return String::new();
+    }
+    let left = (next_ms - now_ms).max(0) / 1000;
+    if left == 0 {
+        ", next now".into()
+    } else {
+        format!(", next in {left}s")
+    }
+}
+
 fn verdict_style(
     v: crate::deploy::flows::canary::analysis::Verdict,
     t: &Theme,
@@ -460,7 +492,7 @@ pub fn strip(
     step.spans.insert(0, Span::styled(" ", t.get("muted")));
     let mut w = weights(c, pending, d.status.is_live(), t);
     w.spans.insert(0, Span::styled(" ", t.get("muted")));
-    let extra = extras(c, t);
+    let extra = extras(c, d.status.is_live(), ctx.app.now, t);
     if !extra.spans.is_empty() {
         w.spans.push(Span::styled(" · ", t.get("muted")));
         w.spans.extend(extra.spans);

@@ -113,7 +113,7 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             lines.extend(canary::steps(c, rows, inner, t));
             // The last word (an analysis' decision and its numbers) wraps into the rows the
             // rest leaves free.
-            let extra = canary::extras(c, t);
+            let extra = canary::extras(c, d.status.is_live(), ctx.app.now, t);
             let block = panel(title, focused, t);
             let body = block.inner(area);
             frame.render_widget(block, area);

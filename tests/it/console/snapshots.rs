@@ -445,6 +445,50 @@ fn the_canary_traffic_charts_at_both_sizes_and_in_every_theme() {
 }
 
 #[test]
+fn the_background_analysis_says_its_count_and_when_it_runs_next() {
+    use manent::deploy::canary_status::{BackgroundStatus, Seen, Verdict};
+    let mut app = canary_with_traffic();
+    let mut snap = (*app.snap).clone();
+    let d = snap
+        .deployments
+        .iter_mut()
+        .find(|d| d.id == CANARY)
+        .unwrap();
+    d.canary.as_mut().unwrap().background = Some(BackgroundStatus {
+        runs: 12,
+        failures: 1,
+        inconclusive: 0,
+        failure_limit: 2,
+        interval_ms: 10_000,
+        last: Seen {
+            verdict: Verdict::Fail,
+            value: "5xx 5.77% > 1%".into(),
+            excerpt: String::new(),
+            duration_ms: 3,
+            traffic: None,
+        },
+        at: app.now - 3_000,
+    });
+    app.snap = std::sync::Arc::new(snap);
+    // The canary panel zoomed at 80×24: the word wraps into the rows left.
+    app.update(Action::Resize(80, 24));
+    app.focus = manent::console::app::Focus::Canary;
+    app.update(Action::Zoom);
+    let text = draw(&app, "default", 80, 24).backend().to_string();
+    insta::assert_snapshot!("canary_background_zoomed_80x24", text);
+    let flat: String = text
+        .lines()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(['"', '│'], "");
+    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("background analysis failed, 1 of 12 failed (limit 2), next in 7s"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_hooks_panel_in_every_theme_at_120x40() {
     let mut app = fixture::app_on_hooked();
     key(&mut app, BackTab);
