@@ -956,7 +956,7 @@ mod tests {
             ),
             (
                 "steps: [{analysis: {command: 'true', router: {max_p99: 1s}}}]",
-                "give one of `command`, `http`, `router` or `prometheus`",
+                "give one of `command`, `http`, `router`, `prometheus` or `compare`",
             ),
         ] {
             let err = parse(yaml).unwrap_err();
