@@ -224,6 +224,12 @@ fn while_a_canary_waits_its_engine_charts_what_each_slot_served() {
         candidate >= 50 && errors > 0,
         "the candidate's requests ({candidate}) and 500s ({errors}) are charted"
     );
+    // `status` says the last reading in words.
+    let said = text(&fx.run(&["status", &id]).stdout);
+    assert!(
+        said.contains("traffic (last 10.0s") && said.contains("candidate 5xx"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -297,6 +303,11 @@ fn background_reverts<R: Router>() {
     }
     let b = &v["canary"]["background"];
     assert!(b["failures"].as_u64() >= Some(2), "{b}");
+    let said = text(&fx.run(&["status", &id]).stdout);
+    assert!(
+        said.contains("background analysis (router traffic over 1m"),
+        "{said}"
+    );
     // Reverted: the candidate takes nothing.
     assert_eq!(n.sample(100, None, "2.0.0"), (0, 0));
 }

@@ -379,6 +379,39 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
             out.line(format!("  {l}"));
         }
     }
+    // What the router saw last, both slots side by side.
+    if let Some(p) = c.traffic.last() {
+        let slot = |f: &crate::deploy::canary_status::SlotFigures| {
+            format!(
+                "5xx {} p99 {} over {} requests",
+                f.error_rate().map_or("-".into(), |r| format!(
+                    "{}%",
+                    crate::config::values::percent_text(r)
+                )),
+                f.p99_ms.map_or("-".into(), |p| format!("{p} ms")),
+                f.requests
+            )
+        };
+        out.line(format!(
+            "traffic (last {}, read {}): candidate {}; stable {}",
+            output::duration(p.window_ms),
+            output::time(p.at),
+            slot(&p.candidate),
+            slot(&p.stable)
+        ));
+    }
+    if let (Some(b), Some(a)) = (&c.background, &c.plan.analysis) {
+        out.line(format!(
+            "background analysis ({}, every {}): {} of {} runs failed (limit {}); last {}: {}",
+            a.check,
+            output::duration(b.interval_ms),
+            b.failures,
+            b.runs,
+            b.failure_limit,
+            b.last.verdict.as_str(),
+            b.last.value
+        ));
+    }
     for (i, step) in c.plan.steps.iter().enumerate() {
         let n = u32::try_from(i + 1).unwrap_or(u32::MAX);
         let mark = if n == s.step { "›" } else { " " };
