@@ -386,6 +386,13 @@ impl SlotTraffic {
     pub fn error_rate(&self) -> Option<f64> {
         (self.requests > 0).then(|| self.responses[3] as f64 / self.requests as f64)
     }
+
+    /// What failed at this slot per try: its 5xx responses and the tries it failed that were
+    /// retried elsewhere (a refused connection the client never saw), 0–1.
+    pub fn failure_rate(&self) -> Option<f64> {
+        let tries = self.requests + self.retried_away;
+        (tries > 0).then(|| (self.responses[3] + self.retried_away) as f64 / tries as f64)
+    }
 }
 
 /// The traffic a router observed per slot over a window (`TrafficRouter::traffic`).

@@ -366,7 +366,9 @@ impl slots::Router for Nginx {
         let n = &self.names.upstream;
         let Some(reader) = &self.traffic else {
             return Err(PluginError::Permanent(format!(
-                "the nginx plugin reads the traffic from an access log: set `access_log: PATH` in                  its options, and log there in the server that proxies to ${n}_pool with                  `access_log PATH {n}_canary;` (the format is in {})",
+                "the nginx plugin reads the traffic from an access log: set `access_log: PATH` in \
+                 its options, and log there in the server that proxies to ${n}_pool with \
+                 `access_log PATH {n}_canary;` (the format is in {})",
                 self.control.upstreams.display()
             )));
         };

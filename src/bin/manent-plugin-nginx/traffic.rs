@@ -57,18 +57,37 @@ impl Tally {
     }
 }
 
+/// A file being read: its inode, how far, its first bytes (a file copied and truncated, then
+/// written past where it was read, starts with other bytes), and the line not ended yet.
+#[derive(Debug)]
+struct Open {
+    file: File,
+    inode: u64,
+    offset: u64,
+    head: Vec<u8>,
+    partial: Vec<u8>,
+    /// Bytes up to the first newline are the end of a line begun before the read started.
+    mid_line: bool,
+}
+
+/// Bytes of the file's start kept to recognise it.
+const HEAD: usize = 64;
+/// At most this much of a log is read when the plugin first opens it (the end of it): an hour
+/// at 700 requests/s. A busy log's earlier lines are not read.
+const FIRST_READ: u64 = 512 << 20;
+
 /// The access log, read so far.
 #[derive(Debug)]
 pub struct Reader {
     path: PathBuf,
-    /// The file being read: its inode and how far.
-    file: Option<(File, u64, u64)>,
+    /// The file being read.
+    file: Option<Open>,
     /// The file the path named before a rotation, read once more before it is let go.
-    previous: Option<File>,
-    /// A line not ended yet.
-    partial: Vec<u8>,
+    previous: Option<Open>,
     /// Epoch second → address → figures.
     seconds: BTreeMap<i64, HashMap<String, Tally>>,
+    /// Seconds before this one are out of every window: not kept.
+    cutoff: i64,
     /// Lines that are not the plugin's format (counted, not fatal).
     pub unreadable: u64,
 }
@@ -79,8 +98,8 @@ impl Reader {
             path: path.to_owned(),
             file: None,
             previous: None,
-            partial: Vec::new(),
             seconds: BTreeMap::new(),
+            cutoff: 0,
             unreadable: 0,
         }
     }
@@ -92,6 +111,7 @@ impl Reader {
     /// Reads what nginx wrote since the last call. An error only when the file exists and
     /// cannot be read.
     pub fn poll(&mut self) -> std::io::Result<()> {
+        self.cutoff = manent::sys::now_ms() / 1000 - MAX_WINDOW_S;
         if let Some(mut old) = self.previous.take() {
             self.drain(&mut old)?;
         }
@@ -101,56 +121,70 @@ impl Reader {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e),
         };
-        if let Some((file, inode, _)) = &mut self.file
-            && *inode != meta.ino()
-        {
-            // Rotated: the rest of the old file first, and once more next time.
-            let mut old = file.try_clone()?;
+        if let Some(mut old) = self.file.take_if(|o| o.inode != meta.ino()) {
+            // Rotated: the rest of the old file first (its own unfinished line with it), and
+            // once more next time — nginx's workers reopen after its master.
             self.drain(&mut old)?;
-            self.partial.clear();
             self.previous = Some(old);
-            self.file = None;
         }
-        if self.file.is_none() {
-            self.file = Some((File::open(&self.path)?, meta.ino(), 0));
-        }
-        let Some((mut file, inode, mut offset)) = self.file.take() else {
-            return Ok(());
+        let mut open = match self.file.take() {
+            Some(o) => o,
+            None => {
+                let file = File::open(&self.path)?;
+                let start = meta.len().saturating_sub(FIRST_READ);
+                Open {
+                    file,
+                    inode: meta.ino(),
+                    offset: start,
+                    head: Vec::new(),
+                    partial: Vec::new(),
+                    mid_line: start > 0,
+                }
+            }
         };
-        if meta.len() < offset {
-            // Truncated (copytruncate): read it again from its start.
-            offset = 0;
-            self.partial.clear();
+        let head = read_head(&mut open.file)?;
+        let same_start = head.starts_with(&open.head) || open.head.starts_with(&head);
+        if meta.len() < open.offset || !same_start {
+            // Truncated (copytruncate), whether or not it grew back since: from its start.
+            open.offset = 0;
+            open.partial.clear();
+            open.mid_line = false;
         }
-        file.seek(SeekFrom::Start(offset))?;
-        let read = self.drain(&mut file)?;
-        self.file = Some((file, inode, offset + read));
-        self.forget_before(manent::sys::now_ms() / 1000 - MAX_WINDOW_S);
+        open.head = head;
+        open.file.seek(SeekFrom::Start(open.offset))?;
+        let read = self.drain(&mut open)?;
+        open.offset += read;
+        self.file = Some(open);
+        self.forget_before(self.cutoff);
         Ok(())
     }
 
-    /// Reads `file` to its end, folding every whole line; the bytes read.
-    fn drain(&mut self, file: &mut File) -> std::io::Result<u64> {
+    /// Reads `o` to its end, folding every whole line; the bytes read.
+    fn drain(&mut self, o: &mut Open) -> std::io::Result<u64> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut total = 0u64;
         loop {
-            let n = file.read(&mut buf)?;
+            let n = o.file.read(&mut buf)?;
             if n == 0 {
                 return Ok(total);
             }
             total += n as u64;
             let mut chunk = &buf[..n];
             while let Some(end) = chunk.iter().position(|b| *b == b'\n') {
-                if self.partial.is_empty() {
+                if std::mem::take(&mut o.mid_line) {
+                    // The tail of a line begun before the first read: not a line.
+                } else if o.partial.is_empty() {
                     self.fold_line(&chunk[..end]);
                 } else {
-                    let mut line = std::mem::take(&mut self.partial);
+                    let mut line = std::mem::take(&mut o.partial);
                     line.extend_from_slice(&chunk[..end]);
                     self.fold_line(&line);
                 }
                 chunk = &chunk[end + 1..];
             }
-            self.partial.extend_from_slice(chunk);
+            if !o.mid_line {
+                o.partial.extend_from_slice(chunk);
+            }
         }
     }
 
@@ -176,6 +210,10 @@ impl Reader {
             self.unreadable += 1;
             return;
         };
+        if second < self.cutoff {
+            // Out of every window: a long log read from its start keeps nothing of it.
+            return;
+        }
         let addrs = tries(&l.upstream_addr);
         if addrs.is_empty() {
             // nginx answered it itself: no slot served it.
@@ -280,6 +318,14 @@ struct Line<'a> {
     upstream_status: Cow<'a, str>,
     #[serde(borrow, default)]
     upstream_response_time: Cow<'a, str>,
+}
+
+/// The first bytes of `file` (its position is set again by the caller).
+fn read_head(file: &mut File) -> std::io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut head = Vec::with_capacity(HEAD);
+    file.take(HEAD as u64).read_to_end(&mut head)?;
+    Ok(head)
 }
 
 /// The tries a multi-value upstream field lists, in order (`", "` between tries, `" : "`
@@ -434,6 +480,48 @@ mod tests {
         r.poll().unwrap();
         assert_eq!(count(&r), 16);
         assert_eq!(r.unreadable, 0);
+    }
+
+    #[test]
+    fn a_log_truncated_and_grown_back_past_where_it_was_read_is_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let now = manent::sys::now_ms() / 1000;
+        let ok = line(now, "200", "127.0.0.1:1001", "200", "0.010");
+        // Lines of another second: they start otherwise (their `msec`).
+        let other = line(now - 1, "200", "127.0.0.1:1001", "200", "0.020");
+        std::fs::write(&path, ok.repeat(2)).unwrap();
+        let mut r = Reader::new(&path);
+        r.poll().unwrap();
+        // Copied away and truncated, then three lines (more bytes than were read) before the
+        // next read: all three counted, none lost, nothing half-read.
+        std::fs::write(&path, other.repeat(3)).unwrap();
+        r.poll().unwrap();
+        let t = r.traffic(&routing(), (now + 1) * 1000, 60_000).slot("blue");
+        assert_eq!((t.requests, r.unreadable), (5, 0));
+        assert_eq!(t.p99_ms, Some(20));
+    }
+
+    #[test]
+    fn lines_older_than_any_window_are_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let now = manent::sys::now_ms() / 1000;
+        let mut text = String::new();
+        for s in 0..500 {
+            text.push_str(&line(
+                now - 7200 - s,
+                "200",
+                "127.0.0.1:1001",
+                "200",
+                "0.010",
+            ));
+        }
+        text.push_str(&line(now, "200", "127.0.0.1:1001", "200", "0.010"));
+        std::fs::write(&path, text).unwrap();
+        let mut r = Reader::new(&path);
+        r.poll().unwrap();
+        assert_eq!(r.seconds.len(), 1, "only the last hour is kept");
     }
 
     #[test]

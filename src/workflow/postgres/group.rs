@@ -6,10 +6,11 @@
 //!
 //! Each job keeps its own answer: a run that lost its workflow (fenced, cancelled, an
 //! interrupting command waiting) is refused and writes nothing, while the rest of the group
-//! commits. A database fault that fails the group (a lost connection, a deadlock with a
-//! takeover, a record the database refuses) is not the group's answer: each job is then run on
-//! its own, as before, and answers for itself. Every write is idempotent, so a group whose
-//! commit's outcome is unknown is safely written again: its checkpoints then find themselves
+//! commits. A database out of reach is every job's answer at once (each retries on its own, as
+//! a write alone would); any other fault that fails the group (a deadlock with a takeover, a
+//! record the database refuses) is not the group's answer: each job is then written on its own
+//! and answers for itself. Every write is idempotent, so a group whose commit's outcome is
+//! unknown is safely written again: its checkpoints then find themselves
 //! stored and are acknowledged as such (`recommit`).
 
 use std::collections::{BTreeSet, HashMap};
@@ -137,6 +138,9 @@ async fn writer(
         let ops: Vec<Op> = jobs.iter().map(|j| j.op.clone()).collect();
         let answers = match write_group(&pool, ext.as_ref(), &ops).await {
             Ok(answers) => answers,
+            // The database is out of reach: every job hears it at once and retries on its own
+            // (each write is idempotent), rather than wait for the others' attempts in turn.
+            Err(e) if e.is_transient() => ops.iter().map(|_| Err(e.clone())).collect(),
             // The group failed as a whole: each job alone says what is true of it.
             Err(_) => {
                 let mut answers = Vec::with_capacity(ops.len());

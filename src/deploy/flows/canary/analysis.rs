@@ -278,8 +278,19 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
     let mut limits = Vec::new();
     if let Some(max) = check.max_error_rate {
         limits.push(format!("5xx ≤ {}", Rate(max)));
-        if c.error_rate().is_some_and(|r| r > Rate(max).fraction()) {
-            failed.push(format!("5xx {c_rate} > {}", Rate(max)));
+        // Tries the candidate failed that the router retried elsewhere count too: the client
+        // never saw them, but the candidate did not answer.
+        let rate = if c.retried_away > 0 {
+            c.failure_rate()
+        } else {
+            c.error_rate()
+        };
+        if let Some(r) = rate.filter(|r| *r > Rate(max).fraction()) {
+            failed.push(if c.retried_away > 0 {
+                format!("5xx and failed tries {}% > {}", percent_text(r), Rate(max))
+            } else {
+                format!("5xx {c_rate} > {}", Rate(max))
+            });
         }
     }
     if let Some(max) = check.max_p99 {
@@ -535,6 +546,17 @@ mod tests {
             ),
             "x{slot=\"green\",v=\"2.0.0\",o=\"{{other}}\"}"
         );
+    }
+
+    #[test]
+    fn tries_the_candidate_failed_and_the_router_retried_elsewhere_count_against_it() {
+        let check = limits(Some(10_000), None, 100);
+        let mut t = traffic((400, 0, 40), (400, 0, 15));
+        t.slots[1].retried_away = 100;
+        let (v, said) = judge(&check, &t, "green", "blue");
+        assert_eq!(v, Verdict::Fail, "{said}");
+        assert!(said.starts_with("5xx and failed tries 20% > 1%"), "{said}");
+        assert!(said.contains("100 tries retried elsewhere"), "{said}");
     }
 
     #[test]

@@ -156,6 +156,9 @@ impl Flight {
         // once.
         let watching = !run.ctx.replaying() && self.live;
         let every = self.plan.watch;
+        // A deadline, not a sleep made anew at each turn: a background run in between must
+        // not put the next read of the router off.
+        let mut next_watch = tokio::time::Instant::now() + every;
         loop {
             // The background analysis' next run, when there is one (not while replaying).
             let due = if watching {
@@ -171,7 +174,8 @@ impl Flight {
                     }
                     return Ok(msg);
                 }
-                () = tokio::time::sleep(every), if watching => {
+                () = tokio::time::sleep_until(next_watch), if watching => {
+                    next_watch = tokio::time::Instant::now() + every;
                     self.watch(run).await;
                     // Each reading covers 10s at least (overlapping at a shorter `watch`): a
                     // point over a second or two of a small candidate share is noise.
