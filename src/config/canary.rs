@@ -630,27 +630,15 @@ impl AnalysisSpec {
                  (one check per step)",
             ));
         }
-        if let Some(c) = self.compare {
+        let measured = match (self.compare, self.prometheus, self.router) {
+            (Some(c), ..) => Some(Check::Compare(c.resolve()?)),
+            (_, Some(p), _) => Some(Check::Prometheus(p.resolve()?)),
+            (.., Some(r)) => Some(Check::Router(r.resolve()?)),
+            _ => None,
+        };
+        if let Some(check) = measured {
             return Self::counted(
-                Check::Compare(c.resolve()?),
-                self.count,
-                self.interval,
-                self.failure_limit,
-                self.inconclusive_limit,
-            );
-        }
-        if let Some(p) = self.prometheus {
-            return Self::counted(
-                Check::Prometheus(p.resolve()?),
-                self.count,
-                self.interval,
-                self.failure_limit,
-                self.inconclusive_limit,
-            );
-        }
-        if let Some(r) = self.router {
-            return Self::counted(
-                Check::Router(r.resolve()?),
+                check,
                 self.count,
                 self.interval,
                 self.failure_limit,

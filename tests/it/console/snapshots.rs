@@ -19,6 +19,14 @@ fn draw(app: &App, theme: &str, w: u16, h: u16) -> Terminal<TestBackend> {
     t
 }
 
+/// `app` at 120×40 in every theme, with its styles: snapshots `{theme}_{name}_120x40`.
+fn every_theme_at_120x40(app: &App, name: &str) {
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let t = draw(app, theme, 120, 40);
+        insta::assert_debug_snapshot!(format!("{theme}_{name}_120x40"), t.backend().buffer());
+    }
+}
+
 /// On a database several engines share, the header says which engine runs the deployment,
 /// in the warning colour once that engine has gone silent.
 #[test]
@@ -351,13 +359,7 @@ fn every_screen_in_every_theme_with_its_styles() {
 fn the_canary_panel_in_every_theme_at_120x40() {
     let mut app = app_on_deployment(CANARY);
     key(&mut app, Right);
-    for theme in ["default", "light", "high-contrast", "mono"] {
-        let t = draw(&app, theme, 120, 40);
-        insta::assert_debug_snapshot!(
-            format!("{theme}_canary_pending_120x40"),
-            t.backend().buffer()
-        );
-    }
+    every_theme_at_120x40(&app, "canary_pending");
 }
 
 /// The canary of the fixture with ten minutes of what the router saw: the candidate's 5xx rate
@@ -435,13 +437,7 @@ fn the_canary_traffic_charts_at_both_sizes_and_in_every_theme() {
     ] {
         assert!(z.contains(needle), "{needle:?} in\n{z}");
     }
-    for theme in ["default", "light", "high-contrast", "mono"] {
-        let t = draw(&app, theme, 120, 40);
-        insta::assert_debug_snapshot!(
-            format!("{theme}_canary_traffic_120x40"),
-            t.backend().buffer()
-        );
-    }
+    every_theme_at_120x40(&app, "canary_traffic");
 }
 
 #[test]
@@ -495,13 +491,7 @@ fn the_hooks_panel_in_every_theme_at_120x40() {
     key(&mut app, Down);
     key(&mut app, Down);
     key(&mut app, Down);
-    for theme in ["default", "light", "high-contrast", "mono"] {
-        let t = draw(&app, theme, 120, 40);
-        insta::assert_debug_snapshot!(
-            format!("{theme}_hooks_focused_120x40"),
-            t.backend().buffer()
-        );
-    }
+    every_theme_at_120x40(&app, "hooks_focused");
 }
 
 #[test]
