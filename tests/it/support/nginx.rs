@@ -73,12 +73,12 @@ impl Nginx {
         let mut slots = String::new();
         for s in &self.servers {
             for (port, root) in [(s.blue, &s.blue_root), (s.green, &s.green_root)] {
-                // A release whose directory holds `fail5` answers 500 to 5% of requests.
+                // A release whose directory holds `fail5` answers 500 to 5% of requests; any
+                // other answers every request as asked.
                 slots.push_str(&format!(
                     "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; \
-                     if ($web_test_fail) {{ rewrite ^ /__fail last; }} }} location = /__fail {{ \
-                     default_type text/plain; if (-f $document_root/fail5) {{ return 500; }} \
-                     rewrite ^ /index.html break; }} }}\n",
+                     set $fail \"$web_test_fail\"; if (-f $document_root/fail5) {{ set $fail \"${{fail}}x\"; }} \
+                     if ($fail = 1x) {{ return 500; }} }} }}\n",
                     root.display()
                 ));
             }
