@@ -35,8 +35,10 @@ pub struct Nginx {
     pub front: u16,
     /// Where the plugin's file makes nginx answer what it loaded.
     pub state: u16,
-    /// The front's access log, in the plugin's `web_canary` format.
+    /// The front's access log, in the plugin's `web_canary` format: written once
+    /// [`Router::log_traffic`] asks for it (every request a line costs a loaded machine).
     pub access_log: PathBuf,
+    logging: bool,
     pub servers: Vec<Server>,
     child: Option<Child>,
 }
@@ -57,6 +59,7 @@ impl Nginx {
             front: free_port(),
             state: free_port(),
             access_log: prefix.join("logs/web.canary.json"),
+            logging: false,
             servers,
             child: None,
         };
@@ -88,7 +91,11 @@ impl Nginx {
             (
                 format!("  include {};\n", self.upstreams.display()),
                 "$web_pool".to_owned(),
-                format!("access_log {} web_canary; ", self.access_log.display()),
+                if self.logging {
+                    format!("access_log {} web_canary; ", self.access_log.display())
+                } else {
+                    String::new()
+                },
             )
         } else {
             (
@@ -193,6 +200,12 @@ impl Router for Nginx {
 
     fn build_failing(&self, version: &str) {
         super::router::build_failing(&self.prefix, version);
+    }
+
+    fn log_traffic(&mut self) {
+        self.logging = true;
+        std::fs::write(&self.conf, self.main_conf(true, false)).unwrap();
+        self.reload();
     }
 
     fn artifact_uri(&self) -> String {

@@ -27,6 +27,9 @@ pub trait Router: Sized {
     fn build(&self, version: &str, healthy: bool);
     /// A build of `version` whose servers answer 500 to one request in twenty.
     fn build_failing(&self, version: &str);
+    /// Has the router record the traffic its plugin reports (nginx: the front's access log;
+    /// HAProxy counts by itself).
+    fn log_traffic(&mut self) {}
     /// `artifact.uri` for the builds.
     fn artifact_uri(&self) -> String;
     /// The port clients send requests to.
