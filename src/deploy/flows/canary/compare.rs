@@ -16,16 +16,25 @@ use crate::plugin::Traffic;
 
 /// Intervals with traffic each slot needs for a comparison.
 const MIN_INTERVALS: usize = 5;
+/// Requests an interval needs to count: for its error rate, and for its p99.
+const MIN_FOR_RATE: u64 = 10;
+const MIN_FOR_P99: u64 = 50;
 /// The one-sided p-value under which a difference is real.
 const ALPHA: f64 = 0.05;
 
 /// The verdict on `t` (candidate in slot `candidate`, stable in `stable`), with what made it.
 pub fn judge(c: &CompareCheck, t: &Traffic, candidate: &str, stable: &str) -> (Verdict, String) {
     let (cs, ss) = (t.slot(candidate), t.slot(stable));
+    // An interval speaks for its metric only with enough requests in it: a p99 of ten
+    // requests is their maximum, a rate of three is noise.
+    let enough = match c.metric {
+        CompareMetric::ErrorRate => MIN_FOR_RATE,
+        CompareMetric::P99 => MIN_FOR_P99,
+    };
     let points = |s: &crate::plugin::SlotTraffic| -> Vec<f64> {
         s.intervals
             .iter()
-            .filter(|i| i.requests > 0)
+            .filter(|i| i.requests >= enough)
             .filter_map(|i| match c.metric {
                 CompareMetric::ErrorRate => Some(i.errors as f64 / i.requests as f64),
                 CompareMetric::P99 => i.p99_ms.map(f64::from),
@@ -70,8 +79,8 @@ pub fn judge(c: &CompareCheck, t: &Traffic, candidate: &str, stable: &str) -> (V
         return (
             Verdict::Inconclusive,
             format!(
-                "too few intervals with traffic to compare ({} and {}, at least {MIN_INTERVALS} \
-                 each) — {slots}",
+                "too few intervals with traffic to compare ({} and {} with at least {enough} \
+                 requests, {MIN_INTERVALS} needed each) — {slots}",
                 xs.len(),
                 ys.len()
             ),
