@@ -581,3 +581,53 @@ fn a_router_analysis_killed_mid_window_resumes_without_counting_a_run_twice() {
         .count();
     assert_eq!(checks, 4);
 }
+
+/// A fresh plugin process has no reading of HAProxy's counters yet: its first report counts a
+/// moment of traffic rather than none, so a command's first analysis run can judge.
+#[test]
+fn on_haproxy_a_fresh_commands_router_analysis_judges_the_traffic_of_a_moment() {
+    use crate::support::haproxy::Haproxy;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(h) = Haproxy::start(&dir.path().join("haproxy"), 2, "1.0.0") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "haproxy is required in CI (.ci/run installs it)"
+        );
+        return;
+    };
+    h.build_failing("2.0.0");
+    let app = format!(
+        "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\n\
+         deploy:\n  plugin: edge\nstrategy:\n  canary:\n    steps:\n      - weight: 50\n      \
+         - pause: {{}}\n      - analysis: {{router: {{max_error_rate: 1%, min_requests: 20, \
+         window: 1m}}}}\n      - pause: {{}}\nenvironments:\n  prod:\n    targets:\n{}",
+        h.artifact_uri(),
+        h.targets_yml()
+    );
+    let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let id = fx.deployments().pop().unwrap();
+    // Clients keep sending while `promote` (a new process, a new plugin) runs the analysis.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let port = h.front();
+    let client = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = get(port, None);
+            }
+        })
+    };
+    let out = fx.run(&["promote", &id]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    client.join().unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    let why = fx.status(&id)["report"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    for part in ["5xx", "> 1%", "HAProxy's counters", "last 3s"] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+}

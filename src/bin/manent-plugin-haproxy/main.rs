@@ -630,6 +630,36 @@ impl slots::Router for Haproxy {
     }
 
     async fn traffic(&self, routing: &Routing, window: Duration) -> Result<Traffic, PluginError> {
+        // HAProxy's counters say nothing of a window until two readings frame it: a plugin
+        // that has none yet takes one, waits a moment and reports that moment (the window
+        // says how long it was).
+        let fresh = self.traffic.lock().map(|h| h.is_empty()).unwrap_or(true);
+        if fresh {
+            self.read_counters().await?;
+            tokio::time::sleep(FIRST_SPAN.min(window)).await;
+        }
+        self.read_counters().await?;
+        let history = self
+            .traffic
+            .lock()
+            .map_err(|_| PluginError::Failed("the traffic readings failed before".into()))?;
+        Ok(history.traffic(
+            routing,
+            u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            format!(
+                "HAProxy's counters of backend {} (show stat)",
+                self.names.backend
+            ),
+        ))
+    }
+}
+
+/// How long a plugin with no reading yet counts before its first report.
+const FIRST_SPAN: Duration = Duration::from_secs(3);
+
+impl Haproxy {
+    /// Takes a reading of the backend's counters.
+    async fn read_counters(&self) -> Result<(), PluginError> {
         let b = &self.names.backend;
         let master = self.control.master().await.map_err(PluginError::Failed)?;
         let reply = cli::ask(&self.control.socket, &[format!("show stat {b} 4 -1")])
@@ -645,19 +675,14 @@ impl slots::Router for Haproxy {
             )));
         }
         let servers = traffic::parse_stat(&reply.text);
-        let mut history = self
-            .traffic
+        self.traffic
             .lock()
-            .map_err(|_| PluginError::Failed("the traffic readings failed before".into()))?;
-        history.add(traffic::Reading {
-            at_ms: manent::sys::now_ms(),
-            servers,
-        });
-        Ok(history.traffic(
-            routing,
-            u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
-            format!("HAProxy's counters of backend {b} (show stat)"),
-        ))
+            .map_err(|_| PluginError::Failed("the traffic readings failed before".into()))?
+            .add(traffic::Reading {
+                at_ms: manent::sys::now_ms(),
+                servers,
+            });
+        Ok(())
     }
 }
 

@@ -1,8 +1,9 @@
 //! The traffic HAProxy observed, from its own counters: `show stat BACKEND 4 -1` gives each
 //! server's responses by class since the worker started. The plugin keeps a reading at every
 //! Traffic call (an hour of them at most) and reports a window as the difference between now
-//! and the last reading at or before its start, cut at the readings in between — so the first
-//! call starts the count (a canary's engine asks every couple of seconds while it waits). A
+//! and the last reading at or before its start, cut at the readings in between. A plugin with
+//! no reading yet takes one, waits three seconds and reports those (the window says so); a
+//! canary's engine asks every couple of seconds while it waits, which builds the history. A
 //! counter that went down was reset by a reload: the new worker's count is taken whole. HAProxy
 //! keeps an average response time, not quantiles: the p50/p95/p99 are left unsaid, and an
 //! analysis with a p99 limit says it cannot judge.
@@ -76,6 +77,11 @@ pub struct History {
 }
 
 impl History {
+    /// No reading yet.
+    pub fn is_empty(&self) -> bool {
+        self.readings.is_empty()
+    }
+
     /// Keeps `r`, the newest.
     pub fn add(&mut self, r: Reading) {
         self.readings.push_back(r);
