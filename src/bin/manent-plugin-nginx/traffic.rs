@@ -130,7 +130,7 @@ impl Reader {
         let mut open = match self.file.take() {
             Some(o) => o,
             None => {
-                let file = File::open(&self.path)?;
+                let file = open_log(&self.path)?;
                 let start = meta.len().saturating_sub(FIRST_READ);
                 Open {
                     file,
@@ -318,6 +318,33 @@ struct Line<'a> {
     upstream_status: Cow<'a, str>,
     #[serde(borrow, default)]
     upstream_response_time: Cow<'a, str>,
+}
+
+/// Opens the access log for reading, refusing what cannot be trusted to be nginx's log: not a
+/// regular file (a FIFO would block the read for ever; it is opened without waiting and
+/// checked on the open handle), or a file anyone on the host can write (another local user
+/// could make a failing candidate look healthy).
+fn open_log(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file: point `access_log:` at the file nginx writes",
+            path.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o002 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} can be written by any user of this host, so what it says of the traffic cannot \
+             be trusted: `chmod o-w` it (nginx writes it 0644)",
+            path.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// The first bytes of `file` (its position is set again by the caller).
@@ -522,6 +549,25 @@ mod tests {
         let mut r = Reader::new(&path);
         r.poll().unwrap();
         assert_eq!(r.seconds.len(), 1, "only the last hour is kept");
+    }
+
+    #[test]
+    fn a_fifo_or_a_log_anyone_can_write_is_refused_at_once() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("access.json");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = Reader::new(&fifo).poll().unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let open = dir.path().join("open.json");
+        std::fs::write(&open, "").unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = Reader::new(&open).poll().unwrap_err().to_string();
+        assert!(err.contains("any user of this host"), "{err}");
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> 
     }
     // What matters first at 3 am: the numbers, then what the analysis made of them.
     let mut parts: Vec<Span<'static>> = Vec::new();
-    if let Some(w) = traffic_words(c) {
+    if let Some(w) = traffic_words(c, now) {
         parts.push(Span::raw(w));
     }
     let background = c
@@ -403,11 +403,18 @@ pub fn traffic(c: &CanaryView, width: usize, t: &Theme) -> Vec<Line<'static>> {
 }
 
 /// The last traffic reading in a few words, candidate/stable, for the narrow strip: `5xx
-/// 5.2%/0% p99 38ms/15ms`.
-fn traffic_words(c: &CanaryView) -> Option<String> {
+/// 5.2%/0% p99 38ms/15ms`, and how old it is once it is no longer fresh (the router has not
+/// answered since, or no engine reads it).
+fn traffic_words(c: &CanaryView, now: i64) -> Option<String> {
     let last = c.traffic.last()?;
+    let age = (now - last.at) / 1000;
+    let stale = if age > 30 {
+        format!(" (read {age}s ago)")
+    } else {
+        String::new()
+    };
     Some(format!(
-        "5xx {}/{} p99 {}/{}",
+        "5xx {}/{} p99 {}/{}{stale}",
         rate_text(last.candidate.error_rate()),
         rate_text(last.stable.error_rate()),
         ms_text(last.candidate.p99_ms),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Flight;
-use super::analysis::Verdict;
+use super::analysis::{Seen, Verdict};
 use crate::deploy::canary_status::BackgroundStatus;
 use crate::deploy::command::{self, OperatorCommand};
 use crate::deploy::run::{Run, json};
@@ -51,7 +51,22 @@ impl Flight {
         let Some(a) = self.plan.analysis.clone() else {
             return;
         };
-        let seen = self.run_check(run, &a).await;
+        // Bounded as the watch's reads are: a silent plugin or server is an inconclusive run,
+        // and the wait goes on taking commands.
+        let limit = a.interval.max(super::watch::WATCH_CALL);
+        let started = std::time::Instant::now();
+        let seen = tokio::time::timeout(limit, self.run_check(run, &a))
+            .await
+            .unwrap_or_else(|_| Seen {
+                verdict: Verdict::Inconclusive,
+                value: format!(
+                    "no answer within {} (the plugin or the check is hung)",
+                    humantime::format_duration(limit)
+                ),
+                excerpt: String::new(),
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                traffic: None,
+            });
         let b = &mut self.background;
         b.next = Some(Instant::now() + a.interval);
         b.runs += 1;

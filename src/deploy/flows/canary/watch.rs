@@ -196,14 +196,30 @@ async fn read_twice_if_new(
     }
 }
 
+/// How long a read the watch makes may take: a plugin gone silent is said (the read's error is
+/// published) and the wait goes on taking commands, rather than stall behind the step timeout.
+pub(super) const WATCH_CALL: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `call`, within [`WATCH_CALL`].
+pub(super) async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, StepError>>,
+) -> Result<T, StepError> {
+    tokio::time::timeout(WATCH_CALL, call).await.map_err(|_| {
+        StepError::Retryable(format!(
+            "the plugin did not answer within {}s (is it hung?)",
+            WATCH_CALL.as_secs()
+        ))
+    })?
+}
+
 /// The router's state, read back outside the checkpoint log.
 async fn read(run: &Run<'_>, expected: &Routing) -> Result<RoutingState, StepError> {
     let expected = expected.clone();
-    with_plugin(run, |h, req| async move {
+    bounded(with_plugin(run, |h, req| async move {
         router::read_back(traffic_router(&h)?, &req, &expected)
             .await
             .map_err(StepError::from)
-    })
+    }))
     .await
 }
 
@@ -211,6 +227,7 @@ async fn read(run: &Run<'_>, expected: &Routing) -> Result<RoutingState, StepErr
 async fn correct(run: &Run<'_>, expected: &Routing) -> String {
     let weight = if expected.retired { 0 } else { expected.weight };
     let exp = expected.clone();
+    // Not bounded as reads are: a change cut off midway would leave the router half-set.
     let set = with_plugin(run, |h, req| async move {
         let router = traffic_router(&h)?;
         router
@@ -290,13 +307,13 @@ impl Flight {
         else {
             return;
         };
-        let read = with_plugin(run, |h, req| async move {
+        let read = bounded(with_plugin(run, |h, req| async move {
             match traffic_router(&h)?.traffic(&req, window).await {
                 Ok(t) => Ok(Some(t)),
                 Err(crate::plugin::PluginError::Unimplemented(_)) => Ok(None),
                 Err(e) => Err(StepError::from(e)),
             }
-        })
+        }))
         .await;
         let t = match read {
             Ok(Some(t)) => t,
