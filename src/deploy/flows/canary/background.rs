@@ -55,7 +55,7 @@ impl Flight {
         // and the wait goes on taking commands.
         let limit = a.interval.max(super::watch::WATCH_CALL);
         let started = std::time::Instant::now();
-        let seen = tokio::time::timeout(limit, self.run_check(run, &a))
+        let seen = tokio::time::timeout(limit, Box::pin(self.run_check(run, &a)))
             .await
             .unwrap_or_else(|_| Seen {
                 verdict: Verdict::Inconclusive,
