@@ -205,12 +205,14 @@ pub(super) async fn bounded<T>(
     call: impl std::future::Future<Output = Result<T, StepError>>,
 ) -> Result<T, StepError> {
     // Boxed: the canary's wait loop is one large future, and a debug build's thread stack is not.
-    tokio::time::timeout(WATCH_CALL, Box::pin(call)).await.map_err(|_| {
-        StepError::Retryable(format!(
-            "the plugin did not answer within {}s (is it hung?)",
-            WATCH_CALL.as_secs()
-        ))
-    })?
+    tokio::time::timeout(WATCH_CALL, Box::pin(call))
+        .await
+        .map_err(|_| {
+            StepError::Retryable(format!(
+                "the plugin did not answer within {}s (is it hung?)",
+                WATCH_CALL.as_secs()
+            ))
+        })?
 }
 
 /// The router's state, read back outside the checkpoint log.
