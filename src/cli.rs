@@ -7,6 +7,7 @@ mod follow;
 mod inspect;
 mod notify;
 pub mod output;
+mod plugin;
 mod run;
 
 use std::path::PathBuf;
@@ -50,9 +51,25 @@ pub struct Cli {
         default_value = "manent.yml"
     )]
     pub config: PathBuf,
+    /// True when `--config` was given on the command line (not the default or the
+    /// environment): `plugin test` reads it as the kit's file then.
+    #[arg(skip)]
+    pub config_given: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments (exits with clap's message on bad usage).
+    pub fn from_args() -> Self {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Cli::command().get_matches();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        cli.config_given =
+            matches.value_source("config") == Some(clap::parser::ValueSource::CommandLine);
+        cli
+    }
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 done, 1 deployment failed, 2 bad input or conflict, \
@@ -128,6 +145,9 @@ pub enum Command {
     Notify(NotifyCommand),
     /// List plugins: where each comes from, whether its binary matches its sha256, what it can do.
     Plugins(PluginsArgs),
+    /// Write a new plugin project, or check a plugin binary against the contract.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// The interactive console: deployments, targets and logs live; deploy, pause, cancel, roll
     /// back from the keyboard.
     #[cfg(feature = "tui")]
@@ -226,6 +246,62 @@ pub struct DbCopyArgs {
     /// as `engine.inputs_key`; the copied deployments are signed with it.
     #[arg(long, value_name = "SECRET")]
     pub inputs_key: Option<String>,
+    #[command(flatten)]
+    pub json: JsonArg,
+}
+
+/// `plugin …`
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Write a working plugin project: a main, a deployer whose every call says "not
+    /// implemented", a README and a test; it builds and passes `manent plugin test` as written.
+    New(PluginNewArgs),
+    /// The conformance kit: start a plugin binary as the engine would and check the contract,
+    /// each check named with pass, fail or skip and why.
+    Test(PluginTestArgs),
+}
+
+/// The languages `plugin new` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PluginLang {
+    /// manent's Rust SDK.
+    Rust,
+    /// manent's Go SDK (hashicorp/go-plugin underneath).
+    Go,
+    /// manent's Python SDK (asyncio, grpclib).
+    Python,
+}
+
+/// `plugin new`
+#[derive(Debug, Args)]
+pub struct PluginNewArgs {
+    /// The plugin's name (lowercase letters, digits and `-`); the binary is
+    /// `manent-plugin-NAME`.
+    pub name: String,
+    /// Its language.
+    #[arg(long, value_enum)]
+    pub lang: PluginLang,
+    /// Where to write it (default: ./manent-plugin-NAME); must not exist or be empty.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Where the SDK is, for the project's dependency on it (default: this manent's source
+    /// tree when it is known, else the SDK's published name).
+    #[arg(long, value_name = "PATH")]
+    pub sdk: Option<PathBuf>,
+}
+
+/// `plugin test`
+#[derive(Debug, Args)]
+pub struct PluginTestArgs {
+    /// The plugin binary. `--config FILE` names the kit's file (YAML): the plugin's options,
+    /// args, env, and the artifact, targets and params of the kit's calls.
+    pub binary: PathBuf,
+    /// The limit on the plugin's start (handshake to Configure answered).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub start_timeout: Option<std::time::Duration>,
+    /// The limit on each call.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub call_timeout: Option<std::time::Duration>,
     #[command(flatten)]
     pub json: JsonArg,
 }
@@ -721,6 +797,11 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
         Command::Notify(NotifyCommand::List(a)) => notify::list(&cli.config, a.json, out).await,
         Command::Notify(NotifyCommand::Retry(a)) => notify::retry(&cli.config, a.id, out).await,
         Command::Plugins(a) => inspect::plugins(&cli.config, &a, out).await,
+        Command::Plugin(PluginCommand::Test(a)) => {
+            let file = cli.config_given.then_some(cli.config.as_path());
+            plugin::test(&a, file, out).await
+        }
+        Command::Plugin(PluginCommand::New(a)) => plugin::new(&a, out),
         #[cfg(feature = "tui")]
         Command::Console(a) => {
             // The descriptors are read while the engine opens (engine::handle::open).

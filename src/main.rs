@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use manent::cli::{Cli, Command, Out, exit};
 use tracing_subscriber::EnvFilter;
 
@@ -16,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_args();
     if let Command::PluginServe { name } = &cli.command
         && let Some(factory) = manent::plugin::builtin::factory(name)
     {

@@ -87,6 +87,15 @@ pub fn kill_group(pgid: u32) {
     }
 }
 
+/// Points file descriptor 1 at whatever descriptor 2 is: from then on anything printed on
+/// stdout arrives on stderr (a plugin after its handshake line).
+pub fn stdout_to_stderr() {
+    // SAFETY: dup2(2) takes plain descriptors; both are open for the life of the process.
+    unsafe {
+        libc::dup2(2, 1);
+    }
+}
+
 /// True while any process of group `pgid` exists.
 pub fn group_alive(pgid: u32) -> bool {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {

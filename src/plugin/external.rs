@@ -10,6 +10,7 @@ pub mod conn;
 pub mod handshake;
 pub mod hclog;
 pub mod host;
+pub mod kit;
 pub mod proto;
 pub mod sdk;
 pub mod tls;

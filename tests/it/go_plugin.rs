@@ -1,4 +1,4 @@
-//! A plugin written in Go with hashicorp/go-plugin (Debian's 1.0.1) against our proto, driven by
+//! A plugin written in Go with manent's Go SDK on hashicorp/go-plugin (Debian's 1.0.1), driven by
 //! manent's host: handshake with AutoMTLS, Configure capabilities, Deploy, DryRun, hclog logs
 //! with levels, ABORTED as Permanent, and a crash mid-call followed by a restart.
 
@@ -45,7 +45,7 @@ fn a_go_plugin_announces_its_capabilities_over_mutual_tls() {
         .unwrap();
     assert_eq!(
         gofix["capabilities"],
-        serde_json::json!(["dry_run", "parallel_targets"])
+        serde_json::json!(["current_release", "dry_run", "parallel_targets", "rollback"])
     );
     assert!(gofix["sha256"].as_str().unwrap().starts_with("not pinned"));
 }

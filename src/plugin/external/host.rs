@@ -62,6 +62,8 @@ pub struct Process {
     pub deployer: DeployerClient<H2>,
     /// The broker for Secrets.
     pub broker: HostBroker,
+    /// Its handshake line, parsed: where it listens, its certificate.
+    pub handshake: Handshake,
     controller: GrpcControllerClient<H2>,
     connection: H2,
     exited: watch::Receiver<Option<String>>,
@@ -332,6 +334,7 @@ impl Host {
             capabilities,
             deployer,
             broker: HostBroker::new(broker_tx, broker_tls, socket_dir.path().to_owned()),
+            handshake: shake,
             controller: GrpcControllerClient::with_origin(channel.clone(), conn::origin()),
             connection: channel,
             exited,
@@ -578,7 +581,7 @@ async fn forward_stderr(
 }
 
 /// Nothing a plugin writes on stdout after the handshake is accepted: it is drained (so the
-/// plugin never blocks) and reported once.
+/// plugin never blocks) and reported once, with the start of what it wrote.
 async fn drain_stdout(
     mut stdout: BufReader<tokio::process::ChildStdout>,
     log: Logger,
@@ -592,9 +595,18 @@ async fn drain_stdout(
         }
         if !warned {
             warned = true;
+            let text = String::from_utf8_lossy(&buf[..n]);
+            let first: String = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or_default()
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(80)
+                .collect();
             log.warn(&format!(
-                "plugin {plugin} wrote to stdout after the handshake; it is ignored (stdout is \
-                 reserved for the handshake: log through the plugin's logger)"
+                "plugin {plugin} wrote to stdout after the handshake ({first:?}…); it is ignored \
+                 (stdout is reserved for the handshake: log through the plugin's logger)"
             ));
         }
     }

@@ -22,6 +22,8 @@ use crate::plugin::contract::{Capabilities, Deployer, Factory};
 use crate::plugin::logger::{LogLine, LogSink, Logger};
 use crate::plugin::secrets::{Secrets, SecretsGuard};
 
+pub mod conformance;
+
 /// Writes log lines as hclog JSON on stderr, where a go-plugin host reads them.
 struct Stderr {
     module: String,
@@ -178,6 +180,9 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
         writeln!(out, "{line}")
             .and_then(|()| out.flush())
             .map_err(|e| format!("cannot write the handshake: {e}"))?;
+        // From now on a stray `println!` in the plugin becomes a stderr line (the host shows
+        // it in the plugin's log) instead of corrupting the handshake channel.
+        crate::sys::stdout_to_stderr();
     }
     watch_parent(stop.clone());
     let served = serving.await;
@@ -334,7 +339,11 @@ impl DeployerRpc for PluginService {
         let mut w = req.into_inner();
         w.secrets_broker_id = 0;
         let (r, _open) = self.request(w)?;
-        self.deployer()?.validate(&r).await?;
+        let d = self.deployer()?;
+        match conformance::probe(&r.params) {
+            Some(probe) => conformance::validate(probe)?,
+            None => d.validate(&r).await?,
+        }
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -343,7 +352,13 @@ impl DeployerRpc for PluginService {
         req: Request<v1::DeployRequest>,
     ) -> Result<Response<v1::DeployResponse>, Status> {
         let (r, _open) = self.request(req.into_inner())?;
-        let result = self.deployer()?.deploy(&r).await?;
+        let d = self.deployer()?;
+        if let Some(probe) = conformance::probe(&r.params) {
+            return conformance::deploy(probe, &r, &logger(), module())
+                .await
+                .map(Response::new);
+        }
+        let result = d.deploy(&r).await?;
         Ok(Response::new(proto::result_to_wire(result)))
     }
 

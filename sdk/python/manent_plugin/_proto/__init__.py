@@ -1,0 +1,1 @@
+"""Generated protobuf and grpclib modules (tools/regen.py). Do not edit."""

@@ -1,0 +1,419 @@
+//! `manent plugin test`, the conformance kit, run as a user runs it: on a plugin built with the
+//! Rust SDK (every check passes), on the bundled plugins (nginx and HAProxy in front of real
+//! routers), and on plugins that break the contract — one silent after its handshake, one that
+//! writes on stdout, one that ignores cancellation — where it fails and names the check.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::fleet::text;
+use crate::support::router::Router;
+use crate::support::{haproxy, nginx};
+
+const MANENT: &str = env!("CARGO_BIN_EXE_manent");
+const FIXTURE: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
+
+/// The kit's report on `binary` (`--json`), with its exit code; `file` is the kit's file.
+pub fn kit(binary: &Path, file: Option<&str>) -> (Option<i32>, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(MANENT);
+    if let Some(yaml) = file {
+        let path = dir.path().join("kit.yml");
+        std::fs::write(&path, yaml).unwrap();
+        cmd.arg("--config").arg(path);
+    }
+    let out = cmd
+        .args(["plugin", "test", "--json"])
+        .arg(binary)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the kit's JSON: {e}\nstdout: {}\nstderr: {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+/// Each check's outcome, by name.
+pub fn outcomes(report: &serde_json::Value) -> Vec<(String, String, String)> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["outcome"].as_str().unwrap().to_owned(),
+                c["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The checks that failed, by name.
+pub fn failed(report: &serde_json::Value) -> Vec<String> {
+    outcomes(report)
+        .into_iter()
+        .filter(|(_, o, _)| o == "fail")
+        .map(|(n, _, _)| n)
+        .collect()
+}
+
+pub fn outcome(report: &serde_json::Value, name: &str) -> (String, String) {
+    outcomes(report)
+        .into_iter()
+        .find(|(n, _, _)| n == name)
+        .map(|(_, o, d)| (o, d))
+        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
+}
+
+const EVERY_CHECK: [&str; 23] = [
+    "cookie",
+    "handshake",
+    "protocol",
+    "automtls",
+    "health",
+    "configure",
+    "start",
+    "supports",
+    "unannounced",
+    "validate",
+    "validate-refuses",
+    "deploy",
+    "idempotency",
+    "dry-run",
+    "current-release",
+    "rollback",
+    "errors",
+    "logs",
+    "secret",
+    "cancellation",
+    "crash",
+    "stdout",
+    "shutdown",
+];
+
+#[test]
+fn a_plugin_built_with_the_rust_sdk_passes_every_check() {
+    let (code, report) = kit(Path::new(FIXTURE), None);
+    assert_eq!(code, Some(0), "{report:#}");
+    let names: Vec<String> = outcomes(&report).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, EVERY_CHECK, "{report:#}");
+    assert_eq!(report["failed"], 0, "{report:#}");
+    assert_eq!(report["skipped"], 0, "{report:#}");
+    let (_, cancel) = outcome(&report, "cancellation");
+    assert!(cancel.contains("stopped"), "{cancel}");
+    let (_, crash) = outcome(&report, "crash");
+    assert!(crash.contains("mid-call"), "{crash}");
+    let (_, stdout) = outcome(&report, "stdout");
+    assert!(stdout.contains("became a stderr line"), "{stdout}");
+}
+
+#[test]
+fn the_text_report_names_every_check_and_counts_them() {
+    let out = Command::new(MANENT)
+        .args(["plugin", "test", FIXTURE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for name in EVERY_CHECK {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("pass") && l.split_whitespace().nth(1) == Some(name)),
+            "{name}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.ends_with("23 passed, 0 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_plugin_silent_after_its_handshake_fails_at_automtls_and_stops_there() {
+    let (code, report) = kit(
+        Path::new(FIXTURE),
+        Some("env: {FIXTURE_START: silent}\nstart_timeout: 2s\n"),
+    );
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["automtls"], "{report:#}");
+    let (_, why) = outcome(&report, "automtls");
+    assert!(why.contains("stuck at the TLS handshake"), "{why}");
+    let (health, _) = outcome(&report, "health");
+    assert_eq!(health, "skip");
+}
+
+#[test]
+fn a_plugin_that_writes_on_stdout_fails_the_stdout_check_with_what_it_wrote() {
+    let (code, report) = kit(Path::new(FIXTURE), Some("params: {print_stdout: true}\n"));
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["stdout"], "{report:#}");
+    let (_, why) = outcome(&report, "stdout");
+    assert!(why.contains("a stray line on stdout"), "{why}");
+}
+
+#[test]
+fn a_plugin_that_ignores_cancellation_fails_the_cancellation_check() {
+    // It answers the kit's probes itself, and sleeps through a cancelled call.
+    let (code, report) = kit(
+        Path::new(FIXTURE),
+        Some("env: {FIXTURE_START: ignore_cancel, MANENT_PLUGIN_CONFORMANCE: \"0\"}\n"),
+    );
+    assert_eq!(code, Some(1), "{report:#}");
+    let (cancel, why) = outcome(&report, "cancellation");
+    assert_eq!(cancel, "fail", "{report:#}");
+    assert!(why.contains("did not stop within 2s"), "{why}");
+    let (refuses, _) = outcome(&report, "validate-refuses");
+    assert_eq!(refuses, "pass");
+}
+
+#[test]
+fn a_missing_binary_or_a_broken_kit_file_is_bad_input_named() {
+    let out = Command::new(MANENT)
+        .args(["plugin", "test", "/nonexistent/plugin"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/nonexistent/plugin: no such file"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kit.yml");
+    std::fs::write(&file, "targets:\n  - name: a\n    hots: x\n").unwrap();
+    let out = Command::new(MANENT)
+        .arg("--config")
+        .arg(&file)
+        .args(["plugin", "test", FIXTURE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("kit.yml:3:") && err.contains("hots"), "{err}");
+}
+
+#[test]
+fn the_bundled_remote_copy_plugin_passes() {
+    let (code, report) = kit(
+        Path::new(env!("CARGO_BIN_EXE_manent-plugin-remote-copy")),
+        None,
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
+/// The router plugin's options, as its manent.yml entry gives them, and its targets.
+fn router_kit<R: Router>(r: &R) -> String {
+    let yml: serde_json::Value = yaml_serde::from_str(&r.manent_yml("edge")).unwrap();
+    let mut options = yml["plugins"]["edge"].clone();
+    options.as_object_mut().unwrap().remove("external");
+    let targets: serde_json::Value =
+        yaml_serde::from_str(&r.targets_yml().replace("\n      ", "\n")[6..]).unwrap();
+    format!(
+        "options: {options}\ntargets: {targets}\nartifact: {{type: directory, version: \"1.0.0\", uri: \"{}\"}}\n",
+        r.artifact_uri()
+    )
+}
+
+fn a_bundled_router_plugin_passes<R: Router>(binary: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(r) = R::start(dir.path(), 2, "1.0.0") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is required in CI",
+            R::NAME
+        );
+        return;
+    };
+    r.build("1.0.0", true);
+    let (code, report) = kit(Path::new(binary), Some(&router_kit(&r)));
+    assert_eq!(code, Some(0), "{report:#}\n{}", r.error_log());
+}
+
+#[test]
+fn the_bundled_nginx_plugin_passes_in_front_of_a_real_nginx() {
+    a_bundled_router_plugin_passes::<nginx::Nginx>(env!("CARGO_BIN_EXE_manent-plugin-nginx"));
+}
+
+#[test]
+fn the_bundled_haproxy_plugin_passes_in_front_of_a_real_haproxy() {
+    a_bundled_router_plugin_passes::<haproxy::Haproxy>(env!("CARGO_BIN_EXE_manent-plugin-haproxy"));
+}
+
+#[test]
+fn a_plugin_built_with_the_python_sdk_passes_every_check() {
+    let Some(plugin) = crate::support::python::python_fixture() else {
+        return;
+    };
+    let (code, report) = kit(&plugin, None);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["passed"], 23, "{report:#}");
+}
+
+/// `manent plugin new` into a fresh directory; the directory.
+fn plugin_new(lang: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(MANENT)
+        .args(["plugin", "new", "hello-kit", "--lang", lang, "--dir"])
+        .arg(dir.path().join("p"))
+        .arg("--sdk")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("manent plugin test"),
+        "{}",
+        text(&out.stdout)
+    );
+    dir
+}
+
+/// A plugin project as written: every call "not implemented" (permanent), which the kit
+/// accepts as an answer; the checks that need a working deploy are skipped, none fails.
+fn passes_as_written(binary: &Path) {
+    let (code, report) = kit(binary, None);
+    assert_eq!(code, Some(0), "{report:#}");
+    let (deploy, why) = outcome(&report, "deploy");
+    assert_eq!(deploy, "pass");
+    assert!(why.contains("deploy is not implemented yet"), "{why}");
+    assert_eq!(outcome(&report, "cancellation").0, "pass", "{report:#}");
+}
+
+#[test]
+fn plugin_new_python_installs_and_passes_the_kit_as_written() {
+    if crate::support::python::python_fixture().is_none() {
+        return;
+    }
+    let dir = plugin_new("python");
+    let p = dir.path().join("p");
+    let out = Command::new(p.join("install.sh"))
+        .env("MANENT_PYTHON_SDK", crate::support::python::sdk_copy())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = Command::new(p.join(".venv/bin/python"))
+        .args(["-m", "unittest", "-q"])
+        .current_dir(&p)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    passes_as_written(&p.join("manent-plugin-hello-kit"));
+}
+
+#[test]
+fn plugin_new_rust_builds_and_passes_the_kit_as_written() {
+    let dir = plugin_new("rust");
+    let p = dir.path().join("p");
+    // The same dependency versions as manent's own build, in a target directory kept between
+    // runs (the first build compiles the library: minutes).
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"),
+        p.join("Cargo.lock"),
+    )
+    .unwrap();
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-new-rust");
+    let out = Command::new(env!("CARGO"))
+        .args(["test", "--quiet"])
+        .current_dir(&p)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--quiet"])
+        .current_dir(&p)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    passes_as_written(&target.join("debug/manent-plugin-hello-kit"));
+}
+
+#[test]
+fn a_plugin_built_with_the_go_sdk_passes_every_check() {
+    let Some(go) = crate::support::go::go_fixture() else {
+        return;
+    };
+    let (code, report) = kit(&go.plugin, None);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["passed"], 23, "{report:#}");
+}
+
+#[test]
+fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
+    let Some(go) = crate::support::go::go_fixture() else {
+        return;
+    };
+    let (code, report) = kit(&go.raw, None);
+    assert_eq!(code, Some(0), "{report:#}");
+    let skipped: Vec<String> = outcomes(&report)
+        .into_iter()
+        .filter(|(_, o, _)| o == "skip")
+        .map(|(n, _, _)| n)
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "validate-refuses",
+            "dry-run",
+            "current-release",
+            "rollback",
+            "errors",
+            "logs",
+            "secret",
+            "cancellation"
+        ],
+        "{report:#}"
+    );
+    let (_, crash) = outcome(&report, "crash");
+    assert!(crash.contains("between calls"), "{crash}");
+}
+
+#[test]
+fn the_go_sdk_systemd_unit_example_passes_the_kit_on_real_files() {
+    let Some(go) = crate::support::go::go_fixture() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let artifact = dir.path().join("app.bin");
+    std::fs::write(&artifact, "v1\n").unwrap();
+    let kit_file = format!(
+        "options: {{dir: \"{}\", restart: [\"true\"]}}\nartifact: {{type: file, name: app, version: \"1.0.0\", uri: \"file://{}\"}}\n",
+        dir.path().join("units").display(),
+        artifact.display()
+    );
+    let (code, report) = kit(&go.example, Some(&kit_file));
+    assert_eq!(code, Some(0), "{report:#}");
+    let (deploy, why) = outcome(&report, "deploy");
+    assert_eq!(deploy, "pass");
+    assert!(why.contains("on 2 targets"), "{why}");
+}
+
+#[test]
+fn plugin_new_go_builds_and_passes_the_kit_as_written() {
+    if crate::support::go::go_fixture().is_none() {
+        return;
+    }
+    let dir = plugin_new("go");
+    let binary =
+        crate::support::go::build_project(&dir.path().join("p"), "manent-plugin-hello-kit");
+    passes_as_written(&binary);
+}
