@@ -2,7 +2,8 @@
 
 One JSON object per line: `@level` (trace|debug|info|warn|error), `@message`, `@module` (the
 plugin's name), `@timestamp` (`2006-01-02T15:04:05.000000Z07:00`: six fractional digits), and the
-record's `extra=` attributes as top-level string values.
+record's `extra=` attributes as top-level keys: JSON values stay what they are (numbers, booleans,
+lists), anything else becomes its text.
 """
 
 import json
@@ -44,6 +45,18 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _value(value: Any) -> Any:
+    """An attribute as JSON: numbers, booleans, None, lists and dicts of them as they are
+    (what go-hclog sends); anything else as its text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_value(v) for v in value]
+    if isinstance(value, dict):
+        return {_text(k): _value(v) for k, v in value.items()}
+    return _text(value)
+
+
 class HclogFormatter(logging.Formatter):
     """Formats a record as one hclog JSON line (no trailing newline)."""
 
@@ -65,7 +78,7 @@ class HclogFormatter(logging.Formatter):
                 continue
             if key in _RESERVED:
                 key = key[1:]
-            entry[key] = _text(value)
+            entry[key] = _value(value)
         if record.exc_info:
             entry["stacktrace"] = "".join(traceback.format_exception(*record.exc_info))
         if record.stack_info:

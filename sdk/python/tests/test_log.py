@@ -27,9 +27,9 @@ class HclogTest(unittest.TestCase):
         self.assertEqual([level_name(n) for n in (mp.TRACE, 10, 20, 30, 40, 50)],
                          ["trace", "debug", "info", "warn", "error", "error"])
 
-    def test_extras_are_top_level_string_values(self):
+    def test_extras_are_top_level_json_values(self):
         line = record(logging.WARNING, "x", n=2, target="t1", ok=True)
-        self.assertEqual((line["n"], line["target"], line["ok"]), ("2", "t1", "True"))
+        self.assertEqual((line["n"], line["target"], line["ok"]), (2, "t1", True))
         self.assertNotIn("args", line)
         self.assertNotIn("levelname", line)
 
