@@ -1,17 +1,20 @@
 //! External plugin costs through manent's go-plugin host, against hashicorp/go-plugin's own Go
-//! host on the same plugins (the Rust SDK plugin and the Go plugin), measured in the same run:
+//! host on the same plugins — one on raw go-plugin (no SDK), one on manent's Go SDK, one on its
+//! Rust SDK, one on its Python SDK — measured in the same run:
 //! cold start (spawn → handshake → mutual TLS → health → Configure), a no-op Deploy of one
 //! target (p50, p99), a Deploy of 100 targets in one call, and 100 calls at once on one process.
 //!
 //! A 2-core machine is noisy, so the hosts take turns: every round runs go-plugin's host, then
-//! manent's (the order swapped every other round), on a fresh plugin process each; a row reports
-//! the median of the per-round ratios and their spread. The requests are field for field the
+//! manent's (the order swapped every other round), on a fresh plugin process each, each plugin
+//! in turn; a row reports the median of the per-round ratios and their spread. The Go SDK's cost
+//! over raw go-plugin is the same: per-round ratios of the two plugins under manent's host. The requests are field for field the
 //! same (their encoded sizes are checked), and the machine's load is printed.
 //!
 //! `cargo bench --bench plugins` (needs Go for the anchor; without it only manent's figures).
 //! `MANENT_BENCH_ROUNDS` (default 7), `MANENT_BENCH_CALLS` (default 2000); for profiling
 //! manent's side alone, `MANENT_BENCH_MODES=single` (or `batch100`, `concurrent100`, comma
-//! separated), `MANENT_BENCH_PLUGIN=go` (or `rust`) and `MANENT_BENCH_ANCHOR=0`. Under
+//! separated), `MANENT_BENCH_PLUGIN=raw` (or `go`, `rust`, `python`, comma separated) and
+//! `MANENT_BENCH_ANCHOR=0`. Under
 //! `cargo test`, a smoke run: one round of 100 calls (see `support/smoke.rs`).
 
 #![allow(
@@ -27,6 +30,8 @@ mod smoke;
 
 #[path = "../tests/it/support/go.rs"]
 mod go;
+#[path = "../tests/it/support/python.rs"]
+mod python;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -271,12 +276,21 @@ fn main() {
     let only = std::env::var("MANENT_BENCH_PLUGIN").unwrap_or_default();
     let go = go::go_fixture();
     let mut plugins: Vec<(&str, std::path::PathBuf)> = Vec::new();
-    if let Some(g) = go.as_ref().filter(|_| only != "rust") {
-        plugins.push(("Go plugin", g.plugin.clone()));
+    if let Some(g) = &go {
+        plugins.push(("raw go-plugin", g.raw.clone()));
+        plugins.push(("Go SDK", g.plugin.clone()));
     }
-    if only != "go" {
-        plugins.push(("Rust SDK plugin", rust_plugin.to_owned()));
+    plugins.push(("Rust SDK", rust_plugin.to_owned()));
+    if let Some(p) = python::python_fixture() {
+        plugins.push(("Python SDK", p));
     }
+    let keys = |name: &str| match name {
+        "raw go-plugin" => "raw",
+        "Go SDK" => "go",
+        "Rust SDK" => "rust",
+        _ => "python",
+    };
+    plugins.retain(|(name, _)| only.is_empty() || only.split(',').any(|o| o == keys(name)));
     let go = go.filter(|_| anchor);
     for mode in [Mode::Single, Mode::Batch100, Mode::Concurrent100] {
         if !modes.is_empty() && !modes.split(',').any(|m| m == mode.arg()) {
@@ -284,30 +298,43 @@ fn main() {
         }
         let n = mode.calls(calls);
         println!("\n{} ({n} calls a round)", mode.label());
-        for (name, plugin) in &plugins {
-            let mut ours: Vec<Figures> = Vec::new();
-            let mut anchor: Vec<Figures> = Vec::new();
-            for r in 0..rounds {
+        let mut ours: Vec<Vec<Figures>> = vec![Vec::new(); plugins.len()];
+        let mut anchors: Vec<Vec<Figures>> = vec![Vec::new(); plugins.len()];
+        for r in 0..rounds {
+            for (i, (_, plugin)) in plugins.iter().enumerate() {
                 let run_go = |a: &mut Vec<Figures>| {
                     if let Some(g) = &go {
                         a.push(go_host(&g.host, plugin, mode, n));
                     }
                 };
                 if r % 2 == 0 {
-                    run_go(&mut anchor);
-                    ours.push(rt.block_on(manent_host(plugin.clone(), mode, n)));
+                    run_go(&mut anchors[i]);
+                    ours[i].push(rt.block_on(manent_host(plugin.clone(), mode, n)));
                 } else {
-                    ours.push(rt.block_on(manent_host(plugin.clone(), mode, n)));
-                    run_go(&mut anchor);
+                    ours[i].push(rt.block_on(manent_host(plugin.clone(), mode, n)));
+                    run_go(&mut anchors[i]);
                 }
             }
-            report(name, mode, &ours, &anchor);
+        }
+        for (i, (name, _)) in plugins.iter().enumerate() {
+            report(name, mode, &ours[i], &anchors[i]);
+        }
+        let raw = plugins.iter().position(|(n, _)| *n == "raw go-plugin");
+        let sdk = plugins.iter().position(|(n, _)| *n == "Go SDK");
+        if let (Some(raw), Some(sdk)) = (raw, sdk) {
+            println!(
+                "  Go SDK ÷ raw go-plugin under manent's host, median of rounds (spread): cold {}  \
+                 p50 {}  p99 {}",
+                ratio(&ours[sdk], &ours[raw], |f| f.cold_p50_ms),
+                ratio(&ours[sdk], &ours[raw], |f| f.rtt_p50_ms),
+                ratio(&ours[sdk], &ours[raw], |f| f.rtt_p99_ms),
+            );
         }
     }
     println!("\nload average after: {}", loadavg());
     println!(
-        "goal: manent host ÷ go-plugin host ≤ 0.8× at p50 and p99 for both plugins; cold start \
-         ≤ 0.8×"
+        "goals: manent host ÷ go-plugin host ≤ 0.8× at p50 and p99; cold start ≤ 0.8×; the Go \
+         SDK adds ≤ 5% to raw go-plugin's call time (p50)"
     );
 }
 
@@ -332,23 +359,25 @@ fn report(plugin: &str, mode: Mode, ours: &[Figures], anchor: &[Figures]) {
     if anchor.is_empty() {
         return;
     }
-    let ratio = |f: fn(&Figures) -> f64| {
-        let mut r: Vec<f64> = ours.iter().zip(anchor).map(|(o, a)| f(o) / f(a)).collect();
-        let (m, lo, hi) = median(&mut r);
-        format!("{m:.2}× ({lo:.2}–{hi:.2})")
-    };
     let throughput = if mode == Mode::Concurrent100 {
         format!(
             "  wall per call {}",
-            ratio(|f| 1.0 / f.calls_per_s.max(f64::MIN_POSITIVE))
+            ratio(ours, anchor, |f| 1.0 / f.calls_per_s.max(f64::MIN_POSITIVE))
         )
     } else {
         String::new()
     };
     println!(
         "  manent ÷ go-plugin, median of rounds (spread): cold {}  p50 {}  p99 {}{throughput}",
-        ratio(|f| f.cold_p50_ms),
-        ratio(|f| f.rtt_p50_ms),
-        ratio(|f| f.rtt_p99_ms),
+        ratio(ours, anchor, |f| f.cold_p50_ms),
+        ratio(ours, anchor, |f| f.rtt_p50_ms),
+        ratio(ours, anchor, |f| f.rtt_p99_ms),
     );
+}
+
+/// The median of the per-round ratios `a ÷ b` of a figure, and their spread.
+fn ratio(a: &[Figures], b: &[Figures], f: fn(&Figures) -> f64) -> String {
+    let mut r: Vec<f64> = a.iter().zip(b).map(|(x, y)| f(x) / f(y)).collect();
+    let (m, lo, hi) = median(&mut r);
+    format!("{m:.2}× ({lo:.2}–{hi:.2})")
 }
