@@ -258,8 +258,16 @@ pub enum PluginCommand {
     New(PluginNewArgs),
     /// The conformance kit: start a plugin binary as the engine would and check the contract,
     /// each check named with pass, fail or skip and why.
+    #[command(after_help = KIT_HELP)]
     Test(PluginTestArgs),
 }
+
+const KIT_HELP: &str = "Here `--config FILE` names the kit's file (YAML, every key optional), not \
+manent.yml:\n  options: {dir: /srv/app}      # the plugin's options, as manent.yml gives them\n  \
+args: []  env: {}\n  artifact: {type: tarball, name: web, version: \"1.4.2\", uri: \"file:///tmp/web.tgz\"}\n  \
+targets: [{name: web-1, host: 10.0.0.5, labels: {}}]   # default: conformance-1, conformance-2\n  \
+params: {}                     # deploy.params\n  start_timeout: 10s  call_timeout: 60s\n\
+Exit codes: 0 no check failed, 1 a check failed, 2 bad input. docs/plugins.md lists the checks.";
 
 /// The languages `plugin new` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -293,8 +301,7 @@ pub struct PluginNewArgs {
 /// `plugin test`
 #[derive(Debug, Args)]
 pub struct PluginTestArgs {
-    /// The plugin binary. `--config FILE` names the kit's file (YAML): the plugin's options,
-    /// args, env, and the artifact, targets and params of the kit's calls.
+    /// The plugin binary.
     pub binary: PathBuf,
     /// The limit on the plugin's start (handshake to Configure answered).
     #[arg(long, value_parser = humantime::parse_duration)]

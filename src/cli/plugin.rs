@@ -51,7 +51,16 @@ struct KitTarget {
 fn read_kit_file(path: &Path) -> Result<KitFile, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    yaml_serde::from_str(&text).map_err(|e| ConfigError::from_yaml_in(path, &text, &e).to_string())
+    yaml_serde::from_str(&text).map_err(|e| {
+        let mut why = ConfigError::from_yaml_in(path, &text, &e).to_string();
+        if why.contains("unknown field `plugins`") || why.contains("unknown field `database`") {
+            why.push_str(
+                "\n  this looks like manent.yml: `plugin test --config FILE` takes the kit's file \
+                 (`manent plugin test --help` shows its keys)",
+            );
+        }
+        why
+    })
 }
 
 fn spec(a: &crate::cli::PluginTestArgs, file: Option<&Path>) -> Result<KitSpec, String> {
