@@ -152,3 +152,12 @@ fn hashicorp_go_plugins_own_host_drives_a_plugin_built_with_our_sdk() {
         assert!(v["rtt_p50_ms"].as_f64().unwrap() > 0.0, "{mode}: {v}");
     }
 }
+
+#[test]
+fn the_go_sdks_own_vet_and_unit_tests_pass() {
+    if go::go_fixture().is_none() {
+        return;
+    }
+    let (ok, log) = go::test_sdk();
+    assert!(ok, "{log}");
+}

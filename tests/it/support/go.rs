@@ -177,3 +177,28 @@ pub fn build_project(dir: &Path, name: &str) -> PathBuf {
     }
     out
 }
+
+/// `go vet` and `go test` on the Go SDK's packages as the fixtures' workspace holds them; call
+/// [`go_fixture`] first. The combined output, for assertion messages, and whether both passed.
+pub fn test_sdk() -> (bool, String) {
+    let ws = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-fixture");
+    let gopath = format!("{}:/usr/share/gocode", ws.display());
+    let cache = ws.with_file_name("go-build-cache");
+    let mut log = String::new();
+    let mut ok = true;
+    for verb in ["vet", "test"] {
+        let out = Command::new("go")
+            .current_dir(ws.join("src/manent.dev/sdk/go"))
+            .env("GO111MODULE", "off")
+            .env("GOPATH", &gopath)
+            .env("GOCACHE", &cache)
+            .env_remove("GOFLAGS")
+            .args([verb, "./..."])
+            .output()
+            .unwrap();
+        ok &= out.status.success();
+        log.push_str(&String::from_utf8_lossy(&out.stdout));
+        log.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    (ok, log)
+}
