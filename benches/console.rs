@@ -514,14 +514,24 @@ async fn log_flood() {
         let (first, last) = (first.unwrap(), last.unwrap());
         // The database: every line stored.
         let conn = rusqlite::Connection::open(&db).unwrap();
+        // Until every line is stored — or, when the store fell behind and counted lines as not
+        // stored (its bounded queue), until the count stops moving: never for ever.
+        let (mut stored, mut moved) = (0u64, Instant::now());
         let stored_at = loop {
             // A cheap question (the newest row id, not a scan): the poll must not slow the
             // writer it measures.
             let c: i64 = conn
                 .query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))
                 .unwrap_or(0);
-            if u64::try_from(c).unwrap_or(0) >= n {
+            let c = u64::try_from(c).unwrap_or(0);
+            if c >= n {
                 break Instant::now();
+            }
+            if c != stored {
+                (stored, moved) = (c, Instant::now());
+            } else if moved.elapsed() > Duration::from_secs(10) {
+                println!("  the database stopped at {c} rows of {n}: the rest were not stored");
+                break moved;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
