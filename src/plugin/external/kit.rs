@@ -1364,8 +1364,8 @@ const KNOWN: [(&str, Capability); 8] = [
     ("", Capability::ParallelTargets),
 ];
 
-const NOT_HONOURED: &str = "the plugin does not honour the conformance protocol \
-     (manent_conformance; plugins built with manent's Rust, Go or Python SDK do)";
+const NOT_HONOURED: &str = "needs the conformance protocol, which this plugin does not honour \
+     (manent's SDKs do: docs/plugins.md)";
 
 fn kind(e: &PluginError) -> &'static str {
     match e {
