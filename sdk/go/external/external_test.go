@@ -32,7 +32,8 @@ func TestErrorsMapToTheCodesTheHostReads(t *testing.T) {
 		{fmt.Errorf("t1: %w", plugin.Permanent(errors.New("bad"))), codes.Aborted, "t1: bad"},
 		{errors.New("flaky"), codes.Unknown, "flaky"},
 		{status.Error(codes.InvalidArgument, "params"), codes.InvalidArgument, "params"},
-		{fmt.Errorf("wrapped: %w", status.Error(codes.NotFound, "gone")), codes.NotFound, "gone"},
+		// Another service's status, wrapped: its code says nothing about this call.
+		{fmt.Errorf("wrapped: %w", status.Error(codes.Aborted, "conflict")), codes.Unknown, "wrapped: rpc error: code = Aborted desc = conflict"},
 		{plugin.Permanent(status.Error(codes.Unavailable, "down")), codes.Aborted, "down"},
 		{context.Canceled, codes.Canceled, context.Canceled.Error()},
 		{fmt.Errorf("sleep: %w", context.DeadlineExceeded), codes.DeadlineExceeded, "sleep: context deadline exceeded"},

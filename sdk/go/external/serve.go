@@ -254,7 +254,7 @@ func watchParent(parent int, p *stopper) {
 // go-plugin has written the line through it; the line goes to the real stdout, then fd 1 is
 // pointed at stderr and os.Stdout/os.Stderr are the real files again (go-plugin leaves pipes
 // there that nobody reads in 1.0.1, which block a plugin after 64 KiB). A stray fmt.Println
-// afterwards becomes a line on stderr, which the host logs at debug.
+// afterwards becomes a line on stderr, which the host stores at info.
 func guardStdout(log hclog.Logger) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -271,8 +271,9 @@ func guardStdout(log hclog.Logger) {
 		if err := redirectStdout(); err != nil {
 			log.Warn("cannot point stdout at stderr", "error", err)
 		}
-		// go-plugin swaps os.Stdout and os.Stderr right after writing the line.
-		for deadline := time.Now().Add(5 * time.Second); os.Stdout == w && time.Now().Before(deadline); {
+		// go-plugin swaps os.Stdout, then os.Stderr, right after writing the line: wait for
+		// both, or the second would land after ours.
+		for deadline := time.Now().Add(5 * time.Second); (os.Stdout == w || os.Stderr == realStderr) && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		os.Stdout = realStdout

@@ -31,8 +31,10 @@ func toStatus(err error) error {
 		}
 		return status.Error(codes.Aborted, msg)
 	}
-	var se grpcStatus
-	if errors.As(err, &se) && se.GRPCStatus() != nil {
+	// Only a status the plugin returned itself passes through: one wrapped inside another
+	// error came from some other gRPC service the plugin called, and its code (ABORTED,
+	// UNIMPLEMENTED, INVALID_ARGUMENT) says nothing about this call.
+	if se, ok := err.(grpcStatus); ok && se.GRPCStatus() != nil {
 		return se.GRPCStatus().Err()
 	}
 	switch {

@@ -24,6 +24,7 @@ CurrentRelease reads the state file this plugin writes after each successful tar
 import asyncio
 import json
 import os
+import signal
 import time
 
 import manent_plugin as mp
@@ -72,9 +73,11 @@ class ScriptDeployer(mp.Deployer):
 
     async def _run(self, req, target):
         started = time.monotonic()
+        # Its own process group: cancelling the call stops `sh` and whatever it started.
         proc = await asyncio.create_subprocess_exec(
             "sh", "-c", self._command(req), env=self._env(req, target),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True, limit=1 << 20)
         try:
             while True:
                 line = await proc.stdout.readline()
@@ -83,11 +86,15 @@ class ScriptDeployer(mp.Deployer):
                 self.log.info(line.decode(errors="replace").rstrip(),
                               extra={"target": target.name})
             code = await proc.wait()
-        except asyncio.CancelledError:
-            # manent cancelled the call (or its deadline passed): stop the command too.
-            proc.kill()
-            await proc.wait()
-            raise
+        finally:
+            # Cancelled (manent cancelled the call, or its deadline passed) or failed on the
+            # way: the command must not run on while the step is retried.
+            if proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                await proc.wait()
         ms = int((time.monotonic() - started) * 1000)
         if code == EX_CONFIG:
             raise mp.Permanent("%s: the command refused (exit %d)" % (target.name, code))

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets as _secrets
 import signal
+import threading
 import sys
 import tempfile
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence
@@ -566,11 +567,17 @@ async def _run(factory: Factory, versions: Sequence[int], log: logging.Logger) -
             pass
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop, 0)
-        # go-plugin ignores interrupts: the host stops its plugins itself.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # go-plugin ignores interrupts: the host stops its plugins itself. A handler, not
+        # SIG_IGN: an ignored signal would stay ignored in every command the plugin runs.
+        loop.add_signal_handler(signal.SIGINT, lambda: None)
         watch = asyncio.ensure_future(_watch_parent(stop, log))
         await stop.event.wait()
         watch.cancel()
+        # Whatever still runs (a thread in an executor, a handler that swallowed its
+        # cancellation) gets two seconds; then the process ends, as the Rust and Go SDKs do.
+        deadline = threading.Timer(2.0, os._exit, (stop.code,))
+        deadline.daemon = True
+        deadline.start()
         server.close()
         try:
             await asyncio.wait_for(server.wait_closed(), 0.5)

@@ -164,15 +164,17 @@ func (u *Unit) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result,
 		if err := install(src, dest); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
-		if err := os.WriteFile(filepath.Join(u.dir(t), "VERSION"), []byte(req.Artifact.Version+"\n"), 0o644); err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Name(), err)
-		}
 		u.log.Info("installed", "target", t.Name(), "file", dest, "sha256", sum, "version", req.Artifact.Version)
 		if err := u.run(ctx, "restart", argv(u.opt.Restart, t), t); err != nil {
 			return nil, err
 		}
 		if err := u.run(ctx, "health", argv(u.opt.Health, t), t); err != nil {
 			return nil, err
+		}
+		// VERSION last: a retry after a failed restart or health check finds the file in place
+		// but not the version, and restarts and checks again instead of saying "unchanged".
+		if err := os.WriteFile(filepath.Join(u.dir(t), "VERSION"), []byte(req.Artifact.Version+"\n"), 0o644); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
 		res.Targets = append(res.Targets, plugin.TargetResult{Host: t.Host, Status: plugin.StatusDeployed,
 			Message: fmt.Sprintf("%s %s installed", dest, req.Artifact.Version), Duration: time.Since(began)})

@@ -7,9 +7,11 @@ cd "$(dirname "$0")"
 python3 -m venv .venv
 .venv/bin/pip install --quiet "${MANENT_PYTHON_SDK:-{{sdk}}/sdk/python}"
 here=$(pwd)
+# The directory as a Python string literal, whatever characters its path holds.
+literal=$(.venv/bin/python -c 'import sys; print(repr(sys.argv[1]))' "$here")
 {
   printf '#!%s/.venv/bin/python\n' "$here"
-  printf 'import sys\nsys.path.insert(0, %s)\n' "'$here'"
+  printf 'import sys\nsys.path.insert(0, %s)\n' "$literal"
   printf 'from plugin import factory\nfrom manent_plugin import serve\nserve(factory)\n'
 } > manent-plugin-{{name}}
 chmod 755 manent-plugin-{{name}}
