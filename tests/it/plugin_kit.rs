@@ -417,3 +417,17 @@ fn plugin_new_go_builds_and_passes_the_kit_as_written() {
         crate::support::go::build_project(&dir.path().join("p"), "manent-plugin-hello-kit");
     passes_as_written(&binary);
 }
+
+#[test]
+fn the_built_in_plugins_pass_when_served_as_external_ones() {
+    for (plugin, extra) in [("exec", "params: {deploy: \"true\"}\n"), ("simulate", "")] {
+        let (code, report) = kit(
+            Path::new(MANENT),
+            Some(&format!("args: [plugin-serve, {plugin}]\n{extra}")),
+        );
+        assert_eq!(code, Some(0), "{plugin}: {report:#}");
+        let (deploy, why) = outcome(&report, "deploy");
+        assert_eq!(deploy, "pass", "{plugin}");
+        assert!(why.contains("on 2 targets"), "{plugin}: {why}");
+    }
+}
