@@ -96,6 +96,17 @@ pub fn stdout_to_stderr() {
     }
 }
 
+/// Asks the kernel for a pipe buffer of `bytes` on `fd` (Linux's `F_SETPIPE_SZ`; an unprivileged
+/// process gets up to /proc/sys/fs/pipe-max-size, 1 MiB by default). A writer that floods the
+/// pipe then blocks, and wakes its reader, far less often. False when refused.
+pub fn grow_pipe(fd: &impl std::os::fd::AsRawFd, bytes: usize) -> bool {
+    let Ok(bytes) = libc::c_int::try_from(bytes) else {
+        return false;
+    };
+    // SAFETY: fcntl(2) on a descriptor the caller owns, with an integer argument.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) >= 0 }
+}
+
 /// True while any process of group `pgid` exists.
 pub fn group_alive(pgid: u32) -> bool {
     let Ok(pgid) = libc::pid_t::try_from(pgid) else {

@@ -16,12 +16,18 @@ use crate::redact::redact;
 pub(super) const STORE_QUEUE: usize = 100_000;
 
 /// Every log line: to subscribers (lossy: a slow one counts what it missed) and, batched, to
-/// the database. Neither ever makes the writer wait, and memory stays bounded.
+/// the database. Neither ever makes the writer wait, and memory stays bounded; a plugin's
+/// stderr reader asks [`LogSink::congested`] and waits while the database is behind but moving.
 pub struct LogHub {
     lines: broadcast::Sender<Arc<LogLine>>,
     to_store: mpsc::Sender<Arc<LogLine>>,
     unstored: Arc<std::sync::atomic::AtomicU64>,
+    /// When the database last took a batch (epoch ms).
+    stored_at: Arc<std::sync::atomic::AtomicI64>,
 }
+
+/// A database that took nothing for this long is stuck, not slow: nobody waits for it.
+const STUCK_MS: i64 = 1_000;
 
 impl LogSink for LogHub {
     fn log(&self, mut line: LogLine) {
@@ -43,6 +49,13 @@ impl LogSink for LogHub {
             crate::telemetry::metrics::get().log_lines_dropped("store", 1);
         }
     }
+
+    fn congested(&self) -> bool {
+        // Less than a tenth of the store's queue free.
+        self.to_store.capacity() < self.to_store.max_capacity() / 10
+            && crate::sys::now_ms() - self.stored_at.load(std::sync::atomic::Ordering::Relaxed)
+                < STUCK_MS
+    }
 }
 
 impl LogHub {
@@ -61,6 +74,8 @@ impl LogHub {
         let (to_store, mut rx) = mpsc::channel::<Arc<LogLine>>(queue);
         let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let missed = unstored.clone();
+        let stored_at = Arc::new(std::sync::atomic::AtomicI64::new(crate::sys::now_ms()));
+        let progress = stored_at.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
             let mut caps = Caps::new(cap);
@@ -90,8 +105,11 @@ impl LogHub {
                     |e| tracing::warn!(error = %e, "log lines wait for the database"),
                 )
                 .await;
-                if let Err(e) = stored {
-                    log_path_failed(format!("log lines could not be stored: {e}"));
+                match stored {
+                    Ok(()) => {
+                        progress.store(crate::sys::now_ms(), std::sync::atomic::Ordering::Relaxed)
+                    }
+                    Err(e) => log_path_failed(format!("log lines could not be stored: {e}")),
                 }
             }
         });
@@ -100,6 +118,7 @@ impl LogHub {
                 lines,
                 to_store,
                 unstored,
+                stored_at,
             }),
             writer,
         )
@@ -335,6 +354,42 @@ mod tests {
             stored[4].starts_with("6 log lines were shown live but not stored"),
             "{stored:?}"
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_queue_is_congestion_while_the_database_moves_and_not_once_it_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Db> =
+            Arc::new(records::open(&dir.path().join("m.db"), Synchronous::Normal, true).unwrap());
+        let (hub, writer) = LogHub::with_queue(store.clone(), 20, 256 << 20);
+        assert!(!hub.congested());
+        // The writer task cannot run until this test awaits: the queue fills.
+        for i in 0..19 {
+            hub.log(line(i));
+        }
+        assert!(
+            hub.congested(),
+            "19 of 20 queued, the database took a batch just now"
+        );
+        // A database that has taken nothing for longer than STUCK_MS holds nobody up.
+        hub.stored_at.store(
+            crate::sys::now_ms() - STUCK_MS - 1,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        assert!(!hub.congested());
+        hub.stored_at
+            .store(crate::sys::now_ms(), std::sync::atomic::Ordering::Relaxed);
+        // Once the writer drains the queue, the stderr readers go on.
+        for _ in 0..200 {
+            if !hub.congested() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert!(!hub.congested());
+        drop(hub);
+        writer.await.unwrap();
+        assert_eq!(store.recent_logs(0, 100).await.unwrap().len(), 19);
     }
 
     #[tokio::test(flavor = "current_thread")]

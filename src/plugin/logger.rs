@@ -77,6 +77,14 @@ pub struct LogLine {
 pub trait LogSink: Send + Sync {
     /// Takes one line; must not block.
     fn log(&self, line: LogLine);
+
+    /// True while the sink's storage is behind but moving: a reader of a plugin's stderr then
+    /// waits before reading on (the plugin's writes wait on its pipe) instead of passing lines
+    /// the sink would have to leave unstored. Never true for a sink that is stuck: a plugin is
+    /// not held up by a database outage.
+    fn congested(&self) -> bool {
+        false
+    }
 }
 
 /// A sink that drops everything (tests, `validate`).

@@ -346,20 +346,20 @@ impl Records for SqliteStore {
 
     async fn append_logs(&self, lines: Vec<LogRecord>) -> Result<(), StoreError> {
         self.write(move |c| {
-            let mut stmt = c.prepare_cached(
-                "INSERT INTO logs (workflow_id, at, level, source, target, message, attrs) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
-            for l in &lines {
-                stmt.execute(params![
-                    l.workflow_id,
-                    l.at,
-                    l.level,
-                    l.source,
-                    l.target,
-                    l.message,
-                    l.attrs
-                ])?;
+            // LOG_ROWS rows a statement: the statement's set-up and the AUTOINCREMENT counter's
+            // update are shared by them (a third of a row's cost alone, measured).
+            let mut chunks = lines.chunks_exact(LOG_ROWS);
+            if chunks.len() > 0 {
+                let mut many = c.prepare_cached(log_insert_many())?;
+                for chunk in &mut chunks {
+                    many.execute(rusqlite::params_from_iter(
+                        chunk.iter().flat_map(log_values),
+                    ))?;
+                }
+            }
+            let mut one = c.prepare_cached(LOG_INSERT_ONE)?;
+            for l in chunks.remainder() {
+                one.execute(rusqlite::params_from_iter(log_values(l)))?;
             }
             Ok(())
         })
@@ -616,4 +616,35 @@ impl Records for SqliteStore {
         self.read(|c| Ok(c.query_row("SELECT COALESCE(MAX(id), 0) FROM logs", [], |r| r.get(0))?))
             .await
     }
+}
+
+/// Log rows one statement holds (7 parameters each, far under SQLite's limit).
+const LOG_ROWS: usize = 64;
+
+const LOG_INSERT_ONE: &str = "INSERT INTO logs (workflow_id, at, level, source, target, \
+     message, attrs) VALUES (?, ?, ?, ?, ?, ?, ?)";
+
+/// The insert of LOG_ROWS log rows, made once.
+fn log_insert_many() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "{}{}",
+            LOG_INSERT_ONE,
+            ", (?, ?, ?, ?, ?, ?, ?)".repeat(LOG_ROWS - 1)
+        )
+    })
+}
+
+/// A log row's values, in the insert's column order.
+fn log_values(l: &LogRecord) -> [&dyn rusqlite::ToSql; 7] {
+    [
+        &l.workflow_id,
+        &l.at,
+        &l.level,
+        &l.source,
+        &l.target,
+        &l.message,
+        &l.attrs,
+    ]
 }

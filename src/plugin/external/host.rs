@@ -51,6 +51,8 @@ pub struct ExternalSpec {
 /// secrets that `env:` sources read).
 const PASSED: &[&str] = &["PATH", "HOME", "TMPDIR", "TZ", "LANG"];
 const STDERR_TAIL: usize = 20;
+/// The plugin's stderr pipe: room for a burst of log lines.
+const PIPE_BYTES: usize = 1 << 20;
 
 /// A running plugin process.
 pub struct Process {
@@ -213,6 +215,9 @@ impl Host {
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let handshaken = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(stderr) = child.stderr.take() {
+            // A plugin logging in bursts fills 64 KiB in a fraction of a millisecond: a larger
+            // pipe lets it write on while this side catches up.
+            crate::sys::grow_pipe(&stderr, PIPE_BYTES);
             tokio::spawn(forward_stderr(
                 stderr,
                 self.sink.clone(),
@@ -511,7 +516,16 @@ async fn forward_stderr(
     let mut lines = crate::plugin::lines::Lines::new(BufReader::with_capacity(1 << 16, stderr));
     let mut in_panic = false;
     let (mut early, mut dropped) = (0usize, 0u64);
+    let mut read = 0u32;
     while let Some(line) = lines.next().await {
+        // Every 64 lines: while the database is behind but moving, the plugin waits on its
+        // pipe rather than its lines going unstored.
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(64) {
+            while sink.congested() {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+        }
         if line.trim().is_empty() {
             continue;
         }
