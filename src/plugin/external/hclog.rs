@@ -15,34 +15,146 @@ pub struct Parsed {
     pub level: Level,
     /// Message.
     pub message: String,
+    /// The target it names (`target`), if any.
+    pub target: Option<String>,
+    /// The target's moniker (`moniker`), if any.
+    pub moniker: Option<String>,
+    /// The deployment it names (`deployment` or `deployment_id`), if any.
+    pub deployment: Option<String>,
     /// Every other key.
     pub attrs: BTreeMap<String, Value>,
+}
+
+/// The keys an hclog line's visitor takes apart; the rest are attributes.
+enum Key {
+    Level,
+    Message,
+    Timestamp,
+    Target,
+    Moniker,
+    Deployment,
+    Other(String),
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            // Borrowed from the line when it has no escapes: the known keys cost nothing.
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Key, E> {
+                Ok(match k {
+                    "@level" => Key::Level,
+                    "@message" => Key::Message,
+                    "@timestamp" => Key::Timestamp,
+                    "target" => Key::Target,
+                    "moniker" => Key::Moniker,
+                    "deployment" | "deployment_id" => Key::Deployment,
+                    other => Key::Other(other.to_owned()),
+                })
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A string value as text; another JSON value as its JSON.
+fn text(v: Value) -> String {
+    match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+/// The value of `key` as a name (a target, moniker or deployment) when it is a string; another
+/// value stays an attribute under its key.
+fn named<'de, A: serde::de::MapAccess<'de>>(
+    m: &mut A,
+    key: &str,
+    slot: &mut Option<String>,
+    attrs: &mut BTreeMap<String, Value>,
+) -> Result<(), A::Error> {
+    match m.next_value::<Value>()? {
+        Value::String(s) => *slot = Some(s),
+        other => {
+            attrs.insert(key.to_owned(), other);
+        }
+    }
+    Ok(())
+}
+
+/// A line of go-hclog JSON, taken apart in one pass: no map of every key to pick from and
+/// serialise again, the timestamp skipped unread.
+struct Json(Parsed);
+
+impl<'de> serde::Deserialize<'de> for Json {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct LineVisitor;
+        impl<'de> serde::de::Visitor<'de> for LineVisitor {
+            type Value = Json;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an hclog JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Json, A::Error> {
+                let mut p = Parsed {
+                    level: Level::Info,
+                    message: String::new(),
+                    target: None,
+                    moniker: None,
+                    deployment: None,
+                    attrs: BTreeMap::new(),
+                };
+                while let Some(key) = m.next_key::<Key>()? {
+                    match key {
+                        Key::Level => {
+                            p.level = Level::parse(&text(m.next_value()?)).unwrap_or(Level::Info);
+                        }
+                        Key::Message => p.message = text(m.next_value()?),
+                        Key::Timestamp => {
+                            m.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                        Key::Target => named(&mut m, "target", &mut p.target, &mut p.attrs)?,
+                        Key::Moniker => named(&mut m, "moniker", &mut p.moniker, &mut p.attrs)?,
+                        Key::Deployment => {
+                            if p.deployment.is_some() {
+                                // `deployment` and `deployment_id` both: the first wins.
+                                m.next_value::<serde::de::IgnoredAny>()?;
+                            } else {
+                                named(&mut m, "deployment", &mut p.deployment, &mut p.attrs)?;
+                            }
+                        }
+                        Key::Other(k) => {
+                            p.attrs.insert(k, m.next_value()?);
+                        }
+                    }
+                }
+                Ok(Json(p))
+            }
+        }
+        d.deserialize_map(LineVisitor)
+    }
 }
 
 /// Parses one stderr line of a plugin. `in_panic` carries go-plugin's rule that after a
 /// `panic:` line every plain line is an error.
 pub fn parse(line: &str, in_panic: &mut bool) -> Parsed {
     let trimmed = line.trim_end();
-    // Straight into the attributes' map (no intermediate JSON object to copy from).
     if trimmed.starts_with('{')
-        && let Ok(mut map) = serde_json::from_str::<BTreeMap<String, Value>>(trimmed)
+        && let Ok(Json(p)) = serde_json::from_str::<Json>(trimmed)
     {
-        let text = |v: Option<Value>| match v {
-            Some(Value::String(s)) => Some(s),
-            Some(other) => Some(other.to_string()),
-            None => None,
-        };
-        let level = text(map.remove("@level"))
-            .and_then(|l| Level::parse(&l))
-            .unwrap_or(Level::Info);
-        let message = text(map.remove("@message")).unwrap_or_default();
-        map.remove("@timestamp");
-        return Parsed {
-            level,
-            message,
-            attrs: map,
-        };
+        return p;
     }
+    let plain = |level: Level, message: &str| Parsed {
+        level,
+        message: message.to_owned(),
+        target: None,
+        moniker: None,
+        deployment: None,
+        attrs: BTreeMap::new(),
+    };
     for (prefix, level) in [
         ("[TRACE]", Level::Trace),
         ("[DEBUG]", Level::Debug),
@@ -51,22 +163,13 @@ pub fn parse(line: &str, in_panic: &mut bool) -> Parsed {
         ("[ERROR]", Level::Error),
     ] {
         if let Some(rest) = trimmed.strip_prefix(prefix) {
-            return Parsed {
-                level,
-                message: rest.trim().to_owned(),
-                attrs: BTreeMap::new(),
-            };
+            return plain(level, rest.trim());
         }
     }
     if trimmed.starts_with("panic: ") || trimmed.starts_with("fatal error: ") {
         *in_panic = true;
     }
-    let level = if *in_panic { Level::Error } else { Level::Info };
-    Parsed {
-        level,
-        message: trimmed.to_owned(),
-        attrs: BTreeMap::new(),
-    }
+    plain(if *in_panic { Level::Error } else { Level::Info }, trimmed)
 }
 
 /// A log line as hclog JSON: `@level`, `@message`, `@module`, `@timestamp` (six fractional
@@ -109,8 +212,19 @@ mod tests {
             &mut panic,
         );
         assert_eq!((p.level, p.message.as_str()), (Level::Warn, "slow host"));
-        assert_eq!(p.attrs["target"], "web-1");
+        assert_eq!(p.target.as_deref(), Some("web-1"));
         assert_eq!(p.attrs["n"], 3);
+        assert_eq!(p.attrs["@module"], "p");
+        // A target that is not a string stays an attribute; deployment_id names the deployment.
+        let p = parse(
+            r#"{"@message":"m","target":7,"deployment_id":"dep-1"}"#,
+            &mut panic,
+        );
+        assert_eq!(
+            (p.target, p.attrs["target"].clone()),
+            (None, Value::from(7))
+        );
+        assert_eq!(p.deployment.as_deref(), Some("dep-1"));
         assert!(!p.attrs.contains_key("@timestamp"));
         // A message that is not a string must not crash anything.
         assert_eq!(

@@ -560,21 +560,15 @@ async fn forward_stderr(
             });
             dropped = 0;
         }
-        let mut attrs = p.attrs;
-        let text = |v: Option<serde_json::Value>| v.and_then(|v| v.as_str().map(str::to_owned));
-        let target = text(attrs.remove("target"));
-        let moniker = text(attrs.remove("moniker"));
-        let deployment_id =
-            text(attrs.remove("deployment")).or_else(|| text(attrs.remove("deployment_id")));
         sink.log(LogLine {
             at: crate::sys::now_ms(),
             level: p.level,
             source: plugin.clone(),
-            deployment_id,
-            target,
-            moniker,
+            deployment_id: p.deployment,
+            target: p.target,
+            moniker: p.moniker,
             message: p.message,
-            attrs,
+            attrs: p.attrs,
         });
     }
     if dropped > 0 {
