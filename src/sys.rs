@@ -8,6 +8,7 @@
 pub mod account;
 pub mod files;
 pub mod process;
+pub mod sock_diag;
 
 /// This process's effective user id: whose files it creates and may trust.
 pub fn euid() -> u32 {

@@ -301,8 +301,13 @@ impl Nginx {
         before: &[u32],
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+        let mut limit = Duration::from_millis(50);
         loop {
-            let last = match state::read(self.state, master).await {
+            let read = state::read_within(self.state, master, limit).await;
+            if let Err(state::Unread::Silent(_)) = read {
+                limit = (limit * 2).min(state::READ_TIMEOUT);
+            }
+            let last = match read {
                 Ok(s) if s.nonce == nonce => {
                     let now = self.control.workers(master);
                     if now.iter().all(|p| !before.contains(p)) {

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::render::{STATE_PATH, Served};
 
 /// How long one read of the state location may take.
-const READ_TIMEOUT: Duration = Duration::from_secs(2);
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why nginx's answer could not be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,8 +47,15 @@ pub fn check_listen(listen: &str) -> Result<SocketAddr, String> {
     Ok(addr)
 }
 
-/// The uid of the socket listening on `addr`, from /proc/net/tcp{,6}.
+/// The uid of the socket listening on `addr`.
 fn listener_uid(addr: SocketAddr) -> Option<u32> {
+    // The kernel's list of listening sockets; /proc/net/tcp (every socket, TIME_WAIT and all:
+    // 0.2 s on a busy host) only where netlink cannot be asked.
+    manent::sys::sock_diag::tcp_listener_uid(addr).or_else(|| proc_listener_uid(addr))
+}
+
+/// [`listener_uid`] from /proc/net/tcp{,6}.
+fn proc_listener_uid(addr: SocketAddr) -> Option<u32> {
     let (file, want) = match addr {
         SocketAddr::V4(a) => {
             let ip = u32::from_le_bytes(a.ip().octets());
@@ -90,15 +97,26 @@ fn process_uid(pid: u32) -> Option<u32> {
 /// GETs the state location at `addr`, trusting the answer only from a listener owned by the
 /// user nginx's master (`master`) runs as.
 pub async fn read(addr: SocketAddr, master: Option<u32>) -> Result<Served, Unread> {
+    read_within(addr, master, READ_TIMEOUT).await
+}
+
+/// [`read`] with a limit on connecting and on the answer: a reload's confirmation asks with a
+/// short one and asks again (a connection an old worker took just as it was told to stop can
+/// stall for a TCP retransmission), doubling it each time one runs out.
+pub async fn read_within(
+    addr: SocketAddr,
+    master: Option<u32>,
+    limit: Duration,
+) -> Result<Served, Unread> {
     let at = format!("http://{addr}{STATE_PATH}");
-    let mut stream =
-        match tokio::time::timeout(READ_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                return Err(Unread::Silent(format!("nothing answers at {at} ({e})")));
-            }
-            Err(_) => return Err(Unread::Silent(format!("no answer at {at} within 2s"))),
-        };
+    let within = humantime::format_duration(limit);
+    let mut stream = match tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(Unread::Silent(format!("nothing answers at {at} ({e})")));
+        }
+        Err(_) => return Err(Unread::Silent(format!("no answer at {at} within {within}"))),
+    };
     let owner = listener_uid(addr);
     let nginx = master.and_then(process_uid);
     match (owner, nginx) {
@@ -127,10 +145,14 @@ pub async fn read(addr: SocketAddr, master: Option<u32>) -> Result<Served, Unrea
         stream.write_all(request.as_bytes()).await?;
         stream.read_to_end(&mut body).await
     };
-    match tokio::time::timeout(READ_TIMEOUT, io).await {
+    match tokio::time::timeout(limit, io).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(Unread::Silent(format!("reading {at}: {e}"))),
-        Err(_) => return Err(Unread::Silent(format!("{at} did not answer within 2s"))),
+        Err(_) => {
+            return Err(Unread::Silent(format!(
+                "{at} did not answer within {within}"
+            )));
+        }
     }
     let text = String::from_utf8_lossy(&body);
     let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));

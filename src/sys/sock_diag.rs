@@ -1,0 +1,143 @@
+//! Who owns a listening TCP socket, asked of the kernel's sock_diag (netlink) for listening
+//! sockets only. Reading /proc/net/tcp walks every socket the host has: with the TIME_WAIT
+//! sockets of a busy web server (47,000 measured after a benchmark) one read took 0.2 s.
+
+#![allow(
+    unsafe_code,
+    reason = "a netlink socket: libc calls on buffers this module owns"
+)]
+
+use std::net::SocketAddr;
+
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_DUMP: u16 = 0x300;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const TCP_LISTEN: u8 = 10;
+/// `struct nlmsghdr`.
+const HEADER: usize = 16;
+/// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, then `inet_diag_sockid`.
+const REQUEST: usize = 56;
+/// `struct inet_diag_msg` up to `idiag_uid` and `idiag_inode`.
+const MESSAGE: usize = 72;
+
+/// The uid owning the TCP socket listening on exactly `addr`; None when there is none, or the
+/// kernel cannot be asked.
+pub fn tcp_listener_uid(addr: SocketAddr) -> Option<u32> {
+    let (family, ip): (u8, Vec<u8>) = match addr {
+        SocketAddr::V4(a) => (libc::AF_INET as u8, a.ip().octets().to_vec()),
+        SocketAddr::V6(a) => (libc::AF_INET6 as u8, a.ip().octets().to_vec()),
+    };
+    let mut req = vec![0u8; HEADER + REQUEST];
+    let len = u32::try_from(req.len()).ok()?;
+    req[0..4].copy_from_slice(&len.to_ne_bytes());
+    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    req[HEADER] = family;
+    req[HEADER + 1] = libc::IPPROTO_TCP as u8;
+    req[HEADER + 4..HEADER + 8].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
+    let replies = ask(&req)?;
+    let mut at = 0;
+    while at + HEADER <= replies.len() {
+        let len = u32::from_ne_bytes(replies[at..at + 4].try_into().ok()?) as usize;
+        let kind = u16::from_ne_bytes(replies[at + 4..at + 6].try_into().ok()?);
+        if len < HEADER || at + len > replies.len() || kind == NLMSG_ERROR {
+            return None;
+        }
+        if kind == NLMSG_DONE {
+            return None;
+        }
+        let m = &replies[at + HEADER..at + len];
+        if m.len() >= MESSAGE && m[1] == TCP_LISTEN {
+            let port = u16::from_be_bytes([m[4], m[5]]);
+            let src = &m[8..8 + ip.len()];
+            if port == addr.port() && src == ip.as_slice() {
+                return Some(u32::from_ne_bytes(m[64..68].try_into().ok()?));
+            }
+        }
+        // Messages are padded to 4 bytes.
+        at += (len + 3) & !3;
+    }
+    None
+}
+
+/// Sends `req` on a fresh NETLINK_SOCK_DIAG socket; every reply until the dump's end.
+fn ask(req: &[u8]) -> Option<Vec<u8>> {
+    // SAFETY: plain integers; the descriptor is closed below on every path.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    let out = exchange(fd, req);
+    // SAFETY: `fd` is the socket opened above, closed once.
+    unsafe { libc::close(fd) };
+    out
+}
+
+fn exchange(fd: libc::c_int, req: &[u8]) -> Option<Vec<u8>> {
+    // SAFETY: `req` is a live buffer of `req.len()` bytes.
+    let sent = unsafe { libc::send(fd, req.as_ptr().cast(), req.len(), 0) };
+    if usize::try_from(sent).ok()? != req.len() {
+        return None;
+    }
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    // A dump of listening sockets is a few packets; bounded all the same.
+    for _ in 0..64 {
+        // SAFETY: `buf` is a live buffer of `buf.len()` bytes.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        let n = usize::try_from(n).ok()?;
+        if n == 0 {
+            break;
+        }
+        let chunk = &buf[..n];
+        all.extend_from_slice(chunk);
+        if ends_dump(chunk) {
+            return Some(all);
+        }
+    }
+    Some(all)
+}
+
+/// True when a packet of replies holds the dump's end (or an error).
+fn ends_dump(packet: &[u8]) -> bool {
+    let mut at = 0;
+    while at + HEADER <= packet.len() {
+        let len = u32::from_ne_bytes([packet[at], packet[at + 1], packet[at + 2], packet[at + 3]])
+            as usize;
+        let kind = u16::from_ne_bytes([packet[at + 4], packet[at + 5]]);
+        if kind == NLMSG_DONE || kind == NLMSG_ERROR || len < HEADER {
+            return true;
+        }
+        at += (len + 3) & !3;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_owner_of_a_listener_and_nothing_for_a_port_nobody_listens_on() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert_eq!(tcp_listener_uid(addr), Some(crate::sys::uid()));
+        drop(l);
+        assert_eq!(tcp_listener_uid(addr), None);
+        let l6 = std::net::TcpListener::bind("[::1]:0");
+        if let Ok(l6) = l6 {
+            assert_eq!(
+                tcp_listener_uid(l6.local_addr().unwrap()),
+                Some(crate::sys::uid())
+            );
+        }
+    }
+}
