@@ -1,6 +1,6 @@
 //! The ssh client of this session, as the kernel knows it: the nearest `sshd` among this
 //! process's ancestors and the address at the other end of its TCP connection (read from its
-//! socket and `/proc/net/tcp{,6}`). `SSH_CONNECTION` is only a variable anyone can set.
+//! socket and the kernel's list of established TCP sockets). `SSH_CONNECTION` is only a variable anyone can set.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -44,11 +44,29 @@ pub fn sshd_connections() -> Vec<Connection> {
     // The client's connection is the one sshd has held longest (its lowest descriptor);
     // forwarded ports come later.
     sockets.sort();
-    let table: Vec<(u64, Connection)> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|t| std::fs::read_to_string(t).ok())
-        .flat_map(|text| parse_table(&text))
-        .collect();
+    // The kernel's list of established sockets (sock_diag); /proc/net/tcp{,6} — every socket
+    // the host has, 0.2 s on a busy web server — only where netlink cannot be asked.
+    let table: Vec<(u64, Connection)> =
+        match crate::sys::sock_diag::tcp_sockets(crate::sys::sock_diag::ESTABLISHED) {
+            Some(open) => open
+                .into_iter()
+                .map(|s| {
+                    let end = |a: std::net::SocketAddr| (a.ip(), a.port());
+                    (
+                        s.inode,
+                        Connection {
+                            local: end(s.local),
+                            remote: end(s.remote),
+                        },
+                    )
+                })
+                .collect(),
+            None => ["/proc/net/tcp", "/proc/net/tcp6"]
+                .iter()
+                .filter_map(|t| std::fs::read_to_string(t).ok())
+                .flat_map(|text| parse_table(&text))
+                .collect(),
+        };
     sockets
         .iter()
         .filter_map(|(_, inode)| {
