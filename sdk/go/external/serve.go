@@ -113,6 +113,11 @@ func Serve(factory plugin.Factory) {
 	})
 	// go-plugin returns as soon as the server stops accepting; calls still running get the
 	// grace the stop gives them.
+	if !p.asked() {
+		// Nobody asked it to stop: it failed (its listener, before or after the handshake).
+		log.Error("go-plugin stopped serving before the host asked it to")
+		os.Exit(1)
+	}
 	p.wait()
 	os.Exit(0)
 }
@@ -195,6 +200,13 @@ func (p *stopper) callsReturn(d time.Duration) bool {
 	case <-time.After(d):
 		return false
 	}
+}
+
+// asked says whether a stop was started (the host's Shutdown, or the host gone).
+func (p *stopper) asked() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil
 }
 
 // wait returns once a stop that was started has ended.
