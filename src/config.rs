@@ -257,7 +257,7 @@ const MAX_DEPTH: usize = 64;
 
 /// A configuration file's text: a regular file (a FIFO would block, a device never end) of at
 /// most 4 MiB, valid UTF-8, nested at most 64 deep; otherwise an error with its line:col.
-fn read(path: &Path) -> Result<String, ConfigError> {
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
     let meta = std::fs::metadata(path)
         .map_err(|e| ConfigError::file(path, format!("cannot read it: {e}")))?;
     if !meta.is_file() {

@@ -49,8 +49,9 @@ struct KitTarget {
 }
 
 fn read_kit_file(path: &Path) -> Result<KitFile, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    // As any configuration file: a regular file (a FIFO would block the kit for ever), at most
+    // 4 MiB, UTF-8.
+    let text = crate::config::read(path).map_err(|e| e.to_string())?;
     yaml_serde::from_str(&text).map_err(|e| {
         let mut why = ConfigError::from_yaml_in(path, &text, &e).to_string();
         if why.contains("unknown field `plugins`") || why.contains("unknown field `database`") {

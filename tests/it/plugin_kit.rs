@@ -431,3 +431,79 @@ fn the_built_in_plugins_pass_when_served_as_external_ones() {
         assert!(why.contains("on 2 targets"), "{plugin}: {why}");
     }
 }
+
+/// A start that fails is charged to the phase the host says it stopped in (not guessed from
+/// its message): the checks before it passed, the rest were not reached.
+#[test]
+fn a_start_that_fails_is_charged_to_the_phase_it_stopped_in() {
+    let nginx = env!("CARGO_BIN_EXE_manent-plugin-nginx");
+    for (binary, file, phase) in [
+        (FIXTURE, "env: {FIXTURE_START: exit}\n", "handshake"),
+        (
+            FIXTURE,
+            "env: {FIXTURE_START: hang}\nstart_timeout: 1s\n",
+            "handshake",
+        ),
+        (
+            FIXTURE,
+            "env: {FIXTURE_START: garbage}\nstart_timeout: 2s\n",
+            "handshake",
+        ),
+        (FIXTURE, "env: {FIXTURE_START: version2}\n", "protocol"),
+        (
+            FIXTURE,
+            "env: {FIXTURE_START: silent}\nstart_timeout: 2s\n",
+            "automtls",
+        ),
+        (nginx, "options: {}\n", "configure"),
+    ] {
+        let (code, report) = kit(Path::new(binary), Some(file));
+        assert_eq!(code, Some(1), "{file}: {report:#}");
+        assert_eq!(failed(&report), [phase], "{file}: {report:#}");
+        let all = outcomes(&report);
+        let at = all.iter().position(|(n, _, _)| n == phase).unwrap();
+        assert!(
+            all[1..at].iter().all(|(_, o, _)| o == "pass"),
+            "{file}: {report:#}"
+        );
+        assert!(
+            all[at + 1..].iter().all(|(_, o, _)| o == "skip"),
+            "{file}: {report:#}"
+        );
+    }
+}
+
+#[test]
+fn a_fifo_given_as_the_kit_file_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("kit.yml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut child = Command::new(MANENT)
+        .arg("--config")
+        .arg(&fifo)
+        .args(["plugin", "test", FIXTURE])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("the kit blocked on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -51,6 +51,9 @@ pub struct ExternalSpec {
 /// secrets that `env:` sources read).
 const PASSED: &[&str] = &["PATH", "HOME", "TMPDIR", "TZ", "LANG"];
 const STDERR_TAIL: usize = 20;
+/// The start phases that are named in a stuck start's error.
+const HEALTH: &str = "its health check";
+const CONFIGURE: &str = "Configure";
 /// The plugin's stderr pipe: room for a burst of log lines.
 const PIPE_BYTES: usize = 1 << 20;
 
@@ -102,6 +105,23 @@ fn tail(lines: &Mutex<VecDeque<String>>) -> String {
         .unwrap_or_default()
 }
 
+/// How far a plugin's start got, in order; a failed start stopped in the phase it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StartPhase {
+    /// Spawning it and waiting for its handshake line.
+    Handshake,
+    /// Checking the versions and protocol its line offers.
+    Protocol,
+    /// Its certificate, dialing its socket, TLS and HTTP/2.
+    AutoMtls,
+    /// Its health check.
+    Health,
+    /// Configure with its options.
+    Configure,
+    /// Started.
+    Ready,
+}
+
 /// Starts and restarts one plugin's process.
 pub struct Host {
     spec: ExternalSpec,
@@ -110,6 +130,8 @@ pub struct Host {
     logger: Logger,
     current: tokio::sync::Mutex<Option<Arc<Process>>>,
     processes: Processes,
+    /// The phase the last start reached.
+    phase: std::sync::Mutex<StartPhase>,
 }
 
 impl Host {
@@ -122,6 +144,18 @@ impl Host {
             sink,
             current: tokio::sync::Mutex::new(None),
             processes,
+            phase: std::sync::Mutex::new(StartPhase::Handshake),
+        }
+    }
+
+    /// The phase the last start reached (where a failed one stopped).
+    pub fn start_phase(&self) -> StartPhase {
+        self.phase.lock().map_or(StartPhase::Handshake, |p| *p)
+    }
+
+    fn reach(&self, phase: StartPhase) {
+        if let Ok(mut p) = self.phase.lock() {
+            *p = phase;
         }
     }
 
@@ -199,6 +233,7 @@ impl Host {
 
     async fn start(&self) -> Result<Process, PluginError> {
         let s = &self.spec;
+        self.reach(StartPhase::Handshake);
         self.activate().await?;
         let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
         let socket_dir = tempfile::Builder::new()
@@ -270,6 +305,7 @@ impl Host {
                 line.trim()
             )))
         })?;
+        self.reach(StartPhase::Protocol);
         self.check_handshake(&shake).map_err(kill)?;
         handshaken.store(true, std::sync::atomic::Ordering::Relaxed);
         let plugin_cert =
@@ -298,6 +334,11 @@ impl Host {
         let left = s.start_timeout.saturating_sub(started.elapsed());
         let phase = std::sync::Mutex::new("dialing its socket");
         let at = |p: &'static str| {
+            self.reach(match p {
+                HEALTH => StartPhase::Health,
+                CONFIGURE => StartPhase::Configure,
+                _ => StartPhase::AutoMtls,
+            });
             if let Ok(mut cur) = phase.lock() {
                 *cur = p;
             }
@@ -334,6 +375,7 @@ impl Host {
                 s.name, shake.app, capabilities
             ),
         );
+        self.reach(StartPhase::Ready);
         Ok(Process {
             pid,
             capabilities,
@@ -419,7 +461,7 @@ impl Host {
         let channel = conn::h2(shake.addr.clone(), client_tls, &at)
             .await
             .map_err(|e| self.fail(format!("cannot connect over mutual TLS: {e}")))?;
-        at("its health check");
+        at(HEALTH);
         let mut health = tonic_health::pb::health_client::HealthClient::with_origin(
             channel.clone(),
             conn::origin(),
@@ -434,7 +476,7 @@ impl Host {
         if serving != tonic_health::pb::health_check_response::ServingStatus::Serving as i32 {
             return Err(self.fail("its health service does not report `plugin` as SERVING"));
         }
-        at("Configure");
+        at(CONFIGURE);
         let mut deployer = DeployerClient::with_origin(channel.clone(), conn::origin())
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
@@ -490,6 +532,7 @@ impl Host {
             )));
         }
         if h.cert.is_none() {
+            self.reach(StartPhase::AutoMtls);
             return Err(perm(
                 "it did not take part in AutoMTLS (no certificate in its handshake line); manent \
                  talks to plugins over mutual TLS only"

@@ -24,12 +24,14 @@ pub struct GoBuild {
     pub example: PathBuf,
 }
 
-fn on_path(tool: &str) -> bool {
+/// True when `tool` is on PATH.
+pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
-fn run(cmd: &mut Command, what: &str) {
+/// Runs `cmd`; a failure fails the test with its output.
+pub fn run(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
         out.status.success(),

@@ -16,20 +16,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
-
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use super::go::{on_path, run};
 
 /// The SDK's files that go into the package (what pip installs), relative, sorted.
 fn sources(sdk: &Path) -> Vec<PathBuf> {
