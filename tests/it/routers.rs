@@ -44,6 +44,15 @@ fn app<R: Router>(r: &R, steps: &str, extra: &str) -> String {
     )
 }
 
+/// A fixture whose canary of `web` was deployed and waits for an operator: its id.
+fn paused<R: Router>(r: &R, steps: &str, extra: &str) -> (Fixture, String) {
+    let fx = Fixture::new(&r.manent_yml("edge"), &[("web", &app(r, steps, extra))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    let id = id_of(&fx);
+    (fx, id)
+}
+
 fn id_of(fx: &Fixture) -> String {
     fx.deployments().pop().unwrap()
 }
@@ -371,10 +380,7 @@ fn a_configuration_manent_did_not_write_is_read_by_its_addresses<R: Router>() {
     n.hand_written("green");
     n.build("2.0.0", true);
     let steps = "      - weight: 10\n      - pause: {}\n";
-    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
-    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    let id = id_of(&fx);
+    let (fx, id) = paused(&n, steps, "");
     // The candidate went to blue, and gets 10%: what manent says is what is served.
     assert_share(&n, "2.0.0", 10.0, "weight 10 over a hand-written config");
     assert_share(&n, "1.0.0", 90.0, "the stable release on green");
@@ -397,10 +403,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     };
     n.build("2.0.0", true);
     let steps = "      - weight: 10\n      - pause: {}\n      - weight: 50\n      - pause: {}\n";
-    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
-    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    let id = id_of(&fx);
+    let (fx, id) = paused(&n, steps, "");
     assert_share(&n, "2.0.0", 10.0, "the first step");
     // The router refuses the change (nginx: its check fails; HAProxy: its runtime API): the
     // change waits for a decision, nothing half-applied.
@@ -508,10 +511,7 @@ fn drift_is_seen_and_corrected_or_held<R: Router>() {
     };
     n.build("2.0.0", true);
     let steps = "      - weight: 20\n      - pause: {}\n";
-    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
-    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    let id = id_of(&fx);
+    let (fx, id) = paused(&n, steps, "");
     let worker = Worker(fx.spawn_with(&["worker"], &[]));
     resumed(&fx, &id);
     // A hand edit sends 80% to the candidate: corrected within the watch.
@@ -654,10 +654,7 @@ mod nginx_only {
         assert_eq!(out.status.code(), Some(1), "{all}");
         assert!(all.contains("cannot write in /proc"), "{all}");
         // The wrong binary mid-canary: the change waits for a decision; mended, a retry goes on.
-        let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
-        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-        let id = id_of(&fx);
+        let (fx, id) = paused(&n, steps, "");
         let good = std::fs::read_to_string(fx.config()).unwrap();
         std::fs::write(
             fx.config(),
@@ -675,6 +672,42 @@ mod nginx_only {
         assert_share(&n, "2.0.0", 40.0, "the retried weight");
     }
 
+    /// After a reload, nginx's old workers keep taking connections with the previous file for
+    /// the 100 ms its master waits before telling them to finish. The plugin tells
+    /// them once a new worker is ready, and says a split is served only when none is left;
+    /// the master counts them as exiting, so none is started again.
+    #[test]
+    fn a_weight_said_served_is_served_by_new_workers_only_and_nginx_keeps_its_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(n) = start::<Nginx>(dir.path(), 1) else {
+            return;
+        };
+        n.build("2.0.0", true);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let (fx, id) = paused(&n, steps, "");
+        let started = n.workers();
+        assert_eq!(started.len(), 2, "{started:?}");
+        for (to, version) in [("100", "2.0.0"), ("0", "1.0.0"), ("100", "2.0.0")] {
+            let before = n.workers();
+            let out = fx.run(&["weight", &id, to]);
+            assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+            let now = n.workers();
+            assert!(
+                now.iter().all(|w| !before.contains(w)),
+                "weight {to}: workers from before still take connections: {before:?} then {now:?}"
+            );
+            assert_share(
+                &n,
+                version,
+                100.0,
+                &format!("weight {to}, once the command said so"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let settled = n.workers();
+        assert_eq!(settled.len(), 2, "nginx started workers again: {settled:?}");
+    }
+
     #[test]
     fn a_comment_edited_by_hand_is_no_drift_and_weights_edited_by_hand_are() {
         let dir = tempfile::tempdir().unwrap();
@@ -683,13 +716,7 @@ mod nginx_only {
         };
         n.build("2.0.0", true);
         let steps = "      - weight: 20\n      - pause: {}\n";
-        let fx = Fixture::new(
-            &n.manent_yml("edge"),
-            &[("web", &app(&n, steps, "    on_drift: hold\n"))],
-        );
-        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-        let id = id_of(&fx);
+        let (fx, id) = paused(&n, steps, "    on_drift: hold\n");
         let worker = Worker(fx.spawn_with(&["worker"], &[]));
         resumed(&fx, &id);
         // A lying comment: nothing served changed, nothing is said.
@@ -732,10 +759,7 @@ mod haproxy_only {
         };
         h.build("2.0.0", true);
         let steps = "      - weight: 10\n      - pause: {}\n";
-        let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app(&h, steps, ""))]);
-        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-        let id = id_of(&fx);
+        let (fx, id) = paused(&h, steps, "");
         // A second HAProxy takes the socket's path: what it says is not read as the truth,
         // and nothing is set through it.
         let mut intruder = h.intruder();
@@ -807,10 +831,7 @@ mod haproxy_only {
         };
         h.build("2.0.0", true);
         let steps = "      - testers: {}\n      - weight: 20\n      - pause: {}\n";
-        let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app(&h, steps, ""))]);
-        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-        let id = id_of(&fx);
+        let (fx, id) = paused(&h, steps, "");
         let worker = Worker(fx.spawn_with(&["worker"], &[]));
         resumed(&fx, &id);
         // The tester rule commented out by hand, and HAProxy reloaded: testers no longer

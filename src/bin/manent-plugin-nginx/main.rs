@@ -8,7 +8,8 @@
 //! tester routing and scale that every call carries — never from what the file said before.
 //! A change is all or nothing: rendered, checked with `nginx -t`, put in place, reloaded, and
 //! confirmed by reading back what nginx loaded from the state location the file adds on a
-//! loopback port; any failure puts the previous file back (and reloads it if nginx took the
+//! loopback port, and once no worker of the previous file takes connections (they are told to
+//! finish as soon as a new worker is ready); any failure puts the previous file back (and reloads it if nginx took the
 //! new one). `RoutingState` reports what nginx serves from that same read-back, and a file
 //! manent did not write, or one edited by hand, as foreign.
 
@@ -294,15 +295,30 @@ impl Nginx {
     }
 
     /// Waits until nginx answers the new rendering and its old workers take no connection.
+    /// Once a new worker is ready, the old ones are told to finish (see [`Control::retire`]):
+    /// left alone, they would keep taking connections with the previous file for the 100 ms
+    /// nginx's master waits before telling them.
     async fn confirm(
         &self,
         nonce: &str,
         master: Option<u32>,
-        before: &[u32],
+        before: &[control::Worker],
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         let mut limit = Duration::from_millis(50);
+        let mut retired = false;
         loop {
+            if !retired {
+                let (old, new): (Vec<_>, Vec<_>) = self
+                    .control
+                    .workers(master)
+                    .into_iter()
+                    .partition(|w| before.contains(w));
+                if !new.is_empty() {
+                    retired = true;
+                    self.control.retire(master, &old);
+                }
+            }
             let read = state::read_within(self.state, master, limit).await;
             if let Err(state::Unread::Silent(_)) = read {
                 limit = (limit * 2).min(state::READ_TIMEOUT);
@@ -310,7 +326,7 @@ impl Nginx {
             let last = match read {
                 Ok(s) if s.nonce == nonce => {
                     let now = self.control.workers(master);
-                    if now.iter().all(|p| !before.contains(p)) {
+                    if now.iter().all(|w| !before.contains(w)) {
                         return Ok(());
                     }
                     "old workers still take connections".to_owned()

@@ -151,6 +151,28 @@ impl Nginx {
         std::thread::sleep(Duration::from_millis(300));
     }
 
+    /// The master's workers that take connections (their title is not yet "shutting down"),
+    /// each as (pid, start time).
+    pub fn workers(&self) -> Vec<(u32, u64)> {
+        let master = std::fs::read_to_string(self.prefix.join("logs/nginx.pid")).unwrap();
+        let master: u32 = master.trim().parse().unwrap();
+        std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
+            .unwrap()
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .filter_map(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                // After the name: state, ppid, …; the start time is stat's 22nd field.
+                let mut rest = stat.rsplit_once(") ")?.1.split_whitespace();
+                let ppid: u32 = rest.nth(1)?.parse().ok()?;
+                let started: u64 = rest.nth(17)?.parse().ok()?;
+                let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
+                (ppid == master && cmd.contains("worker process") && !cmd.contains("shutting"))
+                    .then_some((pid, started))
+            })
+            .collect()
+    }
+
     /// `nginx -s reload` alone: it returns once the master has the signal.
     pub fn signal_reload(&self) {
         let out = Command::new(&self.bin)
