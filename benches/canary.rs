@@ -335,6 +335,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
+        operator_pause();
     }
     rt.block_on(async {
         if let Some(engine) = h.close().await {
@@ -494,10 +495,9 @@ impl ByHand for haproxy::Haproxy {
     }
 }
 
-/// Between two changes by command, as between an operator's: nginx's master handles one
-/// reload at a time and the next no sooner than 100 ms after the last (it waits that long
-/// before telling the old workers), so back-to-back commands would measure that wait. The
-/// console's rows wait for the canary to take a command again, which is longer.
+/// Between two changes, as between an operator's: nginx's master handles one reload at a
+/// time and the next no sooner than 100 ms after the last (it waits that long before telling
+/// the old workers), so back-to-back changes would measure that wait.
 fn operator_pause() {
     std::thread::sleep(Duration::from_millis(150));
 }

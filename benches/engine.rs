@@ -27,6 +27,7 @@ mod smoke;
 #[path = "../tests/it/support/postgres.rs"]
 mod pg;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use manent::config::Config;
@@ -378,13 +379,17 @@ fn reads() {
             );
         }
         match console_first_screen(dir.path(), n) {
-            Some((t, rss)) => println!(
-                "      {:<32} {:>7.0} ms  {:>5} MiB  ({:.1}x validate, {:.4} ms/target)",
+            Some((t, rss, floor)) => println!(
+                "      {:<32} {:>7.0} ms  {:>5} MiB  ({:.1}x validate, {:.4} ms/target; \
+                 a shell printing the same screen through tmux {:.0} ms: {:.1}x, +{:.0} ms)",
                 "console: first screen",
                 t.as_secs_f64() * 1e3,
                 mib(rss),
                 t.as_secs_f64() / validate.as_secs_f64(),
-                t.as_secs_f64() * 1e3 / n as f64
+                t.as_secs_f64() * 1e3 / n as f64,
+                floor.as_secs_f64() * 1e3,
+                t.as_secs_f64() / floor.as_secs_f64(),
+                (t.as_secs_f64() - floor.as_secs_f64()) * 1e3
             ),
             None => println!("      console: tmux is not installed here; its row skipped"),
         }
@@ -395,47 +400,81 @@ fn reads() {
     );
 }
 
-/// `manent console` in tmux at 80×24: the time from its start to the first screen that lists
-/// the finished deployment of `n` targets (`n/n` in its DONE column), and the console's peak
-/// RSS (KiB) by then; None without tmux.
-fn console_first_screen(dir: &std::path::Path, n: usize) -> Option<(Duration, Option<u64>)> {
-    let socket = dir.join("tmux.sock");
-    smoke::tmux_server(socket.clone());
-    let tmux = |args: &[&str]| {
+/// A command in its own tmux server at 80×24, killed when dropped.
+struct Pane {
+    socket: PathBuf,
+    started: Instant,
+}
+
+impl Pane {
+    /// Starts `command`; None without tmux.
+    fn start(socket: PathBuf, command: &str) -> Option<Pane> {
+        smoke::tmux_server(socket.clone());
+        let started = Instant::now();
+        let pane = Pane { socket, started };
+        let out = pane
+            .tmux(&["new-session", "-d", "-x", "80", "-y", "24", command])
+            .ok()?;
+        assert!(out.status.success(), "tmux could not start {command}");
+        Some(pane)
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::io::Result<std::process::Output> {
         std::process::Command::new("tmux")
             .arg("-S")
-            .arg(&socket)
+            .arg(&self.socket)
             .args(args)
             .output()
-    };
+    }
+
+    fn pid(&self) -> String {
+        let out = self.tmux(&["display", "-p", "#{pane_pid}"]).unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// The time from the start to the first screen holding `marker`, and that screen.
+    fn until(&self, marker: &str) -> (Duration, String) {
+        while self.started.elapsed() < Duration::from_secs(120) {
+            let screen = self.tmux(&["capture-pane", "-p"]).unwrap();
+            let screen = String::from_utf8_lossy(&screen.stdout).into_owned();
+            if screen.contains(marker) {
+                return (self.started.elapsed(), screen);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("the screen never showed {marker:?}");
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// `manent console` in tmux at 80×24: the time from its start to the first screen that lists
+/// the finished deployment of `n` targets (`n/n` in its DONE column), and the console's peak
+/// RSS (KiB) by then; and, the baseline, the time a shell takes to print that same screen
+/// through tmux. None without tmux.
+fn console_first_screen(
+    dir: &std::path::Path,
+    n: usize,
+) -> Option<(Duration, Option<u64>, Duration)> {
     let command = format!(
         "exec env MANENT_LOG=error {} --config {} console",
         env!("CARGO_BIN_EXE_manent"),
         dir.join("manent.yml").display()
     );
-    let t0 = Instant::now();
-    let started = tmux(&["new-session", "-d", "-x", "80", "-y", "24", &command]).ok()?;
-    assert!(started.status.success(), "tmux could not start the console");
-    let pid = String::from_utf8_lossy(&tmux(&["display", "-p", "#{pane_pid}"]).unwrap().stdout)
-        .trim()
-        .to_owned();
-    let done = format!("{n}/{n}");
-    let mut took = None;
-    while t0.elapsed() < Duration::from_secs(120) {
-        let screen = tmux(&["capture-pane", "-p"]).unwrap();
-        if String::from_utf8_lossy(&screen.stdout).contains(&done) {
-            took = Some(t0.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let pane = Pane::start(dir.join("tmux.sock"), &command)?;
+    let pid = pane.pid();
+    let (took, screen) = pane.until(&format!("{n}/{n}"));
     let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_owned();
             line.split_whitespace().nth(1)?.parse().ok()
         });
-    let _ = tmux(&["kill-server"]);
+    drop(pane);
     // The hung-up console's engine has nothing to do and exits; wait for it, so the next size's
     // deploy has the machine to itself.
     let gone = Instant::now();
@@ -444,7 +483,13 @@ fn console_first_screen(dir: &std::path::Path, n: usize) -> Option<(Duration, Op
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    Some((took.expect("the console never listed the deployment"), rss))
+    // The same text, printed by a shell in a fresh tmux: what any program's first screen costs.
+    let text = dir.join("screen.txt");
+    std::fs::write(&text, screen.trim_end()).unwrap();
+    let shell = format!("cat {}; exec sleep 600", text.display());
+    let pane = Pane::start(dir.join("tmux-shell.sock"), &shell)?;
+    let (floor, _) = pane.until(&format!("{n}/{n}"));
+    Some((took, rss, floor))
 }
 
 /// The PostgreSQL rows: the same deploy, failover and recovery.

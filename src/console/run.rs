@@ -60,6 +60,9 @@ where
     tokio::pin!(signals);
     let mut last_draw: Option<Instant> = None;
     let mut keyed = true;
+    // Drawn at once, not at the next frame: the first snapshot (the screen says "reading…"
+    // until then), and the first after a key sent the engine a command (its answer).
+    let mut awaited = true;
     if let Ok(size) = terminal.size() {
         app.update(Action::Resize(size.width, size.height));
     }
@@ -97,7 +100,7 @@ where
                     {
                         // The engine never blocks the console: a full queue loses the command,
                         // and the operator sees nothing happened and presses again.
-                        let _ = handle.commands.try_send(cmd);
+                        awaited |= handle.commands.try_send(cmd).is_ok();
                     }
                 }
                 Some(Ok(Event::Resize(w, h))) => { app.update(Action::Resize(w, h)); keyed = true; }
@@ -110,6 +113,7 @@ where
                     return Ok(Exit::EngineGone);
                 }
                 let snap = snapshots.borrow_and_update().clone();
+                keyed |= std::mem::take(&mut awaited);
                 // A snapshot may open a deployment (the one just started), which asks for its
                 // earlier log lines.
                 if let Some(cmd) = app.update(Action::Snapshot(snap)) {
@@ -133,6 +137,8 @@ where
             h = history.recv() => if let Ok((id, lines)) = h {
                 app.update(Action::LogHistory(id, lines));
             },
+            // An update held back by the frame rate is drawn when its frame comes.
+            () = frame_after(last_draw), if app.dirty => {}
             _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
         }
     }
@@ -207,4 +213,11 @@ impl Drop for TerminalGuard {
 /// The real terminal's input.
 pub fn input() -> EventStream {
     EventStream::new()
+}
+
+/// Resolves when a frame may be drawn after one drawn at `last`.
+async fn frame_after(last: Option<Instant>) {
+    if let Some(t) = last {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(t + FRAME)).await;
+    }
 }

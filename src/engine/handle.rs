@@ -369,6 +369,55 @@ struct Actor {
     next_check: tokio::time::Instant,
 }
 
+/// When the actor publishes between its ticks.
+#[derive(Default)]
+struct Pace {
+    /// When the last publish ended, and what it took.
+    last: Option<(tokio::time::Instant, Duration)>,
+    /// A publish asked for, and when it may run.
+    due: Option<tokio::time::Instant>,
+}
+
+impl Pace {
+    /// The least time between two publishes asked for by events.
+    const GAP: Duration = Duration::from_millis(20);
+
+    /// Asks for a publish as soon as the pace allows.
+    fn soon(&mut self) {
+        if self.due.is_none() {
+            self.due = Some(Self::next(self.last, tokio::time::Instant::now()));
+        }
+    }
+
+    /// When a publish asked for at `now` may run, after the `last` one (its end, its cost).
+    fn next(
+        last: Option<(tokio::time::Instant, Duration)>,
+        now: tokio::time::Instant,
+    ) -> tokio::time::Instant {
+        last.map_or(now, |(end, took)| {
+            (end + (took * 3).max(Self::GAP)).max(now)
+        })
+    }
+
+    /// Resolves when a publish asked for may run (never when none is).
+    async fn due(&self) {
+        match self.due {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Runs `publish`, timed; what it returned.
+    async fn publish(&mut self, publish: impl std::future::Future<Output = bool>) -> bool {
+        let start = tokio::time::Instant::now();
+        let more = publish.await;
+        let end = tokio::time::Instant::now();
+        self.last = Some((end, end - start));
+        self.due = None;
+        more
+    }
+}
+
 impl Actor {
     async fn run(
         mut self,
@@ -382,6 +431,10 @@ impl Actor {
         let mut last_version = -1i64;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // A command handled or an engine event publishes soon, not at the next tick: after a
+        // gap of three times what the last publish took (at least 20 ms), so a large fleet's
+        // reads take at most a quarter of a core.
+        let mut pace = Pace::default();
         // On PostgreSQL another engine's commit wakes the console (LISTEN/NOTIFY) at once,
         // at most every 100 ms.
         let store = self.store.clone();
@@ -403,11 +456,19 @@ impl Actor {
                     }
                 },
                 cmd = commands.recv() => match cmd {
-                    Some(c) => { self.handle(c).await; dirty = true; }
+                    Some(c) => { self.handle(c).await; dirty = true; pace.soon(); }
                     None => break,
                 },
                 ev = recv_event(&mut self.events) => {
-                    if ev { dirty = true; } else { self.events = None; }
+                    if ev { dirty = true; pace.soon(); } else { self.events = None; }
+                },
+                () = pace.due() => {
+                    if dirty {
+                        dirty = pace.publish(self.publish()).await;
+                        if dirty {
+                            tick.reset_immediately();
+                        }
+                    }
                 },
                 _ = tick.tick() => {
                     // The engine this console attached to may go away: follow it (take the
@@ -435,7 +496,7 @@ impl Actor {
                     }
                     if dirty {
                         // The first screen goes out before the live releases: read them next.
-                        dirty = self.publish().await;
+                        dirty = pace.publish(self.publish()).await;
                         if dirty {
                             tick.reset_immediately();
                         }
@@ -702,5 +763,23 @@ async fn recv_event(rx: &mut Option<broadcast::Receiver<crate::workflow::Runtime
             Err(broadcast::error::RecvError::Closed) => false,
         },
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publish_asked_for_runs_at_once_then_after_three_times_the_last_ones_cost() {
+        let now = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        assert_eq!(Pace::next(None, now), now, "the first runs at once");
+        // One that took 50 ms and ended 10 ms ago: 150 ms after its end.
+        assert_eq!(Pace::next(Some((now - ms(10), ms(50))), now), now + ms(140));
+        // A cheap one: the floor of 20 ms.
+        assert_eq!(Pace::next(Some((now, ms(1))), now), now + Pace::GAP);
+        // Long since: at once.
+        assert_eq!(Pace::next(Some((now - ms(500), ms(50))), now), now);
     }
 }

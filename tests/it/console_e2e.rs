@@ -347,12 +347,18 @@ fn a_hangup_keeps_the_deploy_running_headless_to_the_end() {
         .into_iter()
         .find(|(_, _, c)| c.starts_with(MANENT))
         .expect("the demo's process");
-    let plugins: Vec<u32> = processes("plugin-serve simulate")
-        .into_iter()
-        .filter(|(_, ppid, _)| *ppid == console.0)
-        .map(|(pid, _, _)| pid)
-        .collect();
-    assert!(!plugins.is_empty(), "the demo's plugin process runs");
+    // The screen says RUNNING as soon as the deploy starts, maybe before its plugin does.
+    let plugins = || -> Vec<u32> {
+        processes("plugin-serve simulate")
+            .into_iter()
+            .filter(|(_, ppid, _)| *ppid == console.0)
+            .map(|(pid, _, _)| pid)
+            .collect()
+    };
+    fleet::wait_until(SHORT, "the demo's plugin process to run", || {
+        !plugins().is_empty()
+    });
+    let plugins = plugins();
     // The terminal goes away, as when an ssh session drops.
     drop(t);
     fleet::wait_until(
