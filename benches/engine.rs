@@ -314,6 +314,7 @@ fn reads() {
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| smoke::size(vec![1_000, 10_000, 100_000], vec![100]));
+    small_deploys();
     println!("\nreads at scale (the manent binary; simulate, parallelism 100, zero latency):");
     for n in sizes {
         let dir = tempfile::tempdir().unwrap();
@@ -397,6 +398,49 @@ fn reads() {
     println!(
         "  goal at 100,000 targets: each read and the console's first screen < 1 s and < 200 MiB, \
          the deploy < 60 s"
+    );
+}
+
+/// The command an operator runs most: a 2-target deploy on a zero-latency fleet, from the
+/// process's start to its exit (the engine in the command's process), against `manent
+/// validate` (the same process start and configuration read, no engine) in the same run,
+/// interleaved.
+fn small_deploys() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("manent.yml"),
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("apps")).unwrap();
+    std::fs::write(
+        dir.path().join("apps/web.yml"),
+        "application: web\nartifact: {version: \"1\"}\ndeploy: {plugin: fleet}\n\
+         environments:\n  prod:\n    targets:\n      - {name: web-1}\n      - {name: web-2}\n",
+    )
+    .unwrap();
+    let rounds = smoke::size(30, 2);
+    let (mut validate, mut deploy) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        validate.push(timed(dir.path(), &["validate"]).0);
+        let version = format!("2.0.{i}");
+        let args = ["deploy", "web", "prod", "--yes", "--version", &version];
+        deploy.push(timed(dir.path(), &args).0);
+    }
+    let pct = |v: &mut Vec<Duration>, p: usize| {
+        v.sort();
+        v[(v.len() * p / 100).min(v.len() - 1)].as_secs_f64() * 1e3
+    };
+    let (v50, v95) = (pct(&mut validate, 50), pct(&mut validate, 95));
+    let (d50, d95) = (pct(&mut deploy, 50), pct(&mut deploy, 95));
+    println!(
+        "\na 2-target deploy, zero latency, {rounds} runs (the manent binary, start to exit):"
+    );
+    println!("  manent validate           p50 {v50:>6.1} ms  p95 {v95:>6.1} ms");
+    println!(
+        "  manent deploy --yes       p50 {d50:>6.1} ms  p95 {d95:>6.1} ms  ({:.1}x / {:.1}x validate)",
+        d50 / v50,
+        d95 / v95
     );
 }
 

@@ -763,11 +763,17 @@ mod haproxy_only {
         // A second HAProxy takes the socket's path: what it says is not read as the truth,
         // and nothing is set through it.
         let mut intruder = h.intruder();
-        let status = text(&fx.run(&["status", &id]).stdout);
-        assert!(
-            status.contains("which is not a worker of HAProxy's master"),
-            "{status}"
-        );
+        // Read now, once no engine holds the database (under a loaded suite, once the deploy
+        // command's lease is seen released: with one held, status shows that engine's reading).
+        let since = std::time::Instant::now();
+        loop {
+            let status = text(&fx.run(&["status", &id]).stdout);
+            if status.contains("which is not a worker of HAProxy's master") {
+                break;
+            }
+            assert!(since.elapsed() < Duration::from_secs(10), "{status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let out = fx.run(&["weight", &id, "30"]);
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
         assert_eq!(out.status.code(), Some(1), "{all}");
