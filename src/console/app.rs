@@ -37,6 +37,8 @@ pub const FLASH_MS: i64 = 8_000;
 pub const WARN_MS: i64 = 20_000;
 /// Messages kept for `M`.
 pub const MESSAGES: usize = 500;
+/// How long a weight sent is shown as being set when the engine says nothing of it.
+pub const APPLYING_MS: i64 = 30_000;
 const PAGE: usize = 10;
 
 /// Which screen.
@@ -152,6 +154,9 @@ pub struct App {
     pub stop_on_quit: bool,
     /// A canary weight moved with ←/→ and not applied yet: the deployment, the weight.
     pub pending_weight: Option<(String, u32)>,
+    /// A weight sent to the engine and not yet read back from it: the deployment, the
+    /// weight, when it was sent (epoch ms).
+    pub applying: Option<(String, u32, i64)>,
     /// The lists' filters.
     pub filters: Filters,
     /// The focused pane takes the whole screen.
@@ -190,6 +195,7 @@ impl App {
             follow_targets: true,
             stop_on_quit: false,
             pending_weight: None,
+            applying: None,
             filters: Filters::default(),
             zoom: false,
             command_history: Vec::new(),
@@ -430,8 +436,16 @@ impl App {
         if expired {
             self.flash = None;
         }
+        // An answer that never comes (an engine gone) is not awaited on screen for ever.
+        let stale = self
+            .applying
+            .as_ref()
+            .is_some_and(|(_, _, at)| now - at > APPLYING_MS);
+        if stale {
+            self.applying = None;
+        }
         // Time alone never un-dirties a frame still waiting to be drawn.
-        self.dirty = was_dirty || (second && clock) || expired;
+        self.dirty = was_dirty || (second && clock) || expired || stale;
     }
 
     fn on_screen(&mut self, action: Action) -> Option<Command> {
@@ -508,11 +522,13 @@ impl App {
     /// A confirmed command leaves: what it starts is opened once it shows.
     fn sent(&mut self, command: Command) -> Command {
         if let Command::Operator {
-            command: crate::deploy::command::OperatorCommand::Weight(_),
+            id,
+            command: crate::deploy::command::OperatorCommand::Weight(w),
             ..
         } = &command
         {
             self.pending_weight = None;
+            self.applying = Some((id.clone(), *w, self.now));
         }
         if let Command::Deploy {
             application,
@@ -552,6 +568,15 @@ impl App {
             .as_ref()
             .filter(|(id, _)| *id == d.id)
             .map(|(_, w)| *w)
+    }
+
+    /// The weight sent for the canary on screen and not yet read back, if one is.
+    pub fn applying(&self) -> Option<u32> {
+        let d = self.canary()?;
+        self.applying
+            .as_ref()
+            .filter(|(id, _, _)| *id == d.id)
+            .map(|(_, w, _)| *w)
     }
 
     /// The terminal is smaller than the console can be read in.

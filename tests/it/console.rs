@@ -58,6 +58,27 @@ fn ch(app: &mut App, c: char) -> Option<Command> {
     key(app, crossterm::event::KeyCode::Char(c))
 }
 
+/// The screen `app` draws at `w`×`h`, as text.
+fn text_of(app: &App, w: u16, h: u16) -> String {
+    let theme = manent::console::theme::Theme::load("default").unwrap();
+    let mut app = app.clone();
+    app.update(Action::Resize(w, h));
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    t.draw(|f| manent::console::view::render(f, &app, &theme))
+        .unwrap();
+    let b = t.backend().buffer();
+    (0..h)
+        .map(|y| {
+            (0..w)
+                .map(|x| b[(x, y)].symbol().to_owned())
+                .collect::<String>()
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn later(app: &mut App) {
     let t = app.now + CONFIRM_GUARD_MS + 1;
     app.update(Action::Tick(t));

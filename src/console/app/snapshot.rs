@@ -28,6 +28,23 @@ impl App {
         self.last_notice = s.notices.last().map_or(self.last_notice, |n| n.id);
         let was_taking = self.deployment().is_some_and(taking_traffic);
         self.snap = s;
+        // A weight sent is read back once the engine set it, failed at it, or the canary ended.
+        if let Some((id, w, _)) = &self.applying {
+            let settled = self
+                .snap
+                .deployments
+                .iter()
+                .find(|d| d.id == *id)
+                .is_none_or(|d| {
+                    !d.status.is_live()
+                        || d.canary.as_ref().is_none_or(|c| {
+                            c.status.weight == *w || c.status.router_error.is_some()
+                        })
+                });
+            if settled {
+                self.applying = None;
+            }
+        }
         if self.follow_next
             && let Some(id) = self
                 .snap

@@ -76,9 +76,14 @@ fn bar_line(
     Line::from(spans)
 }
 
-/// `set 25% · router 25%`, or the drift, or the pending weight waiting for Enter (the router
-/// only while the canary runs).
-pub fn weights(c: &CanaryView, pending: Option<u32>, live: bool, t: &Theme) -> Line<'static> {
+/// `set 25% · router 25%`, or the drift, or the pending weight waiting for Enter, or the one
+/// sent and not yet set (the router only while the canary runs).
+pub fn weights(
+    c: &CanaryView,
+    (pending, applying): (Option<u32>, Option<u32>),
+    live: bool,
+    t: &Theme,
+) -> Line<'static> {
     let mut spans = vec![Span::raw(format!("set {}%", c.status.weight))];
     match c.actual_weight().filter(|_| live) {
         Some(a) if c.drift() => spans.push(Span::styled(
@@ -94,6 +99,11 @@ pub fn weights(c: &CanaryView, pending: Option<u32>, live: bool, t: &Theme) -> L
     if let Some(p) = pending {
         spans.push(Span::styled(
             format!(" · pending {p}% (Enter applies)"),
+            t.get("canary.pending"),
+        ));
+    } else if let Some(a) = applying.filter(|_| live) {
+        spans.push(Span::styled(
+            format!(" · setting {a}%…"),
             t.get("canary.pending"),
         ));
     }
@@ -497,7 +507,7 @@ pub fn strip(
     let pending = ctx.app.pending();
     let mut step = step_line(d, c, true, t);
     step.spans.insert(0, Span::styled(" ", t.get("muted")));
-    let mut w = weights(c, pending, d.status.is_live(), t);
+    let mut w = weights(c, (pending, ctx.app.applying()), d.status.is_live(), t);
     w.spans.insert(0, Span::styled(" ", t.get("muted")));
     let extra = extras(c, d.status.is_live(), ctx.app.now, t);
     if !extra.spans.is_empty() {

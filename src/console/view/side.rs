@@ -105,7 +105,13 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             let inner = usize::from(area.width.saturating_sub(2));
             let pending = ctx.app.pending();
             let mut lines = canary::slider(c, pending, inner, t);
-            lines.push(canary::weights(c, pending, d.status.is_live(), t));
+            let applying = ctx.app.applying();
+            lines.push(canary::weights(
+                c,
+                (pending, applying),
+                d.status.is_live(),
+                t,
+            ));
             lines.push(canary::step_line(d, c, false, t));
             let traffic = canary::traffic(c, inner, t);
             let rows = usize::from(area.height.saturating_sub(7)).saturating_sub(traffic.len());

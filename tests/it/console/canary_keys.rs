@@ -164,3 +164,50 @@ fn canary_keys_are_refused_where_the_canary_does_not_take_them() {
     assert_eq!(ch(&mut app, 'p'), None);
     assert!(app.modals.is_empty());
 }
+
+#[test]
+fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothing() {
+    use std::sync::Arc;
+    let sent = |app: &mut App| {
+        key(app, Right);
+        key(app, Enter);
+        later(app);
+        key(app, Right);
+        assert_eq!(
+            key(app, Enter),
+            op(CANARY, OperatorCommand::Weight(15), None)
+        );
+    };
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    assert_eq!(app.applying(), Some(15));
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("set 10% · router 10% · setting 15%…"),
+        "{screen}"
+    );
+    // Another snapshot that does not show it yet: still being set.
+    app.update(Action::Snapshot(app.snap.clone()));
+    assert_eq!(app.applying(), Some(15));
+    // The engine set it: read back, no longer "setting".
+    let mut s = (*app.snap).clone();
+    let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
+    d.canary.as_mut().unwrap().status.weight = 15;
+    app.update(Action::Snapshot(Arc::new(s)));
+    assert_eq!(app.applying(), None);
+    assert!(!text_of(&app, 80, 24).contains("setting"));
+    // The router failed at it: the failure shows instead.
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    let mut s = (*app.snap).clone();
+    let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
+    d.canary.as_mut().unwrap().status.router_error = Some("nginx -t refused".into());
+    app.update(Action::Snapshot(Arc::new(s)));
+    assert_eq!(app.applying(), None);
+    // No answer at all (an engine gone): not shown as being set for ever.
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    let t = app.now + manent::console::app::APPLYING_MS + 1;
+    app.update(Action::Tick(t));
+    assert_eq!(app.applying(), None);
+}

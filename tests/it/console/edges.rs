@@ -7,26 +7,6 @@ use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Tab, Up};
 use fixture::{NOW, app_on_deployment, app_on_home, app_on_quiet_home};
 use manent::console::app::FilterOf;
 
-fn text_of(app: &App, w: u16, h: u16) -> String {
-    let theme = manent::console::theme::Theme::load("default").unwrap();
-    let mut app = app.clone();
-    app.update(Action::Resize(w, h));
-    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
-    t.draw(|f| manent::console::view::render(f, &app, &theme))
-        .unwrap();
-    let b = t.backend().buffer();
-    (0..h)
-        .map(|y| {
-            (0..w)
-                .map(|x| b[(x, y)].symbol().to_owned())
-                .collect::<String>()
-                .trim_end()
-                .to_owned()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 const REFUSAL: &str = "version \"$(id)\" is refused: it must start with a letter or a digit \
     (versions are letters, digits and . _ + ~ -, up to 128) — and while we are at it this \
     message goes on to say everything an operator at 3 am needs to read in full, which is \
