@@ -156,10 +156,20 @@ impl Nginx {
     pub fn workers(&self) -> Vec<(u32, u64)> {
         let master = std::fs::read_to_string(self.prefix.join("logs/nginx.pid")).unwrap();
         let master: u32 = master.trim().parse().unwrap();
-        std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"))
-            .unwrap()
-            .split_whitespace()
-            .filter_map(|p| p.parse::<u32>().ok())
+        // The kernel's list of the master's children, or every process where it keeps none.
+        let pids: Vec<u32> =
+            match std::fs::read_to_string(format!("/proc/{master}/task/{master}/children")) {
+                Ok(kids) => kids
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect(),
+                Err(_) => std::fs::read_dir("/proc")
+                    .unwrap()
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect(),
+            };
+        pids.into_iter()
             .filter_map(|pid| {
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                 // After the name: state, ppid, …; the start time is stat's 22nd field.
