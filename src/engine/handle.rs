@@ -462,12 +462,10 @@ impl Actor {
                 ev = recv_event(&mut self.events) => {
                     if ev { dirty = true; pace.soon(); } else { self.events = None; }
                 },
-                () = pace.due() => {
+                () = pace.due(), if dirty => {
+                    dirty = pace.publish(self.publish()).await;
                     if dirty {
-                        dirty = pace.publish(self.publish()).await;
-                        if dirty {
-                            tick.reset_immediately();
-                        }
+                        tick.reset_immediately();
                     }
                 },
                 _ = tick.tick() => {
