@@ -1,17 +1,18 @@
 //! Operator latency of a canary over real routers, nginx and HAProxy: from an operator's weight
 //! change to the router serving the new split, p50 and p95 over 20 changes each way — the
-//! console's Enter (a command to the engine in the console's own process), and `manent weight
-//! DEP N` with an engine running (a worker) — against a baseline measured in the same run: the
-//! same change made by hand, which is the router's own floor (nginx: the split file written and
-//! `nginx -s reload`; HAProxy: `set server … weight` on its runtime API). The weight flips
-//! between 0 and 100, so a request that answers with the other version shows the new split
-//! answering; it is served whole once no process that took connections before the change still
-//! takes them (nginx's old workers keep the previous file for 100 ms after a reload starts the
-//! new ones, until its master tells them to finish). Rows are to the whole; the hand reload is
-//! also given to its first new answers. Also `manent weight` with no engine running (the verb starts one). Run with
-//! `cargo bench --bench canary` (needs nginx and haproxy; `MANENT_BENCH_ROUTERS=haproxy` runs
-//! one; `access-log` the cost of reading nginx's access log for canary analysis). Under
-//! `cargo test`, a smoke run: 2 changes each, 20,000 log lines (see `support/smoke.rs`).
+//! console's Enter (a command to the engine in the console's own process), `manent weight DEP
+//! N` with an engine running (a worker), and the same with no engine running (the verb starts
+//! one) — against a baseline measured in the same run: the same change made by hand (nginx: the
+//! split file written and `nginx -s reload`; HAProxy: `set server … weight` on its runtime
+//! API). The weight flips between 0 and 100, so a request that answers with the other version
+//! shows the new split answering; it is served whole once no process that took connections
+//! before the change still takes them (nginx's old workers keep the previous file for 100 ms
+//! after a reload starts the new ones, until its master tells them to finish). Rows are timed
+//! to the whole; the hand reload is also timed to its first new answers, the stricter floor, and
+//! the goal is said against both. Run with `cargo bench --bench canary` (needs nginx and
+//! haproxy; `MANENT_BENCH_ROUTERS=haproxy` runs one; `access-log` the cost of reading nginx's
+//! access log for canary analysis). Under `cargo test`, a smoke run: 2 changes each, 20,000
+//! log lines (see `support/smoke.rs`).
 
 #![allow(
     clippy::unwrap_used,
@@ -432,14 +433,21 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     report("manent weight (a worker runs the engine)", &cli);
     report("manent weight, until the command exits", &cli_exit);
     report("manent weight, no engine running", &alone);
+    // Against the hand reload served whole, and against its first new answers (the stricter
+    // floor: nginx's 100 ms of old workers is in the first, not in the second).
     let (said, bound) = goal(pct(&baseline, 95));
-    let met = |v: &[Duration]| if pct(v, 95) <= bound { "met" } else { "missed" };
+    let (_, strict) = goal(pct(&answered, 95));
+    let met = |v: &[Duration], b: Duration| if pct(v, 95) <= b { "met" } else { "missed" };
     println!(
-        "goal: `manent weight` p95 within {said} ({:.1} ms) on {}: served {}, command exited {}\n",
-        ms(bound),
+        "goal: `manent weight` p95 within {said} on {}: {:.1} ms (served {}, command exited {}); \
+         against its first new answers {:.1} ms (served {}, command exited {})\n",
         R::NAME,
-        met(&cli),
-        met(&cli_exit)
+        ms(bound),
+        met(&cli, bound),
+        met(&cli_exit, bound),
+        ms(strict),
+        met(&cli, strict),
+        met(&cli_exit, strict)
     );
 }
 

@@ -39,6 +39,20 @@ pub const WARN_MS: i64 = 20_000;
 pub const MESSAGES: usize = 500;
 /// How long a weight sent is shown as being set when the engine says nothing of it.
 pub const APPLYING_MS: i64 = 30_000;
+
+/// A canary weight sent to the engine, shown as being set until the engine answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applying {
+    /// The deployment.
+    pub id: String,
+    /// The weight sent.
+    pub weight: u32,
+    /// When it was sent (epoch ms).
+    pub at: i64,
+    /// How many decisions the canary had recorded then: a router error from before the
+    /// engine took the command is not its answer.
+    pub decisions: usize,
+}
 const PAGE: usize = 10;
 
 /// Which screen.
@@ -154,9 +168,8 @@ pub struct App {
     pub stop_on_quit: bool,
     /// A canary weight moved with ←/→ and not applied yet: the deployment, the weight.
     pub pending_weight: Option<(String, u32)>,
-    /// A weight sent to the engine and not yet read back from it: the deployment, the
-    /// weight, when it was sent (epoch ms).
-    pub applying: Option<(String, u32, i64)>,
+    /// A weight sent to the engine and not yet read back from it.
+    pub applying: Option<Applying>,
     /// The lists' filters.
     pub filters: Filters,
     /// The focused pane takes the whole screen.
@@ -440,7 +453,7 @@ impl App {
         let stale = self
             .applying
             .as_ref()
-            .is_some_and(|(_, _, at)| now - at > APPLYING_MS);
+            .is_some_and(|a| now - a.at > APPLYING_MS);
         if stale {
             self.applying = None;
         }
@@ -528,7 +541,19 @@ impl App {
         } = &command
         {
             self.pending_weight = None;
-            self.applying = Some((id.clone(), *w, self.now));
+            let decisions = self
+                .snap
+                .deployments
+                .iter()
+                .find(|d| d.id == *id)
+                .and_then(|d| d.canary.as_ref())
+                .map_or(0, |c| c.status.decisions.len());
+            self.applying = Some(Applying {
+                id: id.clone(),
+                weight: *w,
+                at: self.now,
+                decisions,
+            });
         }
         if let Command::Deploy {
             application,
@@ -575,8 +600,17 @@ impl App {
         let d = self.canary()?;
         self.applying
             .as_ref()
-            .filter(|(id, _, _)| *id == d.id)
-            .map(|(_, w, _)| *w)
+            .filter(|a| a.id == d.id)
+            .map(|a| a.weight)
+    }
+
+    /// The command just sent never reached the engine (its queue was full).
+    pub fn not_sent(&mut self) {
+        self.applying = None;
+        self.say(
+            Level::Warn,
+            "the engine is busy: that command was not sent; press it again",
+        );
     }
 
     /// The terminal is smaller than the console can be read in.

@@ -99,8 +99,11 @@ where
                         && let Some(cmd) = app.update(action)
                     {
                         // The engine never blocks the console: a full queue loses the command,
-                        // and the operator sees nothing happened and presses again.
-                        awaited |= handle.commands.try_send(cmd).is_ok();
+                        // and the operator is told so and presses again.
+                        match handle.commands.try_send(cmd) {
+                            Ok(()) => awaited = true,
+                            Err(_) => app.not_sent(),
+                        }
                     }
                 }
                 Some(Ok(Event::Resize(w, h))) => { app.update(Action::Resize(w, h)); keyed = true; }

@@ -431,9 +431,9 @@ impl Actor {
         let mut last_version = -1i64;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        // A command handled or an engine event publishes soon, not at the next tick: after a
-        // gap of three times what the last publish took (at least 20 ms), so a large fleet's
-        // reads take at most a quarter of a core.
+        // Every publish is paced: a command handled or an engine event publishes soon, not at
+        // the next tick, after a gap of three times what the last publish took (at least
+        // 20 ms), so a large fleet's reads take at most a quarter of a core.
         let mut pace = Pace::default();
         // On PostgreSQL another engine's commit wakes the console (LISTEN/NOTIFY) at once,
         // at most every 100 ms.
@@ -463,9 +463,10 @@ impl Actor {
                     if ev { dirty = true; pace.soon(); } else { self.events = None; }
                 },
                 () = pace.due(), if dirty => {
+                    // The first screen goes out before the live releases: read them next.
                     dirty = pace.publish(self.publish()).await;
                     if dirty {
-                        tick.reset_immediately();
+                        pace.soon();
                     }
                 },
                 _ = tick.tick() => {
@@ -493,11 +494,7 @@ impl Actor {
                             || snap.deployments.iter().any(|d| d.status.is_live());
                     }
                     if dirty {
-                        // The first screen goes out before the live releases: read them next.
-                        dirty = pace.publish(self.publish()).await;
-                        if dirty {
-                            tick.reset_immediately();
-                        }
+                        pace.soon();
                     }
                 }
             }

@@ -673,8 +673,8 @@ mod nginx_only {
     }
 
     /// After a reload, nginx's old workers keep taking connections with the previous file for
-    /// the 100 ms its master waits before telling them to finish. The plugin tells
-    /// them once a new worker is ready, and says a split is served only when none is left;
+    /// the 100 ms its master waits before telling them to finish. The plugin tells them once a
+    /// worker the reload started is ready, and says a split is served only when none is left;
     /// the master counts them as exiting, so none is started again.
     #[test]
     fn a_weight_said_served_is_served_by_new_workers_only_and_nginx_keeps_its_count() {
@@ -696,13 +696,22 @@ mod nginx_only {
                 now.iter().all(|w| !before.contains(w)),
                 "weight {to}: workers from before still take connections: {before:?} then {now:?}"
             );
-            assert_share(
-                &n,
-                version,
-                100.0,
-                &format!("weight {to}, once the command said so"),
+            // Not one answer from the previous file once the command said so.
+            let (hits, failed) = n.sample(200, None, version);
+            assert_eq!(
+                (hits, failed),
+                (200, 0),
+                "weight {to}: answers of {version}"
             );
         }
+        // Back to back, the second reload inside the first one's 100 ms: the workers the first
+        // started are still new to nginx's master then.
+        for to in ["0", "100"] {
+            let out = fx.run(&["weight", &id, to]);
+            assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        }
+        let (hits, failed) = n.sample(200, None, "2.0.0");
+        assert_eq!((hits, failed), (200, 0), "back to back: answers of 2.0.0");
         std::thread::sleep(Duration::from_millis(500));
         let settled = n.workers();
         assert_eq!(settled.len(), 2, "nginx started workers again: {settled:?}");

@@ -111,34 +111,53 @@ impl Control {
         cmd.starts_with("nginx: master").then_some(pid)
     }
 
-    /// The master's worker processes that take connections (not those shutting down).
-    pub fn workers(&self, master: Option<u32>) -> Vec<Worker> {
+    /// Every child of the master, a worker or not yet (a new one is titled only once it is
+    /// ready): what was there before a reload.
+    pub fn children(&self, master: Option<u32>) -> Vec<Child> {
         let Some(master) = master else {
             return Vec::new();
         };
         children(master)
             .into_iter()
-            .filter_map(|pid| Worker::of(master, pid))
+            .filter_map(|pid| Some(Child::of(master, pid)?.0))
+            .collect()
+    }
+
+    /// The master's worker processes that take connections (not those shutting down).
+    pub fn workers(&self, master: Option<u32>) -> Vec<Child> {
+        let Some(master) = master else {
+            return Vec::new();
+        };
+        children(master)
+            .into_iter()
+            .filter_map(|pid| Child::of(master, pid).filter(|(_, taking)| *taking))
+            .map(|(c, _)| c)
             .collect()
     }
 
     /// Tells the workers of `old` that still take connections to shut down gracefully (QUIT,
-    /// which nginx documents for a single worker). Called once a new worker is ready (its
-    /// title says "worker process" only once its listeners are in its event loop): after
-    /// starting new workers on a reload, nginx's master waits 100 ms before it tells the old
-    /// ones, and until then they keep taking connections with the previous file (a third of
-    /// them, one client's sequential requests, measured). The master counts them as exiting when that
-    /// wait ends, before it reaps any child, so none is started again. How many were told;
-    /// none when the plugin may not signal them (the master's own wait then ends it).
-    pub fn retire(&self, master: Option<u32>, old: &[Worker]) -> usize {
+    /// which nginx documents for a single worker). Called once a worker started since the
+    /// reload was sent is ready (a worker is titled "worker process" only once its listeners
+    /// are in its event loop): after starting new workers on a reload, nginx's master waits
+    /// 100 ms before it tells the old ones, and until then they keep taking connections with
+    /// the previous file (a third of them, one client's sequential requests, measured). The
+    /// master's signals are blocked while it waits; when the wait ends it counts these
+    /// workers as exiting before it reaps any child, so none is started again. `old` holds
+    /// only processes that were its children before the reload was sent, titled or not yet:
+    /// none of them is new to the reload under way (a reload is taken only once the last one's
+    /// wait is over, and a command returns only once its reload's workers are up). How many
+    /// were told; none when the plugin may not signal them (the master's own wait then ends
+    /// it).
+    pub fn retire(&self, master: Option<u32>, old: &[Child]) -> usize {
         let Some(master) = master else {
             return 0;
         };
         old.iter()
-            .filter(|w| Worker::of(master, w.pid).as_ref() == Some(*w))
+            .filter(|w| Child::of(master, w.pid).is_some_and(|(c, taking)| c == **w && taking))
             .filter(|w| manent::sys::signal(w.pid, libc::SIGQUIT))
             .count()
     }
+
     /// The directory of the upstreams file.
     pub fn dir(&self) -> &Path {
         self.upstreams
@@ -148,16 +167,21 @@ impl Control {
     }
 }
 
-/// The pids that may be children of `master`: the kernel's list of its children, or every
-/// process when that list is not kept (a kernel without `CONFIG_PROC_CHILDREN`). A full scan
-/// reads two files per process, tens of milliseconds on a busy host, twice per reload.
+/// The pids that may be children of `master`: the kernel's list of its children, read in one
+/// go (read in pieces, a child that exits in between makes it skip another), or every process
+/// when that list is not kept (a kernel without `CONFIG_PROC_CHILDREN`; a full scan reads a
+/// file per process, tens of milliseconds on a busy host).
 fn children(master: u32) -> Vec<u32> {
-    let listed = std::fs::read_to_string(format!("/proc/{master}/task/{master}/children"));
-    if let Ok(listed) = listed {
-        return listed
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
+    use std::io::Read as _;
+    let path = format!("/proc/{master}/task/{master}/children");
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let mut buf = vec![0u8; 64 * 1024];
+        if let Ok(n) = f.read(&mut buf) {
+            return String::from_utf8_lossy(&buf[..n])
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+        }
     }
     std::fs::read_dir("/proc")
         .map(|procs| {
@@ -169,28 +193,29 @@ fn children(master: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// A worker process: its pid and when it started (so a pid used again is not taken for it).
+/// A child process of nginx's master: its pid and when it started (so a pid used again is
+/// not taken for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Worker {
+pub struct Child {
     pub pid: u32,
     started: u64,
 }
 
-impl Worker {
-    /// Process `pid` if it is a worker of `master` that takes connections: its title says
-    /// "worker process" and not "shutting down".
-    fn of(master: u32, pid: u32) -> Option<Worker> {
+impl Child {
+    /// Process `pid` if it is a child of `master`, and whether it is a worker that takes
+    /// connections: its title says "worker process" and not "shutting down".
+    fn of(master: u32, pid: u32) -> Option<(Child, bool)> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After the name's closing parenthesis: state, ppid, …; the start time is stat's 22nd field.
+        // After the name's closing parenthesis: state, ppid, …; the start time is field 22.
         let mut rest = stat.rsplit_once(") ")?.1.split_whitespace();
         let ppid: u32 = rest.nth(1)?.parse().ok()?;
         let started: u64 = rest.nth(17)?.parse().ok()?;
         if ppid != master {
             return None;
         }
-        let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok()?;
-        (cmd.contains("worker process") && !cmd.contains("shutting down"))
-            .then_some(Worker { pid, started })
+        let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let taking = cmd.contains("worker process") && !cmd.contains("shutting down");
+        Some((Child { pid, started }, taking))
     }
 }
 

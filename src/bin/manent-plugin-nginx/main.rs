@@ -9,9 +9,10 @@
 //! A change is all or nothing: rendered, checked with `nginx -t`, put in place, reloaded, and
 //! confirmed by reading back what nginx loaded from the state location the file adds on a
 //! loopback port, and once no worker of the previous file takes connections (they are told to
-//! finish as soon as a new worker is ready); any failure puts the previous file back (and reloads it if nginx took the
-//! new one). `RoutingState` reports what nginx serves from that same read-back, and a file
-//! manent did not write, or one edited by hand, as foreign.
+//! finish as soon as a worker the reload started is ready); any failure puts the previous file
+//! back (and reloads it if nginx took the new one). `RoutingState` reports what nginx serves
+//! from that same read-back, and a file manent did not write, or one edited by hand, as
+//! foreign.
 
 mod control;
 #[cfg(test)]
@@ -237,7 +238,7 @@ impl Nginx {
             ))
             .await);
         }
-        let before = self.control.workers(master);
+        let before = self.control.children(master);
         if let Err(said) = self.control.run(&["-s", "reload"]).await {
             return Err(undo(format!("nginx -s reload failed: {said}")).await);
         }
@@ -294,15 +295,16 @@ impl Nginx {
         })
     }
 
-    /// Waits until nginx answers the new rendering and its old workers take no connection.
-    /// Once a new worker is ready, the old ones are told to finish (see [`Control::retire`]):
-    /// left alone, they would keep taking connections with the previous file for the 100 ms
-    /// nginx's master waits before telling them.
+    /// Waits until nginx answers the new rendering and no process that was its child `before`
+    /// the reload takes connections. As soon as a worker the reload started is ready, those still
+    /// taking them are told to finish (see [`Control::retire`]): left alone, they would keep
+    /// taking connections with the previous file for the 100 ms nginx's master waits before
+    /// telling them (and nearly all of the state location's reads, here).
     async fn confirm(
         &self,
         nonce: &str,
         master: Option<u32>,
-        before: &[control::Worker],
+        before: &[control::Child],
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         let mut limit = Duration::from_millis(50);

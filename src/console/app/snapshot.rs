@@ -8,6 +8,7 @@ use super::{App, Focus, Screen};
 use crate::deploy::state::Phase;
 use crate::deploy::view::DeploymentView;
 use crate::engine::handle::Snapshot;
+use crate::plugin::Level;
 
 /// A canary whose candidate takes (or is about to take) traffic: its panel is what matters.
 pub fn taking_traffic(d: &DeploymentView) -> bool {
@@ -22,26 +23,31 @@ impl App {
             .filter(|n| n.id > self.last_notice)
             .cloned()
             .collect();
+        let refused = fresh.iter().any(|n| n.level == Level::Error);
         for n in fresh {
             self.say(n.level, n.text);
         }
         self.last_notice = s.notices.last().map_or(self.last_notice, |n| n.id);
         let was_taking = self.deployment().is_some_and(taking_traffic);
         self.snap = s;
-        // A weight sent is read back once the engine set it, failed at it, or the canary ended.
-        if let Some((id, w, _)) = &self.applying {
+        // A weight sent is read back once the engine set it, took it and failed at it (an
+        // error from before it took the command is not its answer), refused it, or the canary
+        // ended.
+        if let Some(a) = &self.applying {
             let settled = self
                 .snap
                 .deployments
                 .iter()
-                .find(|d| d.id == *id)
+                .find(|d| d.id == a.id)
                 .is_none_or(|d| {
                     !d.status.is_live()
                         || d.canary.as_ref().is_none_or(|c| {
-                            c.status.weight == *w || c.status.router_error.is_some()
+                            c.status.weight == a.weight
+                                || (c.status.router_error.is_some()
+                                    && c.status.decisions.len() > a.decisions)
                         })
                 });
-            if settled {
+            if settled || refused {
                 self.applying = None;
             }
         }

@@ -196,14 +196,46 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
     assert!(!text_of(&app, 80, 24).contains("setting"));
-    // The router failed at it: the failure shows instead.
+    // A router error the engine has not answered the command with yet (no decision noted
+    // since it was sent) is not its answer.
     let mut app = app_on_deployment(CANARY);
     sent(&mut app);
     let mut s = (*app.snap).clone();
     let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
-    d.canary.as_mut().unwrap().status.router_error = Some("nginx -t refused".into());
+    let c = d.canary.as_mut().unwrap();
+    c.status.router_error = Some("nginx -t refused".into());
+    app.update(Action::Snapshot(Arc::new(s.clone())));
+    assert_eq!(app.applying(), Some(15));
+    // The engine took it (a decision noted) and the router failed at it: the failure shows.
+    let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
+    let c = d.canary.as_mut().unwrap();
+    c.status
+        .decisions
+        .push(manent::deploy::canary_status::Decision {
+            action: "weight".into(),
+            by: "oncall".into(),
+            why: String::new(),
+            at: app.now,
+        });
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
+    // Refused by the engine (an error notice), or never sent (a full queue): said, not awaited.
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    let mut s = (*app.snap).clone();
+    s.notices.push(manent::engine::handle::Notice {
+        id: s.notices.last().map_or(1, |n| n.id + 1),
+        at: app.now,
+        level: Level::Error,
+        text: "weight refused".into(),
+    });
+    app.update(Action::Snapshot(Arc::new(s)));
+    assert_eq!(app.applying(), None);
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    app.not_sent();
+    assert_eq!(app.applying(), None);
+    assert!(app.flash.as_ref().unwrap().text.contains("not sent"));
     // No answer at all (an engine gone): not shown as being set for ever.
     let mut app = app_on_deployment(CANARY);
     sent(&mut app);
