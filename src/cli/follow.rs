@@ -97,9 +97,10 @@ impl Runner {
     /// next step boundary and steps in flight get a moment (an interrupted step is durable: the
     /// next engine reconciles it), so a Ctrl-C or SIGTERM ends this process within seconds in
     /// any phase. Otherwise the deployment this command followed has settled: deployments the
-    /// engine resumed beside it do not hold the command — they go to a background worker.
-    /// Returns how many runs were cut off and left for the next engine.
-    pub async fn finish(self, stopping: bool, out: &mut Out) -> usize {
+    /// engine resumed beside it do not hold the command — they go to a background worker; the
+    /// one it followed until it `settled` is not among them. Returns how many runs were cut
+    /// off and left for the next engine.
+    pub async fn finish(self, stopping: bool, settled: Option<&str>, out: &mut Out) -> usize {
         let Runner::Local(e) = self else {
             return 0;
         };
@@ -108,8 +109,14 @@ impl Runner {
             return e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
         }
         // Runs parked for an operator drain at once; what still works (resumed beside the
-        // deployment followed) must not hold this command.
-        let others = e.going();
+        // deployment followed) must not hold this command. The deployment followed to where it
+        // waits for an operator is not another's work, even if its run is a moment from parking
+        // (its status says so before it parks): the drain waits for that.
+        let others: Vec<String> = e
+            .going()
+            .into_iter()
+            .filter(|g| Some(g.as_str()) != settled)
+            .collect();
         if others.is_empty() {
             return e.shutdown().await;
         }
@@ -297,7 +304,10 @@ async fn follow_to_end(
         Runner::Local(e) => Some(e.store().clone()),
         Runner::Remote { .. } => None,
     };
-    let left = runner.finish(matches!(ending, Ending::Stopped), out).await;
+    let followed = matches!(ending, Ending::Settled(_)).then_some(id);
+    let left = runner
+        .finish(matches!(ending, Ending::Stopped), followed, out)
+        .await;
     if left > 0 && !matches!(ending, Ending::Lost(_)) {
         out.note(format!(
             "manent: {left} deployment(s) were still running; they resume at the next start"

@@ -195,7 +195,7 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
         Ok(s) => s,
         Err(e) => {
             out.error(e);
-            runner.finish(false, out).await;
+            runner.finish(false, None, out).await;
             return exit::BAD_INPUT;
         }
     };
@@ -319,7 +319,7 @@ async fn start_and_follow(
         Ok(s) => s,
         Err(e) => {
             out.error(e);
-            runner.finish(false, out).await;
+            runner.finish(false, None, out).await;
             return exit::BAD_INPUT;
         }
     };

@@ -691,11 +691,27 @@ impl Runtime {
     /// Returns how many runs were still going (abandoned, as if the process crashed).
     pub async fn drain(&self, drain: Duration, hard: Duration) -> usize {
         self.accepting.store(false, Ordering::SeqCst);
-        self.shutdown.send_replace(Shutdown::Draining);
-        if self.wait_idle(drain).await {
+        // A hard stop asked already (the database was lost) is not made a drain again.
+        self.shutdown.send_if_modified(|s| {
+            let running = *s == Shutdown::Running;
+            if running {
+                *s = Shutdown::Draining;
+            }
+            running
+        });
+        // A hard stop asked during the drain ends it: what the engine can no longer record
+        // must not be waited for as long as a drain allows.
+        let mut state = self.shutdown.subscribe();
+        let drained = tokio::select! {
+            idle = self.wait_idle(drain) => idle,
+            _ = state.wait_for(|s| *s == Shutdown::Hard) => false,
+        };
+        if drained {
             return 0;
         }
-        if drain.is_zero() {
+        if *state.borrow() == Shutdown::Hard {
+            tracing::warn!(runs = ?self.active(), "stopping now (the engine can no longer record): runs stop at their next step boundary");
+        } else if drain.is_zero() {
             tracing::info!(runs = ?self.active(), "stopping now: runs stop at their next step boundary; steps in flight finish");
         } else {
             tracing::warn!(runs = ?self.active(), "drain timed out after {}; stopping runs at their next step boundary", humantime::format_duration(drain));

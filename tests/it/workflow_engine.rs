@@ -542,6 +542,68 @@ async fn a_submission_whose_submitter_went_away_is_parked_until_resumed(b: Backe
     );
 }
 
+/// A hard stop asked while the engine drains (its database was lost) ends the drain's wait: a
+/// run in a step far longer than any test (a plugin that never starts) is waited for only as
+/// long as a hard stop allows, not the drain's 10 minutes.
+async fn a_hard_stop_during_a_drain_ends_the_drain(b: Backend) {
+    let store = b.store();
+    let (entered, gate) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let (e, g) = (entered.clone(), gate.clone());
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |ctx, _| {
+            let (e, g) = (e.clone(), g.clone());
+            async move {
+                for i in 0..2 {
+                    let (e, g) = (e.clone(), g.clone());
+                    ctx.step(format!("s{i}"), &fast(0), move |_| {
+                        let (e, g) = (e.clone(), g.clone());
+                        async move {
+                            e.notify_one();
+                            g.notified().await;
+                            Ok(i)
+                        }
+                    })
+                    .await?
+                    .ok();
+                }
+                Ok(RunOutcome::Success(serde_json::Value::Null))
+            }
+            .boxed()
+        }),
+    };
+    let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
+    rt.submit(new_wf("w9", "t")).await.unwrap();
+    entered.notified().await;
+    let drain = {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            rt.drain(Duration::from_secs(600), Duration::from_millis(300))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!drain.is_finished(), "a drain waits for the step in flight");
+    rt.stop_now();
+    let left = tokio::time::timeout(Duration::from_secs(60), drain)
+        .await
+        .expect("the drain ended once a hard stop was asked")
+        .unwrap();
+    assert_eq!(
+        left, 1,
+        "the run still in its step is left for the next engine"
+    );
+    // Released, the step ends and the run stops at that boundary: the next never starts.
+    gate.notify_one();
+    let row = rt.wait("w9").await.unwrap();
+    assert_ne!(row.status, WorkflowStatus::Success);
+    assert_eq!(store.history("w9").await.unwrap().steps.len(), 1);
+}
+
 /// Each test above, once per store.
 macro_rules! on_both {
     ($($name:ident),* $(,)?) => {
@@ -572,4 +634,5 @@ on_both!(
     replay_returns_recorded_results_and_detects_renamed_steps,
     cancel_stops_at_the_next_step_boundary_and_resume_continues,
     a_submission_whose_submitter_went_away_is_parked_until_resumed,
+    a_hard_stop_during_a_drain_ends_the_drain,
 );
