@@ -112,12 +112,20 @@ impl Runner {
         // deployment followed) must not hold this command. The deployment followed to where it
         // waits for an operator is not another's work, even if its run is a moment from parking
         // (its status says so before it parks): the drain waits for that.
-        let others: Vec<String> = e
-            .going()
+        let going = e.going();
+        let still_in_a_step = settled.is_some_and(|s| going.iter().any(|g| g == s));
+        let others: Vec<String> = going
             .into_iter()
             .filter(|g| Some(g.as_str()) != settled)
             .collect();
         if others.is_empty() {
+            if still_in_a_step {
+                // What it followed settled while its run is still in a step (cancelled in the
+                // middle of a call, or a moment from parking): stopped at once, the call in
+                // flight cut when its plugin stops. Nothing of it is left to resume here.
+                e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
+                return 0;
+            }
             return e.shutdown().await;
         }
         out.note(format!(

@@ -573,8 +573,12 @@ fn a_deploy_returns_when_its_own_deployment_ends_whatever_its_engine_resumed() {
         err.contains("resumed by this engine) to a background worker"),
         "{err}"
     );
-    // The worker carries the stuck one on; stop it.
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", &format!("{} worker", fx.config().display())])
-        .status();
+    // The worker carries the stuck one on; stop it (a second SIGTERM ends its drain at once:
+    // the stuck run would hold it there).
+    for _ in 0..2 {
+        let _ = std::process::Command::new("pkill")
+            .args(["-f", &format!("{} worker", fx.config().display())])
+            .status();
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
