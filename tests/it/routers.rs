@@ -71,6 +71,16 @@ impl Drop for Worker {
     }
 }
 
+/// A process killed when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits until a worker took the canary over (it read the router back).
 fn resumed(fx: &Fixture, id: &str) {
     fleet::wait_until(
@@ -771,7 +781,8 @@ mod haproxy_only {
         let (fx, id) = paused(&h, steps, "");
         // A second HAProxy takes the socket's path: what it says is not read as the truth,
         // and nothing is set through it.
-        let mut intruder = h.intruder();
+        // Killed if the test fails before it does (a panic would leave it running).
+        let mut intruder = Killed(h.intruder());
         // Read now, once no engine holds the database (under a loaded suite, once the deploy
         // command's lease is seen released: with one held, status shows that engine's reading).
         let since = std::time::Instant::now();
@@ -788,8 +799,8 @@ mod haproxy_only {
         assert_eq!(out.status.code(), Some(1), "{all}");
         assert!(all.contains("nothing was changed"), "{all}");
         assert_share(&h, "2.0.0", 10.0, "untouched through the other socket");
-        intruder.kill().unwrap();
-        intruder.wait().unwrap();
+        intruder.0.kill().unwrap();
+        intruder.0.wait().unwrap();
         // Its socket file stays, answering nothing; the master's own socket is unreachable
         // (a reload passes the old one on): that is said, and only a restart binds it again.
         let out = fx.run(&["weight", &id, "30"]);
