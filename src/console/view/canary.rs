@@ -146,15 +146,44 @@ pub fn step_line(d: &DeploymentView, c: &CanaryView, next: bool, t: &Theme) -> L
 /// A failed router call or drift first (in full in the log pane); else testers, scale, and
 /// the last analysis run or automatic decision.
 pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> {
+    extras_at(c, live, now, t, Brevity::Full).0
+}
+
+/// How much of the analysis a line has room for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Brevity {
+    /// Every word.
+    Full,
+    /// The verdict and the count, without when the next run is.
+    Short,
+    /// The verdict alone.
+    Verdict,
+    /// The verdict alone, before the numbers: at the least, what the analysis made of them.
+    VerdictFirst,
+}
+
+/// [`extras`] as brief as asked, and the width of its part that must not be cut: the numbers
+/// and what the analysis made of them (testers and scale may be).
+fn extras_at(
+    c: &CanaryView,
+    live: bool,
+    now: i64,
+    t: &Theme,
+    brevity: Brevity,
+) -> (Line<'static>, usize) {
+    let whole = |l: Line<'static>| {
+        let w = l.width();
+        (l, w)
+    };
     if c.status.router_error.is_some() {
         // In full at the top of the screen (and in M); here only that it is so.
-        return Line::from(Span::styled(
+        return whole(Line::from(Span::styled(
             "the router failed: its error is above (M: in full)",
             t.get("status.failed"),
-        ));
+        )));
     }
     if let Some(l) = c.router_lines().into_iter().next() {
-        return Line::from(Span::styled(l, t.get("status.failed")));
+        return whole(Line::from(Span::styled(l, t.get("status.failed"))));
     }
     // What matters first at 3 am: the numbers, then what the analysis made of them.
     let mut parts: Vec<Span<'static>> = Vec::new();
@@ -165,6 +194,7 @@ pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> 
         .background
         .as_ref()
         .filter(|b| c.status.runs.last().is_none_or(|r| b.at > r.at));
+    let numbers = parts.len();
     if let Some(d) = last_automatic(&c.status.decisions) {
         parts.push(Span::styled(
             format!("{} by analysis: {}", d.action, d.why),
@@ -173,17 +203,22 @@ pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> 
     } else if let Some(b) = background {
         // Its numbers are the chart's; here the verdict, the count and when the next run is.
         let next = i64::try_from(b.interval_ms).unwrap_or(0) + b.at;
-        parts.push(Span::styled(
-            format!(
-                "background analysis {}, {} of {} failed (limit {}){}",
-                b.last.verdict.as_str(),
+        let verdict = b.last.verdict.as_str();
+        let text = match brevity {
+            Brevity::Full => format!(
+                "background analysis {verdict}, {} of {} failed (limit {}){}",
                 b.failures,
                 b.runs,
                 b.failure_limit,
                 countdown(live, next, now)
             ),
-            verdict_style(b.last.verdict, t),
-        ));
+            Brevity::Short => format!(
+                "analysis {verdict}, {}/{} failed (limit {})",
+                b.failures, b.runs, b.failure_limit
+            ),
+            Brevity::Verdict | Brevity::VerdictFirst => format!("analysis {verdict}"),
+        };
+        parts.push(Span::styled(text, verdict_style(b.last.verdict, t)));
     } else if let Some(r) = c.status.runs.last() {
         let style = verdict_style(r.seen.verdict, t);
         // Between an analysis step's runs: when the next one comes.
@@ -203,17 +238,20 @@ pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> 
             }
             _ => String::new(),
         };
-        parts.push(Span::styled(
-            format!(
-                "analysis {}/{} {}{next}: {}",
-                r.run,
-                r.of,
-                r.seen.verdict.as_str(),
-                r.seen.value
-            ),
-            style,
-        ));
+        let (run, verdict) = (format!("{}/{}", r.run, r.of), r.seen.verdict.as_str());
+        let text = match brevity {
+            Brevity::Full => format!("analysis {run} {verdict}{next}: {}", r.seen.value),
+            Brevity::Short => format!("analysis {run} {verdict}: {}", r.seen.value),
+            Brevity::Verdict | Brevity::VerdictFirst => format!("analysis {run} {verdict}"),
+        };
+        parts.push(Span::styled(text, style));
     }
+    // The verdict before the numbers, when even the shortest words would not fit after them.
+    if brevity == Brevity::VerdictFirst && numbers == 1 && parts.len() > 1 {
+        parts.swap(0, 1);
+    }
+    let essential =
+        parts.iter().map(Span::width).sum::<usize>() + 3 * parts.len().saturating_sub(1);
     if let Some((h, v)) = tester_header(&c.status.testers) {
         parts.push(Span::raw(format!("testers {h}: {v}")));
     }
@@ -227,7 +265,7 @@ pub fn extras(c: &CanaryView, live: bool, now: i64, t: &Theme) -> Line<'static> 
         }
         spans.push(p);
     }
-    Line::from(spans)
+    (Line::from(spans), essential)
 }
 
 /// The limits the canary's router analysis judges by — its background analysis', else its
@@ -500,7 +538,7 @@ pub fn steps(c: &CanaryView, rows: usize, width: usize, t: &Theme) -> Vec<Line<'
 pub fn strip(
     d: &DeploymentView,
     c: &CanaryView,
-    width: usize,
+    (width, reserve): (usize, usize),
     ctx: &ViewCtx<'_>,
 ) -> Vec<Line<'static>> {
     let t = ctx.theme;
@@ -509,7 +547,23 @@ pub fn strip(
     step.spans.insert(0, Span::styled(" ", t.get("muted")));
     let mut w = weights(c, (pending, ctx.app.applying()), d.status.is_live(), t);
     w.spans.insert(0, Span::styled(" ", t.get("muted")));
-    let extra = extras(c, d.status.is_live(), ctx.app.now, t);
+    // As much of the analysis as the line has room for (beside `reserve` columns kept for what
+    // follows it), the verdict never cut off.
+    let head = w.width();
+    let brevities = [
+        Brevity::Full,
+        Brevity::Short,
+        Brevity::Verdict,
+        Brevity::VerdictFirst,
+    ];
+    let mut extra = Line::default();
+    for b in brevities {
+        let essential;
+        (extra, essential) = extras_at(c, d.status.is_live(), ctx.app.now, t, b);
+        if head + 3 + essential + reserve <= width {
+            break;
+        }
+    }
     if !extra.spans.is_empty() {
         w.spans.push(Span::styled(" · ", t.get("muted")));
         w.spans.extend(extra.spans);

@@ -110,16 +110,19 @@ fn render_strip(frame: &mut Frame<'_>, strip: Rect, d: &DeploymentView, ctx: &Vi
     let hooks_focused = ctx.app.focus == Focus::Hooks;
     match &d.canary {
         Some(c) => {
-            let mut lines = canary::strip(d, c, usize::from(strip.width), ctx);
+            // The hooks' count, or the one at work, after the weights: Tab shows them.
+            let hooks = (!d.hooks.is_empty() && !hooks_focused).then(|| hook_strip(d, ctx, true));
+            let reserve = hooks.as_ref().map_or(0, |h| 2 + h.width());
+            let mut lines = canary::strip(d, c, (usize::from(strip.width), reserve), ctx);
             if let Some(l) = lines.last_mut()
                 && !d.hooks.is_empty()
             {
-                if hooks_focused {
-                    *l = hook_strip(d, ctx, false);
-                } else {
-                    // The hooks' count, or the one at work, after the weights: Tab shows them.
-                    l.spans.push(Span::styled(" ·", t.get("muted")));
-                    l.spans.extend(hook_strip(d, ctx, true).spans);
+                match hooks {
+                    Some(h) => {
+                        l.spans.push(Span::styled(" ·", t.get("muted")));
+                        l.spans.extend(h.spans);
+                    }
+                    None => *l = hook_strip(d, ctx, false),
                 }
             }
             frame.render_widget(Paragraph::new(lines), strip);

@@ -466,8 +466,20 @@ fn the_background_analysis_says_its_count_and_when_it_runs_next() {
         at: app.now - 3_000,
     });
     app.snap = std::sync::Arc::new(snap);
-    // The canary panel zoomed at 80×24: the word wraps into the rows left.
+    // Unzoomed at 80×24, the strip's one line keeps the verdict: as many of its words as fit
+    // after the numbers, never cut off.
     app.update(Action::Resize(80, 24));
+    let text = draw(&app, "default", 80, 24).backend().to_string();
+    insta::assert_snapshot!("canary_background_strip_80x24", text);
+    let strip = text
+        .lines()
+        .find(|l| l.contains("set 10%"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        strip.contains("set 10% · router 10% · 5xx 5.77%/0% p99 140ms/80ms · analysis failed"),
+        "{text}"
+    );
+    // The canary panel zoomed at 80×24: the word wraps into the rows left.
     app.focus = manent::console::app::Focus::Canary;
     app.update(Action::Zoom);
     let text = draw(&app, "default", 80, 24).backend().to_string();
