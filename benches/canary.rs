@@ -402,6 +402,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
         baseline.push(flip(&n, to, || n.by_hand(to, &prepared)));
+        operator_pause();
     }
     let whole = |v: &[Flip]| v.iter().map(|f| f.whole).collect::<Vec<_>>();
     let answered: Vec<_> = baseline.iter().map(|f| f.answered).collect();

@@ -317,13 +317,6 @@ fn reads() {
     small_deploys();
     println!("\nreads at scale (the manent binary; simulate, parallelism 100, zero latency):");
     for n in sizes {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("manent.yml"),
-            "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n",
-        )
-        .unwrap();
-        std::fs::create_dir(dir.path().join("apps")).unwrap();
         let mut app = String::from(
             "application: big\nartifact: {version: \"1\"}\ndeploy: {plugin: fleet}\n\
              parallelism: 100\nenvironments:\n  prod:\n    targets:\n",
@@ -331,7 +324,7 @@ fn reads() {
         for t in 0..n {
             app.push_str(&format!("      - {{name: t{t}}}\n"));
         }
-        std::fs::write(dir.path().join("apps/big.yml"), app).unwrap();
+        let dir = fleet("big", &app);
         let (validate, _) = timed(dir.path(), &["validate"]);
         let (deploy, deploy_rss) = timed(dir.path(), &["deploy", "big", "prod", "--yes"]);
         let db = manent::deploy::records::open(
@@ -401,11 +394,9 @@ fn reads() {
     );
 }
 
-/// The command an operator runs most: a 2-target deploy on a zero-latency fleet, from the
-/// process's start to its exit (the engine in the command's process), against `manent
-/// validate` (the same process start and configuration read, no engine) in the same run,
-/// interleaved.
-fn small_deploys() {
+/// A directory with a zero-latency `simulate` fleet named `fleet` in manent.yml and
+/// `descriptor` as apps/`name`.yml.
+fn fleet(name: &str, descriptor: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("manent.yml"),
@@ -413,12 +404,20 @@ fn small_deploys() {
     )
     .unwrap();
     std::fs::create_dir(dir.path().join("apps")).unwrap();
-    std::fs::write(
-        dir.path().join("apps/web.yml"),
+    std::fs::write(dir.path().join(format!("apps/{name}.yml")), descriptor).unwrap();
+    dir
+}
+
+/// The command an operator runs most: a 2-target deploy on a zero-latency fleet, from the
+/// process's start to its exit (the engine in the command's process), against `manent
+/// validate` (the same process start and configuration read, no engine) in the same run,
+/// interleaved.
+fn small_deploys() {
+    let dir = fleet(
+        "web",
         "application: web\nartifact: {version: \"1\"}\ndeploy: {plugin: fleet}\n\
          environments:\n  prod:\n    targets:\n      - {name: web-1}\n      - {name: web-2}\n",
-    )
-    .unwrap();
+    );
     let rounds = smoke::size(30, 2);
     let (mut validate, mut deploy) = (Vec::new(), Vec::new());
     for i in 0..rounds {

@@ -378,7 +378,8 @@ fn accepted(v: &DeploymentView, cmd: &OperatorCommand) -> String {
             v.id
         ),
         OperatorCommand::Weight(w) => format!(
-            "{}: candidate {w}% / stable {}%; the steps hold until resume or promote",
+            "{}: setting candidate {w}% / stable {}% (said once the router serves it); the \
+             steps hold until resume or promote",
             v.id,
             100 - (*w).min(100)
         ),

@@ -85,6 +85,14 @@ impl CanaryView {
             .or(self.status.actual)
     }
 
+    /// True when the last read of the router failed: what an earlier one said is not what
+    /// the router serves now.
+    pub fn unread(&self) -> bool {
+        self.actual
+            .as_ref()
+            .is_some_and(|a| a.weight.is_none() && a.error.is_some())
+    }
+
     /// True when the router was last read serving something else than manent set.
     pub fn drift(&self) -> bool {
         self.actual.as_ref().is_some_and(|a| !a.drift.is_empty())

@@ -22,12 +22,20 @@ pub struct LogHub {
     lines: broadcast::Sender<Arc<LogLine>>,
     to_store: mpsc::Sender<Arc<LogLine>>,
     unstored: Arc<std::sync::atomic::AtomicU64>,
-    /// When the database last took a batch (epoch ms).
+    /// When the database last took a batch ([`mono_ms`]).
     stored_at: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// A database that took nothing for this long is stuck, not slow: nobody waits for it.
 const STUCK_MS: i64 = 1_000;
+
+/// Milliseconds on a clock that never steps back (the wall clock may: a plugin must not wait
+/// for as long as it was set back).
+fn mono_ms() -> i64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
 
 impl LogSink for LogHub {
     fn log(&self, mut line: LogLine) {
@@ -53,8 +61,7 @@ impl LogSink for LogHub {
     fn congested(&self) -> bool {
         // Less than a tenth of the store's queue free.
         self.to_store.capacity() < self.to_store.max_capacity() / 10
-            && crate::sys::now_ms() - self.stored_at.load(std::sync::atomic::Ordering::Relaxed)
-                < STUCK_MS
+            && mono_ms() - self.stored_at.load(std::sync::atomic::Ordering::Relaxed) < STUCK_MS
     }
 }
 
@@ -74,7 +81,7 @@ impl LogHub {
         let (to_store, mut rx) = mpsc::channel::<Arc<LogLine>>(queue);
         let unstored = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let missed = unstored.clone();
-        let stored_at = Arc::new(std::sync::atomic::AtomicI64::new(crate::sys::now_ms()));
+        let stored_at = Arc::new(std::sync::atomic::AtomicI64::new(mono_ms()));
         let progress = stored_at.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
@@ -106,9 +113,7 @@ impl LogHub {
                 )
                 .await;
                 match stored {
-                    Ok(()) => {
-                        progress.store(crate::sys::now_ms(), std::sync::atomic::Ordering::Relaxed)
-                    }
+                    Ok(()) => progress.store(mono_ms(), std::sync::atomic::Ordering::Relaxed),
                     Err(e) => log_path_failed(format!("log lines could not be stored: {e}")),
                 }
             }
@@ -227,7 +232,7 @@ pub(super) fn unstored_line(n: u64) -> LogLine {
     );
     tracing::warn!("{message}");
     LogLine {
-        at: crate::sys::now_ms(),
+        at: mono_ms(),
         level: crate::plugin::Level::Warn,
         source: "manent".into(),
         deployment_id: None,
@@ -373,12 +378,12 @@ mod tests {
         );
         // A database that has taken nothing for longer than STUCK_MS holds nobody up.
         hub.stored_at.store(
-            crate::sys::now_ms() - STUCK_MS - 1,
+            mono_ms() - STUCK_MS - 1,
             std::sync::atomic::Ordering::Relaxed,
         );
         assert!(!hub.congested());
         hub.stored_at
-            .store(crate::sys::now_ms(), std::sync::atomic::Ordering::Relaxed);
+            .store(mono_ms(), std::sync::atomic::Ordering::Relaxed);
         // Once the writer drains the queue, the stderr readers go on.
         for _ in 0..200 {
             if !hub.congested() {

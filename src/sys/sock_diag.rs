@@ -48,18 +48,21 @@ pub fn tcp_sockets(state: u8) -> Option<Vec<TcpSocket>> {
     Some(all)
 }
 
-/// The uid owning the TCP socket listening on exactly `addr`; None when there is none, or the
-/// kernel cannot be asked.
-pub fn tcp_listener_uid(addr: SocketAddr) -> Option<u32> {
+/// The uid owning the TCP socket listening on exactly `addr` (None when there is none); None
+/// outside when the kernel cannot be asked.
+pub fn tcp_listener_uid(addr: SocketAddr) -> Option<Option<u32>> {
     let family = if addr.is_ipv4() {
         libc::AF_INET
     } else {
         libc::AF_INET6
     };
-    dump(family as u8, LISTEN)?
-        .into_iter()
-        .find(|s| s.local == addr)
-        .map(|s| s.uid)
+    let listening = dump(family as u8, LISTEN)?;
+    Some(
+        listening
+            .into_iter()
+            .find(|s| s.local == addr)
+            .map(|s| s.uid),
+    )
 }
 
 fn dump(family: u8, state: u8) -> Option<Vec<TcpSocket>> {
@@ -136,13 +139,15 @@ fn exchange(fd: libc::c_int, req: &[u8]) -> Option<Vec<u8>> {
     }
     let mut all = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
-    // A dump of listening sockets is a few packets; bounded all the same.
-    for _ in 0..64 {
+    // A dump of listening sockets is a few packets, one of a busy host's established ones a
+    // few hundred; bounded all the same. A dump cut short is no answer (the caller falls back),
+    // never a partial list read as the whole.
+    for _ in 0..4096 {
         // SAFETY: `buf` is a live buffer of `buf.len()` bytes.
         let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
         let n = usize::try_from(n).ok()?;
         if n == 0 {
-            break;
+            return None;
         }
         let chunk = &buf[..n];
         all.extend_from_slice(chunk);
@@ -150,7 +155,7 @@ fn exchange(fd: libc::c_int, req: &[u8]) -> Option<Vec<u8>> {
             return Some(all);
         }
     }
-    Some(all)
+    None
 }
 
 /// True when a packet of replies holds the dump's end (or an error).
@@ -176,7 +181,7 @@ mod tests {
     fn finds_the_owner_of_a_listener_and_nothing_for_a_port_nobody_listens_on() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        assert_eq!(tcp_listener_uid(addr), Some(crate::sys::uid()));
+        assert_eq!(tcp_listener_uid(addr), Some(Some(crate::sys::uid())));
         let c = std::net::TcpStream::connect(addr).unwrap();
         let (local, remote) = (c.local_addr().unwrap(), c.peer_addr().unwrap());
         let open = tcp_sockets(ESTABLISHED).unwrap();
@@ -186,12 +191,13 @@ mod tests {
             "{open:?}"
         );
         drop(l);
-        assert_eq!(tcp_listener_uid(addr), None);
+        // Nobody listens there: the kernel answers, and says so.
+        assert_eq!(tcp_listener_uid(addr), Some(None));
         let l6 = std::net::TcpListener::bind("[::1]:0");
         if let Ok(l6) = l6 {
             assert_eq!(
                 tcp_listener_uid(l6.local_addr().unwrap()),
-                Some(crate::sys::uid())
+                Some(Some(crate::sys::uid()))
             );
         }
     }

@@ -86,15 +86,18 @@ class ScriptDeployer(mp.Deployer):
                 self.log.info(line.decode(errors="replace").rstrip(),
                               extra={"target": target.name})
             code = await proc.wait()
-        finally:
+        except BaseException:
             # Cancelled (manent cancelled the call, or its deadline passed) or failed on the
-            # way: the command must not run on while the step is retried.
+            # way: the command, and whatever it started, must not run on while the step is
+            # retried. The whole group, even once `sh` has exited (a job it started may still
+            # hold its output).
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             if proc.returncode is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 await proc.wait()
+            raise
         ms = int((time.monotonic() - started) * 1000)
         if code == EX_CONFIG:
             raise mp.Permanent("%s: the command refused (exit %d)" % (target.name, code))

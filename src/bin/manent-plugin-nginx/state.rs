@@ -51,7 +51,7 @@ pub fn check_listen(listen: &str) -> Result<SocketAddr, String> {
 fn listener_uid(addr: SocketAddr) -> Option<u32> {
     // The kernel's list of listening sockets; /proc/net/tcp (every socket, TIME_WAIT and all:
     // 0.2 s on a busy host) only where netlink cannot be asked.
-    manent::sys::sock_diag::tcp_listener_uid(addr).or_else(|| proc_listener_uid(addr))
+    manent::sys::sock_diag::tcp_listener_uid(addr).unwrap_or_else(|| proc_listener_uid(addr))
 }
 
 /// [`listener_uid`] from /proc/net/tcp{,6}.
@@ -135,7 +135,7 @@ pub async fn read_within(
         }
         (None, _) => {
             return Err(Unread::Other(format!(
-                "cannot find the listener of {addr} in /proc/net: its answer is not trusted"
+                "cannot find the listener of {addr} among the kernel's listening sockets: its answer is not trusted"
             )));
         }
     }

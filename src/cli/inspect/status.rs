@@ -360,6 +360,7 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
     );
     let retired = s.routing.as_ref().is_some_and(|r| r.retired);
     match c.actual_weight().filter(|_| live && !retired) {
+        Some(_) if c.unread() => line.push_str(" (the router could not be read)"),
         Some(a) if a != s.weight => line.push_str(&format!(" (the router serves {a}%: drift)")),
         Some(a) => line.push_str(&format!(" (the router serves {a}%, read back)")),
         None => {}

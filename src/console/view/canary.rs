@@ -86,6 +86,9 @@ pub fn weights(
 ) -> Line<'static> {
     let mut spans = vec![Span::raw(format!("set {}%", c.status.weight))];
     match c.actual_weight().filter(|_| live) {
+        Some(_) if c.unread() => {
+            spans.push(Span::styled(" · router unread", t.get("status.failed")))
+        }
         Some(a) if c.drift() => spans.push(Span::styled(
             format!(" · router {a}%: drift"),
             t.get("status.failed"),
@@ -548,7 +551,7 @@ pub fn strip(
     let mut w = weights(c, (pending, ctx.app.applying()), d.status.is_live(), t);
     w.spans.insert(0, Span::styled(" ", t.get("muted")));
     // As much of the analysis as the line has room for (beside `reserve` columns kept for what
-    // follows it), the verdict never cut off.
+    // follows it), the verdict cut last.
     let head = w.width();
     let brevities = [
         Brevity::Full,

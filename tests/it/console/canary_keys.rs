@@ -243,3 +243,22 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
     app.update(Action::Tick(t));
     assert_eq!(app.applying(), None);
 }
+
+#[test]
+fn a_router_that_cannot_be_read_is_not_shown_serving_what_it_said_last() {
+    use std::sync::Arc;
+    let mut app = app_on_deployment(CANARY);
+    assert!(text_of(&app, 80, 24).contains("set 10% · router 10%"));
+    let mut s = (*app.snap).clone();
+    let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
+    d.canary.as_mut().unwrap().actual = Some(manent::deploy::flows::canary::Actual {
+        error: Some("the plugin did not answer within 10s".into()),
+        at: app.now,
+        by_engine: true,
+        ..Default::default()
+    });
+    app.update(Action::Snapshot(Arc::new(s)));
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("set 10% · router unread"), "{screen}");
+    assert!(!screen.contains("router 10%"), "{screen}");
+}

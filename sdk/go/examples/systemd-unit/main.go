@@ -161,6 +161,13 @@ func (u *Unit) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result,
 				Message: fmt.Sprintf("%s %s already in place", dest, req.Artifact.Version), Duration: time.Since(began)})
 			continue
 		}
+		// VERSION goes before the file changes and comes back only once the unit is healthy:
+		// a retry after a failed restart or health check (of this release or of one deployed
+		// over it) never finds file and VERSION agreeing, and restarts and checks again
+		// instead of saying "unchanged".
+		if err := os.Remove(filepath.Join(u.dir(t), "VERSION")); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
 		if err := install(src, dest); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
@@ -171,8 +178,6 @@ func (u *Unit) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result,
 		if err := u.run(ctx, "health", argv(u.opt.Health, t), t); err != nil {
 			return nil, err
 		}
-		// VERSION last: a retry after a failed restart or health check finds the file in place
-		// but not the version, and restarts and checks again instead of saying "unchanged".
 		if err := os.WriteFile(filepath.Join(u.dir(t), "VERSION"), []byte(req.Artifact.Version+"\n"), 0o644); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
