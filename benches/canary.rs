@@ -24,6 +24,8 @@
 mod haproxy;
 #[path = "../tests/it/support/nginx.rs"]
 mod nginx;
+#[path = "../tests/it/support/ports.rs"]
+mod ports;
 #[path = "../tests/it/support/router.rs"]
 mod router;
 #[path = "support/smoke.rs"]

@@ -26,6 +26,8 @@ mod smoke;
 
 #[path = "../tests/it/support/postgres.rs"]
 mod pg;
+#[path = "../tests/it/support/ports.rs"]
+mod ports;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! tell, recording why; a plugin without slots fails before touching anything.
 
 use crate::support::fleet;
-use fleet::{Fixture, text};
+use fleet::{Fixture, said, text};
 
 const MANENT: &str = "plugins:\n  fleet:\n    builtin: simulate\n    latency: {min: 5ms, max: 20ms}\n    log_lines: 1\n  exec:\n    pass_env: [FIXTURE]\n";
 
@@ -47,7 +47,7 @@ fn a_canary_parks_at_each_pause_and_the_operator_moves_it_on() {
     }
     // A weight by hand holds the steps.
     let out = fx.run(&["weight", &id, "25", "--reason", "see errors at 25"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = status(&fx, &id);
     assert_eq!(
         (canary(&v)["weight"].clone(), canary(&v)["held"].clone()),
@@ -56,11 +56,11 @@ fn a_canary_parks_at_each_pause_and_the_operator_moves_it_on() {
     assert_eq!(v["phase"]["doing"], "held");
     // Back: to the previous step's weight (a weight set by hand goes back to the last step's).
     let out = fx.run(&["back", &id]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     assert_eq!(canary(&status(&fx, &id))["weight"], 10);
     // Resume: the steps go on from where they were held (the operator's pause at step 2).
     let out = fx.run(&["resume", &id]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = status(&fx, &id);
     assert_eq!(
         (canary(&v)["step"].clone(), canary(&v)["weight"].clone()),
@@ -68,7 +68,7 @@ fn a_canary_parks_at_each_pause_and_the_operator_moves_it_on() {
     );
     // Promote ends the pause: weight 40, then the next pause.
     let out = fx.run(&["promote", &id]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = status(&fx, &id);
     assert_eq!(
         (canary(&v)["step"].clone(), canary(&v)["weight"].clone()),
@@ -91,7 +91,7 @@ fn a_canary_parks_at_each_pause_and_the_operator_moves_it_on() {
     );
     // The full promote skips the rest: the candidate is the stable release.
     let out = fx.run(&["promote", "--full", &id, "--reason", "metrics are fine"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v = status(&fx, &id);
     assert_eq!(v["state"], "deployed");
     for t in v["targets"].as_array().unwrap() {
@@ -136,7 +136,7 @@ fn a_revert_takes_the_candidate_out_and_keeps_the_stable_release() {
     assert_eq!(deploy(&fx, "2.0.0").0, Some(7));
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["revert", &id, "--reason", "p99 doubled"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("reverted"),
         "{}",
@@ -167,11 +167,7 @@ fn a_revert_takes_the_candidate_out_and_keeps_the_stable_release() {
     // Anything after the end is refused, and says why.
     let out = fx.run(&["promote", &id]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("has finished"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("has finished"), "{}", said(&out));
 }
 
 #[test]
@@ -219,7 +215,7 @@ fn inconclusive_analysis_pauses_for_an_operator() {
     let id = fx.deployments().pop().unwrap();
     // The operator decides: promote ends the analysis step, the canary goes on to its end.
     let out = fx.run(&["promote", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(status(&fx, &id)["state"], "deployed");
 }
 
@@ -264,7 +260,7 @@ fn canary_commands_are_refused_where_they_mean_nothing() {
     assert!(
         text(&out.stderr).contains("nothing to go back to"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     let out = fx.run(&["weight", &id, "101"]);
     assert_eq!(out.status.code(), Some(2));
@@ -274,11 +270,7 @@ fn canary_commands_are_refused_where_they_mean_nothing() {
         Some(2),
         "a pause for an operator is ended by promote"
     );
-    assert!(
-        text(&out.stderr).contains("promote"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("promote"), "{}", said(&out));
     // --wait follows through the pauses: a promote from elsewhere ends it.
     let journal = fx.run(&["history", "shop", "prod", "--json"]);
     assert!(journal.status.success());

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::fleet;
-use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, said, text, wait_until};
 
 #[test]
 fn every_malformed_configuration_gets_its_error_and_none_panics() {
@@ -60,7 +60,7 @@ fn a_missing_configuration_says_how_to_point_at_one() {
 fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("deployed (6 deployed)"),
         "{}",
@@ -76,13 +76,13 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
         "--reason",
         "JIRA-1",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "2.0.0");
     }
     let out = fx.run(&["rollback", "web", "prod", "--yes", "--reason", "errors up"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "1.0.0", "web-{i} after rollback");
@@ -122,7 +122,7 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
     assert!(
         text(&out.stderr).contains("nothing to roll back on web/prod"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     assert_eq!(fx.deployments().len(), before, "no deployment was recorded");
 }
@@ -147,7 +147,7 @@ fn a_failed_atomic_deploy_rolls_back_what_it_changed_and_exits_4() {
         "2.0.0",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["report"]["result"], "rolled_back");
     // web-3 failed three times (1 + max_retries 2), the rest of its batch finished, the last
@@ -193,7 +193,7 @@ fn a_permanent_exit_code_fails_after_one_attempt_and_exits_1() {
     ).replace("    current_release:", "    permanent_exit_codes: [65]\n    current_release:");
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let tries = fx
         .ledger()
         .iter()
@@ -223,7 +223,7 @@ fn a_second_engine_on_the_same_database_refuses_naming_the_holder() {
     assert!(err.contains(host.trim()), "{err}");
     // A deploy started meanwhile is handed to the running engine, which runs it.
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(text(&out.stderr).contains("handing the work to that engine"));
     fleet::sigterm(&first);
     let status = first.wait().unwrap();
@@ -281,7 +281,7 @@ fn deploys_refuse_without_a_terminal_or_yes_and_one_deploy_per_environment_at_a_
         !fx.ledger().is_empty()
     });
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "9.9.9"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     let err = text(&out.stderr);
     assert!(
         err.contains("is still in progress on web/prod") && err.contains("manent cancel"),
@@ -299,7 +299,7 @@ fn cancel_stops_at_a_step_boundary_and_resume_finishes_the_deploy() {
     });
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["cancel", &id, "--reason", "wrong build"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let status = deploy.wait().unwrap();
     assert_eq!(status.code(), Some(3));
     // The two targets in flight finished; nothing else started.
@@ -312,7 +312,7 @@ fn cancel_stops_at_a_step_boundary_and_resume_finishes_the_deploy() {
     let v = fx.status(&id);
     assert_eq!(v["status"], "CANCELLED");
     let out = fx.run_with(&["resume", &id], &[("DELAY", "0")]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
     assert_eq!(starts, 6, "each target ran once: {:?}", fx.ledger());
     let out = fx.run(&["history", "web", "prod", "--json"]);
@@ -341,7 +341,7 @@ fn pause_holds_the_next_batch_until_resume() {
     let started = fx.ledger().iter().filter(|e| e.event == "start").count();
     assert_eq!(started, 2);
     let out = fx.run(&["resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(deploy.wait().unwrap().success());
     assert_eq!(fx.ledger().iter().filter(|e| e.event == "done").count(), 6);
 }
@@ -369,7 +369,7 @@ environments:
         &["deploy", "api", "prod", "--yes", "-v"],
         &[("DEPLOY_TOKEN", "hunter2-secret-value")],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let seen = std::fs::read_to_string(fx.path().join("seen")).unwrap();
     assert_eq!(seen.trim(), "token-len 20 env-copy absent");
     let all_output = format!("{}{}", text(&out.stdout), text(&out.stderr));
@@ -393,7 +393,7 @@ fn dry_run_changes_nothing() {
     );
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
     let out = fx.run(&["deploy", "web", "prod", "--dry-run", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["report"]["result"], "planned");
     assert_eq!(
@@ -445,10 +445,10 @@ fn a_rollback_goes_to_the_last_other_version_even_after_a_redeploy() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     for v in ["2.3.0", "2.4.0", "2.4.0"] {
         let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
     let out = fx.run(&["rollback", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains("6 targets: 2.4.0 → 2.3.0"),
@@ -469,7 +469,7 @@ fn a_failed_target_waits_for_a_decision_and_retry_runs_it_again_with_a_new_key()
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     touch(&fx, "broken-web-3");
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("failed: decide"), "{stdout}");
     let id = fx.deployments().pop().unwrap();
@@ -496,11 +496,11 @@ fn a_failed_target_waits_for_a_decision_and_retry_runs_it_again_with_a_new_key()
     assert!(
         text(&out.stderr).contains("waits for a decision"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     remove(&fx, "broken-web-3");
     let out = fx.run(&["retry", &id, "--reason", "fixed the disk"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains(": deployed ("),
         "{}",
@@ -556,13 +556,13 @@ fn skip_leaves_a_failed_target_on_its_release_and_the_deploy_ends_with_skips() {
     );
     touch(&fx, "broken-web-3");
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["skip", &id, "nope"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("has no target `nope`"));
     let out = fx.run(&["skip", &id, "web-3", "--reason", "host being retired"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("deployed, skips"),
         "never plain deployed: {}",
@@ -605,7 +605,7 @@ fn abort_rolls_back_what_the_deploy_changed() {
     assert_eq!(version_of(&fx, "web-1"), "2.0.0");
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["abort", &id, "--reason", "bad build"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let stdout = text(&out.stdout);
     assert!(stdout.contains(": aborted ("), "{stdout}");
     assert!(stdout.contains("2.0.0 → 1.0.0"), "{stdout}");
@@ -620,7 +620,7 @@ fn abort_rolls_back_what_the_deploy_changed() {
     assert!(
         text(&out.stderr).contains("has finished (aborted)"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
 }
 
@@ -658,7 +658,7 @@ fn the_same_deploy_again_retries_it_and_another_one_replaces_it() {
     let waiting = fx.deployments().pop().unwrap();
     remove(&fx, "broken-web-5");
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "3.0.1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(fx.status(&waiting)["state"], "cancelled");
     let out = fx.run(&["history", "web", "prod", "--json"]);
     let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -686,11 +686,7 @@ fn the_same_deploy_again_retries_it_and_another_one_replaces_it() {
     );
     let out = fx.run(&["rollback", "web", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("manent abort"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("manent abort"), "{}", said(&out));
 }
 
 #[test]
@@ -745,7 +741,7 @@ fn an_abort_mid_batch_starts_no_new_target_and_rolls_back_the_ones_that_ran() {
     });
     remove(&fx, "gate");
     let out = abort.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         deploy.wait().unwrap().code(),
         Some(3),
@@ -789,7 +785,7 @@ fn status_watch_prints_a_line_per_change_and_exits_with_the_deployments_code() {
     std::thread::sleep(Duration::from_millis(700));
     remove(&fx, "gate");
     let out = watcher.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let stdout = text(&out.stdout);
     let changes: Vec<&str> = stdout
         .lines()
@@ -815,7 +811,7 @@ fn status_watch_prints_a_line_per_change_and_exits_with_the_deployments_code() {
     assert_eq!(out.status.code(), Some(1));
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["status", &id, "--watch", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["state"], "failed_awaiting");
     // --watch needs a deployment.
@@ -839,7 +835,7 @@ environments:
 "#;
     let fx = Fixture::new("plugins:\n  exec: {}\n", &[("api", app)]);
     let out = fx.run(&["deploy", "api", "prod", "--yes", "-v"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
         assert!(
             !bytes.contains(&0x1b) && !bytes.contains(&0x07),
@@ -881,16 +877,16 @@ fn history_names_an_unknown_application_and_reads_one_without_deployments() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     let out = fx.run(&["history", "wbe", "prod"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
-    assert!(text(&out.stderr).contains("wbe"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("wbe"), "{}", said(&out));
     let out = fx.run(&["history", "web", "prod"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("no deployments of web/prod yet"),
         "{}",
         text(&out.stdout)
     );
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let out = fx.run(&["history", "wbe", "prod"]);
     assert_eq!(
         out.status.code(),
@@ -900,7 +896,7 @@ fn history_names_an_unknown_application_and_reads_one_without_deployments() {
     );
     std::fs::remove_file(fx.path().join("apps/web.yml")).unwrap();
     let out = fx.run(&["history", "web", "prod"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("deployments of web/prod, newest first"),
         "{}",
@@ -915,18 +911,18 @@ fn a_unique_start_or_end_of_an_id_names_the_deployment_and_an_ambiguous_one_list
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     for v in ["1.0.0", "2.0.0"] {
         let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
     let ids = fx.deployments();
     assert_eq!(ids.len(), 2, "{ids:?}");
     // The end an 80-column console shows: `HHMMSS-xxxx`.
     let short = &ids[0][ids[0].len() - 11..];
     let out = fx.run(&["status", short, "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let one: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(one["id"], ids[0].as_str());
     let out = fx.run(&["logs", short]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // A start shared by both: the matches, exit 2, nothing done.
     let out = fx.run(&["cancel", "dep-"]);
     assert_eq!(out.status.code(), Some(2));
@@ -997,7 +993,7 @@ fn reads_take_under_2_kib_a_target_more_from_2000_to_20000_targets() {
             &[("big", &app)],
         );
         let out = fx.run(&["deploy", "big", "prod", "--yes"]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
         let id = fx.deployments().pop().unwrap();
         [
             vec!["status"],

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::fleet;
 use crate::support::postgres as pg;
-use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, said, text, wait_until};
 
 const DEPLOY: &[&str] = &["deploy", "web", "prod", "--yes"];
 
@@ -185,7 +185,7 @@ fn golden() -> (Vec<(u32, String)>, usize) {
 fn golden_on(b: &Backend) -> (Vec<(u32, String)>, usize) {
     let fx = b.fixture();
     let out = fx.run(DEPLOY);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let steps = fx.steps(&id);
     let real = steps
@@ -277,7 +277,7 @@ fn a_cut_off_call_without_current_release_runs_again_with_the_same_key_and_shows
     assert!(human.contains("unknown"), "{human}");
     let before = at_kill(&fx);
     let out = fx.run(DEPLOY);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     check(&fx, &golden, &before);
     let web3: Vec<_> = fx
         .ledger()
@@ -332,7 +332,7 @@ fn kill_inside_a_running_step_on(b: &Backend) {
         "a step was in flight"
     );
     let out = fx.run(DEPLOY);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     check(&fx, &golden, &before);
 }
 
@@ -383,7 +383,7 @@ fn a_crash_during_a_rollback_on(b: &Backend) {
     // Group commit may have recorded a parallel target in the same transaction as the third.
     assert!(done_before.len() >= 3, "{done_before:?}");
     let out = fx.run(&["resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(fx.status(&id)["report"]["result"], "rolled_back");
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
@@ -413,7 +413,7 @@ fn a_crash_during_an_atomic_undo_resumes_the_undo() {
     let v2 = ["deploy", "web", "prod", "--yes", "--version", "2.0.0"];
     run_killed(&fx, &v2, "step.after_checkpoint~rollback:=kill@1");
     let out = fx.run(&v2);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     for i in 1..=6 {
         let v = std::fs::read_to_string(fx.path().join(format!("fleet/web-{i}/VERSION"))).unwrap();
         assert_eq!(v.trim(), "1.0.0", "web-{i}");
@@ -437,7 +437,7 @@ fn the_retry_budget_survives_a_crash() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &flaky_app(3, 3))]);
     run_killed(&fx, DEPLOY, "step.backoff~web-1=kill@1");
     let out = fx.run(DEPLOY);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let attempts: Vec<u32> = fx
         .ledger()
         .into_iter()
@@ -454,7 +454,7 @@ fn the_retry_budget_survives_a_crash() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &flaky_app(1, 99))]);
     run_killed(&fx, DEPLOY, "step.backoff~web-1=kill@1");
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let web1 = v["targets"]
         .as_array()
@@ -491,10 +491,10 @@ fn a_deploy_that_kills_the_engine_every_time_is_dead_lettered_then_resumable() {
         &["resume", &id],
         &[("MANENT_FAILPOINTS", "step.started~web-3=kill")],
     );
-    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(6), "{}", said(&out));
     assert_eq!(fx.status(&id)["status"], "MAX_RECOVERY_ATTEMPTS_EXCEEDED");
     let out = fx.run(&["resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(fx.status(&id)["status"], "SUCCESS");
 }
 
@@ -521,7 +521,7 @@ fn ctrl_c_lets_targets_in_flight_finish_and_resume_runs_only_the_rest() {
         "batch 1 finished"
     );
     let out = fx.run(&["resume", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
     assert_eq!(starts, 6, "nothing ran twice: {:#?}", fx.ledger());
 }
@@ -554,7 +554,7 @@ fn a_durable_pause_between_batches_is_not_restarted_by_a_crash() {
     let first = deadline(&fx);
     assert_eq!(first.len(), 1);
     let out = fx.run(DEPLOY);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let after = deadline(&fx);
     assert_eq!(
         after[0], first[0],
@@ -590,7 +590,7 @@ fn a_crash_during_a_retried_target_completes_it_once() {
         let fx = fixture();
         std::fs::write(fx.path().join("broken-web-3"), "").unwrap();
         let out = fx.run(DEPLOY);
-        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{}", said(&out));
         let id = fx.deployments().pop().unwrap();
         let first_key = fx
             .ledger()
@@ -688,7 +688,7 @@ fn calls(fx: &Fixture) -> Vec<(String, String, u32)> {
 fn canary_golden() -> Vec<(u32, String)> {
     let fx = canary_fixture();
     let out = fx.run(CANARY);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let steps = fx.steps(&id);
     let names: Vec<&str> = steps.iter().map(|(_, n)| n.as_str()).collect();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::support::fleet;
 use crate::support::sshd;
-use fleet::{Fixture, text, wait_until};
+use fleet::{Fixture, said, text, wait_until};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 const REMOTE_COPY: &str = env!("CARGO_BIN_EXE_manent-plugin-remote-copy");
@@ -72,7 +72,7 @@ fn secrets_come_through_the_broker_only_during_a_call_and_the_environment_is_cle
     let fx = fixture(&manent, &a);
     let env = [("FIXTURE_TOKEN", "tok-0123456789"), ("UNRELATED_VAR", "x")];
     let out = fx.run_with(&["deploy", "a", "prod", "--yes"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let lines = ledger(&fx);
     assert_eq!(
         lines.iter().filter(|l| *l == "secret token len=14").count(),
@@ -97,7 +97,7 @@ fn secrets_come_through_the_broker_only_during_a_call_and_the_environment_is_cle
     )
     .unwrap();
     let out = fx.run_with(&["deploy", "a", "prod", "--yes"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let stale: Vec<String> = ledger(&fx)
         .into_iter()
         .filter(|l| l.starts_with("stale"))
@@ -116,7 +116,7 @@ fn secrets_come_through_the_broker_only_during_a_call_and_the_environment_is_cle
 fn plugin_logs_arrive_with_their_levels_and_targets() {
     let fx = fixture(&manent_yml("", ""), &app("log_lines: 3", 1, ""));
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let db = fx.db();
     let mut stmt = db
         .prepare("SELECT level, source, target, message, attrs FROM logs WHERE message LIKE 'fixture line%' ORDER BY id")
@@ -146,7 +146,7 @@ fn plugin_logs_arrive_with_their_levels_and_targets() {
 fn a_permanent_error_crosses_the_wire_as_aborted_and_is_not_retried() {
     let fx = fixture(&manent_yml("", ""), &app("permanent: true", 1, ""));
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     assert_eq!(
         ledger(&fx)
             .iter()
@@ -198,7 +198,7 @@ fn a_plugin_killed_mid_deploy_is_restarted_and_the_step_retried() {
             .success()
     );
     let out = deploy.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let starts: Vec<String> = ledger(&fx)
         .into_iter()
         .filter(|l| l.starts_with("start"))
@@ -249,7 +249,7 @@ fn a_step_timeout_cancels_the_call_inside_the_plugin() {
         .replace("max_retries: 2", "max_retries: 0");
     let fx = fixture(&manent_yml("", ""), &a);
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("timed out after 500ms"),
         "{}",
@@ -267,7 +267,7 @@ fn a_step_timeout_cancels_the_call_inside_the_plugin() {
 fn a_plugin_crashing_inside_a_call_fails_that_call_and_the_retry_completes() {
     let fx = fixture(&manent_yml("", ""), &app("crash_on_attempt: 1", 1, ""));
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["targets"][0]["attempt"], 2);
 }
@@ -348,7 +348,7 @@ fn an_undeclared_plugin_is_found_on_the_plugin_dir_with_a_warning() {
         text(&fx.run(&["validate"]).stderr)
     );
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stderr).contains("is not declared in manent.yml")
             && text(&out.stderr).contains("no sha256 pins it")

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::sdk_plugins::{fixture, ledger};
-use crate::support::fleet::{Fixture, text, wait_until};
+use crate::support::fleet::{Fixture, said, text, wait_until};
 use crate::support::go;
 
 #[test]
@@ -24,7 +24,7 @@ fn a_step_timeout_cancels_the_go_sdk_plugins_call() {
         .replace("max_retries: 2", "max_retries: 0");
     std::fs::write(&app_file, app).unwrap();
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("timed out after 500ms"),
         "{}",
@@ -90,7 +90,7 @@ fn the_go_sdk_systemd_unit_example_installs_a_file_once() {
     );
     // The same version again: the sha256 in place matches, nothing is copied or restarted.
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--version", "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("2 unchanged"),
         "{}",
@@ -116,7 +116,7 @@ fn the_go_sdk_systemd_unit_example_installs_a_file_once() {
     .unwrap();
     std::fs::write(&artifact, "payload v2\n").unwrap();
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--version", "2"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         std::fs::read_to_string(srv.join("t2/app.bin")).unwrap(),
         "payload v2\n"

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::support::fleet;
-use fleet::{Fixture, text, wait_until};
+use fleet::{Fixture, said, text, wait_until};
 
 const MANENT: &str = "plugins:\n  exec:\n    pass_env: [FIXTURE]\n";
 
@@ -115,7 +115,7 @@ fn hooks_run_by_weight_then_kind_then_name_and_every_view_agrees() {
     assert_eq!(shown, expected, "{plan}");
     // The run follows it, before any target.
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let ran: Vec<String> = events(&fx)
         .into_iter()
         .filter(|e| e.starts_with("run ") || e.starts_with("deploy "))
@@ -244,7 +244,7 @@ fn delete_policies_run_the_delete_command_when_they_say() {
     .concat();
     let fx = Fixture::new(MANENT, &[("web", &app(&hooks, ""))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let e = events(&fx);
     assert_eq!(
         e,
@@ -321,7 +321,7 @@ fn a_wait_hook_polls_until_the_server_is_ready() {
     );
     let fx = Fixture::new(MANENT, &[("web", &app(&hooks, ""))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let v = fx.status(&id);
     let msg = v["hooks"][0]["message"].as_str().unwrap().to_owned();
@@ -367,7 +367,7 @@ fn test_hooks_run_on_demand_and_record_passed_or_failed() {
         "tests run only on demand"
     );
     let out = fx.run(&["test", "web", "prod", "--yes", "--json"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["kind"], "test");
     assert_eq!(v["version"], "2.0.0", "against what is live");
@@ -391,7 +391,7 @@ fn test_hooks_run_on_demand_and_record_passed_or_failed() {
     assert!(
         text(&out.stderr).contains("no test hooks"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
 }
 
@@ -415,7 +415,7 @@ fn a_hook_killed_while_it_runs_runs_again_with_its_key_and_completed_ones_never(
     child.wait().unwrap();
     std::fs::remove_file(fx.path().join("gate")).unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let l = lines(&fx);
     let count = |p: &str| l.iter().filter(|x| x.starts_with(p)).count();
     assert_eq!(
@@ -554,7 +554,7 @@ fn a_hook_runs_in_its_descriptors_directory_with_only_what_it_is_given() {
         .env("ENGINE_ONLY", "leaked")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let seen = std::fs::read_to_string(fx.path().join("seen")).unwrap();
     let apps = fx.path().join("apps").canonicalize().unwrap();
     assert_eq!(

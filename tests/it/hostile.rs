@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::fleet;
 use crate::support::sshd;
-use fleet::{Fixture, LEDGER_MANENT, me, text, wait_until};
+use fleet::{Fixture, LEDGER_MANENT, me, said, text, wait_until};
 
 const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 
@@ -202,7 +202,7 @@ fn values_stay_text_in_every_quoting_context() {
         .collect();
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &quoting_app(&targets))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--dry-run"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("would switch t0 to 1.0.0 ($(touch"),
         "{}",
@@ -293,7 +293,7 @@ fn versions_that_are_not_names_are_refused_before_anything_runs() {
     assert!(
         text(&out.stderr).contains("web.yml:2:") && text(&out.stderr).contains("' ' is not"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
 }
 
@@ -349,7 +349,7 @@ fn a_plugin_that_never_speaks_fails_within_its_start_timeout_and_holds_nothing_u
         HANG,
         "the other deploy",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     wait_until(
         Duration::from_secs(10),
         "the silent plugins to exit",
@@ -369,7 +369,7 @@ fn sigterm_ends_an_engine_whose_plugin_never_speaks() {
     });
     signal(&child, "TERM");
     let out = wait_bounded(child, HANG, "the engine after SIGTERM");
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{}", said(&out));
     wait_until(
         Duration::from_secs(2),
         "the plugin to die with its engine",
@@ -380,7 +380,7 @@ fn sigterm_ends_an_engine_whose_plugin_never_speaks() {
         HANG,
         "the other deploy",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,7 +443,7 @@ fn resume_without_old_processes(fx: &Fixture, old: &[u32]) {
         );
     }
     let out = wait_bounded(resume, HANG, "the resumed deploy");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let ledger = slow_ledger(fx);
     assert!(
         !ledger.iter().any(|e| e.0 == "done" && old.contains(&e.2)),
@@ -472,7 +472,7 @@ fn a_second_ctrl_c_kills_what_the_engine_started_before_it_exits() {
     std::thread::sleep(Duration::from_millis(200));
     signal(&child, "INT");
     let out = wait_bounded(child, HANG, "the engine after two Ctrl-C");
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{}", said(&out));
     // Killed on the way out: gone as soon as the signal lands (zombies aside).
     let old = started(&fx);
     for pgid in &old {
@@ -506,7 +506,7 @@ fn a_second_ctrl_c_stops_external_plugins_too() {
     std::thread::sleep(Duration::from_millis(200));
     signal(&child, "INT");
     let out = wait_bounded(child, HANG, "the engine after two Ctrl-C");
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "{}", said(&out));
     wait_until(
         Duration::from_secs(2),
         "the plugin to die with its engine",
@@ -520,7 +520,7 @@ fn a_second_ctrl_c_stops_external_plugins_too() {
 fn deployed_fixture() -> Fixture {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let db = fx.db();
     db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .unwrap();
@@ -618,7 +618,7 @@ fn a_plugin_flooding_stderr_before_its_handshake_stores_a_bounded_tail() {
         HANG,
         "deploy",
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let rows: i64 = fx
         .db()
         .query_row("SELECT count(*) FROM logs", [], |r| r.get(0))
@@ -642,7 +642,7 @@ fn a_command_printing_a_megabyte_line_stores_it_cut_and_says_so() {
                environments:\n  prod:\n    targets: [{name: t1}]\n";
     let fx = Fixture::new(LEDGER_MANENT, &[("a", app)]);
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let db = fx.db();
     let (longest, cut): (i64, String) = db
         .query_row(
@@ -709,7 +709,7 @@ environments:
     std::fs::write(fx.path().join("apps/s.yml"), app).unwrap();
     let env = [("API_TOKEN", "tok-9f8e7d6c5b4a")];
     let out = fx.run_with(&["deploy", "s", "prod", "--yes", "-v"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let logs = fx.run_with(&["logs", &id], &env);
     let status = fx.run_with(&["status", &id, "--json"], &env);
@@ -829,7 +829,7 @@ fn a_database_that_refuses_writes_at_start_is_said_at_once() {
         HANG,
         "deploy",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let full = fx.path().join("full");
     std::fs::write(&full, "").unwrap();
     let mut cmd = fx.command(&["deploy", "web", "prod", "--yes", "--version", "2.0"]);
@@ -897,7 +897,7 @@ fn sigterm_stops_an_engine_waiting_on_a_database_that_refuses_writes() {
         HANG,
         "resume",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", fleet::said(&out));
     let id = fx.deployments().pop().unwrap();
     assert_eq!(fx.status(&id)["state"], "deployed");
     fx.integrity_ok();
@@ -1081,7 +1081,7 @@ fn another_users_processes_directory_and_records_are_refused_and_nothing_is_kill
     // Once it is gone the engine runs, and makes the directory private.
     std::fs::remove_file(&forged).unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(mode_of(&processes), 0o700);
     assert!(victim.alive(), "the engine killed root's process");
 }
@@ -1093,7 +1093,7 @@ fn a_process_record_is_acted_on_only_for_the_very_process_it_recorded() {
     }
     let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let dir = fx.path().join(".manent/manent.db.processes");
     let sleep = sleep_exe();
     let mut roots = Victim::start(false);
@@ -1226,7 +1226,7 @@ fn a_database_another_user_put_in_place_is_refused_and_never_runs_their_command(
     let shared = fx.path().join("shared");
     let db = shared.join("manent.db");
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     std::fs::remove_file(fx.path().join("ledger")).unwrap();
     let forged = forged_database(&fx);
     // A careless moment: the directory open to everyone, and nobody moves their database in.
@@ -1281,7 +1281,7 @@ fn group_writable_files_are_refused_unless_the_group_is_declared_shared() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
     chmod(fx.path(), 0o755);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     std::fs::remove_file(fx.path().join("ledger")).unwrap();
     let dir = fx.path().join(".manent");
     std::os::unix::fs::chown(&dir, None, Some(NOBODY)).unwrap();
@@ -1294,7 +1294,7 @@ fn group_writable_files_are_refused_unless_the_group_is_declared_shared() {
     )
     .unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(mode_of(&dir), 0o2770);
     use std::os::unix::fs::MetadataExt;
     for f in ["manent.db", "manent.db.key", "manent.db.lock"] {
@@ -1355,7 +1355,7 @@ fn every_file_the_engine_keeps_is_private_whatever_the_umask() {
         })
         .collect();
     let out = wait_bounded(child, HANG, "the deploy");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(modes.len(), 2, "{modes:?}");
     for (p, m) in modes {
         assert_eq!(m, 0o600, "{p}");
@@ -1533,7 +1533,7 @@ fn short_secrets_and_line_breaks_in_headers_are_refused_at_validate() {
     )
     .unwrap();
     let out = fx.run(&["validate"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // A line break in a header would start another header: refused where it is written.
     std::fs::write(
         fx.config(),
@@ -1568,7 +1568,7 @@ fn secret_references_are_read_in_http_hooks_and_exec_env_and_refused_where_they_
     let fx = Fixture::new(manent, &[("s", &app)]);
     let env = [("TOK", TOKEN)];
     let out = fx.run_with(&["validate"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let out = fx.run_with(&["deploy", "s", "prod", "--yes", "-v"], &env);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{all}");
@@ -1619,7 +1619,7 @@ fn secret_references_are_read_in_http_hooks_and_exec_env_and_refused_where_they_
 /// One journal entry of `manent history web ENV --json` with `action`.
 fn journaled(fx: &Fixture, env: &str, action: &str) -> serde_json::Value {
     let out = fx.run(&["history", "web", env, "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     h["journal"]
         .as_array()
@@ -1644,7 +1644,7 @@ fn identity_comes_from_the_kernel_not_from_what_anyone_can_type() {
     );
     chmod(fx.path(), 0o755);
     let out = fx.run(&["deploy", "web", "qa", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // As nobody, typing someone else's name and address.
     use std::os::unix::process::CommandExt;
     let out = Command::new(env!("CARGO_BIN_EXE_manent"))
@@ -1660,7 +1660,7 @@ fn identity_comes_from_the_kernel_not_from_what_anyone_can_type() {
         .current_dir("/")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let lock = journaled(&fx, "prod", "lock");
     assert_eq!(
         lock["operator"], "nobody (claimed SUDO_USER=alice)",
@@ -1672,13 +1672,13 @@ fn identity_comes_from_the_kernel_not_from_what_anyone_can_type() {
         &["lock", "web", "qa", "--reason", "mismatch"],
         &[("SUDO_USER", "nobody"), ("SUDO_UID", "0")],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         journaled(&fx, "qa", "lock")["operator"],
         format!("{} (claimed SUDO_USER=nobody)", me())
     );
     let out = fx.run(&["unlock", "web", "qa"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     // Over a real ssh session the address is the one its sshd is connected to, whatever the
     // session's variable says.
     let Some(server) = sshd::sshd() else {
@@ -1696,7 +1696,7 @@ fn identity_comes_from_the_kernel_not_from_what_anyone_can_type() {
         ))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let lock = journaled(&fx, "qa", "lock");
     assert_eq!(lock["reason"], "over-ssh", "{lock}");
     assert_eq!(lock["client"], "127.0.0.1", "{lock}");

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::fleet;
-use fleet::{AS_NOBODY, Fixture, LEDGER_MANENT, free_port, ledger_app, me, sigterm, text};
+use fleet::{AS_NOBODY, Fixture, LEDGER_MANENT, free_port, ledger_app, me, said, sigterm, text};
 
 fn json(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
@@ -17,7 +17,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     for v in ["1.0.0", "2.0.0"] {
         let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
 
     // A lock needs a reason; an unknown environment is named.
@@ -27,21 +27,17 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     // would make it read otherwise than written (a right-to-left override).
     let out = fx.run(&["lock", "web", "prod", "--reason", "fine \u{202e}txt.exe"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("U+202E"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("U+202E"), "{}", said(&out));
     let out = fx.run(&["lock", "web", "prod", "--reason", "\u{1b}[2Jgotcha"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("one line of visible text"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     let out = fx.run(&["lock", "web", "qa", "--reason", "x"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("qa"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("qa"), "{}", said(&out));
 
     let out = fx.run(&[
         "lock",
@@ -51,7 +47,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         "investigating 502s",
         "--json",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let lock = json(&out);
     assert_eq!(lock["locked"], true);
     assert_eq!(lock["lock"]["operator"], me().as_str());
@@ -64,7 +60,7 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     assert!(
         text(&out.stderr).contains(&format!("already locked by {}", me())),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
 
     // Deploys and rollbacks are refused before anything is recorded, naming owner and reason.
@@ -101,11 +97,11 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
         ],
         &AS_NOBODY,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stderr).contains("going through the lock"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     let h = json(&fx.run(&["history", "web", "prod", "--json"]));
     let journal = h["journal"].as_array().unwrap();
@@ -137,28 +133,24 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
     assert!(
         text(&out.stderr).contains("it is theirs to lift"),
         "{}",
-        text(&out.stderr)
+        said(&out)
     );
     let out = fx.run_with(&["unlock", "web", "prod", "--force"], &AS_NOBODY);
     assert_eq!(out.status.code(), Some(2), "--force needs a reason");
-    assert!(
-        text(&out.stderr).contains("--reason"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(text(&out.stderr).contains("--reason"), "{}", said(&out));
     // Unlocked, anyone deploys again; the journal keeps both ends.
     let out = fx.run_with(
         &["unlock", "web", "prod", "--force", "--reason", "fixed"],
         &AS_NOBODY,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains(&format!("it was locked by {}", me())),
         "{}",
         text(&out.stdout)
     );
     let out = fx.run(&["rollback", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let h = json(&fx.run(&["history", "web", "prod", "--json"]));
     let actions: Vec<&str> = h["journal"]
         .as_array()
@@ -184,12 +176,12 @@ fn a_lock_refuses_deploys_and_rollbacks_naming_its_owner_until_lifted() {
 fn an_expired_lock_stops_blocking_by_itself() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     let out = fx.run(&["lock", "web", "prod", "--reason", "short", "--for", "1s"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(2), "locked for now");
     std::thread::sleep(Duration::from_millis(1100));
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 }
 
 #[test]
@@ -200,7 +192,7 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
     assert!(text(&out.stdout).contains("nothing waits on you"));
     std::fs::write(fx.path().join("broken-web-3"), "").unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&[
         "lock",
@@ -211,7 +203,7 @@ fn the_inbox_lists_a_failed_deploy_awaiting_a_decision_and_an_expiring_lock() {
         "--for",
         "10m",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 
     let inbox = json(&fx.run(&["inbox", "--json"]));
     let items = inbox["items"].as_array().unwrap();
@@ -282,11 +274,11 @@ fn a_worker_serves_metrics_that_promtool_accepts_and_count_every_target() {
     std::fs::write(fx.path().join("broken-web-5"), "").unwrap();
     // Handed to the worker: it runs there, and this command follows it to its end.
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     std::fs::remove_file(fx.path().join("broken-web-5")).unwrap();
     let out = fx.run(&["retry", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
 
     let (status, body) = http_get(port, "/metrics").unwrap();
     assert!(status.contains("200"), "{status}");
@@ -349,7 +341,7 @@ fn a_taken_metrics_port_and_a_bad_listen_address_are_clear_errors() {
     let manent = format!("{LEDGER_MANENT}metrics:\n  listen: 127.0.0.1:{port}\n");
     let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(6), "{}", said(&out));
     let err = text(&out.stderr);
     assert!(
         err.contains(&format!("metrics.listen 127.0.0.1:{port}")) && err.contains("free port"),
@@ -414,7 +406,7 @@ environments:
             &["deploy", app, "prod", "--yes"],
             &[("DEPLOY_TOKEN", "hunter2-secret-value")],
         );
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
     let files: Vec<_> = std::fs::read_dir(&logs)
         .unwrap()
@@ -643,15 +635,15 @@ fn every_transition_reaches_the_receiver_once_in_order_with_who_and_why() {
         ],
         &env,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     assert_eq!(r.events(), ["started", "target-failed", "waiting"]);
     // A retry that fails the same way is a new failure and a new wait.
     let out = fx.run_with(&["retry", &id], &env);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     std::fs::remove_file(fx.path().join("broken-web-3")).unwrap();
     let out = fx.run_with(&["retry", &id], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         r.events(),
         [
@@ -697,7 +689,7 @@ fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     for v in ["1.0.0", "1.1.0"] {
         let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
     std::thread::sleep(std::time::Duration::from_millis(2_500));
     // The receiver is added: it hears of the next deploy, not of the two before.
@@ -707,7 +699,7 @@ fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
         &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
         &env,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     assert_eq!(r.events(), ["started", "finished"]);
     let all = r.accepted.lock().unwrap().clone();
@@ -741,7 +733,7 @@ fn a_refused_notification_is_parked_and_the_next_ones_arrive() {
     let fx = Fixture::new(&notify_manent(&r, ""), &[("web", &ledger_app(""))]);
     let env = [("HOOK_TOKEN", "a-hook-token-x")];
     let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         r.events(),
         ["finished"],
@@ -761,12 +753,12 @@ fn a_refused_notification_is_parked_and_the_next_ones_arrive() {
     // Sent again: it arrives with the next engine, and the inbox is clear.
     let id = parked[0]["row"]["id"].as_i64().unwrap().to_string();
     let out = fx.run(&["notify", "retry", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let out = fx.run_with(
         &["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
         &env,
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(r.events(), ["finished", "started", "started", "finished"]);
     assert!(!text(&fx.run(&["inbox"]).stdout).contains("parked"));
     let out = fx.run(&["notify", "retry", "--all"]);
@@ -781,7 +773,7 @@ fn a_receiver_down_for_three_attempts_still_gets_everything_in_order() {
         &["deploy", "web", "prod", "--yes"],
         &[("HOOK_TOKEN", "t0k3n-for-tests")],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(r.events(), ["started", "finished"]);
     assert_eq!(
         r.requests.load(std::sync::atomic::Ordering::SeqCst),
@@ -822,7 +814,7 @@ fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
         &["deploy", "web", "prod", "--yes"],
         &[("HOOK_TOKEN", "t0k3n-for-tests")],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the deploy waited for a receiver that never answers"

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::fleet::text;
+use crate::support::fleet::{said, text};
 use crate::support::router::Router;
 use crate::support::{haproxy, nginx};
 
@@ -118,7 +118,7 @@ fn the_text_report_names_every_check_and_counts_them() {
         .args(["plugin", "test", FIXTURE])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let stdout = text(&out.stdout);
     for name in EVERY_CHECK {
         assert!(
@@ -261,7 +261,7 @@ fn plugin_new(lang: &str) -> tempfile::TempDir {
         .arg(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("manent plugin test"),
         "{}",
@@ -343,7 +343,7 @@ fn plugin_new_rust_builds_and_passes_the_kit_as_written() {
         .env("CARGO_TARGET_DIR", &target)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     passes_as_written(&target.join("debug/manent-plugin-hello-kit"));
 }
 

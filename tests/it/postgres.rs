@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::fleet;
 use crate::support::postgres as pg;
-use fleet::{Fixture, LEDGER_MANENT, ledger_app, text, wait_until};
+use fleet::{Fixture, LEDGER_MANENT, ledger_app, said, text, wait_until};
 
 /// Lease of the engines in these tests: short, so a takeover comes quickly.
 const LEASE: &str = "2s";
@@ -443,7 +443,7 @@ fn a_database_outage_longer_than_the_lease_moves_no_deployment() {
     std::thread::sleep(Duration::from_millis(3000));
     pg.restart();
     let out = wait_bounded(&mut deploy, Duration::from_secs(120));
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let id = deployment(&url);
     assert_eq!(
         executors(&url, &id),
@@ -492,7 +492,7 @@ fn a_schema_dropped_mid_deploy_stops_the_engine_and_db_check_says_so() {
         assert!(err.contains("holds no manent schema"), "{err}");
     }
     let out = a.run(&["status"]);
-    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(6), "{}", fleet::said(&out));
 }
 
 fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::Output {
@@ -582,9 +582,9 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         &[("web", &talkative_app())],
     );
     let out = local.run(&["deploy", "web", "prod", "--yes"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let out = local.run(&["lock", "web", "prod", "--reason", "freeze for the audit"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let id = local.deployments().pop().unwrap();
     let before = sqlite_rows(&local.db_path());
     assert!(
@@ -594,12 +594,8 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
 
     // Without the key its engines share, a copy to PostgreSQL is refused, saying what to give.
     let out = local.run(&["db", "copy", "--to", &url]);
-    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("--inputs-key"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(6), "{}", said(&out));
+    assert!(text(&out.stderr).contains("--inputs-key"), "{}", said(&out));
     let out = local.run(&[
         "db",
         "copy",
@@ -609,7 +605,7 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
         "pg_inputs",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["verified"], true, "{report:#}");
     let logs = report["tables"]
@@ -622,12 +618,8 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
 
     // A second copy into the now non-empty database is refused, and changes nothing.
     let out = local.run(&["db", "copy", "--to", &url, "--inputs-key", "pg_inputs"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("is not empty"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(text(&out.stderr).contains("is not empty"), "{}", said(&out));
 
     // The copy reads as the original did, from a configuration on PostgreSQL.
     let shared = host(&url, "host-b");
@@ -645,7 +637,7 @@ fn db_copy_moves_a_sqlite_history_to_postgres_and_back_without_losing_a_row() {
     // And back: PostgreSQL to a new SQLite file holds exactly the original rows.
     let back = shared.path().join("back.db");
     let out = shared.run(&["db", "copy", "--to", back.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     assert!(
         text(&out.stdout).contains("verified"),
         "{}",
@@ -707,7 +699,7 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
     assert_eq!(seen["state"], "running", "{seen:#}");
     // Host B pauses it: host A's engine takes the command at its next boundary.
     let out = b.run(&["pause", &id, "--reason", "checking the dashboards"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     wait_until(Duration::from_secs(30), "the deployment pauses", || {
         b.status(&id)["state"] == "paused"
     });
@@ -723,9 +715,9 @@ fn a_deploy_run_on_one_host_is_paused_resumed_and_read_from_another() {
     );
     // And resumes it; host A finishes it.
     let out = b.run(&["resume", &id]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let out = wait_bounded(&mut deploy, Duration::from_secs(60));
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     assert_eq!(status_of(&url, &id), "SUCCESS");
     signal(&worker, "-TERM");
     let w = worker.wait_with_output().unwrap();
@@ -755,10 +747,10 @@ fn a_deploy_run_on_one_host_is_cancelled_from_another() {
     });
     let id = deployment(&url);
     let out = b.run(&["cancel", &id, "--reason", "wrong build"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     // Host A stops at the next step boundary; its deploy command says so.
     let out = wait_bounded(&mut deploy, Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
     assert_eq!(status_of(&url, &id), "CANCELLED");
     let starts = a.ledger().iter().filter(|e| e.event == "start").count();
     assert!(
@@ -811,7 +803,7 @@ fn a_deployment_written_into_the_shared_database_without_the_engines_key_never_r
     let url = pg.create_db("forged");
     let a = host(&url, "host-a");
     let out = a.run(&["deploy", "web", "prod", "--yes"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     let id = deployment(&url);
     // Someone who can write the database but does not hold the engines' key: a copy of the
     // deployment whose command also writes `id -u` to $FIXTURE/pwned, with the plain sha256 of
@@ -834,7 +826,7 @@ fn a_deployment_written_into_the_shared_database_without_the_engines_key_never_r
     );
     assert!(forged[0][0].contains("pwned"), "{forged:?}");
     let out = a.run(&["deploy", "web", "prod", "--yes", "--version", "2"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", said(&out));
     assert_eq!(status_of(&url, "dep-forged"), "ERROR");
     let error = rows(
         &url,

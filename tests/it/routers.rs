@@ -16,7 +16,7 @@ use crate::support::fleet;
 use crate::support::haproxy;
 use crate::support::nginx;
 use crate::support::router;
-use fleet::{Fixture, text};
+use fleet::{Fixture, said, text};
 use router::Router;
 
 #[allow(clippy::print_stderr, reason = "a skipped test says why")]
@@ -48,7 +48,7 @@ fn app<R: Router>(r: &R, steps: &str, extra: &str) -> String {
 fn paused<R: Router>(r: &R, steps: &str, extra: &str) -> (Fixture, String) {
     let fx = Fixture::new(&r.manent_yml("edge"), &[("web", &app(r, steps, extra))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = id_of(&fx);
     (fx, id)
 }
@@ -192,7 +192,7 @@ fn split_follows_the_canary_and_nothing_fails_while_it_moves<R: Router>() {
     );
     // Revert: no request reaches the candidate, testers neither; it is out of every pool.
     let out = fx.run(&["revert", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(n.sample(500, None, "2.0.0"), (0, 0));
     assert_eq!(n.sample(50, Some(("X-Canary", "1")), "2.0.0").0, 0);
     assert_eq!(n.sample(50, None, "1.0.0").0, 50);
@@ -203,14 +203,14 @@ fn split_follows_the_canary_and_nothing_fails_while_it_moves<R: Router>() {
     assert!(!status.contains("testers send"), "{status}");
     // A new canary goes to the slot that is not stable; promoted, only it answers.
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "3.0.0"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = id_of(&fx);
     let out = fx.run(&["promote", "--full", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(n.sample(500, None, "3.0.0"), (500, 0));
     // The next canary leaves the live 3.0.0 alone: it goes to the other slot.
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = id_of(&fx);
     assert!(
         logs(&fx, &id).contains("manent's records: slot"),
@@ -224,7 +224,7 @@ fn split_follows_the_canary_and_nothing_fails_while_it_moves<R: Router>() {
         "3.0.0 stays live beside the candidate's 10%",
     );
     let out = fx.run(&["revert", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(n.sample(200, None, "3.0.0"), (200, 0));
     assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
     drop(worker);
@@ -402,7 +402,7 @@ fn a_configuration_manent_did_not_write_is_read_by_its_addresses<R: Router>() {
     let v = fx.status(&id);
     assert_eq!(v["canary"]["status"]["routing"]["stable"]["slot"], "green");
     let out = fx.run(&["revert", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(n.sample(300, None, "2.0.0"), (0, 0), "reverted");
 }
 
@@ -454,29 +454,29 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     // Mended, a retry reverts: the candidate has no traffic, measured.
     n.refuse_changes(false);
     let out = fx.run(&["retry", &id]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
     assert_eq!(fx.status(&id)["state"], "reverted");
     assert_eq!(n.sample(300, None, "2.0.0"), (0, 0));
     assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
 
     // A router that is stopped: the change waits; started again it serves what it had.
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = id_of(&fx);
     n.stop();
     let out = fx.run(&["weight", &id, "50"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
     n.start_again();
     assert_share(&n, "2.0.0", 10.0, "restarted with the last served split");
     // An operator's weight instead of the failed one: held there.
     let out = fx.run(&["weight", &id, "30"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     assert_share(&n, "2.0.0", 30.0, "the operator's weight");
     // Abandoned with a reason: it ends failed where its traffic is, journaled.
     n.refuse_changes(true);
     let out = fx.run(&["weight", &id, "40"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let out = fx.run(&["abandon", &id]);
     assert_eq!(out.status.code(), Some(2), "a reason is required");
     let out = fx.run(&[
@@ -485,7 +485,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
         "--reason",
         "router under repair, left at 30%",
     ]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let v = fx.status(&id);
     assert_eq!(v["state"], "failed");
     assert!(
@@ -499,7 +499,7 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
     assert_share(&n, "2.0.0", 30.0, "abandoned where it was");
     // Revert still works on it: a run of its own takes the candidate out, read back.
     let out = fx.run(&["revert", &id]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(n.sample(300, None, "2.0.0"), (0, 0));
     let reverting = id_of(&fx);
     assert_ne!(reverting, id);
@@ -678,8 +678,52 @@ mod nginx_only {
         assert_share(&n, "2.0.0", 10.0, "untouched");
         std::fs::write(fx.config(), good).unwrap();
         let out = fx.run(&["retry", &id]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
         assert_share(&n, "2.0.0", 40.0, "the retried weight");
+    }
+
+    /// nginx's master refuses a reload without a word to whoever sent it: it keeps the file it
+    /// runs and writes why in its error log. The plugin reads that log, so the failure says
+    /// what nginx said and what to do, as soon as nginx gives up — not that the state location
+    /// did not answer, after a timeout — and nginx serves what it served.
+    #[test]
+    fn a_reload_nginx_refuses_is_said_in_its_own_words_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(n) = start::<Nginx>(dir.path(), 1) else {
+            return;
+        };
+        n.build("2.0.0", true);
+        let written = std::fs::read_to_string(&n.upstreams).unwrap();
+        // Another program listens on the plugin's state address before nginx does.
+        let squatter = std::net::TcpListener::bind(("127.0.0.1", n.state)).unwrap();
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        let all = said(&out);
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        let bind = format!(
+            "bind() to 127.0.0.1:{} failed (98: Address already in use)",
+            n.state
+        );
+        for part in [
+            "its master refused it",
+            "logs/error.log",
+            &bind,
+            "still could not bind()",
+            "another program holds",
+            "state_listen",
+            "the previous file is back",
+        ] {
+            assert!(all.contains(part), "{part:?} in {all}");
+        }
+        assert!(!all.contains("did not answer"), "{all}");
+        assert_eq!(std::fs::read_to_string(&n.upstreams).unwrap(), written);
+        assert_share(&n, "2.0.0", 0.0, "untouched");
+        // Once the address is free, the same deploy goes on.
+        drop(squatter);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+        assert_share(&n, "2.0.0", 10.0, "the first step");
     }
 
     /// After a reload, nginx's old workers keep taking connections with the previous file for
@@ -700,7 +744,7 @@ mod nginx_only {
         for (to, version) in [("100", "2.0.0"), ("0", "1.0.0"), ("100", "2.0.0")] {
             let before = n.workers();
             let out = fx.run(&["weight", &id, to]);
-            assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+            assert_eq!(out.status.code(), Some(7), "{}", said(&out));
             let now = n.workers();
             assert!(
                 now.iter().all(|w| !before.contains(w)),
@@ -718,7 +762,7 @@ mod nginx_only {
         // started are still new to nginx's master then.
         for to in ["0", "100"] {
             let out = fx.run(&["weight", &id, to]);
-            assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+            assert_eq!(out.status.code(), Some(7), "{}", said(&out));
         }
         let (hits, failed) = n.sample(200, None, "2.0.0");
         assert_eq!((hits, failed), (200, 0), "back to back: answers of 2.0.0");
@@ -809,7 +853,7 @@ mod haproxy_only {
         h.stop();
         h.start_again();
         let out = fx.run(&["retry", &id]);
-        assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
         assert_share(&h, "2.0.0", 30.0, "the retried weight");
     }
 

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::fleet::{Fixture, text, wait_until};
+use crate::support::fleet::{Fixture, said, text, wait_until};
 use crate::support::{go, python};
 
 /// One of the fixture plugins.
@@ -110,7 +110,7 @@ fn announces_its_capabilities_over_mutual_tls<F: SdkFixture>() {
     let Some(plugin) = F::plugin() else { return };
     let fx = fixture(&plugin, "", "", "");
     let out = fx.run(&["plugins", "--probe", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = rows
         .as_array()
@@ -168,7 +168,7 @@ fn answers_a_dry_run_that_changes_nothing<F: SdkFixture>() {
         "--version",
         "3",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v["report"]["targets"][1]["message"],
@@ -210,7 +210,7 @@ fn permanent_is_not_retried<F: SdkFixture>() {
     let Some(plugin) = F::plugin() else { return };
     let fx = fixture(&plugin, "abort: true", "", "");
     let out = fx.run(&["deploy", "a", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let want = format!(
         "the {} fixture refuses for good (permanent, not retried)",
         F::LANG
@@ -227,7 +227,7 @@ fn a_crash_mid_call_is_restarted_and_the_deploy_completes<F: SdkFixture>() {
     let Some(plugin) = F::plugin() else { return };
     let fx = fixture(&plugin, "crash_on_attempt: 1", "", "");
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         v["targets"]
@@ -279,7 +279,7 @@ fn reads_a_secret_through_the_broker_and_never_logs_it<F: SdkFixture>() {
         &["deploy", "a", "prod", "--yes"],
         &[("FIXTURE_TOKEN", TOKEN)],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let sha = {
         use sha2::Digest;
         format!("{:x}", sha2::Sha256::digest(TOKEN.as_bytes()))
@@ -309,7 +309,7 @@ fn a_call_is_cancelled_by_manent_cancel<F: SdkFixture>() {
     });
     let id = fx.deployments().pop().unwrap();
     let out = fx.run(&["cancel", &id, "--reason", "wrong build"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     wait_until(
         Duration::from_secs(60),
         "the plugin to see its calls cancelled",

@@ -6,6 +6,7 @@ pub mod fleet;
 pub mod go;
 pub mod haproxy;
 pub mod nginx;
+pub mod ports;
 pub mod postgres;
 pub mod python;
 pub mod router;

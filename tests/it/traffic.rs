@@ -4,7 +4,7 @@
 //! with 500 is reverted, the decision naming the measured rate and the request count; a healthy
 //! one passes; too few requests is inconclusive and waits for an operator, never a pass.
 
-use crate::support::fleet::{Fixture, text};
+use crate::support::fleet::{Fixture, said, text};
 use crate::support::nginx::Nginx;
 use crate::support::router::{Router, get};
 
@@ -57,7 +57,7 @@ fn send_to(port: u16, requests: usize) -> usize {
 /// Deploys to the first pause, sends `requests`, and ends the pause: the analysis runs.
 fn analysed(n: &Nginx, fx: &Fixture, requests: usize) -> (std::process::Output, String, usize) {
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let failed = send(n, requests);
     (fx.run(&["promote", &id]), id, failed)
@@ -135,7 +135,7 @@ fn a_healthy_candidate_passes_with_its_numbers_beside_the_stable_ones() {
     let (out, id, failed) = analysed(&n, &fx, 400);
     assert_eq!(failed, 0);
     // Past the analysis, waiting at the next pause.
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = fx.status(&id);
     let run = &v["canary"]["status"]["runs"][0];
     assert_eq!(run["verdict"], "pass", "{run}");
@@ -154,7 +154,7 @@ fn too_few_requests_is_inconclusive_and_waits_for_an_operator() {
     n.build_failing("2.0.0");
     let fx = fixture(&n, "{max_error_rate: 1%, min_requests: 500, window: 1m}");
     let (out, id, _) = analysed(&n, &fx, 40);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = fx.status(&id);
     let run = &v["canary"]["status"]["runs"][0];
     assert_eq!(run["verdict"], "inconclusive", "{run}");
@@ -192,7 +192,7 @@ fn while_a_canary_waits_its_engine_charts_what_each_slot_served() {
     );
     let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     // An engine holds the waiting canary (as a console or a worker does) and reads the router.
     let mut worker = fx.spawn_with(&["worker"], &[]);
@@ -271,12 +271,12 @@ fn background_reverts<R: Router>() {
     );
     let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let mut worker = fx.spawn_with(&["worker"], &[]);
     // An operator holds it at 50%: the steps wait, the background analysis does not.
     let out = fx.run(&["weight", &id, "50"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut v = fx.status(&id);
     while std::time::Instant::now() < deadline && v["state"] != "reverted" {
@@ -401,6 +401,8 @@ impl Drop for Prometheus {
 
 /// An application's exporter on a loopback port: per slot, requests and 5xx counters growing
 /// with time — the candidate (green) answers 5% of its requests with 5xx, stable (blue) none.
+/// Green's counters move together (one error per 20 requests), so any window Prometheus rates
+/// them over holds exactly 5%: counters floored apart read 4.95% at some scrapes.
 fn exporter() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -417,7 +419,7 @@ fn exporter() -> u16 {
                  app_requests_total{{slot=\"green\"}} {}\napp_requests_total{{slot=\"blue\"}} {}\n\
                  # TYPE app_errors_total counter\n\
                  app_errors_total{{slot=\"green\"}} {}\napp_errors_total{{slot=\"blue\"}} 0\n",
-                (t * 100.0).floor(),
+                (t * 5.0).floor() * 20.0,
                 (t * 100.0).floor(),
                 (t * 5.0).floor()
             );
@@ -454,7 +456,7 @@ fn a_promql_analysis_on_a_real_prometheus_reverts_over_its_limit_and_passes_unde
     // 5% of the candidate's requests fail: over a 1% limit, reverted, the value said.
     let fx = Fixture::new(yml, &[("web", &app("0.01"))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     let v = fx.status(&id);
     assert_eq!(v["state"], "reverted", "{v}");
@@ -465,7 +467,7 @@ fn a_promql_analysis_on_a_real_prometheus_reverts_over_its_limit_and_passes_unde
     // Under a 10% limit the same candidate passes and the canary goes on to its pause.
     let fx = Fixture::new(yml, &[("web", &app("0.1"))]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let v = fx.status(&fx.deployments().pop().unwrap());
     let run = &v["canary"]["status"]["runs"][0];
     assert_eq!(run["verdict"], "pass", "{run}");
@@ -485,7 +487,7 @@ fn a_comparison_with_stable_reverts_a_candidate_whose_5xx_stable_does_not_have()
          window: 10s}",
     );
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     // Requests spread over the window: the comparison ranks it second by second.
     for _ in 0..16 {
@@ -493,7 +495,7 @@ fn a_comparison_with_stable_reverts_a_candidate_whose_5xx_stable_does_not_have()
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     let out = fx.run(&["promote", &id]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     let v = fx.status(&id);
     let why = v["report"]["message"].as_str().unwrap_or_default();
     for part in [
@@ -522,7 +524,7 @@ fn a_comparison_catches_a_latency_regression_stable_does_not_have() {
     // 150ms against stable's 80ms: more than 20% higher, and no accident.
     let fx = Fixture::new(&sim("150ms"), &[("web", app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     let v = fx.status(&fx.deployments().pop().unwrap());
     let why = v["report"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -532,7 +534,7 @@ fn a_comparison_catches_a_latency_regression_stable_does_not_have() {
     // 84ms: within 20% of stable's, it passes to the pause.
     let fx = Fixture::new(&sim("84ms"), &[("web", app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
 }
 
 #[test]
@@ -564,7 +566,7 @@ fn a_router_analysis_killed_mid_window_resumes_without_counting_a_run_twice() {
     let id = fx.deployments().pop().unwrap();
     // The next command resumes it: the runs recorded stay, the rest run, none twice.
     let out = fx.run(&args);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let v = fx.status(&id);
     assert_eq!(v["state"], "deployed", "{v}");
     let runs: Vec<u64> = v["canary"]["status"]["runs"]
@@ -606,7 +608,7 @@ fn on_haproxy_a_fresh_commands_router_analysis_judges_the_traffic_of_a_moment() 
     );
     let fx = Fixture::new(&h.manent_yml("edge"), &[("web", &app)]);
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
     let id = fx.deployments().pop().unwrap();
     // Clients keep sending while `promote` (a new process, a new plugin) runs the analysis.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -622,7 +624,7 @@ fn on_haproxy_a_fresh_commands_router_analysis_judges_the_traffic_of_a_moment() 
     let out = fx.run(&["promote", &id]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     client.join().unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     let why = fx.status(&id)["report"]["message"]
         .as_str()
         .unwrap_or_default()

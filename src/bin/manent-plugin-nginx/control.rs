@@ -61,29 +61,54 @@ impl Control {
     /// nginx's error lines, each about a file the plugin does not own shown without quoted
     /// text.
     fn said(&self, stderr: &str) -> String {
-        let ours = [
-            self.upstreams.display().to_string(),
-            self.conf.display().to_string(),
-        ];
         let lines: Vec<String> = stderr
             .lines()
             .filter(|l| !l.contains("signal process started"))
             .filter(|l| l.contains("[emerg]") || l.contains("[alert]") || l.contains("[crit]"))
-            .map(|l| {
-                let l = l.trim_start_matches("nginx: ");
-                let about_ours = ours.iter().any(|o| l.contains(&format!(" in {o}:")));
-                if about_ours || !l.contains(" in /") {
-                    l.to_owned()
-                } else {
-                    manent::plugin::slots::elide_quoted(l, '"')
-                }
-            })
+            .map(|l| self.shown(l.trim_start_matches("nginx: ")))
             .collect();
         if lines.is_empty() {
             "nginx gave no error line".to_owned()
         } else {
             lines.join("; ")
         }
+    }
+
+    /// A line of nginx's, shown without its quoted text when it is about a file the plugin
+    /// does not own.
+    fn shown(&self, line: &str) -> String {
+        let ours = [&self.upstreams, &self.conf];
+        let about_ours = ours
+            .iter()
+            .any(|o| line.contains(&format!(" in {}:", o.display())));
+        if about_ours || !line.contains(" in /") {
+            line.to_owned()
+        } else {
+            manent::plugin::slots::elide_quoted(line, '"')
+        }
+    }
+
+    /// nginx's error log as it is now, to read what its master says of a reload sent after:
+    /// the main configuration's own `error_log` (outside every block), else the prefix's
+    /// `logs/error.log`, else Debian's `/var/log/nginx/error.log`. None when it goes elsewhere
+    /// (stderr, syslog) or cannot be read (the plugin's user may not read a root-only log).
+    pub fn error_log(&self) -> Option<ErrorLog> {
+        let conf = std::fs::read_to_string(&self.conf).unwrap_or_default();
+        let named = main_error_log(&conf);
+        if named
+            .as_deref()
+            .is_some_and(|n| n == "stderr" || n.starts_with("syslog:") || n.starts_with("memory:"))
+        {
+            return None;
+        }
+        let path = match (named, &self.prefix) {
+            (Some(n), Some(p)) if Path::new(&n).is_relative() => p.join(n),
+            (Some(n), _) => PathBuf::from(n),
+            (None, Some(p)) => p.join("logs/error.log"),
+            (None, None) => PathBuf::from("/var/log/nginx/error.log"),
+        };
+        let from = std::fs::File::open(&path).ok()?.metadata().ok()?.len();
+        Some(ErrorLog { path, from })
     }
 
     /// The master's pid, from its pid file (`pid_file:`, the configuration's `pid`, the
@@ -167,6 +192,78 @@ impl Control {
     }
 }
 
+/// The first `error_log` of the main context: outside every block, comments ignored.
+fn main_error_log(conf: &str) -> Option<String> {
+    let mut depth = 0usize;
+    for line in conf.lines() {
+        let line = line.split('#').next().unwrap_or_default();
+        let mut rest = line;
+        // Each statement on the line, at the depth it starts at.
+        while !rest.trim().is_empty() {
+            let end = rest.find([';', '{', '}']).unwrap_or(rest.len());
+            let statement = rest[..end].trim();
+            if depth == 0
+                && let Some(path) = statement.strip_prefix("error_log")
+                && path.starts_with(char::is_whitespace)
+            {
+                let path = path.split_whitespace().next()?;
+                return Some(path.trim_matches(['"', '\'']).to_owned());
+            }
+            match rest[end..].chars().next() {
+                Some('{') => depth += 1,
+                Some('}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            rest = rest.get(end + 1..).unwrap_or_default();
+        }
+    }
+    None
+}
+
+/// nginx's error log from a point on.
+#[derive(Debug, Clone)]
+pub struct ErrorLog {
+    pub path: PathBuf,
+    from: u64,
+}
+
+impl ErrorLog {
+    /// What `master` logged as `[emerg]` since: each message once, without its time and pids,
+    /// quoted text of a file the plugin does not own left out (see [`Control::shown`]).
+    pub fn emerg(&self, control: &Control, master: u32) -> Vec<String> {
+        use std::io::{Read as _, Seek as _};
+        let Ok(mut f) = std::fs::File::open(&self.path) else {
+            return Vec::new();
+        };
+        if f.seek(std::io::SeekFrom::Start(self.from)).is_err() {
+            return Vec::new();
+        }
+        let mut text = String::new();
+        let _ = f.take(64 * 1024).read_to_string(&mut text);
+        let tag = format!("[emerg] {master}#");
+        let mut said: Vec<String> = Vec::new();
+        for line in text.lines() {
+            let Some((_, after)) = line.split_once(&tag) else {
+                continue;
+            };
+            let message = after.split_once(": ").map_or(after, |(_, m)| m);
+            let message = control.shown(message);
+            if !said.contains(&message) {
+                said.push(message);
+            }
+        }
+        said
+    }
+
+    /// Whether `emerg` says the reload failed: any message but a `bind()` that nginx tries
+    /// again (five times, half a second apart) before it says it "still could not bind()".
+    pub fn refused(emerg: &[String]) -> bool {
+        emerg
+            .iter()
+            .any(|m| !(m.starts_with("bind() to ") && m.contains(" failed")))
+    }
+}
+
 /// The pids that may be children of `master`: the kernel's list of its children, read in one
 /// go (read in pieces, a child that exits in between makes it skip another), or every process
 /// when that list is not kept (a kernel without `CONFIG_PROC_CHILDREN`; a full scan reads a
@@ -222,6 +319,72 @@ impl Child {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_main_error_log_is_the_one_outside_every_block() {
+        let conf = "# error_log /commented;\nuser root; events { } http {\n  error_log /http.log;\n\
+                    server { error_log /server.log; }\n}\nerror_log  logs/main.log  warn;\n\
+                    error_log /second.log;\n";
+        assert_eq!(main_error_log(conf).as_deref(), Some("logs/main.log"));
+        assert_eq!(main_error_log("http { error_log /x; }\n"), None);
+        assert_eq!(
+            main_error_log("error_log \"/q.log\";").as_deref(),
+            Some("/q.log")
+        );
+    }
+
+    #[test]
+    fn a_reload_is_refused_by_any_emerg_but_a_bind_nginx_tries_again() {
+        let retry = "bind() to 127.0.0.1:9 failed (98: Address already in use)".to_owned();
+        assert!(!ErrorLog::refused(std::slice::from_ref(&retry)));
+        assert!(ErrorLog::refused(&[
+            retry,
+            "still could not bind()".to_owned()
+        ]));
+        assert!(ErrorLog::refused(&[
+            "open() \"/x/y.log\" failed (13: Permission denied)".to_owned()
+        ]));
+        assert!(!ErrorLog::refused(&[]));
+    }
+
+    #[test]
+    fn the_error_log_gives_the_masters_own_emerg_lines_since_the_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("error.log");
+        std::fs::write(&path, "2026/12/05 10:55:04 [emerg] 7#7: an old one\n").unwrap();
+        let c = Control {
+            nginx: "nginx".into(),
+            prefix: Some(dir.path().to_owned()),
+            conf: dir.path().join("nginx.conf"),
+            upstreams: dir.path().join("manent-web.conf"),
+            pid_file: None,
+        };
+        std::fs::write(&c.conf, "error_log error.log;\n").unwrap();
+        let log = c.error_log().unwrap();
+        let bind = "bind() to 127.0.0.1:39001 failed (98: Address already in use)";
+        let mut more = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        use std::io::Write as _;
+        for line in [
+            format!("2026/12/05 10:55:05 [emerg] 7#7: {bind}"),
+            format!("2026/12/05 10:55:05 [emerg] 7#7: {bind}"),
+            "2026/12/05 10:55:05 [emerg] 8#8: another master's".to_owned(),
+            "2026/12/05 10:55:05 [notice] 7#7: signal process started".to_owned(),
+            "2026/12/05 10:55:05 [emerg] 7#7: unknown directive \"s3cr3t\" in /etc/secret:1"
+                .to_owned(),
+            "2026/12/05 10:55:07 [emerg] 7#7: still could not bind()".to_owned(),
+        ] {
+            writeln!(more, "{line}").unwrap();
+        }
+        let said = log.emerg(&c, 7);
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert_eq!(said[0], bind);
+        assert!(!said[1].contains("s3cr3t") && said[1].contains("/etc/secret:1"));
+        assert_eq!(said[2], "still could not bind()");
+        assert!(ErrorLog::refused(&said));
+    }
 
     #[test]
     fn another_files_text_never_reaches_the_operator() {

@@ -239,15 +239,15 @@ impl Nginx {
             .await);
         }
         let before = self.control.children(master);
+        let log = self.control.error_log();
         if let Err(said) = self.control.run(&["-s", "reload"]).await {
             return Err(undo(format!("nginx -s reload failed: {said}")).await);
         }
-        if let Err(why) = self.confirm(&rendered.nonce, master, &before).await {
-            let e = undo(format!(
-                "nginx did not serve the new file within {}s: {why}",
-                CONFIRM_TIMEOUT.as_secs()
-            ))
-            .await;
+        if let Err(why) = self
+            .confirm(&rendered.nonce, master, &before, log.as_ref())
+            .await
+        {
+            let e = undo(format!("nginx did not serve the new file: {why}")).await;
             // nginx may have loaded it after all: what is on disk is served again.
             let _ = self.control.run(&["-s", "reload"]).await;
             return Err(e);
@@ -300,16 +300,41 @@ impl Nginx {
     /// taking them are told to finish (see [`Control::retire`]): left alone, they would keep
     /// taking connections with the previous file for the 100 ms nginx's master waits before
     /// telling them (and nearly all of the state location's reads, here).
+    ///
+    /// nginx's master does not say when it refuses a reload (it keeps the running file and
+    /// writes why in its error log): `log`, read from before the reload, ends the wait as soon
+    /// as the master logs a refusal there, and says why.
     async fn confirm(
         &self,
         nonce: &str,
         master: Option<u32>,
         before: &[control::Child],
+        log: Option<&control::ErrorLog>,
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         let mut limit = Duration::from_millis(50);
         let mut retired = false;
+        let mut looked = tokio::time::Instant::now();
+        let emerg = || match (log, master) {
+            (Some(log), Some(m)) => log.emerg(&self.control, m),
+            _ => Vec::new(),
+        };
         loop {
+            if looked.elapsed() >= Duration::from_millis(20) {
+                looked = tokio::time::Instant::now();
+                let said = emerg();
+                if control::ErrorLog::refused(&said)
+                    && let Some(log) = log
+                {
+                    return Err(format!(
+                        "its master refused it, and kept the file it ran; its error log ({}) \
+                         says: {}{}",
+                        log.path.display(),
+                        said.join("; "),
+                        self.hint(&said)
+                    ));
+                }
+            }
             if !retired {
                 let (old, new): (Vec<_>, Vec<_>) = self
                     .control
@@ -337,9 +362,44 @@ impl Nginx {
                 Err(e) => e.to_string(),
             };
             if tokio::time::Instant::now() >= deadline {
-                return Err(last);
+                let said = emerg();
+                let logged = match log {
+                    Some(log) if !said.is_empty() => format!(
+                        "; its error log ({}) says: {}{}",
+                        log.path.display(),
+                        said.join("; "),
+                        self.hint(&said)
+                    ),
+                    Some(log) => format!(
+                        "; its master logged no error in {} since the reload",
+                        log.path.display()
+                    ),
+                    None => String::new(),
+                };
+                return Err(format!(
+                    "not within {}s: {last}{logged}",
+                    CONFIRM_TIMEOUT.as_secs()
+                ));
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// What to do about what nginx's master logged: an address it could not listen on.
+    fn hint(&self, emerg: &[String]) -> String {
+        let state = format!("bind() to {} failed", self.state);
+        if emerg.iter().any(|m| m.starts_with(&state)) {
+            format!(
+                " — another program holds {}, the plugin's `state_listen:`: give the plugin a \
+                 port nothing else uses (the file's state location listens there)",
+                self.state
+            )
+        } else if emerg.iter().any(|m| m.starts_with("bind() to ")) {
+            " — another program holds an address nginx listens on: free it, or change the \
+             `listen` in nginx's configuration"
+                .to_owned()
+        } else {
+            String::new()
         }
     }
 }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use super::ports::free_port;
+
 /// A configuration directory with `manent.yml` and `apps/`.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
@@ -267,6 +269,12 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Everything a command printed, stdout then stderr: what a failed assertion shows (a
+/// deployment's final word is on stdout, its progress on stderr).
+pub fn said(out: &std::process::Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
 /// Waits until `cond` holds, failing the test after `limit`.
 pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -332,15 +340,6 @@ pub fn sigterm(child: &Child) {
         .status()
         .unwrap();
     assert!(ok.success());
-}
-
-/// A loopback port nothing listens on now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Waits until a `manent worker` says it runs (its engine started, its signals taken), then

@@ -166,11 +166,7 @@ impl Postgres {
                     .status();
             }
         }
-        pg.port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        pg.port = super::ports::free_port();
         pg.tls = Some(ca_file);
         pg.run_server();
         Some(pg)

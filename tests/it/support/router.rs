@@ -6,10 +6,12 @@
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+pub use super::ports::free_port;
 
 /// A router under test.
 pub trait Router: Sized {
@@ -121,15 +123,6 @@ pub fn manent_temporaries(dir: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A free loopback port (bound and released: good enough for a test's own servers).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// One server of the application: its blue and green ports and roots.

@@ -40,10 +40,7 @@ pub fn sshd() -> Option<Sshd> {
     keygen("host_key");
     keygen("client_key");
     std::fs::copy(d.join("client_key.pub"), d.join("authorized_keys")).unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = super::ports::free_port();
     let user = String::from_utf8(
         std::process::Command::new("id")
             .arg("-un")
