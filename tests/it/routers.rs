@@ -726,6 +726,92 @@ mod nginx_only {
         assert_share(&n, "2.0.0", 10.0, "the first step");
     }
 
+    /// Another local user answers on the plugin's state address exactly what nginx answered
+    /// there (a perfect replay): once where the plugin's options point, with nginx up, and
+    /// once on nginx's own state address with nginx down. The plugin trusts an answer only
+    /// when the other end of its own connection belongs to nginx's master's user, so status
+    /// says the router could not be read and who answered — never the replayed split.
+    #[test]
+    fn another_users_replay_of_the_state_location_is_not_read_as_nginx() {
+        let python = std::path::Path::new("/usr/bin/python3");
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mut n) = start::<Nginx>(dir.path(), 1) else {
+            return;
+        };
+        if !python.exists() {
+            assert!(std::env::var_os("CI").is_none(), "CI installs python3");
+            return;
+        }
+        n.build("2.0.0", true);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let (fx, id) = paused(&n, steps, "");
+        let truth = crate::support::router::get_path(n.state, "/manent-state", None).unwrap();
+        let v = fx.status(&id);
+        assert_eq!(v["canary"]["actual"]["served"]["weight"], 10, "{v}");
+        let untrusted = |why: &str| {
+            let out = fx.run(&["status", &id]);
+            let all = said(&out);
+            assert!(all.contains("uid 65534") && all.contains(why), "{all}");
+            let v = fx.status(&id);
+            assert!(v["canary"]["actual"]["served"].is_null(), "{v}");
+        };
+        let elsewhere = fleet::free_port();
+        let replay = Replay::start(python, elsewhere, &truth);
+        let config = std::fs::read_to_string(fx.config()).unwrap();
+        let state = format!("state_listen: 127.0.0.1:{}", n.state);
+        assert!(config.contains(&state), "{config}");
+        let moved = config.replace(&state, &format!("state_listen: 127.0.0.1:{elsewhere}"));
+        std::fs::write(fx.config(), moved).unwrap();
+        untrusted("not of nginx's master (uid 0)");
+        drop(replay);
+        std::fs::write(fx.config(), config).unwrap();
+        n.stop();
+        let _replay = Replay::start(python, n.state, &truth);
+        untrusted("nginx's master process is not found");
+    }
+
+    /// A server run as nobody (uid 65534) that answers every request with `body`, keeping
+    /// each connection open as nginx does (unless asked to close it).
+    struct Replay {
+        _server: Killed,
+    }
+
+    impl Replay {
+        fn start(python: &std::path::Path, port: u16, body: &str) -> Replay {
+            use std::io::BufRead as _;
+            use std::os::unix::process::CommandExt as _;
+            let server = "import socket,sys\nbody=sys.argv[2].encode()\ns=socket.socket()\n\
+                          s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+                          s.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen(64)\n\
+                          print('ready',flush=True)\nkept=[]\nwhile True:\n    \
+                          c,_=s.accept()\n    r=c.recv(4096)\n    c.sendall(b'HTTP/1.1 200 \
+                          OK\\r\\nContent-Type: application/json\\r\\nContent-Length: \
+                          %d\\r\\n\\r\\n'%len(body)+body)\n    \
+                          c.close() if b'Connection: close' in r else kept.append(c)\n";
+            let mut child = Killed(
+                std::process::Command::new(python)
+                    .args(["-c", server, &port.to_string(), body])
+                    .uid(65534)
+                    .gid(65534)
+                    .current_dir("/")
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            );
+            let mut ready = String::new();
+            std::io::BufReader::new(child.0.stdout.take().unwrap())
+                .read_line(&mut ready)
+                .unwrap();
+            assert_eq!(ready.trim(), "ready");
+            assert_eq!(
+                crate::support::router::get_path(port, "/manent-state", None).unwrap(),
+                body,
+                "the replay"
+            );
+            Replay { _server: child }
+        }
+    }
+
     /// After a reload, nginx's old workers keep taking connections with the previous file for
     /// the 100 ms its master waits before telling them to finish. The plugin tells them once a
     /// worker the reload started is ready, and says a split is served only when none is left;

@@ -221,6 +221,8 @@ pub fn render(routing: &Routing, names: &Names) -> Result<Rendered, String> {
          # The access log format the plugin reads each slot's traffic from (`access_log PATH \
          {n}_canary;` in the server that proxies to ${n}_pool).\n{log_format}\n\
          server {{\n    listen {state};\n    access_log off;\n    \
+         # Open after answering: the plugin checks who holds the other end.\n    \
+         keepalive_timeout 10s;\n    \
          location = {STATE_PATH} {{\n        default_type application/json;\n        \
          return 200 '{json}\\n';\n    }}\n    location / {{\n        return 404;\n    }}\n}}\n",
         state = names.state,

@@ -103,69 +103,155 @@ pub async fn read(addr: SocketAddr, master: Option<u32>) -> Result<Served, Unrea
 /// [`read`] with a limit on connecting and on the answer: a reload's confirmation asks with a
 /// short one and asks again (a connection an old worker took just as it was told to stop can
 /// stall for a TCP retransmission), doubling it each time one runs out.
+///
+/// The answer is trusted only when the process at the other end of this very connection, still
+/// open when the answer is in, belongs to nginx's master's user (the kernel's record of that
+/// socket) — not whoever listens on the port by then: another local user who held the port,
+/// answered, then let nginx have it, is not nginx. A worker that finishes after a reload closes
+/// a connection as soon as it answered; the plugin asks again on a fresh one.
 pub async fn read_within(
     addr: SocketAddr,
     master: Option<u32>,
     limit: Duration,
 ) -> Result<Served, Unread> {
+    let mut closed = 0;
+    loop {
+        match ask(addr, master, limit).await {
+            Err(Asked::Closed) if closed < 2 => closed += 1,
+            Err(Asked::Closed) => {
+                return Err(Unread::Other(format!(
+                    "nginx closed each connection to {addr} before the plugin could tell who \
+                     answered on it: the answer is not trusted (the state location's server \
+                     keeps connections open: is `keepalive_timeout 0` forced on it?)"
+                )));
+            }
+            Err(Asked::Unread(u)) => return Err(u),
+            Ok(served) => return Ok(served),
+        }
+    }
+}
+
+/// Why one ask had no answer to trust.
+enum Asked {
+    /// The other end closed before its owner could be checked.
+    Closed,
+    Unread(Unread),
+}
+
+impl From<Unread> for Asked {
+    fn from(u: Unread) -> Self {
+        Asked::Unread(u)
+    }
+}
+
+/// One GET of the state location on a fresh connection.
+async fn ask(addr: SocketAddr, master: Option<u32>, limit: Duration) -> Result<Served, Asked> {
     let at = format!("http://{addr}{STATE_PATH}");
     let within = humantime::format_duration(limit);
     let mut stream = match tokio::time::timeout(limit, tokio::net::TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            return Err(Unread::Silent(format!("nothing answers at {at} ({e})")));
+            return Err(Unread::Silent(format!("nothing answers at {at} ({e})")).into());
         }
-        Err(_) => return Err(Unread::Silent(format!("no answer at {at} within {within}"))),
+        Err(_) => {
+            return Err(Unread::Silent(format!("no answer at {at} within {within}")).into());
+        }
     };
-    let owner = listener_uid(addr);
-    let nginx = master.and_then(process_uid);
-    match (owner, nginx) {
-        (Some(o), Some(n)) if o == n => {}
-        (Some(o), Some(n)) => {
-            return Err(Unread::Other(format!(
-                "{addr} is held by uid {o}, not by nginx's master (uid {n}): another user's \
-                 listener is not trusted"
-            )));
-        }
-        (_, None) => {
-            return Err(Unread::Other(format!(
-                "cannot tell who holds {addr}: nginx's master process is not found (its pid \
-                 file); the answer there is not trusted"
-            )));
-        }
-        (None, _) => {
-            return Err(Unread::Other(format!(
-                "cannot find the listener of {addr} among the kernel's listening sockets: its answer is not trusted"
-            )));
-        }
-    }
-    let request = format!("GET {STATE_PATH} HTTP/1.0\r\nHost: manent\r\n\r\n");
-    let mut body = Vec::new();
+    // HTTP/1.1: the connection stays open once answered, so its other end can be looked up.
+    let request = format!("GET {STATE_PATH} HTTP/1.1\r\nHost: manent\r\n\r\n");
     let io = async {
         stream.write_all(request.as_bytes()).await?;
-        stream.read_to_end(&mut body).await
+        answer(&mut stream).await
     };
-    match tokio::time::timeout(limit, io).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(Unread::Silent(format!("reading {at}: {e}"))),
+    let (head, payload) = match tokio::time::timeout(limit, io).await {
+        Ok(Ok(a)) => a,
+        Ok(Err(e)) => return Err(Unread::Silent(format!("reading {at}: {e}")).into()),
         Err(_) => {
-            return Err(Unread::Silent(format!(
-                "{at} did not answer within {within}"
-            )));
+            return Err(Unread::Silent(format!("{at} did not answer within {within}")).into());
         }
-    }
-    let text = String::from_utf8_lossy(&body);
-    let (head, payload) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    };
+    let local = stream
+        .local_addr()
+        .map_err(|e| Unread::Silent(format!("reading {at}: {e}")))?;
+    trusted(addr, local, master)?;
+    drop(stream);
     let status = head.split_whitespace().nth(1).unwrap_or("");
     if status != "200" {
         return Err(Unread::Other(format!(
             "{at} answered status {status}: nginx runs a configuration without the plugin's \
              state location"
-        )));
+        ))
+        .into());
     }
     serde_json::from_str(payload.trim()).map_err(|e| {
         Unread::Other(format!(
             "{at} answered something that is not the plugin's state ({e})"
         ))
+        .into()
     })
+}
+
+/// An HTTP answer's head and body: the body as long as its `Content-Length` says, else to the
+/// connection's end; at most 1 MiB.
+async fn answer(stream: &mut tokio::net::TcpStream) -> std::io::Result<(String, String)> {
+    const MOST: usize = 1 << 20;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&got);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            });
+            if length.is_some_and(|n| body.len() >= n) {
+                return Ok((head.to_owned(), body.to_owned()));
+            }
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 || got.len() + n > MOST {
+            let text = String::from_utf8_lossy(&got);
+            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+            return Ok((head.to_owned(), body.to_owned()));
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Whether the other end of the connection from `local` to `addr` belongs to nginx's
+/// master's user. Where the kernel cannot be asked about one socket, the port's listener is
+/// checked instead.
+fn trusted(addr: SocketAddr, local: SocketAddr, master: Option<u32>) -> Result<(), Asked> {
+    let owner = match manent::sys::sock_diag::tcp_socket(addr, local) {
+        Some(Some((s, manent::sys::sock_diag::ESTABLISHED))) if s.inode != 0 => Some(s.uid),
+        // Closed, or closing (a socket closed into TIME_WAIT has no owner left to check).
+        Some(_) => return Err(Asked::Closed),
+        None => listener_uid(addr),
+    };
+    let nginx = master.and_then(process_uid);
+    match (owner, nginx) {
+        (Some(o), Some(n)) if o == n => Ok(()),
+        (Some(o), Some(n)) => Err(Unread::Other(format!(
+            "{addr} answered from a socket of uid {o}, not of nginx's master (uid {n}): another \
+             user's listener is not trusted"
+        ))
+        .into()),
+        (Some(o), None) => Err(Unread::Other(format!(
+            "nginx's master process is not found (its pid file), and a process of uid {o} \
+             answers at {addr} in its place: the answer is not trusted"
+        ))
+        .into()),
+        (None, None) => Err(Unread::Other(format!(
+            "cannot tell who holds {addr}: nginx's master process is not found (its pid \
+             file); the answer there is not trusted"
+        ))
+        .into()),
+        (None, _) => Err(Unread::Other(format!(
+            "cannot find the listener of {addr} among the kernel's listening sockets: its \
+             answer is not trusted"
+        ))
+        .into()),
+    }
 }
