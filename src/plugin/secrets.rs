@@ -118,29 +118,24 @@ const SECRET_MAX: u64 = 1 << 20;
 /// A `file:` secret: a regular file of at most 1 MiB, read within 5 s (a FIFO or a device would
 /// block a deploy, or never end); the trailing line break removed.
 async fn read_secret_file(name: &str, path: &str) -> Result<String, PluginError> {
-    use tokio::io::AsyncReadExt;
+    use crate::sys::files::Irregular;
     let fail = |why: String| PluginError::Permanent(format!("secret `{name}`: {path}: {why}"));
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| fail(format!("cannot read it: {e}")))?;
-    if !meta.is_file() {
-        return Err(fail(
-            "not a regular file (a FIFO or a device is refused)".into(),
-        ));
-    }
-    if meta.len() > SECRET_MAX {
-        return Err(fail(format!("larger than {SECRET_MAX} bytes")));
-    }
-    let read = async {
-        let f = tokio::fs::File::open(path).await?;
-        let mut text = String::new();
-        f.take(SECRET_MAX + 1).read_to_string(&mut text).await?;
-        Ok::<_, std::io::Error>(text)
-    };
-    let text = tokio::time::timeout(std::time::Duration::from_secs(5), read)
+    let file = std::path::PathBuf::from(path);
+    let read =
+        tokio::task::spawn_blocking(move || crate::sys::files::read_regular(&file, SECRET_MAX));
+    let bytes = tokio::time::timeout(std::time::Duration::from_secs(5), read)
         .await
         .map_err(|_| fail("reading it took longer than 5s".into()))?
-        .map_err(|e| fail(format!("cannot read it: {e}")))?;
+        .map_err(|e| fail(format!("cannot read it: {e}")))?
+        .map_err(|e| match e {
+            Irregular::Io(e) => fail(format!("cannot read it: {e}")),
+            Irregular::NotRegular => {
+                fail("not a regular file (a FIFO or a device is refused)".into())
+            }
+            Irregular::TooLarge(_) => fail(format!("larger than {SECRET_MAX} bytes")),
+        })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| fail("cannot read it: stream did not contain valid UTF-8".into()))?;
     Ok(text.trim_end_matches(['\n', '\r']).to_owned())
 }
 

@@ -398,9 +398,76 @@ fn shell_word(path: &Path) -> String {
     }
 }
 
+/// Why a file meant to be read whole was not.
+#[derive(Debug)]
+pub enum Irregular {
+    Io(std::io::Error),
+    /// A directory, FIFO, socket or device.
+    NotRegular,
+    /// Its size, over the most allowed.
+    TooLarge(u64),
+}
+
+/// Reads a regular file of at most `max` bytes. What is read is what was checked: the file is
+/// opened without blocking (a FIFO swapped in after a check would wait for a writer forever, a
+/// device might never end) and checked on the descriptor opened; a path that is no regular
+/// file before that is refused without being opened.
+pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
+    use std::io::Read as _;
+    let ok = |meta: &std::fs::Metadata| {
+        if !meta.is_file() {
+            Err(Irregular::NotRegular)
+        } else if meta.len() > max {
+            Err(Irregular::TooLarge(meta.len()))
+        } else {
+            Ok(())
+        }
+    };
+    ok(&std::fs::metadata(path).map_err(Irregular::Io)?)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(Irregular::Io)?;
+    ok(&file.metadata().map_err(Irregular::Io)?)?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Irregular::Io)?;
+    match u64::try_from(bytes.len()) {
+        Ok(n) if n <= max => Ok(bytes),
+        Ok(n) => Err(Irregular::TooLarge(n)),
+        Err(_) => Err(Irregular::TooLarge(u64::MAX)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_read_whole_is_a_regular_one_within_its_size_checked_where_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "four").unwrap();
+        assert_eq!(read_regular(&file, 4).unwrap(), b"four");
+        assert!(matches!(
+            read_regular(&file, 3),
+            Err(Irregular::TooLarge(4))
+        ));
+        assert!(matches!(
+            read_regular(dir.path(), 9),
+            Err(Irregular::NotRegular)
+        ));
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        assert!(matches!(read_regular(&fifo, 9), Err(Irregular::NotRegular)));
+        assert!(matches!(
+            read_regular(&dir.path().join("none"), 9),
+            Err(Irregular::Io(_))
+        ));
+    }
 
     #[test]
     fn creates_private_whatever_the_umask_and_refuses_what_others_may_write() {

@@ -48,13 +48,15 @@ fn check_secrets(config: &crate::config::Config) -> (Vec<ConfigError>, Vec<Strin
                 }
             },
             crate::config::SecretRef::File(path) => {
-                let read = match std::fs::metadata(path) {
-                    Err(e) => Err(e.to_string()),
-                    Ok(m) if !m.is_file() => {
-                        Err("not a regular file (a FIFO or a device is refused)".into())
+                use crate::sys::files::Irregular;
+                let read = match crate::sys::files::read_regular(Path::new(path), 1 << 20) {
+                    Err(Irregular::Io(e)) => Err(e.to_string()),
+                    Err(Irregular::NotRegular) => {
+                        Err("not a regular file (a FIFO or a device is refused)".to_owned())
                     }
-                    Ok(m) if m.len() > 1 << 20 => Err("larger than 1 MiB".into()),
-                    Ok(_) => std::fs::read_to_string(path).map_err(|e| e.to_string()),
+                    Err(Irregular::TooLarge(_)) => Err("larger than 1 MiB".to_owned()),
+                    Ok(b) => String::from_utf8(b)
+                        .map_err(|_| "stream did not contain valid UTF-8".to_owned()),
                 };
                 match read {
                     Ok(v) => Some(v.trim_end_matches(['\n', '\r']).to_owned()),
