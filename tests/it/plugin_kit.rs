@@ -251,12 +251,17 @@ fn a_plugin_built_with_the_python_sdk_passes_every_check() {
     assert_eq!(report["passed"], 23, "{report:#}");
 }
 
-/// `manent plugin new` into a fresh directory; the directory.
+/// `manent plugin new` into `p` in a fresh directory; the directory.
 fn plugin_new(lang: &str) -> tempfile::TempDir {
+    plugin_new_in(lang, "p")
+}
+
+/// [`plugin_new`] into `sub`.
+fn plugin_new_in(lang: &str, sub: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(MANENT)
         .args(["plugin", "new", "hello-kit", "--lang", lang, "--dir"])
-        .arg(dir.path().join("p"))
+        .arg(dir.path().join(sub))
         .arg("--sdk")
         .arg(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -286,8 +291,10 @@ fn plugin_new_python_installs_and_passes_the_kit_as_written() {
     if crate::support::python::python_fixture().is_none() {
         return;
     }
-    let dir = plugin_new("python");
-    let p = dir.path().join("p");
+    // A path with a space and a quote: a shebang line would end at the space.
+    let sub = "my plugins/it's here";
+    let dir = plugin_new_in("python", sub);
+    let p = dir.path().join(sub);
     let out = Command::new(p.join("install.sh"))
         .env("MANENT_PYTHON_SDK", crate::support::python::sdk_copy())
         .output()

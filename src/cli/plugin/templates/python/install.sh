@@ -7,12 +7,15 @@ cd "$(dirname "$0")"
 python3 -m venv .venv
 .venv/bin/pip install --quiet "${MANENT_PYTHON_SDK:-{{sdk}}/sdk/python}"
 here=$(pwd)
-# The directory as a Python string literal, whatever characters its path holds.
-literal=$(.venv/bin/python -c 'import sys; print(repr(sys.argv[1]))' "$here")
+# A shebang line ends its interpreter's path at the first space, so the executable is a shell
+# script that starts the venv's python by its absolute path, quoted whatever characters the
+# path holds (a ' becomes '\'').
+quoted=$(printf '%s' "$here" | sed "s/'/'\\\\''/g")
 {
-  printf '#!%s/.venv/bin/python\n' "$here"
-  printf 'import sys\nsys.path.insert(0, %s)\n' "$literal"
-  printf 'from plugin import factory\nfrom manent_plugin import serve\nserve(factory)\n'
+  printf '#!/bin/sh\n'
+  printf "exec '%s/.venv/bin/python' -c '%s' '%s' \"\$@\"\n" "$quoted" \
+    'import sys; sys.path.insert(0, sys.argv.pop(1)); from plugin import factory; from manent_plugin import serve; serve(factory)' \
+    "$quoted"
 } > manent-plugin-{{name}}
 chmod 755 manent-plugin-{{name}}
 echo "wrote $here/manent-plugin-{{name}}"
