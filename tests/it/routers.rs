@@ -762,12 +762,34 @@ mod nginx_only {
         assert!(config.contains(&state), "{config}");
         let moved = config.replace(&state, &format!("state_listen: 127.0.0.1:{elsewhere}"));
         std::fs::write(fx.config(), moved).unwrap();
-        untrusted("not of nginx's master (uid 0)");
+        untrusted("neither nginx's master's (uid 0) nor its workers' (uid 0)");
         drop(replay);
         std::fs::write(fx.config(), config).unwrap();
         n.stop();
         let _replay = Replay::start(python, n.state, &truth);
         untrusted("nginx's master process is not found");
+    }
+
+    /// nginx's master runs as root and its workers as `www-data`, as on most hosts: a socket a
+    /// worker accepted is `www-data`'s, and the state read trusts it as nginx's.
+    #[test]
+    fn workers_of_another_user_than_the_master_are_nginx() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mut n) = start::<Nginx>(dir.path(), 1) else {
+            return;
+        };
+        n.workers_as("www-data");
+        n.build("2.0.0", true);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let (fx, id) = paused(&n, steps, "");
+        let v = fx.status(&id);
+        assert_eq!(v["canary"]["actual"]["served"]["weight"], 10, "{v}");
+        assert!(v["canary"]["actual"]["error"].is_null(), "{v}");
+        assert_share(&n, "2.0.0", 10.0, "the first step");
+        let out = fx.run(&["weight", &id, "40"]);
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+        assert_share(&n, "2.0.0", 40.0, "set by hand");
+        assert_eq!(fx.status(&id)["canary"]["actual"]["served"]["weight"], 40);
     }
 
     /// A server run as nobody (uid 65534) that answers every request with `body`, keeping

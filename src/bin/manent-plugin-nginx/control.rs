@@ -264,6 +264,22 @@ impl ErrorLog {
     }
 }
 
+/// The users the master's children (its workers) run as, each once.
+pub fn child_uids(master: u32) -> Vec<u32> {
+    let mut uids: Vec<u32> = children(master)
+        .into_iter()
+        .filter(|pid| Child::of(master, *pid).is_some())
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let line = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+            line.split_whitespace().next()?.parse().ok()
+        })
+        .collect();
+    uids.sort_unstable();
+    uids.dedup();
+    uids
+}
+
 /// The pids that may be children of `master`: the kernel's list of its children, read in one
 /// go (read in pieces, a child that exits in between makes it skip another), or every process
 /// when that list is not kept (a kernel without `CONFIG_PROC_CHILDREN`; a full scan reads a

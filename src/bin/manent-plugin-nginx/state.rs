@@ -220,22 +220,37 @@ async fn answer(stream: &mut tokio::net::TcpStream) -> std::io::Result<(String, 
     }
 }
 
-/// Whether the other end of the connection from `local` to `addr` belongs to nginx's
-/// master's user. Where the kernel cannot be asked about one socket, the port's listener is
-/// checked instead.
+/// Whether the other end of the connection from `local` to `addr` belongs to nginx: to its
+/// master's user, or to its workers' (a socket a worker accepted is the worker's user's: the
+/// master runs as root and its workers as `www-data` most often). Another user — one who took
+/// the port while nginx did not hold it — is not nginx. Where the kernel cannot be asked about
+/// one socket, the port's listener (the master's) is checked instead.
 fn trusted(addr: SocketAddr, local: SocketAddr, master: Option<u32>) -> Result<(), Asked> {
-    let owner = match manent::sys::sock_diag::tcp_socket(addr, local) {
-        Some(Some((s, manent::sys::sock_diag::ESTABLISHED))) if s.inode != 0 => Some(s.uid),
+    use manent::sys::sock_diag::{ESTABLISHED, tcp_socket};
+    let owner = match tcp_socket(addr, local) {
+        Some(Some((s, ESTABLISHED))) if s.inode != 0 => Some(s.uid),
         // Closed, or closing (a socket closed into TIME_WAIT has no owner left to check).
-        Some(_) => return Err(Asked::Closed),
-        None => listener_uid(addr),
+        Some(Some(_)) => return Err(Asked::Closed),
+        // No such socket — or no TCP diagnostics in this kernel, which says the same: this
+        // side of the connection tells which.
+        Some(None) if matches!(tcp_socket(local, addr), Some(Some(_))) => {
+            return Err(Asked::Closed);
+        }
+        Some(None) | None => listener_uid(addr),
     };
     let nginx = master.and_then(process_uid);
+    let workers: Vec<u32> = master.map(crate::control::child_uids).unwrap_or_default();
     match (owner, nginx) {
-        (Some(o), Some(n)) if o == n => Ok(()),
+        (Some(o), Some(n)) if o == n || workers.contains(&o) => Ok(()),
         (Some(o), Some(n)) => Err(Unread::Other(format!(
-            "{addr} answered from a socket of uid {o}, not of nginx's master (uid {n}): another \
-             user's listener is not trusted"
+            "{addr} answered from a socket of uid {o}, neither nginx's master's (uid {n}) nor \
+             its workers'{}: another user's listener is not trusted",
+            if workers.is_empty() {
+                String::new()
+            } else {
+                let uids: Vec<String> = workers.iter().map(u32::to_string).collect();
+                format!(" (uid {})", uids.join(", "))
+            }
         ))
         .into()),
         (Some(o), None) => Err(Unread::Other(format!(

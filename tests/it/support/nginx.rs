@@ -39,6 +39,8 @@ pub struct Nginx {
     /// [`Router::log_traffic`] asks for it (every request a line costs a loaded machine).
     pub access_log: PathBuf,
     logging: bool,
+    /// The user nginx's workers run as (its master runs as root).
+    workers_user: &'static str,
     pub servers: Vec<Server>,
     child: Option<Child>,
 }
@@ -60,6 +62,7 @@ impl Nginx {
             state: free_port(),
             access_log: prefix.join("logs/web.canary.json"),
             logging: false,
+            workers_user: "root",
             servers,
             child: None,
         };
@@ -68,6 +71,23 @@ impl Nginx {
         std::fs::write(&n.conf, n.main_conf(true, false)).unwrap();
         n.spawn();
         Some(n)
+    }
+
+    /// Reloads nginx with its workers run as `user`, the way most hosts run them (`www-data`,
+    /// its master as root); everything under the prefix is made readable to them.
+    pub fn workers_as(&mut self, user: &'static str) {
+        use std::os::unix::fs::PermissionsExt;
+        let mut dir = Some(self.prefix.as_path());
+        while let Some(d) =
+            dir.filter(|d| d.starts_with(std::env::temp_dir()) && *d != std::env::temp_dir())
+        {
+            let mode = std::fs::metadata(d).unwrap().permissions().mode();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode | 0o755)).unwrap();
+            dir = d.parent();
+        }
+        self.workers_user = user;
+        std::fs::write(&self.conf, self.main_conf(true, false)).unwrap();
+        self.reload();
     }
 
     /// nginx.conf: the front proxies to `$web_pool` from the included file, or (`included`
@@ -105,13 +125,14 @@ impl Nginx {
             )
         };
         format!(
-            "user root;\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
+            "user {};\nworker_processes 2;\npid {p}/logs/nginx.pid;\nerror_log {p}/logs/error.log;\n\
              events {{ worker_connections 512; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
              \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
              {include}{}\
              \x20 split_clients \"${{request_id}}\" $web_test_fail {{ 5% 1; * 0; }}\n\
              \x20 server {{ listen 127.0.0.1:{}; {log}location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
+            self.workers_user,
             if broken {
                 "  no_such_directive on;\n"
             } else {
