@@ -272,18 +272,20 @@ fn check_targets(req: &Request, plugin: &str) -> Result<(), PluginError> {
 /// file's text)" in /etc/x:1`): a router echoes the offending word of a file, and that may be
 /// a file the operator must not see through manent.
 pub fn elide_quoted(line: &str, quote: char) -> String {
-    let mut out = String::new();
-    for (i, part) in line.split(quote).enumerate() {
-        if i > 0 {
-            out.push(quote);
-        }
-        out.push_str(if i % 2 == 1 {
-            "(not shown: another file's text)"
-        } else {
-            part
-        });
+    const HIDDEN: &str = "(not shown: another file's text)";
+    let Some(first) = line.find(quote) else {
+        return line.to_owned();
+    };
+    // The text quoted may hold the quote itself (`"se"cret"`): everything goes from the first
+    // quote to the last one before the file is named (` in /…`), or to that naming.
+    let named = line
+        .rfind(" in /")
+        .filter(|&at| at > first)
+        .unwrap_or(line.len());
+    match line[..named].rfind(quote).filter(|&at| at > first) {
+        Some(last) => format!("{}{quote}{HIDDEN}{}", &line[..first], &line[last..]),
+        None => format!("{}{quote}{HIDDEN}{}", &line[..first], &line[named..]),
     }
-    out
 }
 
 /// Checks that the plugin may write `file` in its directory `dir`.
@@ -376,6 +378,15 @@ mod tests {
             ),
             "parsing [/tmp/x:1] : unknown keyword '(not shown: another file's text)' out of \
              section."
+        );
+        // A quote inside the quoted text hides nothing less.
+        assert_eq!(
+            elide_quoted("unknown directive \"se\"cret\" in /tmp/x:1", '"'),
+            "unknown directive \"(not shown: another file's text)\" in /tmp/x:1"
+        );
+        assert_eq!(
+            elide_quoted("unexpected \"s3cr3t in /tmp/x:1", '"'),
+            "unexpected \"(not shown: another file's text) in /tmp/x:1"
         );
     }
 

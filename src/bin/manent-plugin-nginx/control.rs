@@ -18,6 +18,31 @@ pub struct Control {
     pub conf: PathBuf,
     pub upstreams: PathBuf,
     pub pid_file: Option<PathBuf>,
+    /// What `nginx -V` says it was built with, asked once when needed.
+    pub built: std::sync::OnceLock<Built>,
+}
+
+/// The paths nginx was built with (`nginx -V`'s configure arguments).
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    pub prefix: Option<PathBuf>,
+    pub error_log: Option<PathBuf>,
+}
+
+impl Built {
+    fn from_version(said: &str) -> Built {
+        let arg = |name: &str| {
+            said.lines()
+                .filter_map(|l| l.strip_prefix("configure arguments:"))
+                .flat_map(str::split_whitespace)
+                .find_map(|a| a.strip_prefix(name))
+                .map(PathBuf::from)
+        };
+        Built {
+            prefix: arg("--prefix="),
+            error_log: arg("--error-log-path="),
+        }
+    }
 }
 
 impl Control {
@@ -89,9 +114,10 @@ impl Control {
     }
 
     /// nginx's error log as it is now, to read what its master says of a reload sent after:
-    /// the main configuration's own `error_log` (outside every block), else the prefix's
-    /// `logs/error.log`, else Debian's `/var/log/nginx/error.log`. None when it goes elsewhere
-    /// (stderr, syslog) or cannot be read (the plugin's user may not read a root-only log).
+    /// the main configuration's own `error_log` (outside every block), else the one nginx was
+    /// built with (`nginx -V`), a relative path taken from nginx's prefix. None when it goes
+    /// elsewhere (stderr, syslog) or cannot be opened (the plugin's user may not read a
+    /// root-only log).
     pub fn error_log(&self) -> Option<ErrorLog> {
         let conf = std::fs::read_to_string(&self.conf).unwrap_or_default();
         let named = main_error_log(&conf);
@@ -101,14 +127,40 @@ impl Control {
         {
             return None;
         }
-        let path = match (named, &self.prefix) {
-            (Some(n), Some(p)) if Path::new(&n).is_relative() => p.join(n),
-            (Some(n), _) => PathBuf::from(n),
-            (None, Some(p)) => p.join("logs/error.log"),
-            (None, None) => PathBuf::from("/var/log/nginx/error.log"),
+        let path = match named.map(PathBuf::from) {
+            Some(n) if n.is_absolute() => n,
+            named => {
+                let built = self.built();
+                let prefix = self.prefix.clone().or_else(|| built.prefix.clone());
+                let path = named
+                    .or_else(|| built.error_log.clone())
+                    .unwrap_or_else(|| PathBuf::from("logs/error.log"));
+                match prefix {
+                    Some(p) if path.is_relative() => p.join(path),
+                    _ => path,
+                }
+            }
         };
-        let from = std::fs::File::open(&path).ok()?.metadata().ok()?.len();
-        Some(ErrorLog { path, from })
+        let file = std::fs::File::open(&path).ok()?;
+        let pos = file.metadata().ok()?.len();
+        Some(ErrorLog {
+            path,
+            file,
+            pos,
+            said: Vec::new(),
+        })
+    }
+
+    /// What nginx was built with, from `nginx -V` (asked once).
+    fn built(&self) -> &Built {
+        self.built.get_or_init(|| {
+            std::process::Command::new(&self.nginx)
+                .arg("-V")
+                .stdin(Stdio::null())
+                .output()
+                .map(|o| Built::from_version(&String::from_utf8_lossy(&o.stderr)))
+                .unwrap_or_default()
+        })
     }
 
     /// The master's pid, from its pid file (`pid_file:`, the configuration's `pid`, the
@@ -192,75 +244,95 @@ impl Control {
     }
 }
 
-/// The first `error_log` of the main context: outside every block, comments ignored.
+/// The first `error_log` of the main context: outside every block, comments ignored, quotes
+/// kept together (a `#`, `;` or brace inside them is text).
 fn main_error_log(conf: &str) -> Option<String> {
-    let mut depth = 0usize;
-    for line in conf.lines() {
-        let line = line.split('#').next().unwrap_or_default();
-        let mut rest = line;
-        // Each statement on the line, at the depth it starts at.
-        while !rest.trim().is_empty() {
-            let end = rest.find([';', '{', '}']).unwrap_or(rest.len());
-            let statement = rest[..end].trim();
-            if depth == 0
-                && let Some(path) = statement.strip_prefix("error_log")
-                && path.starts_with(char::is_whitespace)
-            {
-                let path = path.split_whitespace().next()?;
-                return Some(path.trim_matches(['"', '\'']).to_owned());
+    let (mut depth, mut words, mut word) = (0usize, Vec::<String>::new(), String::new());
+    let (mut quote, mut comment) = (None::<char>, false);
+    for c in conf.chars() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => word.push(c),
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') => comment = true,
+            (None, ';' | '{' | '}') => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                if c == ';' && depth == 0 && words.first().is_some_and(|w| w == "error_log") {
+                    return words.get(1).cloned();
+                }
+                words.clear();
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
             }
-            match rest[end..].chars().next() {
-                Some('{') => depth += 1,
-                Some('}') => depth = depth.saturating_sub(1),
-                _ => {}
+            (None, c) if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
             }
-            rest = rest.get(end + 1..).unwrap_or_default();
+            (None, c) => word.push(c),
         }
     }
     None
 }
 
-/// nginx's error log from a point on.
-#[derive(Debug, Clone)]
+/// nginx's error log from a point on, read as it grows. The file opened at first is read on:
+/// renamed by a rotation, it is still the one nginx writes until told to reopen; cut short
+/// (copytruncate), it is read again from its start.
+#[derive(Debug)]
 pub struct ErrorLog {
     pub path: PathBuf,
-    from: u64,
+    file: std::fs::File,
+    pos: u64,
+    said: Vec<String>,
 }
 
 impl ErrorLog {
     /// What `master` logged as `[emerg]` since: each message once, without its time and pids,
     /// quoted text of a file the plugin does not own left out (see [`Control::shown`]).
-    pub fn emerg(&self, control: &Control, master: u32) -> Vec<String> {
+    pub fn emerg(&mut self, control: &Control, master: u32) -> &[String] {
         use std::io::{Read as _, Seek as _};
-        let Ok(mut f) = std::fs::File::open(&self.path) else {
-            return Vec::new();
-        };
-        if f.seek(std::io::SeekFrom::Start(self.from)).is_err() {
-            return Vec::new();
+        let len = self.file.metadata().map_or(0, |m| m.len());
+        if len < self.pos {
+            self.pos = 0;
         }
-        let mut text = String::new();
-        let _ = f.take(64 * 1024).read_to_string(&mut text);
+        let mut bytes = Vec::new();
+        let read = self
+            .file
+            .seek(std::io::SeekFrom::Start(self.pos))
+            .and_then(|_| (&self.file).take(1 << 20).read_to_end(&mut bytes));
+        // Whole lines only: the rest is read with what follows it.
+        let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        if read.is_err() || whole == 0 {
+            return &self.said;
+        }
+        self.pos += whole as u64;
         let tag = format!("[emerg] {master}#");
-        let mut said: Vec<String> = Vec::new();
-        for line in text.lines() {
+        for line in String::from_utf8_lossy(&bytes[..whole]).lines() {
             let Some((_, after)) = line.split_once(&tag) else {
                 continue;
             };
             let message = after.split_once(": ").map_or(after, |(_, m)| m);
             let message = control.shown(message);
-            if !said.contains(&message) {
-                said.push(message);
+            if !self.said.contains(&message) {
+                self.said.push(message);
             }
         }
-        said
+        &self.said
     }
 
-    /// Whether `emerg` says the reload failed: any message but a `bind()` that nginx tries
-    /// again (five times, half a second apart) before it says it "still could not bind()".
+    /// Whether `emerg` says the reload failed: any message but a `bind()` nginx tries again
+    /// (on "Address already in use" only: five times, half a second apart, before it says it
+    /// "still could not bind()").
     pub fn refused(emerg: &[String]) -> bool {
         emerg
             .iter()
-            .any(|m| !(m.starts_with("bind() to ") && m.contains(" failed")))
+            .any(|m| !(m.starts_with("bind() to ") && m.contains(" failed (98: ")))
     }
 }
 
@@ -347,12 +419,31 @@ mod tests {
             main_error_log("error_log \"/q.log\";").as_deref(),
             Some("/q.log")
         );
+        // Quotes keep a `#`, a space or a brace inside them as text.
+        let quoted = "env 'A=#{';\nerror_log \"/var/log/my logs/e#1.log\" warn;\n";
+        assert_eq!(
+            main_error_log(quoted).as_deref(),
+            Some("/var/log/my logs/e#1.log")
+        );
+        let built = Built::from_version(
+            "nginx version: nginx/1.22.1\nconfigure arguments: --with-cc-opt='-g' \
+             --prefix=/usr/share/nginx --error-log-path=/var/log/nginx/error.log\n",
+        );
+        assert_eq!(built.prefix.as_deref(), Some(Path::new("/usr/share/nginx")));
+        assert_eq!(
+            built.error_log.as_deref(),
+            Some(Path::new("/var/log/nginx/error.log"))
+        );
     }
 
     #[test]
     fn a_reload_is_refused_by_any_emerg_but_a_bind_nginx_tries_again() {
         let retry = "bind() to 127.0.0.1:9 failed (98: Address already in use)".to_owned();
         assert!(!ErrorLog::refused(std::slice::from_ref(&retry)));
+        // nginx tries again only when the address is in use.
+        assert!(ErrorLog::refused(&[
+            "bind() to 10.9.9.9:80 failed (99: Cannot assign requested address)".to_owned()
+        ]));
         assert!(ErrorLog::refused(&[
             retry,
             "still could not bind()".to_owned()
@@ -374,9 +465,10 @@ mod tests {
             conf: dir.path().join("nginx.conf"),
             upstreams: dir.path().join("manent-web.conf"),
             pid_file: None,
+            built: Default::default(),
         };
         std::fs::write(&c.conf, "error_log error.log;\n").unwrap();
-        let log = c.error_log().unwrap();
+        let mut log = c.error_log().unwrap();
         let bind = "bind() to 127.0.0.1:39001 failed (98: Address already in use)";
         let mut more = std::fs::OpenOptions::new()
             .append(true)
@@ -394,12 +486,23 @@ mod tests {
         ] {
             writeln!(more, "{line}").unwrap();
         }
-        let said = log.emerg(&c, 7);
-        assert_eq!(said.len(), 3, "{said:?}");
+        // A line not yet ended waits for its end; a byte that is not UTF-8 hides nothing.
+        more.write_all(b"2026/12/05 10:55:07 [emerg] 7#7: bad \xff byte\n2026/12/05 10:55:07 [emerg] 7#7: half").unwrap();
+        let said = log.emerg(&c, 7).to_vec();
+        assert_eq!(said.len(), 4, "{said:?}");
         assert_eq!(said[0], bind);
         assert!(!said[1].contains("s3cr3t") && said[1].contains("/etc/secret:1"));
         assert_eq!(said[2], "still could not bind()");
+        assert!(
+            said[3].starts_with("bad ") && said[3].ends_with(" byte"),
+            "{said:?}"
+        );
         assert!(ErrorLog::refused(&said));
+        writeln!(more, " written").unwrap();
+        assert_eq!(log.emerg(&c, 7).last().unwrap(), "half written");
+        // Cut short (copytruncate): read again from its start.
+        std::fs::write(&path, "2026/12/05 10:56:00 [emerg] 7#7: after the cut\n").unwrap();
+        assert_eq!(log.emerg(&c, 7).last().unwrap(), "after the cut");
     }
 
     #[test]
@@ -410,6 +513,7 @@ mod tests {
             conf: "/etc/nginx/nginx.conf".into(),
             upstreams: "/etc/nginx/manent-web.conf".into(),
             pid_file: None,
+            built: Default::default(),
         };
         let said = c.said(
             "nginx: [emerg] unknown directive \"s3cr3t-root-only\" in /tmp/rootonly.txt:1\n\

@@ -126,6 +126,7 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
             conf: opts.conf.clone(),
             upstreams: opts.upstreams.clone(),
             pid_file: opts.pid_file.clone(),
+            built: std::sync::OnceLock::new(),
         },
         names: Names {
             upstream: opts.upstream.clone(),
@@ -243,14 +244,19 @@ impl Nginx {
         if let Err(said) = self.control.run(&["-s", "reload"]).await {
             return Err(undo(format!("nginx -s reload failed: {said}")).await);
         }
-        if let Err(why) = self
-            .confirm(&rendered.nonce, master, &before, log.as_ref())
-            .await
-        {
-            let e = undo(format!("nginx did not serve the new file: {why}")).await;
-            // nginx may have loaded it after all: what is on disk is served again.
-            let _ = self.control.run(&["-s", "reload"]).await;
-            return Err(e);
+        match self.confirm(&rendered.nonce, master, &before, log).await {
+            Ok(()) => {}
+            Err(Unserved::Refused(why)) => {
+                // nginx kept the file it ran: nothing to reload (a reload now would only try
+                // the same bind again, and its refusal would land in the next change's log).
+                return Err(undo(format!("nginx did not serve the new file: {why}")).await);
+            }
+            Err(Unserved::NotYet(why)) => {
+                let e = undo(format!("nginx did not serve the new file: {why}")).await;
+                // nginx may have loaded it after all: what is on disk is served again.
+                let _ = self.control.run(&["-s", "reload"]).await;
+                return Err(e);
+            }
         }
         Ok(format!(
             "by a checked reload: nginx serves the new {}",
@@ -309,30 +315,30 @@ impl Nginx {
         nonce: &str,
         master: Option<u32>,
         before: &[control::Child],
-        log: Option<&control::ErrorLog>,
-    ) -> Result<(), String> {
+        mut log: Option<control::ErrorLog>,
+    ) -> Result<(), Unserved> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         let mut limit = Duration::from_millis(50);
         let mut retired = false;
         let mut looked = tokio::time::Instant::now();
-        let emerg = || match (log, master) {
-            (Some(log), Some(m)) => log.emerg(&self.control, m),
+        let emerg = |log: &mut Option<control::ErrorLog>| match (log, master) {
+            (Some(log), Some(m)) => log.emerg(&self.control, m).to_vec(),
             _ => Vec::new(),
         };
         loop {
             if looked.elapsed() >= Duration::from_millis(20) {
                 looked = tokio::time::Instant::now();
-                let said = emerg();
+                let said = emerg(&mut log);
                 if control::ErrorLog::refused(&said)
-                    && let Some(log) = log
+                    && let Some(log) = &log
                 {
-                    return Err(format!(
+                    return Err(Unserved::Refused(format!(
                         "its master refused it, and kept the file it ran; its error log ({}) \
                          says: {}{}",
                         log.path.display(),
                         said.join("; "),
                         self.hint(&said)
-                    ));
+                    )));
                 }
             }
             if !retired {
@@ -362,8 +368,8 @@ impl Nginx {
                 Err(e) => e.to_string(),
             };
             if tokio::time::Instant::now() >= deadline {
-                let said = emerg();
-                let logged = match log {
+                let said = emerg(&mut log);
+                let logged = match &log {
                     Some(log) if !said.is_empty() => format!(
                         "; its error log ({}) says: {}{}",
                         log.path.display(),
@@ -376,10 +382,10 @@ impl Nginx {
                     ),
                     None => String::new(),
                 };
-                return Err(format!(
+                return Err(Unserved::NotYet(format!(
                     "not within {}s: {last}{logged}",
                     CONFIRM_TIMEOUT.as_secs()
-                ));
+                )));
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -402,6 +408,14 @@ impl Nginx {
             String::new()
         }
     }
+}
+
+/// Why a reload's file is not served.
+enum Unserved {
+    /// nginx's master refused it (its error log says why): it runs the file it ran.
+    Refused(String),
+    /// Not served in time: nginx may yet load it.
+    NotYet(String),
 }
 
 /// A file that ends with the plugin's state server.
