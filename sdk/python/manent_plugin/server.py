@@ -66,17 +66,30 @@ def negotiate(offered: Optional[str], mine: Sequence[int]) -> int:
     return min(mine)
 
 
+#: How long whatever still runs when the plugin is told to stop gets before the process ends.
+EXIT_WITHIN = 2.0
+
+
 class _Stop:
     """Ends `serve` with an exit code."""
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.code = 0
+        self._deadline: Optional[threading.Timer] = None
 
     def __call__(self, code: int = 0) -> None:
         if not self.event.is_set():
             self.code = code
             self.event.set()
+
+    def deadline(self, code: int, within: float = EXIT_WITHIN) -> None:
+        """Ends the process with `code` after `within` seconds, on a thread of its own: a
+        coroutine that blocks the event loop cannot hold the exit back. Once."""
+        if self._deadline is None:
+            self._deadline = threading.Timer(within, os._exit, (code,))
+            self._deadline.daemon = True
+            self._deadline.start()
 
 
 # ------------------------------------------------------------------------------------ broker
@@ -566,7 +579,15 @@ async def _run(factory: Factory, versions: Sequence[int], log: logging.Logger) -
         except (AttributeError, ValueError):
             pass
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGTERM, stop, 0)
+
+        def terminated(_signum: int, _frame: Any) -> None:
+            # A Python handler runs on the main thread between two bytecodes, even while a
+            # coroutine blocks the event loop (asyncio's own handler would wait for the loop):
+            # the exit's deadline starts now, and the loop stops as soon as it runs.
+            stop.deadline(0, EXIT_WITHIN + 0.5)
+            loop.call_soon_threadsafe(stop, 0)
+
+        signal.signal(signal.SIGTERM, terminated)
         # go-plugin ignores interrupts: the host stops its plugins itself. A handler, not
         # SIG_IGN: an ignored signal would stay ignored in every command the plugin runs.
         loop.add_signal_handler(signal.SIGINT, lambda: None)
@@ -575,9 +596,7 @@ async def _run(factory: Factory, versions: Sequence[int], log: logging.Logger) -
         watch.cancel()
         # Whatever still runs (a thread in an executor, a handler that swallowed its
         # cancellation) gets two seconds; then the process ends, as the Rust and Go SDKs do.
-        deadline = threading.Timer(2.0, os._exit, (stop.code,))
-        deadline.daemon = True
-        deadline.start()
+        stop.deadline(stop.code)
         server.close()
         try:
             await asyncio.wait_for(server.wait_closed(), 0.5)

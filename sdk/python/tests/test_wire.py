@@ -27,6 +27,8 @@ from manent_plugin._proto.grpc_controller_grpc import GRPCControllerStub
 SDK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PLUGIN = textwrap.dedent("""
+    import time
+
     import manent_plugin as mp
 
     class P(mp.Deployer):
@@ -38,6 +40,9 @@ PLUGIN = textwrap.dedent("""
             mp.logger().info("deploying", extra={"target": req.targets[0].name})
             if req.params.get("abort"):
                 raise mp.Permanent("refused for good")
+            if req.params.get("block"):
+                mp.logger().info("blocking the event loop")
+                time.sleep(3600)
             return mp.Result(release=req.artifact.version, targets=[
                 mp.TargetResult(t.host, mp.TargetResult.DEPLOYED) for t in req.targets])
 
@@ -142,6 +147,45 @@ class WireTest(unittest.TestCase):
             await GRPCControllerStub(ch).Shutdown(grpc_controller_pb2.Empty())
         finally:
             ch.close()
+
+    def test_sigterm_ends_a_plugin_whose_call_blocks_the_event_loop(self):
+        proc = subprocess.Popen([sys.executable, self.script], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            fields = proc.stdout.readline().decode().strip().split("|")
+            der = base64.b64decode(fields[5] + "=" * (-len(fields[5]) % 4))
+            plugin_pem = x509.load_der_x509_certificate(der).public_bytes(
+                serialization.Encoding.PEM).decode()
+
+            async def go():
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                tls._load(ctx, self.host, plugin_pem)  # pylint: disable=protected-access
+                ch = Channel(path=fields[3], ssl=ctx,
+                             config=Configuration(ssl_target_name_override="localhost"))
+                try:
+                    d = DeployerStub(ch)
+                    await d.Configure(mp.pb.ConfigureRequest(config_json=b"{}"))
+                    call = asyncio.ensure_future(d.Deploy(mp.pb.DeployRequest(
+                        artifact=mp.pb.Artifact(version="3"), params_json=b'{"block": true}',
+                        targets=[mp.pb.Target(host="h1", moniker="prod::a::p::t1")])))
+                    await asyncio.sleep(1.0)
+                    self.assertFalse(call.done())
+                    proc.terminate()
+                    # Asyncio's own SIGTERM handler would wait for the loop, blocked an hour.
+                    code = await asyncio.get_running_loop().run_in_executor(
+                        None, proc.wait, 20)
+                    call.cancel()
+                    await asyncio.gather(call, return_exceptions=True)
+                    return code
+                finally:
+                    ch.close()
+
+            self.assertEqual(asyncio.run(go()), 0, "SIGTERM is a clean exit")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
 
     def test_another_client_certificate_is_refused(self):
         proc = subprocess.Popen([sys.executable, self.script], env=self.env,
