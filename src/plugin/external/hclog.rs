@@ -32,7 +32,8 @@ enum Key {
     Timestamp,
     Target,
     Moniker,
-    Deployment,
+    /// `deployment` or `deployment_id`, as the line spells it.
+    Deployment(&'static str),
     Other(String),
 }
 
@@ -52,7 +53,8 @@ impl<'de> serde::Deserialize<'de> for Key {
                     "@timestamp" => Key::Timestamp,
                     "target" => Key::Target,
                     "moniker" => Key::Moniker,
-                    "deployment" | "deployment_id" => Key::Deployment,
+                    "deployment" => Key::Deployment("deployment"),
+                    "deployment_id" => Key::Deployment("deployment_id"),
                     other => Key::Other(other.to_owned()),
                 })
             }
@@ -118,12 +120,13 @@ impl<'de> serde::Deserialize<'de> for Json {
                         }
                         Key::Target => named(&mut m, "target", &mut p.target, &mut p.attrs)?,
                         Key::Moniker => named(&mut m, "moniker", &mut p.moniker, &mut p.attrs)?,
-                        Key::Deployment => {
+                        Key::Deployment(k) => {
                             if p.deployment.is_some() {
-                                // `deployment` and `deployment_id` both: the first wins.
-                                m.next_value::<serde::de::IgnoredAny>()?;
+                                // `deployment` and `deployment_id` both: the first names the
+                                // deployment, the other stays an attribute.
+                                p.attrs.insert(k.to_owned(), m.next_value()?);
                             } else {
-                                named(&mut m, "deployment", &mut p.deployment, &mut p.attrs)?;
+                                named(&mut m, k, &mut p.deployment, &mut p.attrs)?;
                             }
                         }
                         Key::Other(k) => {
@@ -226,6 +229,19 @@ mod tests {
         );
         assert_eq!(p.deployment.as_deref(), Some("dep-1"));
         assert!(!p.attrs.contains_key("@timestamp"));
+        // One that is not a string stays under its own key; with both, the first names the
+        // deployment and the other is kept.
+        let p = parse(r#"{"@message":"m","deployment_id":42}"#, &mut panic);
+        assert_eq!(
+            (p.deployment, p.attrs["deployment_id"].clone()),
+            (None, Value::from(42))
+        );
+        let p = parse(
+            r#"{"@message":"m","deployment":"dep-1","deployment_id":"dep-2"}"#,
+            &mut panic,
+        );
+        assert_eq!(p.deployment.as_deref(), Some("dep-1"));
+        assert_eq!(p.attrs["deployment_id"], "dep-2");
         // A message that is not a string must not crash anything.
         assert_eq!(
             parse(r#"{"@level":"info","@message":5}"#, &mut panic).message,
