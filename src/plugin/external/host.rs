@@ -56,6 +56,52 @@ const HEALTH: &str = "its health check";
 const CONFIGURE: &str = "Configure";
 /// The plugin's stderr pipe: room for a burst of log lines.
 const PIPE_BYTES: usize = 1 << 20;
+/// What the engine's plugin stderr pipes take together beyond a pipe's default 64 KiB: a
+/// quarter of a user's default pipe allowance (`pipe-user-pages-soft`, 64 MiB). Past that
+/// allowance the kernel gives each new pipe of the user a page or two — the operator's shell
+/// pipelines included — so plugins past the budget keep the default size.
+const PIPES_BUDGET: usize = 16 << 20;
+
+/// The bytes the engine's pipes took beyond their default, against the most they may.
+#[derive(Debug)]
+struct PipeBudget {
+    grown: std::sync::atomic::AtomicUsize,
+    most: usize,
+}
+
+static PIPES: PipeBudget = PipeBudget::new(PIPES_BUDGET);
+
+impl PipeBudget {
+    const fn new(most: usize) -> Self {
+        PipeBudget {
+            grown: std::sync::atomic::AtomicUsize::new(0),
+            most,
+        }
+    }
+}
+
+/// A share of a [`PipeBudget`], given back when dropped (the plugin's stderr closed).
+#[derive(Debug)]
+struct PipeShare(&'static PipeBudget, usize);
+
+impl PipeShare {
+    fn take(budget: &'static PipeBudget, bytes: usize) -> Option<PipeShare> {
+        use std::sync::atomic::Ordering::SeqCst;
+        budget
+            .grown
+            .fetch_update(SeqCst, SeqCst, |g| {
+                (g + bytes <= budget.most).then_some(g + bytes)
+            })
+            .ok()
+            .map(|_| PipeShare(budget, bytes))
+    }
+}
+
+impl Drop for PipeShare {
+    fn drop(&mut self) {
+        (self.0.grown).fetch_sub(self.1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 /// A running plugin process.
 pub struct Process {
@@ -251,14 +297,16 @@ impl Host {
         let handshaken = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if let Some(stderr) = child.stderr.take() {
             // A plugin logging in bursts fills 64 KiB in a fraction of a millisecond: a larger
-            // pipe lets it write on while this side catches up.
-            crate::sys::grow_pipe(&stderr, PIPE_BYTES);
+            // pipe lets it write on while this side catches up (within the engine's budget).
+            let share = PipeShare::take(&PIPES, PIPE_BYTES)
+                .filter(|_| crate::sys::grow_pipe(&stderr, PIPE_BYTES));
             tokio::spawn(forward_stderr(
                 stderr,
                 self.sink.clone(),
                 s.name.clone(),
                 tail.clone(),
                 handshaken.clone(),
+                share,
             ));
         }
         let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| self.fail("no stdout"))?);
@@ -553,6 +601,8 @@ async fn forward_stderr(
     plugin: String,
     tail: Arc<Mutex<VecDeque<String>>>,
     handshaken: Arc<std::sync::atomic::AtomicBool>,
+    // Held while the pipe is read: given back when it closes.
+    _share: Option<PipeShare>,
 ) {
     use std::sync::atomic::Ordering;
     // The pipe's whole capacity per read: a flooding plugin is drained in one syscall.
@@ -681,5 +731,22 @@ async fn forward_stdio(channel: H2, log: Logger) {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             log.log(level, line, &[]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_pipes_grow_within_the_engines_budget_and_give_it_back() {
+        static BUDGET: PipeBudget = PipeBudget::new(3 << 20);
+        let shares: Vec<PipeShare> = std::iter::from_fn(|| PipeShare::take(&BUDGET, 1 << 20))
+            .take(10)
+            .collect();
+        assert_eq!(shares.len(), 3);
+        assert!(PipeShare::take(&BUDGET, 1).is_none());
+        drop(shares);
+        assert!(PipeShare::take(&BUDGET, 3 << 20).is_some());
     }
 }
