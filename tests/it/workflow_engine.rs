@@ -413,20 +413,24 @@ async fn replay_returns_recorded_results_and_detects_renamed_steps(b: Backend) {
 async fn cancel_stops_at_the_next_step_boundary_and_resume_continues(b: Backend) {
     let store = b.store();
     let gate = Arc::new(tokio::sync::Notify::new());
+    // The first step has started: the cancel lands while it is in flight, on a loaded machine
+    // too (a fixed sleep sometimes cancelled before it began).
+    let entered = Arc::new(tokio::sync::Notify::new());
     let ran = Arc::new(AtomicU32::new(0));
-    let (g, r) = (gate.clone(), ran.clone());
+    let (g, e, r) = (gate.clone(), entered.clone(), ran.clone());
     let def = WorkflowDef {
         name: "t".into(),
         version: 1,
         run: Arc::new(move |ctx, _| {
-            let (g, r) = (g.clone(), r.clone());
+            let (g, e, r) = (g.clone(), e.clone(), r.clone());
             async move {
                 for i in 0..3 {
-                    let (g, r) = (g.clone(), r.clone());
+                    let (g, e, r) = (g.clone(), e.clone(), r.clone());
                     ctx.step(format!("s{i}"), &fast(0), move |_| {
-                        let (g, r) = (g.clone(), r.clone());
+                        let (g, e, r) = (g.clone(), e.clone(), r.clone());
                         async move {
                             if i == 0 {
+                                e.notify_one();
                                 g.notified().await;
                             }
                             r.fetch_add(1, Ordering::SeqCst);
@@ -444,7 +448,9 @@ async fn cancel_stops_at_the_next_step_boundary_and_resume_continues(b: Backend)
     let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
     let _poller = rt.spawn_poller(Duration::from_millis(50));
     rt.submit(new_wf("w5", "t")).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::timeout(Duration::from_secs(60), entered.notified())
+        .await
+        .expect("the first step never started");
     let row = store.cancel("w5", vec![note("cancel")]).await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
     gate.notify_one();
