@@ -282,7 +282,13 @@ pub fn elide_quoted(line: &str, quote: char) -> String {
         .rfind(" in /")
         .filter(|&at| at > first)
         .unwrap_or(line.len());
-    match line[..named].rfind(quote).filter(|&at| at > first) {
+    // No closing quote before the naming (it was inside the quotes, or there is none): to the
+    // line's last quote, else to the naming.
+    let last = line[..named]
+        .rfind(quote)
+        .filter(|&at| at > first)
+        .or_else(|| line.rfind(quote).filter(|&at| at > first));
+    match last {
         Some(last) => format!("{}{quote}{HIDDEN}{}", &line[..first], &line[last..]),
         None => format!("{}{quote}{HIDDEN}{}", &line[..first], &line[named..]),
     }
@@ -387,6 +393,11 @@ mod tests {
         assert_eq!(
             elide_quoted("unexpected \"s3cr3t in /tmp/x:1", '"'),
             "unexpected \"(not shown: another file's text) in /tmp/x:1"
+        );
+        // The naming inside the quotes is quoted text too.
+        assert_eq!(
+            elide_quoted("unknown keyword 'a in /b' out of section.", '\''),
+            "unknown keyword '(not shown: another file's text)' out of section."
         );
     }
 

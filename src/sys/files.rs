@@ -410,8 +410,8 @@ pub enum Irregular {
 
 /// Reads a regular file of at most `max` bytes. What is read is what was checked: the file is
 /// opened without blocking (a FIFO swapped in after a check would wait for a writer forever, a
-/// device might never end) and checked on the descriptor opened; a path that is no regular
-/// file before that is refused without being opened.
+/// device might never end, a terminal would become a session leader's) and checked on the
+/// descriptor opened; a path that is no regular file before that is refused unopened.
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
     use std::io::Read as _;
     let ok = |meta: &std::fs::Metadata| {
@@ -426,7 +426,7 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
     ok(&std::fs::metadata(path).map_err(Irregular::Io)?)?;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(Irregular::Io)?;
     ok(&file.metadata().map_err(Irregular::Io)?)?;

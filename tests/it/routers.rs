@@ -756,7 +756,7 @@ mod nginx_only {
             assert!(v["canary"]["actual"]["served"].is_null(), "{v}");
         };
         let elsewhere = fleet::free_port();
-        let replay = Replay::start(python, elsewhere, &truth);
+        let replay = Replay::start(python, 65534, elsewhere, &truth);
         let config = std::fs::read_to_string(fx.config()).unwrap();
         let state = format!("state_listen: 127.0.0.1:{}", n.state);
         assert!(config.contains(&state), "{config}");
@@ -766,7 +766,7 @@ mod nginx_only {
         drop(replay);
         std::fs::write(fx.config(), config).unwrap();
         n.stop();
-        let _replay = Replay::start(python, n.state, &truth);
+        let _replay = Replay::start(python, 65534, n.state, &truth);
         untrusted("nginx's master process is not found");
     }
 
@@ -790,16 +790,37 @@ mod nginx_only {
         assert_eq!(out.status.code(), Some(7), "{}", said(&out));
         assert_share(&n, "2.0.0", 40.0, "set by hand");
         assert_eq!(fx.status(&id)["canary"]["actual"]["served"]["weight"], 40);
+        // Another program of the workers' user (PHP-FPM runs as www-data too) replaying
+        // nginx's answer is not nginx: no nginx process holds its socket.
+        let python = std::path::Path::new("/usr/bin/python3");
+        if !python.exists() {
+            assert!(std::env::var_os("CI").is_none(), "CI installs python3");
+            return;
+        }
+        let truth = crate::support::router::get_path(n.state, "/manent-state", None).unwrap();
+        let elsewhere = fleet::free_port();
+        let _replay = Replay::start(python, 33, elsewhere, &truth);
+        let config = std::fs::read_to_string(fx.config()).unwrap();
+        let state = format!("state_listen: 127.0.0.1:{}", n.state);
+        let moved = config.replace(&state, &format!("state_listen: 127.0.0.1:{elsewhere}"));
+        std::fs::write(fx.config(), moved).unwrap();
+        let out = fx.run(&["status", &id]);
+        let all = said(&out);
+        assert!(
+            all.contains("uid 33") && all.contains("no nginx process holds"),
+            "{all}"
+        );
+        assert!(fx.status(&id)["canary"]["actual"]["served"].is_null());
     }
 
-    /// A server run as nobody (uid 65534) that answers every request with `body`, keeping
-    /// each connection open as nginx does (unless asked to close it).
+    /// A server run as `uid` (its group the same number) that answers every request with
+    /// `body`, keeping each connection open as nginx does (unless asked to close it).
     struct Replay {
         _server: Killed,
     }
 
     impl Replay {
-        fn start(python: &std::path::Path, port: u16, body: &str) -> Replay {
+        fn start(python: &std::path::Path, uid: u32, port: u16, body: &str) -> Replay {
             use std::io::BufRead as _;
             use std::os::unix::process::CommandExt as _;
             let server = "import socket,sys\nbody=sys.argv[2].encode()\ns=socket.socket()\n\
@@ -813,8 +834,8 @@ mod nginx_only {
             let mut child = Killed(
                 std::process::Command::new(python)
                     .args(["-c", server, &port.to_string(), body])
-                    .uid(65534)
-                    .gid(65534)
+                    .uid(uid)
+                    .gid(uid)
                     .current_dir("/")
                     .stdout(std::process::Stdio::piped())
                     .spawn()

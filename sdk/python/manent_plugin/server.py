@@ -16,6 +16,7 @@ import signal
 import threading
 import sys
 import tempfile
+import time
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence
 
 import grpclib.const
@@ -83,11 +84,11 @@ class _Stop:
             self.code = code
             self.event.set()
 
-    def deadline(self, code: int, within: float = EXIT_WITHIN) -> None:
-        """Ends the process with `code` after `within` seconds, on a thread of its own: a
+    def deadline(self, code: int) -> None:
+        """Ends the process with `code` after EXIT_WITHIN seconds, on a thread of its own: a
         coroutine that blocks the event loop cannot hold the exit back. Once."""
         if self._deadline is None:
-            self._deadline = threading.Timer(within, os._exit, (code,))
+            self._deadline = threading.Timer(EXIT_WITHIN, os._exit, (code,))
             self._deadline.daemon = True
             self._deadline.start()
 
@@ -579,15 +580,7 @@ async def _run(factory: Factory, versions: Sequence[int], log: logging.Logger) -
         except (AttributeError, ValueError):
             pass
         loop = asyncio.get_running_loop()
-
-        def terminated(_signum: int, _frame: Any) -> None:
-            # A Python handler runs on the main thread between two bytecodes, even while a
-            # coroutine blocks the event loop (asyncio's own handler would wait for the loop):
-            # the exit's deadline starts now, and the loop stops as soon as it runs.
-            stop.deadline(0, EXIT_WITHIN + 0.5)
-            loop.call_soon_threadsafe(stop, 0)
-
-        signal.signal(signal.SIGTERM, terminated)
+        _on_sigterm(loop, stop)
         # go-plugin ignores interrupts: the host stops its plugins itself. A handler, not
         # SIG_IGN: an ignored signal would stay ignored in every command the plugin runs.
         loop.add_signal_handler(signal.SIGINT, lambda: None)
@@ -608,6 +601,45 @@ async def _run(factory: Factory, versions: Sequence[int], log: logging.Logger) -
         except OSError:
             pass
     return stop.code
+
+
+def _on_sigterm(loop: asyncio.AbstractEventLoop, stop: _Stop) -> None:
+    """SIGTERM ends the plugin even while a coroutine blocks the event loop: asyncio's own
+    handler would wait for the loop, a Python handler runs on the main thread between two
+    bytecodes. It only writes a byte: a watchdog thread, started here and not in the handler
+    (a thread started inside a handler can deadlock on the lock the interrupted code holds),
+    ends the process after the stop's grace; the loop stops as soon as it runs."""
+    me = os.getpid()
+    wake_r, wake_w = os.pipe()
+    os.set_inheritable(wake_r, False)
+    os.set_inheritable(wake_w, False)
+
+    def watchdog() -> None:
+        try:
+            os.read(wake_r, 1)
+        except OSError:
+            return
+        time.sleep(EXIT_WITHIN + 0.5)
+        os._exit(0)  # pylint: disable=protected-access
+
+    threading.Thread(target=watchdog, name="manent-sigterm", daemon=True).start()
+
+    def terminated(signum: int, _frame: Any) -> None:
+        if os.getpid() != me:
+            # A child forked without exec (multiprocessing): SIGTERM ends it, as by default.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        try:
+            os.write(wake_w, b"x")
+        except OSError:
+            pass
+        try:
+            loop.call_soon_threadsafe(stop, 0)
+        except RuntimeError:
+            pass  # the loop is closed: the watchdog ends the process
+
+    signal.signal(signal.SIGTERM, terminated)
 
 
 async def _watch_parent(stop: _Stop, log: logging.Logger) -> None:

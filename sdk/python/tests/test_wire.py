@@ -4,11 +4,13 @@ P-521 (a Python host here), health, Configure, Deploy, stdout kept clean, Shutdo
 import asyncio
 import base64
 import os
+import signal
 import ssl
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 from cryptography import x509
@@ -27,6 +29,7 @@ from manent_plugin._proto.grpc_controller_grpc import GRPCControllerStub
 SDK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PLUGIN = textwrap.dedent("""
+    import os
     import time
 
     import manent_plugin as mp
@@ -43,6 +46,12 @@ PLUGIN = textwrap.dedent("""
             if req.params.get("block"):
                 mp.logger().info("blocking the event loop")
                 time.sleep(3600)
+            if req.params.get("fork"):
+                child = os.fork()
+                if child == 0:
+                    time.sleep(60)
+                    os._exit(3)
+                return mp.Result(release=str(child), targets=[])
             return mp.Result(release=req.artifact.version, targets=[
                 mp.TargetResult(t.host, mp.TargetResult.DEPLOYED) for t in req.targets])
 
@@ -78,6 +87,45 @@ class WireTest(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+    def start(self):
+        """The plugin started: its process, socket path and certificate (PEM) from its
+        handshake line."""
+        proc = subprocess.Popen([sys.executable, self.script], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        fields = proc.stdout.readline().decode().strip().split("|")
+        der = base64.b64decode(fields[5] + "=" * (-len(fields[5]) % 4))
+        plugin_pem = x509.load_der_x509_certificate(der).public_bytes(
+            serialization.Encoding.PEM).decode()
+        return proc, fields[3], plugin_pem
+
+    def channel(self, path, plugin_pem, identity=None):
+        """A host's channel to the plugin over mutual TLS (`identity`: the host's own)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        tls._load(ctx, identity or self.host, plugin_pem)  # pylint: disable=protected-access
+        return Channel(path=path, ssl=ctx,
+                       config=Configuration(ssl_target_name_override="localhost"))
+
+    @staticmethod
+    async def configured(ch):
+        d = DeployerStub(ch)
+        await d.Configure(mp.pb.ConfigureRequest(config_json=b"{}"))
+        return d
+
+    @staticmethod
+    def deploy_request(params):
+        return mp.pb.DeployRequest(
+            artifact=mp.pb.Artifact(version="3"), params_json=params,
+            targets=[mp.pb.Target(host="h1", moniker="prod::a::p::t1")])
+
+    @staticmethod
+    def ended(proc):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in (proc.stdout, proc.stderr):
+            if f is not None:
+                f.close()
 
     def test_without_the_cookie_it_says_so_on_stderr_and_exits_1(self):
         env = dict(self.env, MANENT_PLUGIN="")
@@ -149,25 +197,14 @@ class WireTest(unittest.TestCase):
             ch.close()
 
     def test_sigterm_ends_a_plugin_whose_call_blocks_the_event_loop(self):
-        proc = subprocess.Popen([sys.executable, self.script], env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc, path, plugin_pem = self.start()
         try:
-            fields = proc.stdout.readline().decode().strip().split("|")
-            der = base64.b64decode(fields[5] + "=" * (-len(fields[5]) % 4))
-            plugin_pem = x509.load_der_x509_certificate(der).public_bytes(
-                serialization.Encoding.PEM).decode()
-
             async def go():
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                tls._load(ctx, self.host, plugin_pem)  # pylint: disable=protected-access
-                ch = Channel(path=fields[3], ssl=ctx,
-                             config=Configuration(ssl_target_name_override="localhost"))
+                ch = self.channel(path, plugin_pem)
                 try:
-                    d = DeployerStub(ch)
-                    await d.Configure(mp.pb.ConfigureRequest(config_json=b"{}"))
-                    call = asyncio.ensure_future(d.Deploy(mp.pb.DeployRequest(
-                        artifact=mp.pb.Artifact(version="3"), params_json=b'{"block": true}',
-                        targets=[mp.pb.Target(host="h1", moniker="prod::a::p::t1")])))
+                    d = await self.configured(ch)
+                    call = asyncio.ensure_future(
+                        d.Deploy(self.deploy_request(b'{"block": true}')))
                     await asyncio.sleep(1.0)
                     self.assertFalse(call.done())
                     proc.terminate()
@@ -182,26 +219,48 @@ class WireTest(unittest.TestCase):
 
             self.assertEqual(asyncio.run(go()), 0, "SIGTERM is a clean exit")
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
+            self.ended(proc)
+
+    def test_a_forked_child_told_to_stop_ends_itself_not_the_plugin(self):
+        proc, path, plugin_pem = self.start()
+        try:
+            async def go():
+                ch = self.channel(path, plugin_pem)
+                try:
+                    d = await self.configured(ch)
+                    resp = await d.Deploy(self.deploy_request(b'{"fork": true}'))
+                    return int(resp.release)
+                finally:
+                    ch.close()
+
+            child = asyncio.run(go())
+            os.kill(child, signal.SIGTERM)
+            # The child ends (a zombie until the plugin reaps it, or gone)...
+            for _ in range(200):
+                try:
+                    with open("/proc/%d/stat" % child) as f:
+                        if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                            break
+                except OSError:
+                    break
+                time.sleep(0.05)
+            else:
+                self.fail("the forked child outlived SIGTERM")
+            # ...and the plugin lives on past the grace a stop would have given it.
+            time.sleep(mp.server.EXIT_WITHIN + 1.5)
+            self.assertIsNone(proc.poll(), "the plugin exited when its child was told to stop")
+            proc.terminate()
+            self.assertEqual(proc.wait(timeout=20), 0)
+        finally:
+            self.ended(proc)
 
     def test_another_client_certificate_is_refused(self):
-        proc = subprocess.Popen([sys.executable, self.script], env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc, path, plugin_pem = self.start()
         try:
-            fields = proc.stdout.readline().decode().strip().split("|")
-            der = base64.b64decode(fields[5] + "=" * (-len(fields[5]) % 4))
-            plugin_pem = x509.load_der_x509_certificate(der).public_bytes(
-                serialization.Encoding.PEM).decode()
             stranger = tls.generate()
 
             async def go():
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                tls._load(ctx, stranger, plugin_pem)  # pylint: disable=protected-access
-                ch = Channel(path=fields[3], ssl=ctx,
-                             config=Configuration(ssl_target_name_override="localhost"))
+                ch = self.channel(path, plugin_pem, stranger)
                 try:
                     await asyncio.wait_for(
                         Health(ch).Check(hpb.HealthCheckRequest(service="plugin")), 10)
@@ -213,13 +272,7 @@ class WireTest(unittest.TestCase):
             proc.terminate()
             self.assertEqual(proc.wait(timeout=10), 0, "SIGTERM is a clean exit")
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for f in (proc.stdout, proc.stderr):
-                if f is not None:
-                    f.close()
-
+            self.ended(proc)
 
 if __name__ == "__main__":
     unittest.main()

@@ -120,13 +120,10 @@ impl Control {
     /// root-only log).
     pub fn error_log(&self) -> Option<ErrorLog> {
         let conf = std::fs::read_to_string(&self.conf).unwrap_or_default();
+        // nginx's own names for a log that is no file (Debian builds with `stderr`).
+        let no_file =
+            |n: &str| n == "stderr" || n.starts_with("syslog:") || n.starts_with("memory:");
         let named = main_error_log(&conf);
-        if named
-            .as_deref()
-            .is_some_and(|n| n == "stderr" || n.starts_with("syslog:") || n.starts_with("memory:"))
-        {
-            return None;
-        }
         let path = match named.map(PathBuf::from) {
             Some(n) if n.is_absolute() => n,
             named => {
@@ -135,13 +132,19 @@ impl Control {
                 let path = named
                     .or_else(|| built.error_log.clone())
                     .unwrap_or_else(|| PathBuf::from("logs/error.log"));
+                if path.to_str().is_some_and(no_file) {
+                    return None;
+                }
                 match prefix {
                     Some(p) if path.is_relative() => p.join(path),
                     _ => path,
                 }
             }
         };
-        let file = std::fs::File::open(&path).ok()?;
+        if path.to_str().is_some_and(no_file) {
+            return None;
+        }
+        let file = open_log(&path)?;
         let pos = file.metadata().ok()?.len();
         Some(ErrorLog {
             path,
@@ -281,9 +284,22 @@ fn main_error_log(conf: &str) -> Option<String> {
     None
 }
 
-/// nginx's error log from a point on, read as it grows. The file opened at first is read on:
-/// renamed by a rotation, it is still the one nginx writes until told to reopen; cut short
-/// (copytruncate), it is read again from its start.
+/// Opens a log for reading without blocking on what is not a regular file (a FIFO put in a
+/// log directory the workers' user can write would hang the change) or taking a terminal.
+fn open_log(path: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// nginx's error log from a point on, read as it grows. The file opened at first is read to
+/// its end; once the path names another file (a rotation: nginx opens the path anew for the
+/// reload it takes), that one is read from its start too. Cut short (copytruncate), a file is
+/// read again from its start.
 #[derive(Debug)]
 pub struct ErrorLog {
     pub path: PathBuf,
@@ -296,6 +312,25 @@ impl ErrorLog {
     /// What `master` logged as `[emerg]` since: each message once, without its time and pids,
     /// quoted text of a file the plugin does not own left out (see [`Control::shown`]).
     pub fn emerg(&mut self, control: &Control, master: u32) -> &[String] {
+        use std::os::unix::fs::MetadataExt;
+        self.read_on(control, master);
+        let held = self.file.metadata().map(|m| (m.dev(), m.ino())).ok();
+        let named = std::fs::metadata(&self.path)
+            .map(|m| (m.dev(), m.ino()))
+            .ok();
+        if named.is_some()
+            && named != held
+            && let Some(file) = open_log(&self.path)
+        {
+            self.file = file;
+            self.pos = 0;
+            self.read_on(control, master);
+        }
+        &self.said
+    }
+
+    /// Reads the held file on from where it was left, keeping the master's `[emerg]` lines.
+    fn read_on(&mut self, control: &Control, master: u32) {
         use std::io::{Read as _, Seek as _};
         let len = self.file.metadata().map_or(0, |m| m.len());
         if len < self.pos {
@@ -309,7 +344,7 @@ impl ErrorLog {
         // Whole lines only: the rest is read with what follows it.
         let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
         if read.is_err() || whole == 0 {
-            return &self.said;
+            return;
         }
         self.pos += whole as u64;
         let tag = format!("[emerg] {master}#");
@@ -323,7 +358,6 @@ impl ErrorLog {
                 self.said.push(message);
             }
         }
-        &self.said
     }
 
     /// Whether `emerg` says the reload failed: any message but a `bind()` nginx tries again
@@ -334,6 +368,32 @@ impl ErrorLog {
             .iter()
             .any(|m| !(m.starts_with("bind() to ") && m.contains(" failed (98: ")))
     }
+}
+
+/// Whether the master or one of its children holds socket `inode` open (`socket:[N]` among
+/// its descriptors): the process at the other end of a connection is nginx, not merely a
+/// process of a user nginx's workers share (PHP-FPM or a CGI runs as `www-data` too). None
+/// when their descriptors cannot be read (the plugin not root, its workers another user's).
+pub fn holds_socket(master: u32, inode: u64) -> Option<bool> {
+    let want = format!("socket:[{inode}]");
+    let mut unreadable = false;
+    for pid in std::iter::once(master).chain(
+        children(master)
+            .into_iter()
+            .filter(|pid| Child::of(master, *pid).is_some()),
+    ) {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            unreadable = true;
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == want.as_str()))
+        {
+            return Some(true);
+        }
+    }
+    (!unreadable).then_some(false)
 }
 
 /// The users the master's children (its workers) run as, each once.

@@ -244,19 +244,12 @@ impl Nginx {
         if let Err(said) = self.control.run(&["-s", "reload"]).await {
             return Err(undo(format!("nginx -s reload failed: {said}")).await);
         }
-        match self.confirm(&rendered.nonce, master, &before, log).await {
-            Ok(()) => {}
-            Err(Unserved::Refused(why)) => {
-                // nginx kept the file it ran: nothing to reload (a reload now would only try
-                // the same bind again, and its refusal would land in the next change's log).
-                return Err(undo(format!("nginx did not serve the new file: {why}")).await);
-            }
-            Err(Unserved::NotYet(why)) => {
-                let e = undo(format!("nginx did not serve the new file: {why}")).await;
-                // nginx may have loaded it after all: what is on disk is served again.
-                let _ = self.control.run(&["-s", "reload"]).await;
-                return Err(e);
-            }
+        if let Err(why) = self.confirm(&rendered.nonce, master, &before, log).await {
+            let e = undo(format!("nginx did not serve the new file: {why}")).await;
+            // nginx may have loaded it after all (a refusal is read from a log its workers'
+            // user can write to): what is on disk is served again.
+            let _ = self.control.run(&["-s", "reload"]).await;
+            return Err(e);
         }
         Ok(format!(
             "by a checked reload: nginx serves the new {}",
@@ -316,7 +309,7 @@ impl Nginx {
         master: Option<u32>,
         before: &[control::Child],
         mut log: Option<control::ErrorLog>,
-    ) -> Result<(), Unserved> {
+    ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
         let mut limit = Duration::from_millis(50);
         let mut retired = false;
@@ -332,13 +325,13 @@ impl Nginx {
                 if control::ErrorLog::refused(&said)
                     && let Some(log) = &log
                 {
-                    return Err(Unserved::Refused(format!(
+                    return Err(format!(
                         "its master refused it, and kept the file it ran; its error log ({}) \
                          says: {}{}",
                         log.path.display(),
                         said.join("; "),
                         self.hint(&said)
-                    )));
+                    ));
                 }
             }
             if !retired {
@@ -382,10 +375,10 @@ impl Nginx {
                     ),
                     None => String::new(),
                 };
-                return Err(Unserved::NotYet(format!(
+                return Err(format!(
                     "not within {}s: {last}{logged}",
                     CONFIRM_TIMEOUT.as_secs()
-                )));
+                ));
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
@@ -408,14 +401,6 @@ impl Nginx {
             String::new()
         }
     }
-}
-
-/// Why a reload's file is not served.
-enum Unserved {
-    /// nginx's master refused it (its error log says why): it runs the file it ran.
-    Refused(String),
-    /// Not served in time: nginx may yet load it.
-    NotYet(String),
 }
 
 /// A file that ends with the plugin's state server.

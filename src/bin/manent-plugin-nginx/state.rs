@@ -227,8 +227,8 @@ async fn answer(stream: &mut tokio::net::TcpStream) -> std::io::Result<(String, 
 /// one socket, the port's listener (the master's) is checked instead.
 fn trusted(addr: SocketAddr, local: SocketAddr, master: Option<u32>) -> Result<(), Asked> {
     use manent::sys::sock_diag::{ESTABLISHED, tcp_socket};
-    let owner = match tcp_socket(addr, local) {
-        Some(Some((s, ESTABLISHED))) if s.inode != 0 => Some(s.uid),
+    let (owner, inode) = match tcp_socket(addr, local) {
+        Some(Some((s, ESTABLISHED))) if s.inode != 0 => (Some(s.uid), Some(s.inode)),
         // Closed, or closing (a socket closed into TIME_WAIT has no owner left to check).
         Some(Some(_)) => return Err(Asked::Closed),
         // No such socket — or no TCP diagnostics in this kernel, which says the same: this
@@ -236,12 +236,35 @@ fn trusted(addr: SocketAddr, local: SocketAddr, master: Option<u32>) -> Result<(
         Some(None) if matches!(tcp_socket(local, addr), Some(Some(_))) => {
             return Err(Asked::Closed);
         }
-        Some(None) | None => listener_uid(addr),
+        Some(None) | None => (listener_uid(addr), None),
     };
     let nginx = master.and_then(process_uid);
     let workers: Vec<u32> = master.map(crate::control::child_uids).unwrap_or_default();
     match (owner, nginx) {
-        (Some(o), Some(n)) if o == n || workers.contains(&o) => Ok(()),
+        (Some(o), Some(n)) if o == n => Ok(()),
+        // The workers' user: the socket must be one nginx itself holds open.
+        (Some(o), Some(_)) if workers.contains(&o) => {
+            let held = master
+                .zip(inode)
+                .and_then(|(m, i)| crate::control::holds_socket(m, i));
+            let open = || matches!(tcp_socket(addr, local), Some(Some((_, ESTABLISHED))));
+            match held {
+                Some(true) => Ok(()),
+                // A worker that finished closed it in between: asked again.
+                Some(false) if !open() => Err(Asked::Closed),
+                Some(false) => Err(Unread::Other(format!(
+                    "{addr} answered from a socket of uid {o}, nginx's workers' user, that no \
+                     nginx process holds: another program of that user is not trusted"
+                ))
+                .into()),
+                None => Err(Unread::Other(format!(
+                    "{addr} answered from a socket of uid {o}, nginx's workers' user, and the \
+                     plugin cannot read which process holds it (run the plugin as root, as \
+                     nginx's master runs): the answer is not trusted"
+                ))
+                .into()),
+            }
+        }
         (Some(o), Some(n)) => Err(Unread::Other(format!(
             "{addr} answered from a socket of uid {o}, neither nginx's master's (uid {n}) nor \
              its workers'{}: another user's listener is not trusted",

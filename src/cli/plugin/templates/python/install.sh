@@ -9,11 +9,13 @@ python3 -m venv .venv
 here=$(pwd)
 # A shebang line ends its interpreter's path at the first space, so the executable is a shell
 # script that starts the venv's python by its absolute path, quoted whatever characters the
-# path holds (a ' becomes '\'').
+# path holds (a ' becomes '\''). -I: no module is taken from the directory manent runs in
+# (another user may write there) nor from PYTHON* variables; the plugin's own directory is
+# put first on the path instead.
 quoted=$(printf '%s' "$here" | sed "s/'/'\\\\''/g")
 {
   printf '#!/bin/sh\n'
-  printf "exec '%s/.venv/bin/python' -c '%s' '%s' \"\$@\"\n" "$quoted" \
+  printf "exec '%s/.venv/bin/python' -I -c '%s' '%s' \"\$@\"\n" "$quoted" \
     'import sys; sys.path.insert(0, sys.argv.pop(1)); from plugin import factory; from manent_plugin import serve; serve(factory)' \
     "$quoted"
 } > manent-plugin-{{name}}
