@@ -15,8 +15,20 @@ const FIXTURE: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 
 /// The kit's report on `binary` (`--json`), with its exit code; `file` is the kit's file.
 pub fn kit(binary: &Path, file: Option<&str>) -> (Option<i32>, serde_json::Value) {
+    kit_in(binary, file, None)
+}
+
+/// [`kit`] run from directory `cwd` (the plugin starts there too).
+pub fn kit_in(
+    binary: &Path,
+    file: Option<&str>,
+    cwd: Option<&Path>,
+) -> (Option<i32>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(MANENT);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
     if let Some(yaml) = file {
         let path = dir.path().join("kit.yml");
         std::fs::write(&path, yaml).unwrap();
@@ -317,6 +329,27 @@ fn plugin_new_python_installs_and_passes_the_kit_as_written() {
         text(&out.stderr)
     );
     passes_as_written(&p.join("manent-plugin-hello-kit"));
+    // Started from a directory another user can write, the plugin takes no module from it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let ran = elsewhere.path().join("planted module ran");
+    std::fs::write(
+        elsewhere.path().join("json.py"),
+        format!(
+            "open({:?}, 'w').close()\nraise ImportError('planted')\n",
+            ran
+        ),
+    )
+    .unwrap();
+    let (code, report) = kit_in(
+        &p.join("manent-plugin-hello-kit"),
+        None,
+        Some(elsewhere.path()),
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    assert!(
+        !ran.exists(),
+        "a json.py in the working directory was imported"
+    );
 }
 
 #[test]
