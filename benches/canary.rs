@@ -10,7 +10,8 @@
 //! after a reload starts the new ones, until its master tells them to finish). Rows are timed
 //! to the whole; the hand reload is also timed to its first new answers, the stricter floor, and
 //! the goal is said against both. Run with `cargo bench --bench canary` (needs nginx and
-//! haproxy; `MANENT_BENCH_ROUTERS=haproxy` runs one; `access-log` the cost of reading nginx's
+//! haproxy; `MANENT_BENCH_ROUTERS=haproxy` runs one (`MANENT_BENCH_NGINX_WORKERS=www-data` runs
+//! nginx's workers as that user); `access-log` the cost of reading nginx's
 //! access log for canary analysis). Under `cargo test`, a smoke run: 2 changes each, 20,000
 //! log lines (see `support/smoke.rs`).
 
@@ -258,10 +259,11 @@ fn plugin_rss_kib() -> Option<u64> {
 /// (a worker running) should stay under, and how it is said.
 fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     let dir = tempfile::tempdir().unwrap();
-    let Some(n) = R::start(&dir.path().join(R::NAME), 2, "1.0.0") else {
+    let Some(mut n) = R::start(&dir.path().join(R::NAME), 2, "1.0.0") else {
         println!("canary bench: {} skipped (it is not installed)", R::NAME);
         return;
     };
+    n.setup();
     n.build("2.0.0", true);
     let fx = dir.path().join("manent");
     std::fs::create_dir_all(fx.join("apps")).unwrap();
@@ -458,6 +460,9 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
 trait ByHand: Router {
     /// The baseline's row.
     const SAID: &'static str;
+    /// Set up as the environment asks (nginx: `MANENT_BENCH_NGINX_WORKERS=www-data` runs its
+    /// workers as that user, its master as root, as most hosts do).
+    fn setup(&mut self) {}
     /// What the changes need made beforehand.
     fn prepare(&self) -> Vec<String> {
         Vec::new()
@@ -473,6 +478,13 @@ trait ByHand: Router {
 
 impl ByHand for nginx::Nginx {
     const SAID: &'static str = "baseline: file by hand + nginx -s reload";
+
+    fn setup(&mut self) {
+        if let Ok(user) = std::env::var("MANENT_BENCH_NGINX_WORKERS") {
+            println!("nginx's workers run as {user}");
+            self.workers_as(Box::leak(user.into_boxed_str()));
+        }
+    }
 
     /// The split file for 100 % and for 0 % (the support's edit also waits for old workers,
     /// which the timed change does not).
