@@ -157,12 +157,31 @@ impl Control {
     /// What nginx was built with, from `nginx -V` (asked once).
     fn built(&self) -> &Built {
         self.built.get_or_init(|| {
-            std::process::Command::new(&self.nginx)
+            use std::io::Read as _;
+            let Ok(mut child) = std::process::Command::new(&self.nginx)
                 .arg("-V")
                 .stdin(Stdio::null())
-                .output()
-                .map(|o| Built::from_version(&String::from_utf8_lossy(&o.stderr)))
-                .unwrap_or_default()
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+            else {
+                return Built::default();
+            };
+            // A few lines, at once; an nginx that does not answer within 2 s is left unasked.
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            while matches!(child.try_wait(), Ok(None)) {
+                if std::time::Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Built::default();
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut said = String::new();
+            if let Some(mut err) = child.stderr.take() {
+                let _ = err.read_to_string(&mut said);
+            }
+            Built::from_version(&said)
         })
     }
 
