@@ -682,6 +682,37 @@ mod nginx_only {
         assert_share(&n, "2.0.0", 40.0, "the retried weight");
     }
 
+    /// A pid file another local user could replace would let them name their own process as
+    /// nginx's master (its title is theirs to set): the plugin trusts none, and says why.
+    #[test]
+    fn a_pid_file_another_user_could_replace_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let Some(n) = start::<Nginx>(dir.path(), 1) else {
+            return;
+        };
+        n.build("2.0.0", true);
+        let logs = n.prefix.join("logs");
+        let mode = |m: u32| {
+            std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        mode(0o777);
+        let steps = "      - weight: 10\n      - pause: {}\n";
+        let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        let all = said(&out);
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains("mode 777") && all.contains("lets another user replace"),
+            "{all}"
+        );
+        assert_share(&n, "2.0.0", 0.0, "untouched");
+        mode(0o755);
+        let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+        assert_share(&n, "2.0.0", 10.0, "the first step");
+    }
+
     /// nginx's master refuses a reload without a word to whoever sent it: it keeps the file it
     /// runs and writes why in its error log. The plugin reads that log, so the failure says
     /// what nginx said and what to do, as soon as nginx gives up — not that the state location

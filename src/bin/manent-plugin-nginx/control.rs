@@ -188,6 +188,14 @@ impl Control {
     /// The master's pid, from its pid file (`pid_file:`, the configuration's `pid`, the
     /// prefix's `logs/nginx.pid`, or `/run/nginx.pid`), if that process is nginx's master.
     pub fn master(&self) -> Option<u32> {
+        self.master_or().ok()
+    }
+
+    /// [`Control::master`], or why there is none. A pid file another user could write is not
+    /// trusted: it would name their process as nginx's master (its title is theirs to set),
+    /// and the plugin would trust what that process's users answer and signal its children.
+    pub fn master_or(&self) -> Result<u32, String> {
+        use std::os::unix::fs::MetadataExt;
         let from_conf = || {
             let conf = std::fs::read_to_string(&self.conf).ok()?;
             conf.lines()
@@ -205,9 +213,42 @@ impl Control {
             (Some(p), true) => p.join(file),
             _ => file,
         };
-        let pid: u32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+        let shown = file.display();
+        let meta = std::fs::metadata(&file).map_err(|e| format!("no pid file at {shown} ({e})"))?;
+        let me = manent::sys::uid();
+        let owned = |m: &std::fs::Metadata| m.uid() == 0 || m.uid() == me;
+        if !owned(&meta) || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{shown} is owned by uid {} with mode {:o}: a pid file another user can write \
+                 is not trusted (nginx writes it as its master's user, 0644)",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Ok(d) = std::fs::metadata(dir)
+            && (!owned(&d) || (d.mode() & 0o022 != 0 && d.mode() & 0o1000 == 0))
+        {
+            return Err(format!(
+                "{} (uid {}, mode {:o}) lets another user replace {shown}: its pid is not \
+                 trusted",
+                dir.display(),
+                d.uid(),
+                d.mode() & 0o7777
+            ));
+        }
+        let pid: u32 = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .ok_or_else(|| format!("{shown} holds no pid"))?;
         let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        cmd.starts_with("nginx: master").then_some(pid)
+        if cmd.starts_with("nginx: master") {
+            Ok(pid)
+        } else {
+            Err(format!(
+                "{shown} names pid {pid}, which is not nginx's master"
+            ))
+        }
     }
 
     /// Every child of the master, a worker or not yet (a new one is titled only once it is
@@ -582,6 +623,49 @@ mod tests {
         // Cut short (copytruncate): read again from its start.
         std::fs::write(&path, "2026/12/05 10:56:00 [emerg] 7#7: after the cut\n").unwrap();
         assert_eq!(log.emerg(&c, 7).last().unwrap(), "after the cut");
+    }
+
+    #[test]
+    fn a_pid_file_another_user_could_write_names_no_master() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let c = Control {
+            nginx: "nginx".into(),
+            prefix: Some(dir.path().to_owned()),
+            conf: dir.path().join("nginx.conf"),
+            upstreams: dir.path().join("manent-web.conf"),
+            pid_file: None,
+            built: Default::default(),
+        };
+        assert!(c.master_or().unwrap_err().contains("no pid file"));
+        let pid = logs.join("nginx.pid");
+        std::fs::write(&pid, format!("{}\n", std::process::id())).unwrap();
+        std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(
+            c.master_or()
+                .unwrap_err()
+                .contains("which is not nginx's master")
+        );
+        std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let why = c.master_or().unwrap_err();
+        assert!(
+            why.contains("mode 666") && why.contains("not trusted"),
+            "{why}"
+        );
+        std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = c.master_or().unwrap_err();
+        assert!(why.contains("mode 777") && why.contains("replace"), "{why}");
+        // World-writable with the sticky bit (/tmp, /run/lock): nobody replaces another's file.
+        std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(
+            c.master_or()
+                .unwrap_err()
+                .contains("which is not nginx's master")
+        );
     }
 
     #[test]

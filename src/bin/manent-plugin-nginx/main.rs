@@ -230,15 +230,17 @@ impl Nginx {
             ))
             .await);
         }
-        let master = self.control.master();
-        if master.is_none() {
-            return Err(undo(format!(
-                "nginx is not running (no master process found from its pid file): nothing \
-                 was reloaded; start nginx with {}, then retry",
-                self.control.conf.display()
-            ))
-            .await);
-        }
+        let master = match self.control.master_or() {
+            Ok(m) => Some(m),
+            Err(why) => {
+                return Err(undo(format!(
+                    "nginx's master is not found: {why}; nothing was reloaded (is nginx running \
+                     with {}?)",
+                    self.control.conf.display()
+                ))
+                .await);
+            }
+        };
         let before = self.control.children(master);
         let log = self.control.error_log();
         if let Err(said) = self.control.run(&["-s", "reload"]).await {
