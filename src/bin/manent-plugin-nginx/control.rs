@@ -528,6 +528,18 @@ impl Child {
 mod tests {
     use super::*;
 
+    /// A control of an nginx under `prefix`.
+    fn under(prefix: &Path) -> Control {
+        Control {
+            nginx: "nginx".into(),
+            prefix: Some(prefix.to_owned()),
+            conf: prefix.join("nginx.conf"),
+            upstreams: prefix.join("manent-web.conf"),
+            pid_file: None,
+            built: Default::default(),
+        }
+    }
+
     #[test]
     fn the_main_error_log_is_the_one_outside_every_block() {
         let conf = "# error_log /commented;\nuser root; events { } http {\n  error_log /http.log;\n\
@@ -579,14 +591,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("error.log");
         std::fs::write(&path, "2026/12/05 10:55:04 [emerg] 7#7: an old one\n").unwrap();
-        let c = Control {
-            nginx: "nginx".into(),
-            prefix: Some(dir.path().to_owned()),
-            conf: dir.path().join("nginx.conf"),
-            upstreams: dir.path().join("manent-web.conf"),
-            pid_file: None,
-            built: Default::default(),
-        };
+        let c = under(dir.path());
         std::fs::write(&c.conf, "error_log error.log;\n").unwrap();
         let mut log = c.error_log().unwrap();
         let bind = "bind() to 127.0.0.1:39001 failed (98: Address already in use)";
@@ -632,14 +637,7 @@ mod tests {
         let logs = dir.path().join("logs");
         std::fs::create_dir(&logs).unwrap();
         std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let c = Control {
-            nginx: "nginx".into(),
-            prefix: Some(dir.path().to_owned()),
-            conf: dir.path().join("nginx.conf"),
-            upstreams: dir.path().join("manent-web.conf"),
-            pid_file: None,
-            built: Default::default(),
-        };
+        let c = under(dir.path());
         assert!(c.master_or().unwrap_err().contains("no pid file"));
         let pid = logs.join("nginx.pid");
         std::fs::write(&pid, format!("{}\n", std::process::id())).unwrap();
