@@ -258,18 +258,8 @@ const MAX_DEPTH: usize = 64;
 /// A configuration file's text: a regular file (a FIFO would block, a device never end) of at
 /// most 4 MiB, valid UTF-8, nested at most 64 deep; otherwise an error with its line:col.
 pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
-    use crate::sys::files::Irregular;
-    let bytes = crate::sys::files::read_regular(path, MAX_FILE).map_err(|e| match e {
-        Irregular::Io(e) => ConfigError::file(path, format!("cannot read it: {e}")),
-        Irregular::NotRegular => ConfigError::file(
-            path,
-            "not a regular file (a directory, FIFO or device is refused)",
-        ),
-        Irregular::TooLarge(n) => ConfigError::file(
-            path,
-            format!("{n} bytes: larger than the {MAX_FILE} bytes a configuration file may have"),
-        ),
-    })?;
+    let bytes = crate::sys::files::read_regular(path, MAX_FILE)
+        .map_err(|e| ConfigError::file(path, e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = good.iter().filter(|b| **b == b'\n').count() + 1;

@@ -135,6 +135,8 @@ pub struct Notice {
     pub level: Level,
     /// The text.
     pub text: String,
+    /// The deployment it is about, when it is about one.
+    pub about: Option<String>,
 }
 
 /// Everything the console renders from.
@@ -503,11 +505,17 @@ impl Actor {
     }
 
     fn notice(&mut self, level: Level, text: String) {
+        self.notice_about(level, None, text);
+    }
+
+    /// A notice about deployment `about`.
+    fn notice_about(&mut self, level: Level, about: Option<&str>, text: String) {
         self.notices.push(Notice {
             id: self.next_notice,
             at: crate::sys::now_ms(),
             level,
             text,
+            about: about.map(str::to_owned),
         });
         self.next_notice += 1;
         if self.notices.len() > 20 {
@@ -516,6 +524,10 @@ impl Actor {
     }
 
     async fn handle(&mut self, cmd: Command) {
+        let about = match &cmd {
+            Command::Operator { id, .. } => Some(id.clone()),
+            _ => None,
+        };
         let outcome = match cmd {
             Command::Deploy {
                 application,
@@ -577,8 +589,8 @@ impl Actor {
         };
         match outcome {
             Ok(text) if text.is_empty() => {}
-            Ok(text) => self.notice(Level::Info, text),
-            Err(text) => self.notice(Level::Error, text),
+            Ok(text) => self.notice_about(Level::Info, about.as_deref(), text),
+            Err(text) => self.notice_about(Level::Error, about.as_deref(), text),
         }
     }
 

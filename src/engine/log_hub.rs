@@ -232,7 +232,8 @@ pub(super) fn unstored_line(n: u64) -> LogLine {
     );
     tracing::warn!("{message}");
     LogLine {
-        at: mono_ms(),
+        // A line's time is the wall clock's, shown and stored (mono_ms is only for pacing).
+        at: crate::sys::now_ms(),
         level: crate::plugin::Level::Warn,
         source: "manent".into(),
         deployment_id: None,

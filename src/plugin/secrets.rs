@@ -118,7 +118,6 @@ const SECRET_MAX: u64 = 1 << 20;
 /// A `file:` secret: a regular file of at most 1 MiB, read within 5 s (a FIFO or a device would
 /// block a deploy, or never end); the trailing line break removed.
 async fn read_secret_file(name: &str, path: &str) -> Result<String, PluginError> {
-    use crate::sys::files::Irregular;
     let fail = |why: String| PluginError::Permanent(format!("secret `{name}`: {path}: {why}"));
     let file = std::path::PathBuf::from(path);
     let read =
@@ -127,13 +126,7 @@ async fn read_secret_file(name: &str, path: &str) -> Result<String, PluginError>
         .await
         .map_err(|_| fail("reading it took longer than 5s".into()))?
         .map_err(|e| fail(format!("cannot read it: {e}")))?
-        .map_err(|e| match e {
-            Irregular::Io(e) => fail(format!("cannot read it: {e}")),
-            Irregular::NotRegular => {
-                fail("not a regular file (a FIFO or a device is refused)".into())
-            }
-            Irregular::TooLarge(_) => fail(format!("larger than {SECRET_MAX} bytes")),
-        })?;
+        .map_err(|e| fail(e.to_string()))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| fail("cannot read it: stream did not contain valid UTF-8".into()))?;
     Ok(text.trim_end_matches(['\n', '\r']).to_owned())

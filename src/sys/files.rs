@@ -404,8 +404,22 @@ pub enum Irregular {
     Io(std::io::Error),
     /// A directory, FIFO, socket or device.
     NotRegular,
-    /// Its size, over the most allowed.
-    TooLarge(u64),
+    /// Its size, and the most allowed.
+    TooLarge(u64, u64),
+}
+
+impl std::fmt::Display for Irregular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Irregular::Io(e) => write!(f, "cannot read it: {e}"),
+            Irregular::NotRegular => {
+                f.write_str("not a regular file (a directory, FIFO or device is refused)")
+            }
+            Irregular::TooLarge(n, most) => {
+                write!(f, "{n} bytes: larger than the {most} bytes it may have")
+            }
+        }
+    }
 }
 
 /// Reads a regular file of at most `max` bytes. What is read is what was checked: the file is
@@ -418,7 +432,7 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
         if !meta.is_file() {
             Err(Irregular::NotRegular)
         } else if meta.len() > max {
-            Err(Irregular::TooLarge(meta.len()))
+            Err(Irregular::TooLarge(meta.len(), max))
         } else {
             Ok(())
         }
@@ -436,8 +450,8 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
         .map_err(Irregular::Io)?;
     match u64::try_from(bytes.len()) {
         Ok(n) if n <= max => Ok(bytes),
-        Ok(n) => Err(Irregular::TooLarge(n)),
-        Err(_) => Err(Irregular::TooLarge(u64::MAX)),
+        Ok(n) => Err(Irregular::TooLarge(n, max)),
+        Err(_) => Err(Irregular::TooLarge(u64::MAX, max)),
     }
 }
 
@@ -453,7 +467,7 @@ mod tests {
         assert_eq!(read_regular(&file, 4).unwrap(), b"four");
         assert!(matches!(
             read_regular(&file, 3),
-            Err(Irregular::TooLarge(4))
+            Err(Irregular::TooLarge(4, 3))
         ));
         assert!(matches!(
             read_regular(dir.path(), 9),

@@ -192,6 +192,55 @@ fn fast(max_retries: u32) -> RetryPolicy {
     }
 }
 
+/// What a [`gated`] workflow's steps tell the test, and wait for.
+struct Gate {
+    /// A gated step started.
+    entered: tokio::sync::Notify,
+    /// Lets a gated step go on.
+    open: tokio::sync::Notify,
+    /// Steps whose body ran to the end.
+    ran: AtomicU32,
+}
+
+/// Workflow `t`: steps `s0`… `s{steps-1}`; each one `gated(i)` names says it started, then
+/// waits for the gate to open.
+fn gated(steps: u32, gated: fn(u32) -> bool) -> (WorkflowDef, Arc<Gate>) {
+    let gate = Arc::new(Gate {
+        entered: tokio::sync::Notify::new(),
+        open: tokio::sync::Notify::new(),
+        ran: AtomicU32::new(0),
+    });
+    let g = gate.clone();
+    let def = WorkflowDef {
+        name: "t".into(),
+        version: 1,
+        run: Arc::new(move |ctx, _| {
+            let g = g.clone();
+            async move {
+                for i in 0..steps {
+                    let g = g.clone();
+                    ctx.step(format!("s{i}"), &fast(0), move |_| {
+                        let g = g.clone();
+                        async move {
+                            if gated(i) {
+                                g.entered.notify_one();
+                                g.open.notified().await;
+                            }
+                            g.ran.fetch_add(1, Ordering::SeqCst);
+                            Ok(i)
+                        }
+                    })
+                    .await?
+                    .ok();
+                }
+                Ok(RunOutcome::Success(serde_json::Value::Null))
+            }
+            .boxed()
+        }),
+    };
+    (def, gate)
+}
+
 async fn retries_then_succeeds_and_permanent_fails_after_one_attempt(b: Backend) {
     let store = b.store();
     let calls = Arc::new(AtomicU32::new(0));
@@ -412,58 +461,28 @@ async fn replay_returns_recorded_results_and_detects_renamed_steps(b: Backend) {
 
 async fn cancel_stops_at_the_next_step_boundary_and_resume_continues(b: Backend) {
     let store = b.store();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    // The first step has started: the cancel lands while it is in flight, on a loaded machine
-    // too (a fixed sleep sometimes cancelled before it began).
-    let entered = Arc::new(tokio::sync::Notify::new());
-    let ran = Arc::new(AtomicU32::new(0));
-    let (g, e, r) = (gate.clone(), entered.clone(), ran.clone());
-    let def = WorkflowDef {
-        name: "t".into(),
-        version: 1,
-        run: Arc::new(move |ctx, _| {
-            let (g, e, r) = (g.clone(), e.clone(), r.clone());
-            async move {
-                for i in 0..3 {
-                    let (g, e, r) = (g.clone(), e.clone(), r.clone());
-                    ctx.step(format!("s{i}"), &fast(0), move |_| {
-                        let (g, e, r) = (g.clone(), e.clone(), r.clone());
-                        async move {
-                            if i == 0 {
-                                e.notify_one();
-                                g.notified().await;
-                            }
-                            r.fetch_add(1, Ordering::SeqCst);
-                            Ok(i)
-                        }
-                    })
-                    .await?
-                    .ok();
-                }
-                Ok(RunOutcome::Success(serde_json::Value::Null))
-            }
-            .boxed()
-        }),
-    };
+    // The first step says it started: the cancel lands while it is in flight, on a loaded
+    // machine too (a fixed sleep sometimes cancelled before it began).
+    let (def, gate) = gated(3, |i| i == 0);
     let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
     let _poller = rt.spawn_poller(Duration::from_millis(50));
     rt.submit(new_wf("w5", "t")).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), entered.notified())
+    tokio::time::timeout(Duration::from_secs(60), gate.entered.notified())
         .await
         .expect("the first step never started");
     let row = store.cancel("w5", vec![note("cancel")]).await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
-    gate.notify_one();
+    gate.open.notify_one();
     let row = rt.wait("w5").await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Cancelled);
     // The in-flight step finished and is kept; the next one never started.
-    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(gate.ran.load(Ordering::SeqCst), 1);
     assert_eq!(store.history("w5").await.unwrap().steps.len(), 1);
     store.resume("w5", vec![note("resume")]).await.unwrap();
     rt.claim_and_spawn("w5").await.unwrap();
     let row = rt.wait("w5").await.unwrap();
     assert_eq!(row.status, WorkflowStatus::Success);
-    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    assert_eq!(gate.ran.load(Ordering::SeqCst), 3);
 }
 
 /// A submission no engine claimed before its submitter went away is parked, never run: only an
@@ -553,38 +572,10 @@ async fn a_submission_whose_submitter_went_away_is_parked_until_resumed(b: Backe
 /// long as a hard stop allows, not the drain's 10 minutes.
 async fn a_hard_stop_during_a_drain_ends_the_drain(b: Backend) {
     let store = b.store();
-    let (entered, gate) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let (e, g) = (entered.clone(), gate.clone());
-    let def = WorkflowDef {
-        name: "t".into(),
-        version: 1,
-        run: Arc::new(move |ctx, _| {
-            let (e, g) = (e.clone(), g.clone());
-            async move {
-                for i in 0..2 {
-                    let (e, g) = (e.clone(), g.clone());
-                    ctx.step(format!("s{i}"), &fast(0), move |_| {
-                        let (e, g) = (e.clone(), g.clone());
-                        async move {
-                            e.notify_one();
-                            g.notified().await;
-                            Ok(i)
-                        }
-                    })
-                    .await?
-                    .ok();
-                }
-                Ok(RunOutcome::Success(serde_json::Value::Null))
-            }
-            .boxed()
-        }),
-    };
+    let (def, gate) = gated(2, |_| true);
     let rt = Runtime::new(store.clone(), "test".into(), vec![def]);
     rt.submit(new_wf("w9", "t")).await.unwrap();
-    entered.notified().await;
+    gate.entered.notified().await;
     let drain = {
         let rt = rt.clone();
         tokio::spawn(async move {
@@ -604,7 +595,7 @@ async fn a_hard_stop_during_a_drain_ends_the_drain(b: Backend) {
         "the run still in its step is left for the next engine"
     );
     // Released, the step ends and the run stops at that boundary: the next never starts.
-    gate.notify_one();
+    gate.open.notify_one();
     let row = rt.wait("w9").await.unwrap();
     assert_ne!(row.status, WorkflowStatus::Success);
     assert_eq!(store.history("w9").await.unwrap().steps.len(), 1);

@@ -186,15 +186,10 @@ impl Control {
     }
 
     /// The master's pid, from its pid file (`pid_file:`, the configuration's `pid`, the
-    /// prefix's `logs/nginx.pid`, or `/run/nginx.pid`), if that process is nginx's master.
-    pub fn master(&self) -> Option<u32> {
-        self.master_or().ok()
-    }
-
-    /// [`Control::master`], or why there is none. A pid file another user could write is not
-    /// trusted: it would name their process as nginx's master (its title is theirs to set),
+    /// prefix's `logs/nginx.pid`, or `/run/nginx.pid`), if that process is nginx's master; else
+    /// why there is none. A pid file another user could write is not trusted: it would name their process as nginx's master (its title is theirs to set),
     /// and the plugin would trust what that process's users answer and signal its children.
-    pub fn master_or(&self) -> Result<u32, String> {
+    pub fn master(&self) -> Result<u32, String> {
         use std::os::unix::fs::MetadataExt;
         let from_conf = || {
             let conf = std::fs::read_to_string(&self.conf).ok()?;
@@ -638,29 +633,29 @@ mod tests {
         std::fs::create_dir(&logs).unwrap();
         std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o755)).unwrap();
         let c = under(dir.path());
-        assert!(c.master_or().unwrap_err().contains("no pid file"));
+        assert!(c.master().unwrap_err().contains("no pid file"));
         let pid = logs.join("nginx.pid");
         std::fs::write(&pid, format!("{}\n", std::process::id())).unwrap();
         std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(
-            c.master_or()
+            c.master()
                 .unwrap_err()
                 .contains("which is not nginx's master")
         );
         std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let why = c.master_or().unwrap_err();
+        let why = c.master().unwrap_err();
         assert!(
             why.contains("mode 666") && why.contains("not trusted"),
             "{why}"
         );
         std::fs::set_permissions(&pid, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let why = c.master_or().unwrap_err();
+        let why = c.master().unwrap_err();
         assert!(why.contains("mode 777") && why.contains("replace"), "{why}");
         // World-writable with the sticky bit (/tmp, /run/lock): nobody replaces another's file.
         std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(
-            c.master_or()
+            c.master()
                 .unwrap_err()
                 .contains("which is not nginx's master")
         );

@@ -170,7 +170,8 @@ impl Nginx {
                 foreign: Some(why),
             }
         };
-        match state::read(self.state, self.control.master()).await {
+        let master = self.control.master();
+        match state::read(self.state, master.as_ref().ok().copied()).await {
             Ok(served) => {
                 let on_disk = disk.as_deref().map(|d| render::digest(render::body_of(d)));
                 if on_disk.as_deref() == Some(served.digest.as_str()) {
@@ -205,7 +206,11 @@ impl Nginx {
             )),
             Err(state::Unread::Other(why)) => RoutingState {
                 routing: None,
-                foreign: Some(why),
+                // Why nginx's master is not known, when it is not.
+                foreign: Some(match master {
+                    Err(no) => format!("{why} ({no})"),
+                    Ok(_) => why,
+                }),
             },
         }
     }
@@ -230,7 +235,7 @@ impl Nginx {
             ))
             .await);
         }
-        let master = match self.control.master_or() {
+        let master = match self.control.master() {
             Ok(m) => Some(m),
             Err(why) => {
                 return Err(undo(format!(

@@ -104,11 +104,11 @@ pub async fn read(addr: SocketAddr, master: Option<u32>) -> Result<Served, Unrea
 /// short one and asks again (a connection an old worker took just as it was told to stop can
 /// stall for a TCP retransmission), doubling it each time one runs out.
 ///
-/// The answer is trusted only when the process at the other end of this very connection, still
-/// open when the answer is in, belongs to nginx's master's user (the kernel's record of that
-/// socket) — not whoever listens on the port by then: another local user who held the port,
-/// answered, then let nginx have it, is not nginx. A worker that finishes after a reload closes
-/// a connection as soon as it answered; the plugin asks again on a fresh one.
+/// The answer is trusted only when the other end of this very connection, still open when the
+/// answer is in, is nginx's (see [`trusted`]) — not whoever listens on the port by then: another
+/// local user who held the port, answered, then let nginx have it, is not nginx. A worker that
+/// finishes after a reload closes a connection as soon as it answered; the plugin asks again
+/// on a fresh one.
 pub async fn read_within(
     addr: SocketAddr,
     master: Option<u32>,
@@ -239,9 +239,12 @@ fn trusted(addr: SocketAddr, local: SocketAddr, master: Option<u32>) -> Result<(
         Some(None) | None => (listener_uid(addr), None),
     };
     let nginx = master.and_then(process_uid);
+    if owner.is_some() && owner == nginx {
+        return Ok(());
+    }
+    // Only when the owner is not the master's user: a few /proc reads per child.
     let workers: Vec<u32> = master.map(crate::control::child_uids).unwrap_or_default();
     match (owner, nginx) {
-        (Some(o), Some(n)) if o == n => Ok(()),
         // The workers' user: the socket must be one nginx itself holds open.
         (Some(o), Some(_)) if workers.contains(&o) => {
             let held = master

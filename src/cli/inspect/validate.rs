@@ -48,16 +48,9 @@ fn check_secrets(config: &crate::config::Config) -> (Vec<ConfigError>, Vec<Strin
                 }
             },
             crate::config::SecretRef::File(path) => {
-                use crate::sys::files::Irregular;
-                let read = match crate::sys::files::read_regular(Path::new(path), 1 << 20) {
-                    Err(Irregular::Io(e)) => Err(e.to_string()),
-                    Err(Irregular::NotRegular) => {
-                        Err("not a regular file (a FIFO or a device is refused)".to_owned())
-                    }
-                    Err(Irregular::TooLarge(_)) => Err("larger than 1 MiB".to_owned()),
-                    Ok(b) => String::from_utf8(b)
-                        .map_err(|_| "stream did not contain valid UTF-8".to_owned()),
-                };
+                let read = crate::sys::files::read_regular(Path::new(path), 1 << 20)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| String::from_utf8(b).map_err(|_| "not valid UTF-8".to_owned()));
                 match read {
                     Ok(v) => Some(v.trim_end_matches(['\n', '\r']).to_owned()),
                     Err(why) => {

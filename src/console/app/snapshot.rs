@@ -23,16 +23,24 @@ impl App {
             .filter(|n| n.id > self.last_notice)
             .cloned()
             .collect();
-        let refused = fresh.iter().any(|n| n.level == Level::Error);
+        // An error about this canary, or about no deployment (the engine went away): one about
+        // another deployment is not this weight's answer.
+        let refused = |id: &str| {
+            fresh
+                .iter()
+                .any(|n| n.level == Level::Error && n.about.as_deref().is_none_or(|a| a == id))
+        };
+        let refused = self.applying.as_ref().is_some_and(|a| refused(&a.id));
         for n in fresh {
             self.say(n.level, n.text);
         }
         self.last_notice = s.notices.last().map_or(self.last_notice, |n| n.id);
         let was_taking = self.deployment().is_some_and(taking_traffic);
         self.snap = s;
-        // A weight sent is read back once the engine set it, took it and failed at it (an
-        // error from before it took the command is not its answer), refused it, or the canary
-        // ended.
+        // A weight sent is settled once the router is read back serving it (or the engine set
+        // it and the router cannot be read: the strip says so), the engine took it and failed at
+        // it (an error from before it took the command is not its answer), refused it, or the
+        // canary ended.
         if let Some(a) = &self.applying {
             let settled = self
                 .snap
@@ -42,7 +50,10 @@ impl App {
                 .is_none_or(|d| {
                     !d.status.is_live()
                         || d.canary.as_ref().is_none_or(|c| {
-                            c.status.weight == a.weight
+                            ((c.status.actual == Some(a.weight)
+                                || c.actual_weight() == Some(a.weight))
+                                && !c.unread())
+                                || (c.status.weight == a.weight && c.unread())
                                 || (c.status.router_error.is_some()
                                     && c.status.decisions.len() > a.decisions)
                         })

@@ -71,7 +71,11 @@ impl Actor {
                     if let Some(e) = &self.engine
                         && let Err(err) = e.run(&id).await
                     {
-                        self.notice(Level::Error, format!("{id} could not be started: {err}"));
+                        self.notice_about(
+                            Level::Error,
+                            Some(&id),
+                            format!("{id} could not be started: {err}"),
+                        );
                     }
                 }
             }
@@ -162,8 +166,9 @@ impl Actor {
                     .ok()
                     .is_some_and(|e| e.contains_key(crate::workflow::store::NEVER_STARTED));
                 if parked {
-                    self.notice(
+                    self.notice_about(
                         Level::Error,
+                        Some(&id),
                         format!(
                             "{id} was not started: an engine that could not see this console \
                              took it for gone and left the deploy for an operator (Space on it, \
@@ -187,8 +192,9 @@ impl Actor {
                         ),
                         None => "no engine holds the database".to_owned(),
                     });
-                self.notice(
+                self.notice_about(
                     Level::Error,
+                    Some(&id),
                     format!(
                         "{id} has not been claimed by an engine after {}s: {why}. It will not \
                          start by itself once this console is gone: it then waits in the inbox \

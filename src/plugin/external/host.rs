@@ -56,8 +56,8 @@ const HEALTH: &str = "its health check";
 const CONFIGURE: &str = "Configure";
 /// The plugin's stderr pipe: room for a burst of log lines.
 const PIPE_BYTES: usize = 1 << 20;
-/// What the engine's plugin stderr pipes take together beyond a pipe's default 64 KiB: a
-/// quarter of a user's default pipe allowance (`pipe-user-pages-soft`, 64 MiB). Past that
+/// What the engine's grown plugin stderr pipes may take together, each counted at its full
+/// size: a quarter of a user's default pipe allowance (`pipe-user-pages-soft`, 64 MiB). Past that
 /// allowance the kernel gives each new pipe of the user a page or two — the operator's shell
 /// pipelines included — so plugins past the budget keep the default size.
 const PIPES_BUDGET: usize = 16 << 20;

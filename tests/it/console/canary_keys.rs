@@ -189,10 +189,15 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
     // Another snapshot that does not show it yet: still being set.
     app.update(Action::Snapshot(app.snap.clone()));
     assert_eq!(app.applying(), Some(15));
-    // The engine set it: read back, no longer "setting".
+    // manent's own record of it is not the router's word: still being set.
     let mut s = (*app.snap).clone();
     let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
     d.canary.as_mut().unwrap().status.weight = 15;
+    app.update(Action::Snapshot(Arc::new(s.clone())));
+    assert_eq!(app.applying(), Some(15));
+    // The engine set it and read the router back serving it: no longer "setting".
+    let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
+    d.canary.as_mut().unwrap().status.actual = Some(15);
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
     assert!(!text_of(&app, 80, 24).contains("setting"));
@@ -228,9 +233,23 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
         at: app.now,
         level: Level::Error,
         text: "weight refused".into(),
+        about: None,
     });
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
+    // An error about another deployment is not this weight's answer.
+    let mut app = app_on_deployment(CANARY);
+    sent(&mut app);
+    let mut s = (*app.snap).clone();
+    s.notices.push(manent::engine::handle::Notice {
+        id: s.notices.last().map_or(1, |n| n.id + 1),
+        at: app.now,
+        level: Level::Error,
+        text: "dep-other could not be started".into(),
+        about: Some("dep-other".into()),
+    });
+    app.update(Action::Snapshot(Arc::new(s)));
+    assert_eq!(app.applying(), Some(15));
     let mut app = app_on_deployment(CANARY);
     sent(&mut app);
     app.not_sent();

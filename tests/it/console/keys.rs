@@ -755,6 +755,7 @@ fn notices_flash_once_and_time_redraws_only_what_shows_it() {
         at: NOW,
         level: Level::Error,
         text: "boom".into(),
+        about: None,
     });
     app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
     assert_eq!(app.flash.as_ref().unwrap().text, "boom");
