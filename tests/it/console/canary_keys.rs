@@ -224,31 +224,26 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
         });
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
+    // A weight sent, then an error notice (about `about`, if any).
+    let noticed = |text: &str, about: Option<&str>| {
+        let mut app = app_on_deployment(CANARY);
+        sent(&mut app);
+        let mut s = (*app.snap).clone();
+        s.notices.push(manent::engine::handle::Notice {
+            id: s.notices.last().map_or(1, |n| n.id + 1),
+            at: app.now,
+            level: Level::Error,
+            text: text.into(),
+            about: about.map(str::to_owned),
+        });
+        app.update(Action::Snapshot(Arc::new(s)));
+        app
+    };
     // Refused by the engine (an error notice), or never sent (a full queue): said, not awaited.
-    let mut app = app_on_deployment(CANARY);
-    sent(&mut app);
-    let mut s = (*app.snap).clone();
-    s.notices.push(manent::engine::handle::Notice {
-        id: s.notices.last().map_or(1, |n| n.id + 1),
-        at: app.now,
-        level: Level::Error,
-        text: "weight refused".into(),
-        about: None,
-    });
-    app.update(Action::Snapshot(Arc::new(s)));
+    let app = noticed("weight refused", None);
     assert_eq!(app.applying(), None);
     // An error about another deployment is not this weight's answer.
-    let mut app = app_on_deployment(CANARY);
-    sent(&mut app);
-    let mut s = (*app.snap).clone();
-    s.notices.push(manent::engine::handle::Notice {
-        id: s.notices.last().map_or(1, |n| n.id + 1),
-        at: app.now,
-        level: Level::Error,
-        text: "dep-other could not be started".into(),
-        about: Some("dep-other".into()),
-    });
-    app.update(Action::Snapshot(Arc::new(s)));
+    let app = noticed("dep-other could not be started", Some("dep-other"));
     assert_eq!(app.applying(), Some(15));
     let mut app = app_on_deployment(CANARY);
     sent(&mut app);
