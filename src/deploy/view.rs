@@ -85,12 +85,11 @@ impl CanaryView {
             .or(self.status.actual)
     }
 
-    /// True when the last read of the router failed: what an earlier one said is not what
-    /// the router serves now.
+    /// True when the last read of the router could not say what it serves — it failed, or
+    /// nginx did not answer for manent's file: what an earlier one said is not what the router
+    /// serves now.
     pub fn unread(&self) -> bool {
-        self.actual
-            .as_ref()
-            .is_some_and(|a| a.weight.is_none() && a.error.is_some())
+        self.actual.as_ref().is_some_and(|a| a.weight.is_none())
     }
 
     /// True when the router was last read serving something else than manent set.
