@@ -113,6 +113,9 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
         c.title
     );
     assert!(c.lines[0].contains("web-17.internal:8080"), "{:?}", c.lines);
+    // Where the failed call left it is said as now, not as where the retry goes.
+    assert!(!c.title.contains(" to stable"), "{}", c.title);
+    assert!(c.lines[1].starts_with("now: stable "), "{:?}", c.lines);
     later(&mut app);
     key(&mut app, Right);
     assert_eq!(

@@ -308,17 +308,24 @@ fn router_error(d: &DeploymentView) -> String {
 /// `r` on a canary whose router failed: the failed call again.
 pub fn retry_router(d: &DeploymentView, now: i64) -> Confirm {
     let (call, weight, reverting) = router_failure(d).unwrap_or_default();
-    let aim = if reverting {
-        format!("{} → {}", split(weight), split(0))
+    // `weight` is where the failed call left the canary, not where a weight call aims (the
+    // call names that itself: "set weight 15%").
+    let title = if reverting {
+        format!(
+            "Retry the router's failed call ({call}) on {}: {} → {}?",
+            canary_of(d),
+            split(weight),
+            split(0)
+        )
     } else {
-        format!("to {}", split(weight))
+        format!(
+            "Retry the router's failed call ({call}) on {}?",
+            canary_of(d)
+        )
     };
-    let title = format!(
-        "Retry the router's failed call ({call}) on {}: {aim}?",
-        canary_of(d)
-    );
     let mut lines = vec![
         format!("the router said: {}", router_error(d)),
+        format!("now: {} (where the failed call left it)", split(weight)),
         "the call runs again and is read back; until the router answers, traffic stays where \
          it left it"
             .to_owned(),
