@@ -187,13 +187,19 @@ fn access_log() {
         let router = manent::plugin::Deployer::traffic_router(&remote).unwrap();
         let t1 = Instant::now();
         let t = router
-            .traffic(&req, Duration::from_secs(120))
+            .traffic(
+                &req,
+                manent::plugin::TrafficWindow::last(Duration::from_secs(120)),
+            )
             .await
             .unwrap();
         let first = t1.elapsed();
         let t2 = Instant::now();
         router
-            .traffic(&req, Duration::from_secs(120))
+            .traffic(
+                &req,
+                manent::plugin::TrafficWindow::last(Duration::from_secs(120)),
+            )
             .await
             .unwrap();
         let again = t2.elapsed();

@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod handle;
+pub mod judge;
 mod log_hub;
 pub mod notify;
 mod observe;
@@ -335,6 +336,12 @@ impl Engine {
     /// would have to carry on.
     pub fn going(&self) -> Vec<String> {
         self.runtime.going()
+    }
+
+    /// Live canaries running in this process: judged and watched while they wait, so never
+    /// left without an engine.
+    pub fn judged(&self) -> Vec<String> {
+        self.runtime.judged()
     }
 
     /// Deployments running in this process.

@@ -28,7 +28,7 @@ pub use secrets::{SecretSource, Secrets};
 pub use targets::{OnError, fan_out, for_all_targets, for_each_target};
 pub use types::{
     Artifact, DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
-    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval,
+    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval, TrafficWindow,
 };
 
 /// What configuration needs to know of plugins: the built-ins, and where undeclared ones are

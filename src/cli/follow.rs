@@ -99,14 +99,39 @@ impl Runner {
     /// any phase. Otherwise the deployment this command followed has settled: deployments the
     /// engine resumed beside it do not hold the command — they go to a background worker; the
     /// one it followed until it `settled` is not among them. Returns how many runs were cut
-    /// off and left for the next engine.
+    /// off and left for the next engine. A live canary is never left without a judge: once
+    /// the engine stopped, the live canaries no engine runs go to a background worker (said).
     pub async fn finish(self, stopping: bool, settled: Option<&str>, out: &mut Out) -> usize {
         let Runner::Local(e) = self else {
             return 0;
         };
-        // Stopped by the operator, or nothing more can be recorded: nothing is handed over.
-        if stopping || e.lost().is_some() {
-            return e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
+        let (config, store) = (e.config().clone(), e.store().clone());
+        let left = Self::stop(*e, stopping, settled, out).await;
+        if left.1 {
+            return left.0;
+        }
+        let handed = crate::engine::judge::hand_over_unwatched(&config, store.as_ref()).await;
+        if let Some(line) = crate::engine::judge::said(&handed) {
+            out.note(line);
+        }
+        left.0
+    }
+
+    /// [`Runner::finish`] but for the canaries: how many runs were cut off, and whether a
+    /// worker was started already (it runs whatever is left, live canaries too).
+    async fn stop(
+        e: crate::engine::Engine,
+        stopping: bool,
+        settled: Option<&str>,
+        out: &mut Out,
+    ) -> (usize, bool) {
+        // Stopped by the operator, or nothing more can be recorded: nothing else is handed
+        // over (a lost database has nothing to hand).
+        if e.lost().is_some() {
+            return (e.shutdown_within(Duration::ZERO, STOP_WITHIN).await, true);
+        }
+        if stopping {
+            return (e.shutdown_within(Duration::ZERO, STOP_WITHIN).await, false);
         }
         // Runs parked for an operator drain at once; what still works (resumed beside the
         // deployment followed) must not hold this command. The deployment followed to where it
@@ -124,9 +149,9 @@ impl Runner {
                 // middle of a call, or a moment from parking): stopped at once, the call in
                 // flight cut when its plugin stops. Nothing of it is left to resume here.
                 e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
-                return 0;
+                return (0, false);
             }
-            return e.shutdown().await;
+            return (e.shutdown().await, false);
         }
         out.note(format!(
             "manent: handing {} (resumed by this engine) to a background worker",
@@ -134,7 +159,7 @@ impl Runner {
         ));
         let file = e.config().file.clone();
         e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
-        match spawn_worker(&file) {
+        match crate::engine::judge::spawn_worker(&file) {
             Ok(pid) => out.note(format!(
                 "manent: a background `manent worker` (pid {pid}) continues them; `manent status` \
                  shows them"
@@ -144,31 +169,13 @@ impl Runner {
                  continues them"
             )),
         }
-        0
+        (0, true)
     }
 }
 
 /// How long steps in flight get when this process stops its engine before it has finished:
 /// what is cut off is durable, and the next engine reconciles it.
 const STOP_WITHIN: Duration = Duration::from_secs(2);
-
-/// A detached `manent worker --until-idle` on `config_file`.
-fn spawn_worker(config_file: &std::path::Path) -> std::io::Result<u32> {
-    use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
-    let exe = std::env::current_exe()?;
-    let child = std::process::Command::new(exe)
-        .arg("--config")
-        .arg(config_file)
-        .arg("worker")
-        .arg("--until-idle")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()?;
-    Ok(child.id())
-}
 
 /// How following ended.
 enum Ending {

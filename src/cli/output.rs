@@ -204,14 +204,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Db>, StoreError> {
 /// Whether an engine runs deployments now: on SQLite, the one that holds the file's lock; on a
 /// shared PostgreSQL, any engine whose lease is fresh (it takes over what a dead one left).
 pub async fn engine_running(config: &Config, store: &dyn Db) -> bool {
-    if config.postgres.is_none() {
-        return crate::workflow::Lease::is_held(&config.database);
-    }
-    let lease = config.engine.lease_ms();
-    store
-        .engines()
-        .await
-        .is_ok_and(|e| e.iter().any(|e| e.alive(lease)))
+    crate::engine::judge::engine_running(config, store).await
 }
 
 /// The configured database, as it may be shown (a file, or a URL without its password).

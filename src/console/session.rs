@@ -10,8 +10,8 @@ use super::app::App;
 use super::run::{self, Exit, TerminalGuard};
 use super::theme::Theme;
 use crate::config::Config;
-use crate::engine::Engine;
 use crate::engine::handle;
+use crate::engine::{Engine, judge};
 use crate::operator::Operator;
 
 /// How the console starts.
@@ -126,9 +126,15 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
         }
         Ok(Exit::Hangup) => {
             // No terminal any more: keep working headless until every deployment finishes or
-            // waits for an operator (then it is durable, and the next console picks it up).
+            // waits for an operator (then it is durable, and the next console picks it up);
+            // a live canary is then handed to a worker (nobody can be told: no terminal).
             if let Some(e) = engine {
+                let (config, store) = (e.config().clone(), e.store().clone());
                 e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
+                let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+                if let Some(line) = judge::said(&handed) {
+                    tracing::warn!("{line}");
+                }
             }
             Ended::HungUp
         }
@@ -146,9 +152,15 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
                 ));
             }
             e.exit_on_second_signal(5);
+            let (config, store) = (e.config().clone(), e.store().clone());
             let interrupted = e.shutdown().await > 0;
             if interrupted {
                 note("manent: stopped before the end; the next start resumes from the last checkpoint".into());
+            }
+            // Live canaries are not left unwatched by a stop either.
+            let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+            if let Some(line) = judge::said(&handed) {
+                note(line);
             }
             Ended::Terminated { interrupted }
         }
@@ -191,9 +203,15 @@ async fn finish_quit(
     let Some(engine) = engine else {
         return;
     };
-    // Only what goes on by itself needs a worker: a deployment waiting on a decision waits
-    // in the database, and whoever decides starts an engine.
-    let live = engine.going();
+    // What goes on by itself needs a worker, and so does a live canary (judged and watched
+    // while it waits); a deployment waiting on a decision waits in the database, and whoever
+    // decides starts an engine.
+    let mut live = engine.going();
+    for j in engine.judged() {
+        if !live.contains(&j) {
+            live.push(j);
+        }
+    }
     if live.is_empty() || stop {
         engine
             .shutdown_within(Duration::ZERO, Duration::from_secs(60))
@@ -209,9 +227,10 @@ async fn finish_quit(
     engine
         .shutdown_within(Duration::ZERO, Duration::from_secs(300))
         .await;
-    match spawn_worker(config_file) {
+    match judge::spawn_worker(config_file) {
         Ok(pid) => note(format!(
-            "manent: {} {} in a background `manent worker` (pid {pid}); `manent console` shows {}",
+            "manent: {} {} in a background `manent worker` (pid {pid}), which judges live \
+             canaries and watches their routers; `manent console` shows {}",
             live.join(", "),
             if live.len() == 1 {
                 "continues"
@@ -221,24 +240,8 @@ async fn finish_quit(
             if live.len() == 1 { "it" } else { "them" },
         )),
         Err(e) => note(format!(
-            "manent: could not start a background worker ({e}); `manent resume ID` continues the deployments"
+            "manent: could not start a background worker ({e}); nothing judges a live canary \
+             until `manent worker` runs; `manent resume ID` continues the deployments"
         )),
     }
-}
-
-fn spawn_worker(config_file: &Path) -> std::io::Result<u32> {
-    use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
-    let exe = std::env::current_exe()?;
-    let child = std::process::Command::new(exe)
-        .arg("--config")
-        .arg(config_file)
-        .arg("worker")
-        .arg("--until-idle")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()?;
-    Ok(child.id())
 }

@@ -54,6 +54,29 @@ pub struct CanaryStatus {
     /// A router call that failed, in full, while the canary waits for a decision.
     #[serde(default)]
     pub router_error: Option<String>,
+    /// When the candidate release began serving on its slot (epoch ms): the router read back
+    /// the first weight above 0, or testers routed to it. Analysis counts no request from
+    /// before: the slot served another release until then.
+    #[serde(default)]
+    pub serving_since: Option<i64>,
+}
+
+impl CanaryStatus {
+    /// What an analysis of the router's traffic reads: the last `window`, never from before
+    /// the candidate began serving — nothing at all while it has not (the slot's traffic until
+    /// then was another release's).
+    pub fn traffic_window(&self, window: std::time::Duration) -> crate::plugin::TrafficWindow {
+        let serving = self.weight > 0 || !self.testers.is_empty();
+        crate::plugin::TrafficWindow {
+            window,
+            since_ms: match self.serving_since {
+                Some(at) => Some(at),
+                // Records from before the moment was kept: the window alone.
+                None if serving => None,
+                None => Some(crate::sys::now_ms()),
+            },
+        }
+    }
 }
 
 /// One run of an analysis check.

@@ -23,6 +23,8 @@ pub enum Waiting {
     Canary,
     /// A live canary's router serves something else than manent set.
     Drift,
+    /// A live canary no engine runs: nothing judges its candidate or watches its router.
+    Unwatched,
     /// Paused by an operator: resume or cancel.
     Paused,
     /// Dead-lettered after crashing runs: resume after a look at its log.
@@ -42,6 +44,7 @@ impl Waiting {
             Waiting::Decision => "decide",
             Waiting::Canary => "canary",
             Waiting::Drift => "drift",
+            Waiting::Unwatched => "UNWATCHED",
             Waiting::Paused => "paused",
             Waiting::DeadLettered => "dead",
             Waiting::LockExpiring => "lock",
@@ -72,7 +75,12 @@ pub struct Item {
 pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<Item> {
     let mut out: Vec<Item> = deployments
         .iter()
-        .flat_map(|d| item_of(d).into_iter().chain(drift_of(d)))
+        .flat_map(|d| {
+            unwatched_of(d)
+                .into_iter()
+                .chain(item_of(d))
+                .chain(drift_of(d))
+        })
         .collect();
     out.extend(never_started(deployments));
     for l in locks {
@@ -105,14 +113,49 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
 
 fn rank(w: Waiting) -> u8 {
     match w {
-        Waiting::Decision => 0,
-        Waiting::Drift => 1,
-        Waiting::Canary => 2,
-        Waiting::DeadLettered => 3,
-        Waiting::Paused => 4,
-        Waiting::NeverStarted => 5,
-        Waiting::LockExpiring => 6,
-        Waiting::Notification => 7,
+        Waiting::Unwatched => 0,
+        Waiting::Decision => 1,
+        Waiting::Drift => 2,
+        Waiting::Canary => 3,
+        Waiting::DeadLettered => 4,
+        Waiting::Paused => 5,
+        Waiting::NeverStarted => 6,
+        Waiting::LockExpiring => 7,
+        Waiting::Notification => 8,
+    }
+}
+
+/// A live canary no engine runs (the view was read with [`DeploymentView::honest`]).
+fn unwatched_of(d: &DeploymentView) -> Option<Item> {
+    d.unwatched.then(|| Item {
+        waiting: Waiting::Unwatched,
+        subject: d.subject(),
+        deployment: Some(d.id.clone()),
+        at: d.phase_at.unwrap_or(d.created_at),
+        what: format!(
+            "canary of {} ({}) has no engine: nothing judges the candidate or watches the \
+             router",
+            d.version,
+            weight_words(d)
+        ),
+        verbs: "manent worker (or in the background: manent worker --until-idle &)".into(),
+    })
+}
+
+/// A canary's weight as manent set it, and what the router said at its last read — never a
+/// weight from records as if it were served.
+fn weight_words(d: &DeploymentView) -> String {
+    let Some(c) = d.canary.as_ref() else {
+        return String::new();
+    };
+    let set = format!("candidate set {}%", c.status.weight);
+    match (&c.actual, c.actual_weight()) {
+        _ if d.unwatched => format!("{set}; the router is not read while no engine runs"),
+        (Some(_), _) if c.unread() => format!("{set}; the router could not be read"),
+        (Some(_), Some(a)) if !c.retired() => {
+            format!("{set}; the router served {a}% at its last read")
+        }
+        _ => set,
     }
 }
 
@@ -246,14 +289,11 @@ fn item_of(d: &DeploymentView) -> Option<Item> {
                     format!("manent retry|skip|abort {}", d.id),
                 )
             }
-            DeploymentState::CanaryPaused => {
-                let weight = d.canary.as_ref().map_or(0, |c| c.status.weight);
-                (
-                    Waiting::Canary,
-                    format!("canary of {} paused at {weight}%", d.version),
-                    format!("manent promote|revert|weight|back {}", d.id),
-                )
-            }
+            DeploymentState::CanaryPaused => (
+                Waiting::Canary,
+                format!("canary of {} paused ({})", d.version, weight_words(d)),
+                format!("manent promote|revert|weight|back {}", d.id),
+            ),
             DeploymentState::Paused => (
                 Waiting::Paused,
                 format!("{} of {} paused by an operator", d.kind, d.version),

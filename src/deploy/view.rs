@@ -101,7 +101,7 @@ impl CanaryView {
     }
 
     /// The candidate is out of every pool (reverted or promoted).
-    fn retired(&self) -> bool {
+    pub fn retired(&self) -> bool {
         self.status.routing.as_ref().is_some_and(|r| r.retired)
     }
 
@@ -219,6 +219,9 @@ pub struct DeploymentView {
     /// Read as a list reads it: no target, attempt or hook was read.
     #[serde(skip)]
     pub summary: bool,
+    /// A live canary no engine runs: nothing judges its candidate or watches its router.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unwatched: bool,
 }
 
 /// Where a hook is.
@@ -364,6 +367,7 @@ impl DeploymentView {
     /// with none, a live deployment is interrupted and a call it had under way cut off, so
     /// that target's state is unknown (not running).
     pub fn honest(mut self, engine_running: bool) -> DeploymentView {
+        self.unwatched = !engine_running && self.needs_judge();
         let state = self.state_with(engine_running);
         if state == DeploymentState::Interrupted && self.state != state {
             for t in &mut self.targets {
@@ -377,6 +381,17 @@ impl DeploymentView {
         }
         self.state = state;
         self
+    }
+
+    /// A live canary: its candidate is in a pool, so an engine must judge it (its analysis)
+    /// and watch its router while it waits, whatever it waits for.
+    pub fn needs_judge(&self) -> bool {
+        self.status.is_live()
+            && self
+                .canary
+                .as_ref()
+                .and_then(|c| c.status.routing.as_ref())
+                .is_some_and(|r| !r.retired && !r.candidate.slot.is_empty())
     }
 
     /// A canary that waits for a decision after its router failed.

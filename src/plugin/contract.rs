@@ -4,14 +4,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::error::PluginError;
 use super::logger::Logger;
 use super::types::{
-    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic,
+    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic, TrafficWindow,
 };
 
 /// What every plugin implements.
@@ -121,9 +120,14 @@ pub trait TrafficRouter: Send + Sync {
             "this router does not implement RoutingState".into(),
         ))
     }
-    /// The traffic the router itself observed per slot over the last `window` (requests,
-    /// responses by class, latency quantiles), for a canary's router analysis. Optional.
-    async fn traffic(&self, _req: &Request, _window: Duration) -> Result<Traffic, PluginError> {
+    /// The traffic the router itself observed per slot over `window` (requests, responses by
+    /// class, latency quantiles) — never from before the candidate release began serving — for
+    /// a canary's router analysis. Optional.
+    async fn traffic(
+        &self,
+        _req: &Request,
+        _window: TrafficWindow,
+    ) -> Result<Traffic, PluginError> {
         Err(PluginError::Unimplemented(
             "this router does not report the traffic it observes (Traffic)".into(),
         ))

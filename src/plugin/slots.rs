@@ -6,6 +6,7 @@
 //! artifact directory copied into `<slot>_root`, or a command run); and the whole contract
 //! around a router's own apply and read-back ([`router`]).
 
+pub mod access_log;
 pub mod candidate;
 pub mod router;
 

@@ -338,6 +338,47 @@ pub struct RoutingState {
     pub foreign: Option<String>,
 }
 
+/// What a `Traffic` call reads: the last `window`, never from before the candidate release
+/// began serving on its slot (`since_ms`): what a slot served earlier was another release's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrafficWindow {
+    /// How far back from now.
+    pub window: std::time::Duration,
+    /// When the candidate release began serving, epoch ms (`None`: not known).
+    pub since_ms: Option<i64>,
+}
+
+impl TrafficWindow {
+    /// The last `window`, with no start of the candidate known.
+    pub fn last(window: std::time::Duration) -> Self {
+        TrafficWindow {
+            window,
+            since_ms: None,
+        }
+    }
+
+    /// Where the window starts when read at `now_ms`: `window` back, or when the candidate
+    /// began serving if that is later.
+    pub fn from_ms(&self, now_ms: i64) -> i64 {
+        let back =
+            now_ms.saturating_sub(i64::try_from(self.window.as_millis()).unwrap_or(i64::MAX));
+        self.since_ms.map_or(back, |s| back.max(s))
+    }
+
+    /// `since_ms` on the wire (0: not known).
+    pub fn since_wire(&self) -> i64 {
+        self.since_ms.unwrap_or(0)
+    }
+
+    /// From the wire: `window_ms` and `since_ms` (0: not known).
+    pub fn from_wire(window_ms: u64, since_ms: i64) -> Self {
+        TrafficWindow {
+            window: std::time::Duration::from_millis(window_ms),
+            since_ms: (since_ms > 0).then_some(since_ms),
+        }
+    }
+}
+
 /// One slot's traffic over a window, as the router itself observed it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotTraffic {
@@ -352,7 +393,8 @@ pub struct SlotTraffic {
     /// Attempts at this slot that failed and were retried elsewhere (unseen by clients).
     #[serde(default)]
     pub retried_away: u64,
-    /// Upstream response time quantiles of `requests`, ms (`None`: no request): the median,
+    /// Upstream response time quantiles of `requests`, ms (`None`: no request, or the router
+    /// measures no latency — see `no_latency`): the median,
     #[serde(default)]
     pub p50_ms: Option<u32>,
     /// the 95th percentile,
@@ -365,6 +407,9 @@ pub struct SlotTraffic {
     /// record): what a comparison with the other slot ranks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub intervals: Vec<TrafficInterval>,
+    /// The router measures no latency (HAProxy's counters): a latency limit cannot be judged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_latency: bool,
 }
 
 /// One interval of a slot's traffic.
@@ -406,9 +451,19 @@ pub struct Traffic {
     pub window_ms: u64,
     /// Where the figures come from.
     pub source: String,
+    /// When the candidate began serving, as the engine asked (not on the wire): a window that
+    /// starts there was cut at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
 }
 
 impl Traffic {
+    /// The window starts where the candidate began serving (a router's base reading may be
+    /// a moment before it).
+    pub fn cut_at_since(&self) -> bool {
+        self.since_ms.is_some_and(|s| self.from_ms >= s - 2_500)
+    }
+
     /// Slot `slot`'s figures (zeros when it took no traffic).
     pub fn slot(&self, slot: &str) -> SlotTraffic {
         self.slots

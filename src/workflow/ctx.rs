@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,6 +99,9 @@ pub(crate) struct RunControl {
     pub awaiting_operator: AtomicUsize,
     /// The topics such a wait takes (a command on one of them wakes it).
     pub awaiting_topics: Mutex<Vec<String>>,
+    /// The run has work while it waits (a live canary's analysis and the router's watch): an
+    /// engine about to go away hands it to another rather than leave it unwatched.
+    pub judging: AtomicBool,
     pub changed: Arc<Notify>,
 }
 
@@ -168,6 +171,12 @@ impl WfCtx {
     /// The workflow id.
     pub fn id(&self) -> &str {
         &self.run.id
+    }
+
+    /// Says whether the run has work while it waits for an operator (a live canary is judged
+    /// and watched): such a run keeps a worker busy and is handed on, never left unwatched.
+    pub fn set_judging(&self, judging: bool) {
+        self.run.control.judging.store(judging, Ordering::SeqCst);
     }
 
     /// True when this run continues one that stopped (a crash, a shutdown): it replays what

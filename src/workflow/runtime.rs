@@ -148,17 +148,34 @@ impl Runtime {
         self.events.subscribe()
     }
 
-    /// Runs that will go on by themselves: active and not waiting for an operator (a run in a
-    /// durable sleep is busy: its timer ends the wait).
+    /// Runs that keep an engine busy: those that go on by themselves (not waiting for an
+    /// operator; a run in a durable sleep is busy: its timer ends the wait), and those with
+    /// work while they wait (a live canary, judged and watched).
     pub fn busy(&self) -> usize {
         self.active
             .lock()
             .map(|a| {
                 a.values()
-                    .filter(|c| c.awaiting_operator.load(Ordering::SeqCst) == 0)
+                    .filter(|c| {
+                        c.awaiting_operator.load(Ordering::SeqCst) == 0
+                            || c.judging.load(Ordering::SeqCst)
+                    })
                     .count()
             })
             .unwrap_or(0)
+    }
+
+    /// Ids of the runs with work while they wait (live canaries: [`WfCtx::set_judging`]).
+    pub fn judged(&self) -> Vec<String> {
+        self.active
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .filter(|(_, c)| c.judging.load(Ordering::SeqCst))
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The topics `id`'s run waits on, when only an operator's command will move it on.
@@ -349,6 +366,7 @@ impl Runtime {
             parked: AtomicUsize::new(0),
             awaiting_operator: AtomicUsize::new(0),
             awaiting_topics: Mutex::new(Vec::new()),
+            judging: AtomicBool::new(false),
             changed: self.changed.clone(),
         });
         if let Ok(mut active) = self.active.lock() {

@@ -9,6 +9,7 @@
 
 mod support;
 
+mod attribution;
 mod canary;
 mod cli;
 mod config_mutation;

@@ -135,6 +135,7 @@ func trafficToWire(t *plugin.Traffic) *pb.TrafficResponse {
 			Responses_2Xx: s.Responses2xx, Responses_3Xx: s.Responses3xx,
 			Responses_4Xx: s.Responses4xx, Responses_5Xx: s.Responses5xx,
 			RetriedAway: s.RetriedAway, P50Ms: s.P50Ms, P95Ms: s.P95Ms, P99Ms: s.P99Ms,
+			NoLatency: s.NoLatency,
 		}
 		for _, i := range s.Intervals {
 			w.Intervals = append(w.Intervals, &pb.TrafficInterval{FromMs: i.FromMs, Requests: i.Requests, Errors: i.Errors, P99Ms: i.P99Ms})

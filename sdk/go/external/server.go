@@ -329,7 +329,11 @@ func (s *server) Traffic(ctx context.Context, req *pb.TrafficRequest) (*pb.Traff
 	}
 	r, done := s.open(req.Request)
 	defer done()
-	t, err := rep.Traffic(ctx, r, time.Duration(req.WindowMs)*time.Millisecond)
+	window := plugin.TrafficWindow{Last: time.Duration(req.WindowMs) * time.Millisecond}
+	if req.SinceMs > 0 {
+		window.Since = time.UnixMilli(req.SinceMs)
+	}
+	t, err := rep.Traffic(ctx, r, window)
 	if err != nil {
 		return nil, toStatus(err)
 	}

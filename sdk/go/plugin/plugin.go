@@ -6,7 +6,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 )
@@ -73,9 +72,11 @@ type RoutingStater interface {
 }
 
 // TrafficReporter is an optional addition to a TrafficRouter: the traffic the router observed
-// per slot over the last window, for a canary's router analysis.
+// per slot over the window, for a canary's router analysis. The window never starts before
+// window.Since, when the candidate release began serving on its slot: what the slot served
+// earlier was another release's.
 type TrafficReporter interface {
-	Traffic(ctx context.Context, req *Request, window time.Duration) (*Traffic, error)
+	Traffic(ctx context.Context, req *Request, window TrafficWindow) (*Traffic, error)
 }
 
 // TesterRouter routes testers (by header or cookie) to the candidate (capability testers) and

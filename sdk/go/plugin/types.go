@@ -176,6 +176,22 @@ type RoutingState struct {
 	Foreign string
 }
 
+// TrafficWindow is what a Traffic call reads: the Last duration before now, never from before
+// Since (zero when not known), when the candidate release began serving.
+type TrafficWindow struct {
+	Last  time.Duration
+	Since time.Time
+}
+
+// From is where the window starts at now.
+func (w TrafficWindow) From(now time.Time) time.Time {
+	from := now.Add(-w.Last)
+	if !w.Since.IsZero() && w.Since.After(from) {
+		return w.Since
+	}
+	return from
+}
+
 // TrafficInterval is a slice of the window, oldest first.
 type TrafficInterval struct {
 	FromMs   int64
@@ -199,6 +215,9 @@ type SlotTraffic struct {
 	P95Ms        uint32
 	P99Ms        uint32
 	Intervals    []TrafficInterval
+	// NoLatency says the router measures no latency: P50Ms, P95Ms and P99Ms are not figures,
+	// and a latency limit cannot be judged on them.
+	NoLatency bool
 }
 
 // Traffic is what a router observed per slot.

@@ -76,9 +76,12 @@ class Deployer:
         """What the running router serves, read back from the router itself."""
         raise NotImplementedCall("RoutingState")
 
-    async def traffic(self, req: Request, window_ms: int) -> object:
-        """The traffic the router observed over the last `window_ms`: a
-        `manent_plugin.pb.TrafficResponse`."""
+    async def traffic(self, req: Request, window_ms: int, since_ms: int = 0) -> object:
+        """The traffic the router observed over the last `window_ms`, never from before
+        `since_ms` (epoch ms; 0 when not known), when the candidate release began serving on
+        its slot: what the slot served earlier was another release's. A
+        `manent_plugin.pb.TrafficResponse`; set `no_latency` on a slot when the router
+        measures no latency (its p50/p95/p99 are then not figures)."""
         raise NotImplementedCall("Traffic")
 
     async def route_testers(self, req: Request) -> Dict[str, str]:

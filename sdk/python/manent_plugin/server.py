@@ -487,7 +487,7 @@ class _Service(DeployerBase):
         d = self._optional("Traffic")
         if not w.HasField("request"):
             raise GRPCError(Status.INVALID_ARGUMENT, "Traffic without its request")
-        resp = await self._with_request("Traffic", w.request, lambda r: d.traffic(r, w.window_ms))
+        resp = await self._with_request("Traffic", w.request, lambda r: d.traffic(r, w.window_ms, w.since_ms))
         if isinstance(resp, dict):
             from google.protobuf import json_format
 

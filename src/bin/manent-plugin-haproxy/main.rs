@@ -11,7 +11,9 @@
 //! (the master CLI of HAProxy's master-worker mode, `-S PATH`, default
 //! `/run/haproxy-master.sock` — Debian's unit), `backend`, `tester_header` (default
 //! `X-Canary`) and `tester_cookie` (default `canary`): a tester sends the header or the cookie
-//! with value `1`.
+//! with value `1`; `access_log` (a file of HAProxy's log lines in the plugin's `log-format`,
+//! [`log::LOG_FORMAT`]): canary analysis reads each slot's traffic, latency included, from it
+//! instead of HAProxy's counters, which keep none.
 //!
 //! Everything is rendered from manent's routing alone — the slots, their addresses, the
 //! weight, tester routing and scale every call carries — never from what the file said. A
@@ -37,6 +39,7 @@ mod files;
 #[cfg(test)]
 #[path = "../shared/routing_fixture.rs"]
 mod fixture;
+mod log;
 mod render;
 mod runtime;
 mod state;
@@ -48,7 +51,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use manent::plugin::slots::{self, SlotRouter, addresses};
-use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic};
+use manent::plugin::{
+    Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic, TrafficWindow,
+};
 use serde::Deserialize;
 
 use control::{Control, Master};
@@ -87,6 +92,9 @@ struct Options {
     /// The cookie that does (value `1`).
     #[serde(default = "default_cookie")]
     tester_cookie: String,
+    /// HAProxy's log in the plugin's `log-format`: traffic with latency (else its counters).
+    #[serde(default)]
+    access_log: Option<PathBuf>,
 }
 
 fn default_haproxy() -> PathBuf {
@@ -158,7 +166,29 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
         .and_then(|()| check_name("tester_cookie", &opts.tester_cookie))
         .and_then(|()| check_config(&opts.config));
     checked.map_err(PluginError::Permanent)?;
+    if opts.access_log.as_deref().is_some_and(|p| !p.is_absolute()) {
+        return Err(PluginError::Permanent(
+            "haproxy plugin options: access_log must be an absolute path (the file HAProxy's \
+             log lines are written to, e.g. /var/log/haproxy.log)"
+                .into(),
+        ));
+    }
+    let log_reader = opts.access_log.as_deref().map(|p| {
+        std::sync::Mutex::new(log::Reader::new(
+            log::Haproxy {
+                backend: opts.backend.clone(),
+            },
+            p,
+        ))
+    });
     let map = opts.config.with_extension("testers.map");
+    let counters = opts.config.with_extension("counters.json");
+    let mut history = traffic::History::default();
+    if opts.access_log.is_none()
+        && let Some(r) = traffic::load(&counters)
+    {
+        history.add(r);
+    }
     let haproxy = Haproxy {
         files: Files {
             config: opts.config.clone(),
@@ -178,7 +208,9 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
             master_socket: opts.master_socket,
         },
         lock: tokio::sync::Mutex::new(()),
-        traffic: std::sync::Mutex::new(traffic::History::default()),
+        traffic: std::sync::Mutex::new(history),
+        counters,
+        log: log_reader,
     };
     Ok(Arc::new(SlotRouter::new(haproxy, log)))
 }
@@ -189,8 +221,12 @@ struct Haproxy {
     names: Names,
     /// One change at a time.
     lock: tokio::sync::Mutex<()>,
-    /// HAProxy's counters at each Traffic call.
+    /// HAProxy's counters at each Traffic call and before each change.
     traffic: std::sync::Mutex<traffic::History>,
+    /// Where the reading before the last change is kept for the next plugin process.
+    counters: PathBuf,
+    /// HAProxy's log, when `access_log:` names it.
+    log: Option<std::sync::Mutex<log::Reader>>,
 }
 
 /// What HAProxy's admin socket answered about the backend, from a worker of the master.
@@ -338,6 +374,14 @@ impl Haproxy {
             .settled()
             .await
             .map_err(|why| PluginError::Failed(format!("{why}; nothing was changed")))?;
+        // The counters as they are before the change: the base of a window that starts where
+        // this change gives the candidate traffic (a failed reading only leaves none).
+        if self.log.is_none() && self.read_counters_of(&master).await.is_ok() {
+            let newest = self.traffic.lock().ok().and_then(|h| h.newest().cloned());
+            if let Some(r) = newest {
+                let _ = traffic::save(&self.counters, &r);
+            }
+        }
         let disk = tokio::fs::read_to_string(&self.control.config)
             .await
             .unwrap_or_default();
@@ -629,14 +673,31 @@ impl slots::Router for Haproxy {
         self.read_back(req).await
     }
 
-    async fn traffic(&self, routing: &Routing, window: Duration) -> Result<Traffic, PluginError> {
+    async fn traffic(
+        &self,
+        routing: &Routing,
+        window: TrafficWindow,
+    ) -> Result<Traffic, PluginError> {
+        if let Some(reader) = &self.log {
+            let mut r = reader
+                .lock()
+                .map_err(|_| PluginError::Failed("the log reader failed before".into()))?;
+            r.poll().map_err(|e| {
+                PluginError::Failed(format!(
+                    "cannot read HAProxy's log {}: {e} (the plugin needs read access to it)",
+                    r.path().display()
+                ))
+            })?;
+            let source = format!("HAProxy log {}", r.path().display());
+            return Ok(r.traffic(routing, manent::sys::now_ms(), window, source));
+        }
         // HAProxy's counters say nothing of a window until two readings frame it: a plugin
         // that has none yet takes one, waits a moment and reports that moment (the window
         // says how long it was).
         let fresh = self.traffic.lock().map(|h| h.is_empty()).unwrap_or(true);
         if fresh {
             self.read_counters().await?;
-            tokio::time::sleep(FIRST_SPAN.min(window)).await;
+            tokio::time::sleep(FIRST_SPAN.min(window.window)).await;
         }
         self.read_counters().await?;
         let history = self
@@ -645,7 +706,7 @@ impl slots::Router for Haproxy {
             .map_err(|_| PluginError::Failed("the traffic readings failed before".into()))?;
         Ok(history.traffic(
             routing,
-            u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            window,
             format!(
                 "HAProxy's counters of backend {} (show stat)",
                 self.names.backend
@@ -660,8 +721,13 @@ const FIRST_SPAN: Duration = Duration::from_secs(3);
 impl Haproxy {
     /// Takes a reading of the backend's counters.
     async fn read_counters(&self) -> Result<(), PluginError> {
-        let b = &self.names.backend;
         let master = self.control.master().await.map_err(PluginError::Failed)?;
+        self.read_counters_of(&master).await
+    }
+
+    /// Takes a reading of the backend's counters, trusted from `master`'s user only.
+    async fn read_counters_of(&self, master: &Master) -> Result<(), PluginError> {
+        let b = &self.names.backend;
         let reply = cli::ask(&self.control.socket, &[format!("show stat {b} 4 -1")])
             .await
             .map_err(|e| PluginError::Failed(format!("HAProxy's admin socket: {e}")))?;

@@ -292,8 +292,11 @@ pub fn render(routing: &Routing, names: &Names) -> Result<Rendered, String> {
              and manent reports them as drift.\n\
              # The operator's frontend sends requests to backend {b}; weights, maintenance and \
              the tester map ({}) are also set at run time.\n\
+             # Canary analysis with latency: in that frontend, log-format '{}' and the plugin's \
+             access_log: naming the file those lines reach.\n\
              global\n    set-var {} str({digest})\n\n{body}",
             names.map,
+            crate::log::LOG_FORMAT,
             names.var()
         )
     };

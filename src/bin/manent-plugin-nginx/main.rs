@@ -29,7 +29,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use manent::plugin::slots::{self, SlotRouter, addresses};
-use manent::plugin::{Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic};
+use manent::plugin::{
+    Deployer, Logger, PluginError, Request, Routing, RoutingState, Traffic, TrafficWindow,
+};
 use serde::Deserialize;
 
 use control::Control;
@@ -139,7 +141,7 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
         traffic: opts
             .access_log
             .as_deref()
-            .map(|p| std::sync::Mutex::new(traffic::Reader::new(p))),
+            .map(|p| std::sync::Mutex::new(traffic::Reader::new(traffic::Nginx, p))),
     };
     Ok(Arc::new(SlotRouter::new(nginx, log)))
 }
@@ -451,7 +453,11 @@ impl slots::Router for Nginx {
         self.read_back(req).await
     }
 
-    async fn traffic(&self, routing: &Routing, window: Duration) -> Result<Traffic, PluginError> {
+    async fn traffic(
+        &self,
+        routing: &Routing,
+        window: TrafficWindow,
+    ) -> Result<Traffic, PluginError> {
         let n = &self.names.upstream;
         let Some(reader) = &self.traffic else {
             return Err(PluginError::Permanent(format!(
@@ -470,7 +476,7 @@ impl slots::Router for Nginx {
                 r.path().display()
             ))
         })?;
-        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
-        Ok(r.traffic(routing, manent::sys::now_ms(), window_ms))
+        let source = format!("nginx access log {}", r.path().display());
+        Ok(r.traffic(routing, manent::sys::now_ms(), window, source))
     }
 }

@@ -53,6 +53,12 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         Ok(x) => x,
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
+    // What no engine runs is said so (a live canary unwatched), not read from its records.
+    let engine_running = output::engine_running(&config, &*store).await;
+    let views: Vec<_> = views
+        .into_iter()
+        .map(|v| v.honest(engine_running))
+        .collect();
     let mut items = crate::deploy::inbox::items(&views, &locks, now);
     match store.parked(100).await {
         Ok(p) => items.extend(crate::deploy::inbox::parked_items(&p)),

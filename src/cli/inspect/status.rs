@@ -243,6 +243,14 @@ async fn watch(
             } else if !tty {
                 print_view(&v, engine_running, out);
             }
+            if v.unwatched {
+                out.line(format!(
+                    "UNWATCHED: no engine runs this live canary — nothing judges the candidate or \
+             watches the router. `manent worker` takes it up (in the background: `manent worker \
+             --until-idle &`); `manent revert {}` takes the candidate out",
+                    v.id
+                ));
+            }
             if state == crate::deploy::state::DeploymentState::Interrupted {
                 return exit::INTERRUPTED;
             }

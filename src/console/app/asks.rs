@@ -565,26 +565,33 @@ impl App {
     }
 
     /// `q`: at once, unless this console's engine runs deployments that go on by themselves
-    /// (a worker carries them on) or something it handed over was never claimed.
+    /// or live canaries (a worker carries them on and judges them), or something it handed
+    /// over was never claimed.
     pub(super) fn quit(&mut self) {
-        let running: Vec<String> = if self.snap.mode == Some(EngineMode::InProcess) {
-            self.snap
-                .deployments
-                .iter()
-                .filter(|d| d.status.is_live() && !d.state.is_waiting())
-                .map(|d| d.id.clone())
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let here = self.snap.mode == Some(EngineMode::InProcess);
+        let running: Vec<String> = self
+            .snap
+            .deployments
+            .iter()
+            .filter(|d| here && d.status.is_live() && !d.state.is_waiting() && !d.needs_judge())
+            .map(|d| d.id.clone())
+            .collect();
+        let judged: Vec<String> = self
+            .snap
+            .deployments
+            .iter()
+            .filter(|d| here && d.needs_judge())
+            .map(crate::engine::judge::named)
+            .collect();
         let unclaimed = self.snap.unclaimed.clone();
-        if running.is_empty() && unclaimed.is_empty() {
+        if running.is_empty() && judged.is_empty() && unclaimed.is_empty() {
             self.should_quit = true;
         } else {
             self.modals.push(Modal::Quit(dialog::quit::Quit {
                 opened_at: self.now,
                 choice: dialog::Choice::Cancel,
                 running,
+                judged,
                 unclaimed,
                 stops: self.stop_on_quit,
             }));

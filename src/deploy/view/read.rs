@@ -317,6 +317,7 @@ fn build(
         never_started: event(&events, crate::workflow::store::NEVER_STARTED),
         target_counts,
         summary: depth == Depth::Summary,
+        unwatched: false,
     }
 }
 

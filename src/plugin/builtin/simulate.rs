@@ -23,7 +23,7 @@ use crate::plugin::logger::Logger;
 use crate::plugin::targets::{for_all_targets, for_each_target};
 use crate::plugin::types::{
     DeployResult, Pool, Release, Request, Routing, RoutingState, SlotTraffic, Target,
-    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval,
+    TargetRelease, TargetResult, TargetStatus, Traffic, TrafficInterval, TrafficWindow,
 };
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -636,7 +636,7 @@ impl TrafficRouter for Simulate {
     /// Simulated requests, second by second over the window, split by the weight served now
     /// and answered as each slot's `traffic` settings say (seeded per second: the same window
     /// reads the same).
-    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
+    async fn traffic(&self, req: &Request, window: TrafficWindow) -> Result<Traffic, PluginError> {
         let s = self.settings(req)?;
         let Some(sim) = s.traffic else {
             return Err(PluginError::Unimplemented(
@@ -658,7 +658,9 @@ impl TrafficRouter for Simulate {
                 m.get(&key).copied()
             }
         });
-        let seconds = window.as_secs().max(1);
+        // From the window's start (never before the candidate began serving) to now.
+        let from_ms = window.from_ms(now);
+        let seconds = u64::try_from((now - from_ms) / 1000).unwrap_or(0).max(1);
         let mut slots = Vec::new();
         for (pool, slot, part) in [
             (&routing.stable, &sim.stable, 1.0 - share),
@@ -712,13 +714,15 @@ impl TrafficRouter for Simulate {
                 p95_ms: p99.map(|p| p * 4 / 5),
                 p99_ms: p99,
                 intervals,
+                no_latency: false,
             });
         }
         Ok(Traffic {
             slots,
-            from_ms: now - i64::try_from(window.as_millis()).unwrap_or(0),
-            window_ms: u64::try_from(window.as_millis()).unwrap_or(u64::MAX),
+            from_ms,
+            window_ms: u64::try_from(now - from_ms).unwrap_or(0),
             source: "simulated traffic".into(),
+            since_ms: None,
         })
     }
 }

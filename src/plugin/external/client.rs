@@ -19,7 +19,7 @@ use crate::plugin::contract::{
 };
 use crate::plugin::error::PluginError;
 use crate::plugin::types::{
-    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic,
+    Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic, TrafficWindow,
 };
 
 /// Validate's limit (the seed's 30 seconds), also sent to the plugin as its deadline.
@@ -288,12 +288,13 @@ impl TrafficRouter for Remote {
         .map(proto::routing_state_from_wire)
     }
 
-    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
-        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+    async fn traffic(&self, req: &Request, window: TrafficWindow) -> Result<Traffic, PluginError> {
+        let window_ms = u64::try_from(window.window.as_millis()).unwrap_or(u64::MAX);
         self.call("Traffic", Some(req), |mut c, id| async move {
             c.traffic(v1::TrafficRequest {
                 request: Some(proto::request_to_wire(req, id)),
                 window_ms,
+                since_ms: window.since_wire(),
             })
             .await
         })

@@ -174,6 +174,7 @@ pub fn traffic_to_wire(t: &Traffic) -> v1::TrafficResponse {
                         p99_ms: i.p99_ms.unwrap_or(0),
                     })
                     .collect(),
+                no_latency: s.no_latency,
             })
             .collect(),
         from_ms: t.from_ms,
@@ -189,8 +190,10 @@ pub fn traffic_from_wire(t: v1::TrafficResponse) -> Traffic {
             .slots
             .into_iter()
             .map(|s| {
-                // Quantiles of no request are none.
-                let q = |v: u32| (s.requests > 0).then_some(v);
+                // Quantiles of no request are none, and so are those of a router that measures
+                // no latency (its zeros are not figures).
+                let measured = s.requests > 0 && !s.no_latency;
+                let q = |v: u32| measured.then_some(v);
                 SlotTraffic {
                     slot: s.slot,
                     version: s.version,
@@ -212,15 +215,17 @@ pub fn traffic_from_wire(t: v1::TrafficResponse) -> Traffic {
                             from_ms: i.from_ms,
                             requests: i.requests,
                             errors: i.errors,
-                            p99_ms: (i.requests > 0).then_some(i.p99_ms),
+                            p99_ms: (i.requests > 0 && !s.no_latency).then_some(i.p99_ms),
                         })
                         .collect(),
+                    no_latency: s.no_latency,
                 }
             })
             .collect(),
         from_ms: t.from_ms,
         window_ms: t.window_ms,
         source: t.source,
+        since_ms: None,
     }
 }
 

@@ -517,7 +517,7 @@ impl DeployerRpc for PluginService {
         let d = self.deployer()?;
         let t = d.traffic_router().ok_or_else(|| unimplemented("Traffic"))?;
         let w = req.into_inner();
-        let window = std::time::Duration::from_millis(w.window_ms);
+        let window = crate::plugin::TrafficWindow::from_wire(w.window_ms, w.since_ms);
         let (r, _open) = self.request(
             w.request
                 .ok_or_else(|| Status::invalid_argument("Traffic without its request"))?,

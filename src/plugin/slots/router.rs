@@ -5,10 +5,8 @@
 //! DeployCandidate, promote, revert, weights, testers and scale — each call rendering from
 //! manent's routing with its own change applied, never from what the router said before.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use async_trait::async_trait;
+use std::collections::BTreeMap;
 
 use super::{
     deploy_candidate, enabled, named_stable, prepared, promoted, recorded, reverted, served_stable,
@@ -16,7 +14,7 @@ use super::{
 };
 use crate::plugin::{
     DeployResult, Deployer, Logger, ParallelDeployer, PluginError, Request, Routing, RoutingState,
-    SlotDeployer, SlotScaler, TesterRouter, Traffic, TrafficRouter,
+    SlotDeployer, SlotScaler, TesterRouter, Traffic, TrafficRouter, TrafficWindow,
 };
 
 /// What a router plugin implements itself.
@@ -41,8 +39,13 @@ pub trait Router: Send + Sync + 'static {
     /// What the router serves, read back from it (foreign when manent did not write it).
     async fn served(&self, req: &Request) -> RoutingState;
 
-    /// The traffic it observed per slot of `routing` over the last `window`. Optional.
-    async fn traffic(&self, _routing: &Routing, _window: Duration) -> Result<Traffic, PluginError> {
+    /// The traffic it observed per slot of `routing` over `window` (never from before the
+    /// candidate began serving), each request counted for the release that served it. Optional.
+    async fn traffic(
+        &self,
+        _routing: &Routing,
+        _window: TrafficWindow,
+    ) -> Result<Traffic, PluginError> {
         Err(PluginError::Unimplemented(format!(
             "the {} router does not report the traffic it observes",
             Self::NAME
@@ -220,7 +223,7 @@ impl<R: Router> TrafficRouter for SlotRouter<R> {
         Ok(self.router.served(req).await)
     }
 
-    async fn traffic(&self, req: &Request, window: Duration) -> Result<Traffic, PluginError> {
+    async fn traffic(&self, req: &Request, window: TrafficWindow) -> Result<Traffic, PluginError> {
         self.router.traffic(&recorded(req)?, window).await
     }
 }

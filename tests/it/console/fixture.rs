@@ -120,6 +120,7 @@ pub fn running() -> DeploymentView {
         never_started: None,
         target_counts: None,
         summary: false,
+        unwatched: false,
     }
 }
 

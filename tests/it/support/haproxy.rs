@@ -1,23 +1,18 @@
 //! A private HAProxy for tests and benchmarks: master-worker mode in the foreground with its own
 //! pid file, master CLI (`-S`) and admin socket in the test's directory; a frontend on a
 //! loopback port sending requests to backend `web`, which the plugin's file defines; and the
-//! servers of an application in two slots (blue and green), each slot a tiny HTTP server on a
-//! thread of the test's own process that serves files from the slot's root (stopped with it:
-//! nothing outlives the test). HAProxy is stopped when dropped.
+//! servers of an application in two slots (blue and green), each slot the tests' own backend
+//! ([`Slot`]). HAProxy is stopped when dropped.
 
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use super::router::{Router, Server, get};
+pub use super::router::{Router, Server, Slot, get};
 
 /// The plugin binary.
 pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-haproxy");
@@ -32,92 +27,6 @@ pub fn binary() -> Option<PathBuf> {
     .iter()
     .map(PathBuf::from)
     .find(|p| p.is_file())
-}
-
-/// One slot of one server: HTTP/1.1 on a loopback port, `/` answering the root's `index.html`
-/// and any other path the file of that name (404 when there is none).
-pub struct Slot {
-    pub port: u16,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Slot {
-    pub fn serve(root: &Path) -> Slot {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (root, stopped) = (root.to_owned(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stopped.load(Ordering::Relaxed) {
-                    return;
-                }
-                if let Ok(conn) = conn {
-                    let root = root.clone();
-                    std::thread::spawn(move || answer(conn, &root));
-                }
-            }
-        });
-        Slot {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-/// One request on `conn`, answered and closed.
-fn answer(mut conn: TcpStream, root: &Path) {
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    let mut head = Vec::new();
-    let mut buf = [0u8; 2048];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16384 {
-        match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
-    let path = head.split_whitespace().nth(1).unwrap_or("/");
-    let path = path
-        .split('?')
-        .next()
-        .unwrap_or("/")
-        .trim_start_matches('/');
-    let file = if path.is_empty() { "index.html" } else { path };
-    let body = (!file.contains("..")).then(|| std::fs::read(root.join(file)).ok());
-    // A release whose directory holds `fail5` answers 500 to one request in twenty.
-    static SERVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let failing =
-        root.join("fail5").exists() && SERVED.fetch_add(1, Ordering::Relaxed).is_multiple_of(20);
-    let (status, body) = match body.flatten() {
-        _ if failing => (
-            "500 Internal Server Error",
-            b"failing on purpose\n".to_vec(),
-        ),
-        Some(b) => ("200 OK", b),
-        None => ("404 Not Found", b"not found\n".to_vec()),
-    };
-    // One write: a response in pieces waits on Nagle and the peer's delayed ACK (40 ms).
-    let mut response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    response.extend_from_slice(&body);
-    conn.set_nodelay(true).ok();
-    let _ = conn.write_all(&response);
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 /// A line to a HAProxy CLI socket (the admin socket or the master's): what it answered.
@@ -146,6 +55,10 @@ pub struct Haproxy {
     slots: Vec<Slot>,
     /// Without the plugin's file (see `unload`).
     unloaded: bool,
+    /// Its log, in the plugin's log-format, once [`Router::log_traffic`] asks for it: the
+    /// workers' standard output (`log stdout`).
+    pub access_log: PathBuf,
+    logging: bool,
     child: Option<Child>,
 }
 
@@ -174,6 +87,8 @@ impl Haproxy {
             servers,
             slots,
             unloaded: false,
+            access_log: dir.join("run/access.log"),
+            logging: false,
             child: None,
         };
         // What an operator writes once: the backend on blue; the plugin owns the file from then on.
@@ -186,11 +101,23 @@ impl Haproxy {
     /// The main configuration: the admin socket at `level`, a frontend to backend `web`;
     /// `broken` adds a keyword HAProxy does not know.
     fn main_conf(&self, broken: bool, level: &str) -> String {
+        // The plugin's log-format, as its rendered file gives it, to the workers' stdout.
+        let (log, format) = if self.logging {
+            (
+                "    log stdout format raw local0\n",
+                format!(
+                    "    log global\n    log-format '{}'\n",
+                    r#"{"manent":1,"at":"%Ts.%ms","backend":"%b","server":"%s","status":%ST,"tr":%Tr,"td":%Td}"#
+                ),
+            )
+        } else {
+            ("", String::new())
+        };
         format!(
-            "global\n    stats socket {} mode 600 level {level}\n    stats timeout 30s\n{}\
+            "global\n    stats socket {} mode 600 level {level}\n    stats timeout 30s\n{log}{}\
              defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    \
              timeout server 10s\n\
-             frontend fe\n    bind 127.0.0.1:{}\n    default_backend web\n",
+             frontend fe\n    bind 127.0.0.1:{}\n{format}    default_backend web\n",
             self.socket.display(),
             if broken {
                 "    no-such-keyword on\n"
@@ -227,13 +154,24 @@ impl Haproxy {
         } else {
             cmd.arg("-f").arg(&self.conf).arg("-f").arg(&self.config);
         }
+        let out = if self.logging {
+            Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.access_log)
+                    .unwrap(),
+            )
+        } else {
+            Stdio::null()
+        };
         let child = cmd
             .arg("-p")
             .arg(self.dir.join("run/haproxy.pid"))
             .arg("-S")
             .arg(&self.master_socket)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(out)
             .stderr(log)
             .spawn()
             .unwrap();
@@ -342,14 +280,28 @@ impl Router for Haproxy {
     }
 
     fn manent_yml(&self, name: &str) -> String {
+        let log = if self.logging {
+            format!("    access_log: {}\n", self.access_log.display())
+        } else {
+            String::new()
+        };
         format!(
             "plugins:\n  {name}:\n    external:\n      command: {PLUGIN}\n      start_timeout: 10s\n    \
-             haproxy: {}\n    config: {}\n    socket: {}\n    master_socket: {}\n    backend: web\n",
+             haproxy: {}\n    config: {}\n    socket: {}\n    master_socket: {}\n    backend: web\n{log}",
             self.bin.display(),
             self.config.display(),
             self.socket.display(),
             self.master_socket.display()
         )
+    }
+
+    /// HAProxy logs each request in the plugin's log-format to its workers' stdout, a file:
+    /// started again (a worker's stdout is its master's).
+    fn log_traffic(&mut self) {
+        self.logging = true;
+        std::fs::write(&self.conf, self.main_conf(false, "admin")).unwrap();
+        self.stop();
+        self.spawn();
     }
 
     fn targets_yml(&self) -> String {
@@ -362,6 +314,14 @@ impl Router for Haproxy {
 
     fn build_failing(&self, version: &str) {
         super::router::build_failing(&self.dir, version);
+    }
+
+    fn build_slow(&self, version: &str, ms: u32) {
+        super::router::build_slow(&self.dir, version, ms);
+    }
+
+    fn servers(&self) -> &[Server] {
+        &self.servers
     }
 
     fn artifact_uri(&self) -> String {

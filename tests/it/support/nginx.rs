@@ -1,6 +1,7 @@
 //! A private nginx for tests and benchmarks: its own prefix, pid file and loopback ports, the
-//! servers of an application in two slots (blue and green, each serving its own root), and a
-//! front that proxies to the pool manent's nginx plugin renders. Stopped when dropped.
+//! servers of an application in two slots (blue and green, each the tests' own backend serving
+//! its own root, `router::Slot`), and a front that proxies to the pool manent's nginx plugin
+//! renders. Stopped when dropped.
 
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use super::router::{Router, Server, free_port, get};
+pub use super::router::{Router, Server, Slot, free_port, get};
 
 /// The plugin binary.
 pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-nginx");
@@ -42,6 +43,7 @@ pub struct Nginx {
     /// The user nginx's workers run as (its master runs as root).
     workers_user: &'static str,
     pub servers: Vec<Server>,
+    slots: Vec<Slot>,
     child: Option<Child>,
 }
 
@@ -52,7 +54,13 @@ impl Nginx {
         for d in ["conf", "logs", "builds"] {
             std::fs::create_dir_all(prefix.join(d)).unwrap();
         }
-        let servers = super::router::servers(prefix, n, stable, |_| free_port());
+        let mut slots = Vec::new();
+        let servers = super::router::servers(prefix, n, stable, |root| {
+            let s = Slot::serve(root);
+            let port = s.port;
+            slots.push(s);
+            port
+        });
         let mut n = Nginx {
             bin,
             prefix: prefix.to_owned(),
@@ -64,6 +72,7 @@ impl Nginx {
             logging: false,
             workers_user: "root",
             servers,
+            slots,
             child: None,
         };
         // What an operator writes once: the pool on blue; the plugin owns the file from then on.
@@ -93,19 +102,6 @@ impl Nginx {
     /// nginx.conf: the front proxies to `$web_pool` from the included file, or (`included`
     /// false) straight to the blue slot; `broken` adds a directive nginx does not know.
     fn main_conf(&self, included: bool, broken: bool) -> String {
-        let mut slots = String::new();
-        for s in &self.servers {
-            for (port, root) in [(s.blue, &s.blue_root), (s.green, &s.green_root)] {
-                // A release whose directory holds `fail5` answers 500 to 5% of requests; any
-                // other answers every request as asked.
-                slots.push_str(&format!(
-                    "  server {{ listen 127.0.0.1:{port}; root {}; location / {{ default_type text/plain; \
-                     set $fail \"$web_test_fail\"; if (-f $document_root/fail5) {{ set $fail \"${{fail}}x\"; }} \
-                     if ($fail = 1x) {{ return 500; }} }} }}\n",
-                    root.display()
-                ));
-            }
-        }
         let p = self.prefix.display();
         let (include, pool, log) = if included {
             (
@@ -130,8 +126,7 @@ impl Nginx {
              http {{\n  access_log off;\n  client_body_temp_path {p}/logs/client;\n  proxy_temp_path {p}/logs/proxy;\n\
              \x20 fastcgi_temp_path {p}/logs/fastcgi;\n  uwsgi_temp_path {p}/logs/uwsgi;\n  scgi_temp_path {p}/logs/scgi;\n\
              {include}{}\
-             \x20 split_clients \"${{request_id}}\" $web_test_fail {{ 5% 1; * 0; }}\n\
-             \x20 server {{ listen 127.0.0.1:{}; {log}location / {{ proxy_pass http://{pool}; }} }}\n{slots}}}\n",
+             \x20 server {{ listen 127.0.0.1:{}; {log}location / {{ proxy_pass http://{pool}; }} }}\n}}\n",
             self.workers_user,
             if broken {
                 "  no_such_directive on;\n"
@@ -253,6 +248,14 @@ impl Router for Nginx {
 
     fn build_failing(&self, version: &str) {
         super::router::build_failing(&self.prefix, version);
+    }
+
+    fn build_slow(&self, version: &str, ms: u32) {
+        super::router::build_slow(&self.prefix, version, ms);
+    }
+
+    fn servers(&self) -> &[Server] {
+        &self.servers
     }
 
     fn log_traffic(&mut self) {

@@ -1,14 +1,18 @@
 //! What the shared router suite (`tests/it/routers.rs`) needs of a real traffic router run by a
 //! test: nginx (`support/nginx.rs`) and HAProxy (`support/haproxy.rs`) each start their own on
 //! loopback ports with two slots (blue and green) per server, and can be broken, stopped and
-//! edited by hand the way an operator (or an accident) would.
+//! edited by hand the way an operator (or an accident) would. Behind both, each slot of each
+//! server is the tests' own backend ([`Slot`]), whose release says how it misbehaves.
 
 #![allow(dead_code, reason = "each test binary uses part of the support module")]
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use super::ports::free_port;
@@ -29,8 +33,17 @@ pub trait Router: Sized {
     fn build(&self, version: &str, healthy: bool);
     /// A build of `version` whose servers answer 500 to one request in twenty.
     fn build_failing(&self, version: &str);
-    /// Has the router record the traffic its plugin reports (nginx: the front's access log;
-    /// HAProxy counts by itself).
+    /// A build of `version` whose servers hold each answer `ms` milliseconds.
+    fn build_slow(&self, version: &str, ms: u32);
+    /// The application's servers.
+    fn servers(&self) -> &[Server];
+    /// What `slot` serves now fails one request in twenty (`fail`) and takes `ms` an answer.
+    fn misbehave(&self, slot: &str, fail: bool, ms: u32) {
+        misbehave(self.servers(), slot, fail, ms);
+    }
+    /// Has the router log the traffic its plugin reports, with latency (nginx: the front's
+    /// access log; HAProxy: its log in the plugin's log-format, without which the plugin reads
+    /// HAProxy's counters, which keep no latency).
     fn log_traffic(&mut self) {}
     /// `artifact.uri` for the builds.
     fn artifact_uri(&self) -> String;
@@ -125,6 +138,101 @@ pub fn manent_temporaries(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// One slot of one server, the tests' own flaky backend: HTTP/1.1 on a loopback port, `/`
+/// answering the root's `index.html` and any other path the file of that name (404 when there
+/// is none), on a thread of the test's process (stopped with it: nothing outlives the test).
+/// The release in the root says how it misbehaves, read at every request: `fail5` answers 500
+/// to one request in twenty (counted by this slot alone, so its share is exact whatever the
+/// other slots serve), `delay_ms` holds each answer that many milliseconds.
+pub struct Slot {
+    pub port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Slot {
+    pub fn serve(root: &Path) -> Slot {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let (root, stopped) = (root.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                if let Ok(conn) = conn {
+                    let (root, served) = (root.clone(), served.clone());
+                    std::thread::spawn(move || answer(conn, &root, &served));
+                }
+            }
+        });
+        Slot {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+/// One request on `conn`, answered and closed.
+fn answer(mut conn: TcpStream, root: &Path, served: &AtomicU64) {
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16384 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let path = head.split_whitespace().nth(1).unwrap_or("/");
+    let path = path
+        .split('?')
+        .next()
+        .unwrap_or("/")
+        .trim_start_matches('/');
+    let file = if path.is_empty() { "index.html" } else { path };
+    let body = (!file.contains("..")).then(|| std::fs::read(root.join(file)).ok());
+    let failing =
+        root.join("fail5").exists() && served.fetch_add(1, Ordering::Relaxed).is_multiple_of(20);
+    if let Some(ms) = std::fs::read_to_string(root.join("delay_ms"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    let (status, body) = match body.flatten() {
+        _ if failing => (
+            "500 Internal Server Error",
+            b"failing on purpose\n".to_vec(),
+        ),
+        Some(b) => ("200 OK", b),
+        None => ("404 Not Found", b"not found\n".to_vec()),
+    };
+    // One write: a response in pieces waits on Nagle and the peer's delayed ACK (40 ms).
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    response.extend_from_slice(&body);
+    conn.set_nodelay(true).ok();
+    let _ = conn.write_all(&response);
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// One server of the application: its blue and green ports and roots.
 pub struct Server {
     pub name: String,
@@ -209,6 +317,36 @@ pub fn build_failing(dir: &Path, version: &str) {
         "5% of requests get 500\n",
     )
     .unwrap();
+}
+
+/// A build of `version` under `dir/builds` whose servers hold each answer `ms` milliseconds.
+pub fn build_slow(dir: &Path, version: &str, ms: u32) {
+    build(dir, version, true);
+    std::fs::write(
+        dir.join("builds").join(version).join("delay_ms"),
+        format!("{ms}\n"),
+    )
+    .unwrap();
+}
+
+/// Makes what `slot` serves on every server fail one request in twenty (`fail`) and take `ms`
+/// milliseconds an answer, as a release that misbehaves would (written into the slot's root).
+pub fn misbehave(servers: &[Server], slot: &str, fail: bool, ms: u32) {
+    for s in servers {
+        let root = if slot == "blue" {
+            &s.blue_root
+        } else {
+            &s.green_root
+        };
+        let _ = std::fs::remove_file(root.join("fail5"));
+        let _ = std::fs::remove_file(root.join("delay_ms"));
+        if fail {
+            std::fs::write(root.join("fail5"), "5% of requests get 500\n").unwrap();
+        }
+        if ms > 0 {
+            std::fs::write(root.join("delay_ms"), format!("{ms}\n")).unwrap();
+        }
+    }
 }
 
 /// `artifact.uri` for the builds under `dir`.

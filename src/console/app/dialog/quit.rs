@@ -1,5 +1,6 @@
 //! Quitting while this console's engine runs deployments (they go on in a background worker,
-//! or stop for the demo), or while something it handed to another engine was never claimed
+//! or stop for the demo) or live canaries (a background worker goes on judging them and
+//! watching their routers), or while something it handed to another engine was never claimed
 //! (it will not start by itself once this console is gone).
 
 use ratatui::Frame;
@@ -20,6 +21,8 @@ pub struct Quit {
     pub choice: Choice,
     /// Deployments that go on by themselves in this console's engine.
     pub running: Vec<String>,
+    /// Live canaries this console's engine judges (`web/prod canary of 2.0.0 at 15%`).
+    pub judged: Vec<String>,
     /// Deployments this console submitted that no engine claimed yet.
     pub unclaimed: Vec<String>,
     /// Quitting stops them (the demo) instead of handing them to a worker.
@@ -56,6 +59,16 @@ impl Quit {
                     "{} goes on in a background worker until it finishes or waits for an \
                      operator; `manent console` shows it again.",
                     self.running.join(", ")
+                )
+            }));
+        }
+        for c in &self.judged {
+            lines.push(Line::from(if self.stops {
+                format!("{c}: stops being judged (a demo ends with its console).")
+            } else {
+                format!(
+                    "{c}: a background worker keeps judging it and watching the router; \
+                     `manent console` shows it again."
                 )
             }));
         }

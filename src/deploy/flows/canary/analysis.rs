@@ -30,6 +30,31 @@ pub struct Context<'a> {
     pub dir: &'a std::path::Path,
     /// What a PromQL query's `{{name}}`s are replaced with (`slot`, `version`, …).
     pub vars: BTreeMap<&'static str, String>,
+    /// How long the candidate has served (`None`: not known): no query range reaches further
+    /// back, where its slot served another release.
+    pub serving_for: Option<Duration>,
+}
+
+/// `query` with every range (`[5m]`, `[5m:30s]`) longer than `cap` cut to it (whole seconds,
+/// at least one), and what was cut, for the verdict (`5m`).
+pub fn cap_ranges(query: &str, cap: Duration) -> (String, Vec<String>) {
+    // A duration in brackets, with an optional `:resolution`: PromQL's range selectors and
+    // subqueries. Inside a string label value a bracket would not be a range; a query with
+    // one is unusual enough to read as written.
+    let re = regex::Regex::new(r"\[((?:\d+(?:ms|[smhdwy]))+)(:[^\]]*)?\]").expect("a valid regex");
+    let cap_s = cap.as_secs().max(1);
+    let mut cut = Vec::new();
+    let out = re.replace_all(query, |c: &regex::Captures<'_>| {
+        let asked = &c[1];
+        match humantime::parse_duration(asked) {
+            Ok(d) if d.as_secs() > cap_s => {
+                cut.push(asked.to_owned());
+                format!("[{cap_s}s{}]", c.get(2).map_or("", |m| m.as_str()))
+            }
+            _ => c[0].to_owned(),
+        }
+    });
+    (out.into_owned(), cut)
 }
 
 /// `query` with every `{{name}}` of `vars` replaced.
@@ -46,14 +71,38 @@ pub fn substitute(query: &str, vars: &BTreeMap<&'static str, String>) -> String 
 async fn run_prometheus(
     p: &crate::config::PromCheck,
     vars: &BTreeMap<&'static str, String>,
+    serving_for: Option<Duration>,
 ) -> (Verdict, String, String) {
-    let query = substitute(&p.query, vars);
+    let mut query = substitute(&p.query, vars);
+    let mut shortened = String::new();
+    if let Some(cap) = serving_for {
+        if cap < Duration::from_secs(1) {
+            return (
+                Verdict::Inconclusive,
+                format!(
+                    "the candidate has not served yet: no range of `{query}` at {} is its own",
+                    p.url
+                ),
+                String::new(),
+            );
+        }
+        let (capped, cut) = cap_ranges(&query, cap);
+        if !cut.is_empty() {
+            shortened = format!(
+                " (range {} cut to {}s: the candidate began serving {}s ago)",
+                cut.join(", "),
+                cap.as_secs(),
+                cap.as_secs()
+            );
+        }
+        query = capped;
+    }
     let url = format!(
         "{}/api/v1/query?query={}",
         p.url,
         percent_encoding::utf8_percent_encode(&query, percent_encoding::NON_ALPHANUMERIC)
     );
-    let said = |v: String| format!("{v} — `{query}` at {}", p.url);
+    let said = |v: String| format!("{v} — `{query}` at {}{shortened}", p.url);
     let (status, body) = match crate::deploy::probe::request("GET", &url, &[], p.timeout).await {
         Ok(r) => r,
         Err(e) => {
@@ -260,16 +309,50 @@ pub fn seen_of(
     }
 }
 
+/// Why a latency limit cannot be judged on `t`'s figures: the router measures none.
+pub fn unmeasured_latency(t: &Traffic) -> String {
+    format!(
+        "p99 cannot be judged: {} holds no latency (manent-plugin-haproxy: set its \
+         `access_log:` to HAProxy's log in the plugin's log-format; else drop the latency limit)",
+        t.source
+    )
+}
+
+/// What the figures say of the window they cover: `last 1m`, or `the 40s since 2.0.0 began
+/// serving` when the window was cut there.
+pub fn span_text(t: &Traffic, version: &str) -> String {
+    let span = span(t.window_ms);
+    if t.cut_at_since() {
+        let who = if version.is_empty() {
+            "the candidate"
+        } else {
+            version
+        };
+        format!("the {span} since {who} began serving")
+    } else {
+        format!("the last {span}")
+    }
+}
+
+/// A window's length as read: `1.2s` under ten seconds, `42s`, `1m 30s`.
+pub fn span(ms: u64) -> String {
+    if ms < 10_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        humantime::format_duration(Duration::from_secs(ms / 1000)).to_string()
+    }
+}
+
 /// The verdict on the candidate's traffic in `t`, and the numbers that made it (both slots',
 /// with the limits and the window).
 pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) -> (Verdict, String) {
     let (c, s) = (t.slot(candidate), t.slot(stable));
-    let window = humantime::format_duration(Duration::from_millis(t.window_ms));
+    let window = span_text(t, &c.version);
     let figures = |x: &crate::plugin::SlotTraffic| {
         let rate = x
             .error_rate()
-            .map_or("-".to_owned(), |r| format!("{}%", percent_text(r)));
-        let p99 = x.p99_ms.map_or("-".to_owned(), |p| format!("{p} ms"));
+            .map_or("—".to_owned(), |r| format!("{}%", percent_text(r)));
+        let p99 = x.p99_ms.map_or("—".to_owned(), |p| format!("{p} ms"));
         (rate, p99)
     };
     let (c_rate, c_p99) = figures(&c);
@@ -315,7 +398,7 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
     };
     let numbers = format!(
         "candidate {}: {} requests, 5xx {c_rate}, p99 {c_p99}{retried}; stable {}: {} requests, \
-         5xx {s_rate}, p99 {s_p99}; last {window} of {}; limits {}",
+         5xx {s_rate}, p99 {s_p99}; {window}, from {}; limits {}",
         named(&c, candidate),
         c.requests,
         named(&s, stable),
@@ -327,8 +410,8 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
         return (
             Verdict::Inconclusive,
             format!(
-                "too few requests to judge: the candidate served {} in the last {window} (at \
-                 least {} needed) — {numbers}",
+                "too few requests to judge: the candidate served {} in {window} (at least {} \
+                 needed) — {numbers}",
                 c.requests, check.min_requests
             ),
         );
@@ -336,10 +419,10 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
     if !failed.is_empty() {
         return (Verdict::Fail, format!("{} — {numbers}", failed.join(", ")));
     }
-    if check.max_p99.is_some() && c.p99_ms.is_none() {
+    if check.max_p99.is_some() && (c.no_latency || c.p99_ms.is_none()) {
         return (
             Verdict::Inconclusive,
-            format!("the router reports no latency quantiles, so p99 cannot be judged — {numbers}"),
+            format!("{} — {numbers}", unmeasured_latency(t)),
         );
     }
     (Verdict::Pass, numbers)
@@ -355,7 +438,7 @@ async fn run_inner(check: &Check, cx: &Context<'_>, limit: Duration) -> (Verdict
             "a router check needs the router".into(),
             String::new(),
         ),
-        Check::Prometheus(p) => run_prometheus(p, &cx.vars).await,
+        Check::Prometheus(p) => run_prometheus(p, &cx.vars, cx.serving_for).await,
         Check::Compare(_) => (
             Verdict::Inconclusive,
             "a comparison needs the router".into(),
@@ -447,6 +530,7 @@ mod tests {
                 p95_ms: Some(p99),
                 p99_ms: Some(p99),
                 intervals: Vec::new(),
+                no_latency: false,
             };
         Traffic {
             slots: vec![
@@ -456,6 +540,7 @@ mod tests {
             from_ms: 0,
             window_ms: 60_000,
             source: "nginx access log /var/log/web.json".into(),
+            since_ms: None,
         }
     }
 
@@ -549,6 +634,19 @@ mod tests {
     }
 
     #[test]
+    fn a_query_range_never_reaches_before_the_candidate_began_serving() {
+        let q = "sum(rate(e[5m])) / sum(rate(r[1h30m])) + max_over_time(x[10m:30s]) + y[20s]";
+        let (capped, cut) = cap_ranges(q, Duration::from_millis(40_700));
+        assert_eq!(
+            capped,
+            "sum(rate(e[40s])) / sum(rate(r[40s])) + max_over_time(x[40s:30s]) + y[20s]"
+        );
+        assert_eq!(cut, ["5m", "1h30m", "10m"]);
+        let (same, cut) = cap_ranges(q, Duration::from_secs(7200));
+        assert_eq!((same.as_str(), cut.len()), (q, 0));
+    }
+
+    #[test]
     fn tries_the_candidate_failed_and_the_router_retried_elsewhere_count_against_it() {
         let check = limits(Some(10_000), None, 100);
         let mut t = traffic((400, 0, 40), (400, 0, 15));
@@ -587,6 +685,7 @@ mod tests {
             processes: p,
             dir: std::path::Path::new(""),
             vars: BTreeMap::new(),
+            serving_for: None,
         }
     }
 

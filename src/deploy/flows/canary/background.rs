@@ -33,6 +33,20 @@ pub struct Background {
 }
 
 impl Flight {
+    /// The router confirmed the candidate serving at `at_ms` (epoch): analysis windows start
+    /// there, and the background analysis' first run is one interval later.
+    pub(super) fn began_serving(&mut self, run: &Run<'_>, at_ms: i64) {
+        self.status.serving_since = Some(at_ms);
+        if run.ctx.replaying() {
+            return;
+        }
+        if let Some(a) = &self.plan.analysis {
+            let ago = u64::try_from(crate::sys::now_ms() - at_ms).unwrap_or(0);
+            let due = a.interval.saturating_sub(Duration::from_millis(ago));
+            self.background.next = Some(Instant::now() + due);
+        }
+    }
+
     /// How long until the background analysis' next run, when it has one.
     pub(super) fn background_due(&mut self) -> Option<Duration> {
         let a = self.plan.analysis.as_ref()?;

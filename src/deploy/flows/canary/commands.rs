@@ -149,6 +149,9 @@ impl Flight {
     ) -> Result<Option<Message>, Stop> {
         // A restart that resumes inside a wait reads the router back before waiting again.
         self.reassert_after_restart(run).await;
+        // While the candidate is in a pool the wait has work (analysis, the router's watch): an
+        // engine that goes away hands the run on rather than leave it unwatched.
+        run.ctx.set_judging(self.live);
         let t = topics(topics_);
         let recv = run.ctx.recv(&t, timeout);
         tokio::pin!(recv);

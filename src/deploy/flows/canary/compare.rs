@@ -42,7 +42,7 @@ pub fn judge(c: &CompareCheck, t: &Traffic, candidate: &str, stable: &str) -> (V
             .collect()
     };
     let (xs, ys) = (points(&cs), points(&ss));
-    let window = humantime::format_duration(std::time::Duration::from_millis(t.window_ms));
+    let window = super::analysis::span_text(t, &cs.version);
     let (what, unit) = match c.metric {
         CompareMetric::ErrorRate => ("error rate", ""),
         CompareMetric::P99 => ("p99", " ms"),
@@ -52,12 +52,12 @@ pub fn judge(c: &CompareCheck, t: &Traffic, candidate: &str, stable: &str) -> (V
         CompareMetric::P99 => format!("{v:.0}{unit}"),
     };
     let overall = |s: &crate::plugin::SlotTraffic| match c.metric {
-        CompareMetric::ErrorRate => s.error_rate().map_or("-".into(), show),
-        CompareMetric::P99 => s.p99_ms.map_or("-".into(), |p| show(f64::from(p))),
+        CompareMetric::ErrorRate => s.error_rate().map_or("—".into(), show),
+        CompareMetric::P99 => s.p99_ms.map_or("—".into(), |p| show(f64::from(p))),
     };
     let slots = format!(
         "candidate {} ({candidate}) {what} {} over {} requests, stable {} ({stable}) {} over {}; \
-         last {window} of {}",
+         {window}, from {}",
         cs.version,
         overall(&cs),
         cs.requests,
@@ -66,6 +66,12 @@ pub fn judge(c: &CompareCheck, t: &Traffic, candidate: &str, stable: &str) -> (V
         ss.requests,
         t.source
     );
+    if c.metric == CompareMetric::P99 && (cs.no_latency || ss.no_latency) {
+        return (
+            Verdict::Inconclusive,
+            format!("{} — {slots}", super::analysis::unmeasured_latency(t)),
+        );
+    }
     if cs.requests < c.min_requests || ss.requests < c.min_requests {
         return (
             Verdict::Inconclusive,
@@ -249,6 +255,7 @@ mod tests {
             p95_ms: None,
             p99_ms: intervals.iter().filter_map(|i| i.p99_ms).max(),
             intervals,
+            no_latency: false,
         }
     }
 
@@ -258,6 +265,7 @@ mod tests {
             from_ms: 0,
             window_ms: 60_000,
             source: "simulated traffic".into(),
+            since_ms: None,
         }
     }
 

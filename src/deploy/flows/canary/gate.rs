@@ -118,13 +118,13 @@ impl Flight {
     pub(super) async fn run_check(&self, run: &Run<'_>, a: &Analysis) -> Seen {
         match &a.check {
             crate::config::Check::Router(r) => {
-                return on_traffic(run, r.window, |t, c, s| analysis::judge(r, t, c, s)).await;
+                let window = self.status.traffic_window(r.window);
+                return on_traffic(run, window, |t, c, s| analysis::judge(r, t, c, s)).await;
             }
             crate::config::Check::Compare(cmp) => {
-                return on_traffic(run, cmp.window, |t, c, s| {
-                    super::compare::judge(cmp, t, c, s)
-                })
-                .await;
+                let window = self.status.traffic_window(cmp.window);
+                return on_traffic(run, window, |t, c, s| super::compare::judge(cmp, t, c, s))
+                    .await;
             }
             _ => {}
         }
@@ -151,12 +151,17 @@ impl Flight {
             ("environment", spec.environment.clone()),
             ("deployment", run.ctx.id().to_owned()),
         ]);
+        let window = self.status.traffic_window(Duration::MAX);
+        let serving_for = window
+            .since_ms
+            .map(|s| Duration::from_millis(u64::try_from(crate::sys::now_ms() - s).unwrap_or(0)));
         let cx = analysis::Context {
             env,
             tester_header: tester_header(&self.status.testers),
             processes: &run.env.processes,
             dir: run.spec.workdir.as_path(),
             vars,
+            serving_for,
         };
         analysis::run(&a.check, &cx, limit(run, a)).await
     }
@@ -177,7 +182,7 @@ fn limit(run: &Run<'_>, a: &Analysis) -> Duration {
 /// A run on the router's traffic: what it observed over `window`, judged.
 async fn on_traffic(
     run: &Run<'_>,
-    window: Duration,
+    window: crate::plugin::TrafficWindow,
     judge: impl FnOnce(&crate::plugin::Traffic, &str, &str) -> (Verdict, String),
 ) -> Seen {
     let started = std::time::Instant::now();
@@ -192,6 +197,10 @@ async fn on_traffic(
             .map_err(|e| StepError::Permanent(format!("{name}: {e}")))
     })
     .await
+    .map(|t| crate::plugin::Traffic {
+        since_ms: window.since_ms,
+        ..t
+    })
     .map_err(|e| e.to_string());
     analysis::seen_of(read, (candidate, stable), started.elapsed(), judge)
 }

@@ -87,12 +87,15 @@ pub(super) enum Changed {
     Revert { by: String, why: String },
 }
 
-/// What a change step records: what the router read back, and the testers' details.
+/// What a change step records: what the router read back, the testers' details, and when
+/// the read-back confirmed it (epoch ms; 0 in records from before it was kept).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Made {
     read: RoutingState,
     #[serde(default)]
     testers: BTreeMap<String, String>,
+    #[serde(default)]
+    at_ms: i64,
 }
 
 /// Commands taken while a change waits for a decision.
@@ -308,7 +311,15 @@ impl Flight {
                         }
                         let read = verified(router, &req, expected_ref, &h.name).await?;
                         effects.extend(slots.map(|s| s.effect()));
-                        Ok((Made { read, testers }, effects))
+                        let at_ms = crate::sys::now_ms();
+                        Ok((
+                            Made {
+                                read,
+                                testers,
+                                at_ms,
+                            },
+                            effects,
+                        ))
                     }
                 },
             )
@@ -340,6 +351,10 @@ impl Flight {
                 self.status.testers.clear();
                 self.live = false;
             }
+        }
+        let serves = matches!(change, Change::Weight(w) if w > 0) || change == Change::Testers;
+        if serves && self.status.serving_since.is_none() && made.at_ms > 0 {
+            self.began_serving(run, made.at_ms);
         }
         run.routing = Some(expected);
         self.status.routing.clone_from(&run.routing);

@@ -310,6 +310,7 @@ impl Flight {
         else {
             return;
         };
+        let window = self.status.traffic_window(window);
         let read = bounded(with_plugin(run, |h, req| async move {
             match traffic_router(&h)?.traffic(&req, window).await {
                 Ok(t) => Ok(Some(t)),
