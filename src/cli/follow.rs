@@ -475,7 +475,10 @@ async fn follow(
         {
             for l in lines {
                 log_after = l.id;
-                if verbose || l.level == "warn" || l.level == "error" {
+                // Every analysis run is said as it happens, with its numbers: what the operator
+                // trusts a promote to.
+                let analysis = l.source == crate::deploy::flows::canary::ANALYSIS;
+                if verbose || analysis || l.level == "warn" || l.level == "error" {
                     let who = l.target.map(|t| format!("{t}: ")).unwrap_or_default();
                     out.note(format!("    {} [{}] {who}{}", l.level, l.source, l.message));
                 }

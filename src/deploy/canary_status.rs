@@ -62,6 +62,18 @@ pub struct CanaryStatus {
 }
 
 impl CanaryStatus {
+    /// Who holds the steps, and why: the last pause, weight or back (an operator, or manent
+    /// for router drift under `on_drift: hold`). `None` while not held.
+    pub fn held_by(&self) -> Option<&Decision> {
+        if !self.held {
+            return None;
+        }
+        self.decisions
+            .iter()
+            .rev()
+            .find(|d| matches!(d.action.as_str(), "pause" | "weight" | "back"))
+    }
+
     /// What an analysis of the router's traffic reads: the last `window`, never from before
     /// the candidate began serving — nothing at all while it has not (the slot's traffic until
     /// then was another release's).

@@ -148,13 +148,11 @@ fn weight_words(d: &DeploymentView) -> String {
     let Some(c) = d.canary.as_ref() else {
         return String::new();
     };
-    let set = format!("candidate set {}%", c.status.weight);
+    let set = format!("set {}%", c.status.weight);
     match (&c.actual, c.actual_weight()) {
-        _ if d.unwatched => format!("{set}; the router is not read while no engine runs"),
-        (Some(_), _) if c.unread() => format!("{set}; the router could not be read"),
-        (Some(_), Some(a)) if !c.retired() => {
-            format!("{set}; the router served {a}% at its last read")
-        }
+        _ if d.unwatched => format!("{set}, router not read (no engine)"),
+        (Some(_), _) if c.unread() => format!("{set}, router unread"),
+        (Some(_), Some(a)) if !c.retired() => format!("{set}, router {a}%"),
         _ => set,
     }
 }
@@ -291,7 +289,7 @@ fn item_of(d: &DeploymentView) -> Option<Item> {
             }
             DeploymentState::CanaryPaused => (
                 Waiting::Canary,
-                format!("canary of {} paused ({})", d.version, weight_words(d)),
+                format!("canary of {} paused: {}", d.version, weight_words(d)),
                 format!("manent promote|revert|weight|back {}", d.id),
             ),
             DeploymentState::Paused => (

@@ -116,10 +116,19 @@ impl CanaryView {
         let Some(a) = &self.actual else {
             return out;
         };
+        // A file manent did not write is said in manent's slots: its own notion of stable
+        // and candidate need not be manent's.
+        let recorded = self.status.routing.clone().unwrap_or_default();
         let served = a
             .served
             .as_ref()
-            .map(crate::plugin::Routing::describe)
+            .map(|s| {
+                if a.foreign.is_some() {
+                    s.shares_of(&recorded)
+                } else {
+                    s.describe()
+                }
+            })
             .or_else(|| a.weight.map(|w| format!("candidate {w}%")));
         if !a.by_engine {
             out.push(match (&served, &a.error) {

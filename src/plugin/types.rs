@@ -262,6 +262,31 @@ impl Routing {
         )
     }
 
+    /// What this routing (a router's read-back) serves, in the slots of manent's `recorded`
+    /// routing: a file manent did not write names its own stable and candidate, which need not
+    /// be manent's (`candidate green 100% / stable blue 0%`, not "stable green").
+    pub fn shares_of(&self, recorded: &Routing) -> String {
+        let share = |slot: &str| -> u32 {
+            let w = self.weight.min(100);
+            if slot.is_empty() {
+                0
+            } else if self.retired || self.candidate.slot.is_empty() {
+                if slot == self.stable.slot { 100 } else { 0 }
+            } else if slot == self.candidate.slot {
+                w
+            } else if slot == self.stable.slot {
+                100 - w
+            } else {
+                0
+            }
+        };
+        let (c, s) = (&recorded.candidate.slot, &recorded.stable.slot);
+        if c.is_empty() {
+            return self.describe();
+        }
+        format!("candidate {c} {}% / stable {s} {}%", share(c), share(s))
+    }
+
     /// How what a router serves differs from this record, one phrase each (empty: it matches).
     /// Versions are not compared (a router only knows what it was told); slots and addresses
     /// are, where the router reports them.

@@ -548,6 +548,8 @@ fn drift_is_seen_and_corrected_or_held<R: Router>() {
     });
     assert_share(&n, "2.0.0", 20.0, "served again");
     drop(worker);
+    // The first canary's engine (the one its deploy handed it to) stops watching this router.
+    fx.stop_workers();
 
     // `on_drift: hold`: the router is left as it is, the timed steps hold, the inbox says so.
     let steps = "      - weight: 20\n      - pause: 1h\n      - weight: 60\n";
@@ -664,7 +666,10 @@ mod nginx_only {
         assert_eq!(out.status.code(), Some(1), "{all}");
         assert!(all.contains("cannot write in /proc"), "{all}");
         // The wrong binary mid-canary: the change waits for a decision; mended, a retry goes on.
+        // (A worker keeps the configuration it started with: the commands here run their own
+        // engine on the file as it is.)
         let (fx, id) = paused(&n, steps, "");
+        fx.stop_workers();
         let good = std::fs::read_to_string(fx.config()).unwrap();
         std::fs::write(
             fx.config(),
@@ -676,6 +681,7 @@ mod nginx_only {
         assert_eq!(out.status.code(), Some(1), "{all}");
         assert!(all.contains("cannot run /nonexistent/nginx"), "{all}");
         assert_share(&n, "2.0.0", 10.0, "untouched");
+        fx.stop_workers();
         std::fs::write(fx.config(), good).unwrap();
         let out = fx.run(&["retry", &id]);
         assert_eq!(out.status.code(), Some(7), "{}", said(&out));
@@ -776,6 +782,8 @@ mod nginx_only {
         n.build("2.0.0", true);
         let steps = "      - weight: 10\n      - pause: {}\n";
         let (fx, id) = paused(&n, steps, "");
+        // What a command reads with no engine running (the deploy handed its canary to one).
+        fx.stop_workers();
         let truth = crate::support::router::get_path(n.state, "/manent-state", None).unwrap();
         let v = fx.status(&id);
         assert_eq!(v["canary"]["actual"]["served"]["weight"], 10, "{v}");
@@ -821,6 +829,8 @@ mod nginx_only {
         assert_eq!(out.status.code(), Some(7), "{}", said(&out));
         assert_share(&n, "2.0.0", 40.0, "set by hand");
         assert_eq!(fx.status(&id)["canary"]["actual"]["served"]["weight"], 40);
+        // What a command reads with no engine running (the weight handed its canary to one).
+        fx.stop_workers();
         // Another program of the workers' user (PHP-FPM runs as www-data too) replaying
         // nginx's answer is not nginx: no nginx process holds its socket.
         let python = std::path::Path::new("/usr/bin/python3");

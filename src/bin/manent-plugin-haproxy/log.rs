@@ -6,6 +6,9 @@
 //! of other backends and other formats in the same file are left out (counted as unreadable
 //! only when they are not the plugin's object at all).
 //!
+//! Each line names the releases the backend's configuration routed to (the file sets one
+//! variable per slot), so a request counts for the release that served it, as on nginx.
+//!
 //! The latency is the server's: `%Tr` (until the response's headers) plus `%Td` (its body),
 //! what nginx's `$upstream_response_time` measures. A request with no server response (`%Tr`
 //! is -1) has a status but no latency.
@@ -16,8 +19,7 @@ use serde::Deserialize;
 
 /// The `log-format` to put in the frontend that sends requests to the backend (and `log` to
 /// where the file is written): one JSON object, after anything the log's transport prefixes.
-pub const LOG_FORMAT: &str =
-    r#"{"manent":1,"at":"%Ts.%ms","backend":"%b","server":"%s","status":%ST,"tr":%Tr,"td":%Td}"#;
+pub const LOG_FORMAT: &str = r#"{"manent":1,"at":"%Ts.%ms","backend":"%b","server":"%s","status":%ST,"tr":%Tr,"td":%Td,"releases":"blue=%[var(txn.manent_blue)] green=%[var(txn.manent_green)]"}"#;
 
 /// HAProxy's lines for one backend.
 #[derive(Debug, Clone)]
@@ -40,6 +42,10 @@ struct Line<'a> {
     status: i64,
     tr: i64,
     td: i64,
+    /// The releases the backend's configuration routed to (`blue=1.0.0 green=-`: `-` where
+    /// it had none); absent from a format pasted before they were logged.
+    #[serde(borrow, default)]
+    releases: std::borrow::Cow<'a, str>,
 }
 
 /// Where the plugin's object starts in a line (after a syslog prefix, say).
@@ -70,6 +76,15 @@ impl Format for Haproxy {
         }
         // `<NOSRV>`: HAProxy answered it itself (no server was usable).
         let served = !l.server.starts_with('<');
+        let releases = l
+            .releases
+            .split_ascii_whitespace()
+            .map(|pair| {
+                pair.strip_suffix("=-")
+                    .map_or(pair.to_owned(), |s| format!("{s}="))
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
         let tries = [Try {
             server: l.server,
             status: u16::try_from(l.status).ok(),
@@ -77,7 +92,7 @@ impl Format for Haproxy {
         }];
         fold(&Logged {
             second,
-            releases: "",
+            releases: &releases,
             tries: if served { &tries } else { &[] },
         });
         true
@@ -107,6 +122,8 @@ mod tests {
                 .replace("%ST", &status.to_string())
                 .replace("%Tr", &tr.to_string())
                 .replace("%Td", "1")
+                .replace("%[var(txn.manent_blue)]", "v")
+                .replace("%[var(txn.manent_green)]", "v")
         };
         let mut text = String::new();
         for i in 0..20 {

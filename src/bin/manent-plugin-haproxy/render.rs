@@ -276,6 +276,23 @@ pub fn render(routing: &Routing, names: &Names) -> Result<Rendered, String> {
          use-server %[rand({keys}),map_int({})] if manent_tester\n",
         names.header, names.cookie, names.map
     );
+    // The release in each slot, for the log: a line names what this configuration routed
+    // to, so an old worker's last requests after a reload are not the new release's. A new
+    // release in a slot is a change of structure (a reload); weights stay run-time changes.
+    let mut releases: Vec<(&str, &str)> = [&routing.stable, &routing.candidate]
+        .iter()
+        .filter(|p| !p.slot.is_empty() && !p.version.is_empty())
+        .map(|p| (p.slot.as_str(), p.version.as_str()))
+        .collect();
+    releases.sort_unstable();
+    for (slot, version) in releases {
+        check_slot(slot).map_err(|e| e.to_string())?;
+        manent::config::values::check_version(version)?;
+        let _ = writeln!(
+            body,
+            "    http-request set-var(txn.manent_{slot}) str({version})"
+        );
+    }
     for s in &servers {
         let _ = writeln!(
             body,
@@ -424,8 +441,7 @@ pub(crate) mod tests {
     #[test]
     fn promote_revert_weights_and_testers_keep_the_structure() {
         let base = render(&routing(2, 0, 100), &names()).unwrap();
-        let mut promoted = manent::plugin::slots::promoted(&routing(2, 50, 100));
-        promoted.stable.version = "x".into();
+        let promoted = manent::plugin::slots::promoted(&routing(2, 50, 100));
         for r in [
             routing(2, 50, 100),
             routing(2, 100, 50),
@@ -440,7 +456,18 @@ pub(crate) mod tests {
             assert_eq!(out.digest, base.digest, "{r:?}\n{}", out.text);
             assert_eq!(digest(&out.text), out.digest);
         }
-        // Other addresses, or a server more, are another structure.
+        // A new release in a slot (its lines in the log name it), other addresses, or a
+        // server more, are another structure.
+        let mut next = routing(2, 0, 100);
+        next.candidate.version = "3.0".into();
+        let out = render(&next, &names()).unwrap();
+        assert_ne!(out.digest, base.digest);
+        assert!(
+            out.text
+                .contains("http-request set-var(txn.manent_green) str(3.0)"),
+            "{}",
+            out.text
+        );
         let mut moved = routing(2, 0, 100);
         moved.candidate.addresses[1] = "127.0.0.1:9999".into();
         assert_ne!(render(&moved, &names()).unwrap().digest, base.digest);

@@ -373,8 +373,12 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
         Some(a) => line.push_str(&format!(" (the router serves {a}%, read back)")),
         None => {}
     }
-    if s.held {
-        line.push_str(", held by an operator");
+    match s.held_by() {
+        Some(d) if d.by == "manent" => line.push_str(&format!(", held by manent ({})", d.why)),
+        Some(d) if d.by == "analysis" => line.push_str(", held by its analysis"),
+        Some(d) => line.push_str(&format!(", held by {}", d.by)),
+        None if s.held => line.push_str(", held by an operator"),
+        None => {}
     }
     if let Some(p) = s.scale {
         line.push_str(&format!(", scale {p}%"));

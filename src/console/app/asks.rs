@@ -580,7 +580,7 @@ impl App {
             .snap
             .deployments
             .iter()
-            .filter(|d| here && d.needs_judge())
+            .filter(|d| here && !self.stop_on_quit && d.needs_judge())
             .map(crate::engine::judge::named)
             .collect();
         let unclaimed = self.snap.unclaimed.clone();

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::gate::ANALYSIS;
 use self::router::{Change, Changed};
 use crate::config::{Canary, CanaryStep, EnvSpec, Event};
 pub use crate::deploy::canary_status::{Actual, AnalysisRun, CanaryStatus, Decision};

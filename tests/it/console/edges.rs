@@ -390,6 +390,20 @@ fn quitting_with_only_waiting_deployments_needs_no_worker_and_unclaimed_ones_war
     s.deployments
         .retain(|d| d.state.is_waiting() || !d.status.is_live());
     s.mode = Some(EngineMode::InProcess);
+    // A live canary waits too, but its candidate takes traffic: it needs a judge.
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    ch(&mut app, 'q');
+    assert!(
+        !app.should_quit,
+        "a live canary is not left without a question"
+    );
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("shop/prod canary of 2.4.0 at 10%: a background worker keeps judging it"),
+        "{screen}"
+    );
+    let mut app = app_on_home();
+    s.deployments.retain(|d| !d.needs_judge());
     app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
     ch(&mut app, 'q');
     assert!(

@@ -277,6 +277,23 @@ pub fn canary() -> DeploymentView {
                 .collect(),
             can_go_back: true,
             back_to: Some(0),
+            routing: Some(manent::plugin::Routing {
+                stable: manent::plugin::Pool {
+                    slot: "blue".into(),
+                    version: "2.3.0".into(),
+                    addresses: Vec::new(),
+                },
+                candidate: manent::plugin::Pool {
+                    slot: "green".into(),
+                    version: "2.4.0".into(),
+                    addresses: Vec::new(),
+                },
+                weight: 10,
+                testers: true,
+                scale: 100,
+                retired: false,
+            }),
+            serving_since: Some(NOW - 60_000),
             ..CanaryStatus::default()
         },
         actual: Some(Actual {

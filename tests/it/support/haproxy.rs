@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 pub use super::router::{Router, Server, Slot, get};
 
+/// The plugin's log-format, as its rendered file and its documentation give it.
+pub const LOG_FORMAT: &str = r#"{"manent":1,"at":"%Ts.%ms","backend":"%b","server":"%s","status":%ST,"tr":%Tr,"td":%Td,"releases":"blue=%[var(txn.manent_blue)] green=%[var(txn.manent_green)]"}"#;
+
 /// The plugin binary.
 pub const PLUGIN: &str = env!("CARGO_BIN_EXE_manent-plugin-haproxy");
 
@@ -105,10 +108,7 @@ impl Haproxy {
         let (log, format) = if self.logging {
             (
                 "    log stdout format raw local0\n",
-                format!(
-                    "    log global\n    log-format '{}'\n",
-                    r#"{"manent":1,"at":"%Ts.%ms","backend":"%b","server":"%s","status":%ST,"tr":%Tr,"td":%Td}"#
-                ),
+                format!("    log global\n    log-format '{}'\n", LOG_FORMAT),
             )
         } else {
             ("", String::new())

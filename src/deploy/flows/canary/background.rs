@@ -89,7 +89,11 @@ impl Flight {
             Verdict::Fail => b.failures += 1,
             Verdict::Inconclusive => b.inconclusive += 1,
         }
-        let log = run.env.log.for_deployment(run.ctx.id());
+        let log = run
+            .env
+            .log
+            .for_deployment(run.ctx.id())
+            .with_source(super::gate::ANALYSIS);
         let line = format!(
             "background analysis {} ({}): {}: {}",
             b.runs,

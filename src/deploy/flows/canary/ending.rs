@@ -18,7 +18,14 @@ impl Flight {
         by: &str,
         why: &str,
     ) -> Result<Report, Stop> {
-        if by == "analysis" || by == "manent" {
+        // A revert the analysis sent through the mailbox (background analysis) is recorded
+        // and journaled already, as its command: one decision, one journal line.
+        let recorded = self
+            .status
+            .decisions
+            .last()
+            .is_some_and(|d| d.action == "revert" && d.by == by && d.why == why);
+        if (by == "analysis" || by == "manent") && !recorded {
             self.decide(run, "revert", by, why).await?;
         }
         self.reverting(run).await?;

@@ -15,6 +15,10 @@ use crate::deploy::state::{CanaryCall, Doing, StepName};
 use crate::deploy::steps;
 use crate::workflow::{RetryPolicy, StepError};
 
+/// The source of the lines analysis runs log: a headless command prints them as they come,
+/// whatever their level, and a console can filter them.
+pub const ANALYSIS: &str = "analysis";
+
 impl Flight {
     /// Runs an analysis step: its check `count` times, `interval` apart, commands taken between.
     pub(super) async fn analysis(&mut self, run: &Run<'_>, a: &Analysis) -> Result<Analysed, Stop> {
@@ -32,7 +36,11 @@ impl Flight {
             let live = !run.ctx.replaying();
             let seen = self.check(run, a).await?;
             if live {
-                let log = run.env.log.for_deployment(run.ctx.id());
+                let log = run
+                    .env
+                    .log
+                    .for_deployment(run.ctx.id())
+                    .with_source(ANALYSIS);
                 let line = format!(
                     "analysis {i}/{} at step {step} {}: {}{}",
                     a.count,

@@ -55,10 +55,14 @@ impl Flight {
                 "drift on {}: manent set {}; the router serves {}: {}",
                 run.spec.subject(),
                 expected.describe(),
-                state
-                    .routing
-                    .as_ref()
-                    .map_or_else(|| "what it cannot say".to_owned(), Routing::describe),
+                state.routing.as_ref().map_or_else(
+                    || "what it cannot say".to_owned(),
+                    |r| if state.foreign.is_some() {
+                        r.shares_of(&expected)
+                    } else {
+                        r.describe()
+                    }
+                ),
                 diff.join("; ")
             ));
         }
