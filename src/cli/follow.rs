@@ -38,9 +38,13 @@ pub enum Runner {
     },
 }
 
+/// When this command began (epoch ms): a deployment's lines from before it are not said again.
+static BEGAN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+
 impl Runner {
     /// Starts an engine here, or finds the one that holds the database.
     pub async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {
+        BEGAN.get_or_init(crate::sys::now_ms);
         match open_or_attach(config).await {
             Ok(Opened::Here(engine)) => {
                 for id in engine.recovered() {
@@ -473,8 +477,13 @@ async fn follow(
             .logs(id, log_after, Some(engine_lines_after), 1000)
             .await
         {
+            let began = BEGAN.get().copied().unwrap_or(0);
             for l in lines {
                 log_after = l.id;
+                // What earlier commands and engines said is in `manent logs`, not said again.
+                if l.at < began {
+                    continue;
+                }
                 // Every analysis run is said as it happens, with its numbers: what the operator
                 // trusts a promote to.
                 let analysis = l.source == crate::deploy::flows::canary::ANALYSIS;

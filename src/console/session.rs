@@ -131,9 +131,11 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             if let Some(e) = engine {
                 let (config, store) = (e.config().clone(), e.store().clone());
                 e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
-                let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
-                if let Some(line) = judge::said(&handed) {
-                    tracing::warn!("{line}");
+                if !options.stop_on_quit {
+                    let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+                    if let Some(line) = judge::said(&handed) {
+                        tracing::warn!("{line}");
+                    }
                 }
             }
             Ended::HungUp
@@ -157,10 +159,12 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             if interrupted {
                 note("manent: stopped before the end; the next start resumes from the last checkpoint".into());
             }
-            // Live canaries are not left unwatched by a stop either.
-            let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
-            if let Some(line) = judge::said(&handed) {
-                note(line);
+            // Live canaries are not left unwatched by a stop either (a demo's end with it).
+            if !options.stop_on_quit {
+                let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+                if let Some(line) = judge::said(&handed) {
+                    note(line);
+                }
             }
             Ended::Terminated { interrupted }
         }

@@ -88,7 +88,7 @@ pub fn said(handed: &Result<Option<Handed>, (Vec<String>, String)>) -> Option<St
         Ok(None) => None,
         Ok(Some(h)) => Some(format!(
             "manent: {} {} live: a background `manent worker` (pid {}) keeps judging {} and \
-             watching the router (`manent status` shows it; `manent pause|revert ID` decides)",
+             watching the router (`manent status` shows it; `manent promote|revert ID` decides)",
             h.canaries.join(", "),
             if h.canaries.len() == 1 { "is" } else { "are" },
             h.pid,

@@ -533,3 +533,60 @@ impl DeployResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(slot: &str, version: &str) -> Pool {
+        Pool {
+            slot: slot.into(),
+            version: version.into(),
+            addresses: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_foreign_routing_is_said_in_manents_slots() {
+        let recorded = Routing {
+            stable: pool("blue", "1.0.0"),
+            candidate: pool("green", "2.0.0"),
+            weight: 10,
+            testers: false,
+            scale: 100,
+            retired: false,
+        };
+        // A hand-written file with everything on green reads as "stable green" in its own
+        // terms: in manent's, the candidate takes everything.
+        let all_green = Routing {
+            stable: pool("green", ""),
+            candidate: pool("blue", ""),
+            weight: 0,
+            ..recorded.clone()
+        };
+        assert_eq!(
+            all_green.shares_of(&recorded),
+            "candidate green 100% / stable blue 0%"
+        );
+        let retired = Routing {
+            retired: true,
+            ..recorded.clone()
+        };
+        assert_eq!(
+            retired.shares_of(&recorded),
+            "candidate green 0% / stable blue 100%"
+        );
+    }
+
+    #[test]
+    fn a_window_never_starts_before_the_candidate_served() {
+        let w = TrafficWindow {
+            window: std::time::Duration::from_secs(60),
+            since_ms: Some(100_000),
+        };
+        assert_eq!(w.from_ms(130_000), 100_000);
+        assert_eq!(w.from_ms(200_000), 140_000);
+        assert_eq!(TrafficWindow::from_wire(60_000, 0).since_ms, None);
+        assert_eq!(TrafficWindow::last(w.window).from_ms(130_000), 70_000);
+    }
+}

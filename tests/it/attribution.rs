@@ -206,7 +206,18 @@ fn on_haproxy_counters_a_latency_limit_is_inconclusive_never_passed() {
     };
     h.build_slow("1.0.0", 250);
     let fx = fixture(&h, "{max_p99: 100ms, min_requests: 20, window: 1m}");
-    let id = to_the_pause(&h, &fx, "1.0.0", 100);
+    // Said before any traffic moves, not first at the gate.
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+    assert!(
+        said(&out).contains("analysis at step 3 (router traffic over 1m: p99 ≤ 100ms")
+            && said(&out).contains("holds no latency")
+            && said(&out).contains("every such run will be inconclusive"),
+        "{}",
+        said(&out)
+    );
+    let id = fx.deployments().pop().unwrap();
+    send(h.front(), 100);
     let (out, verdict, value, _) = analysed(&fx, &id);
     assert_eq!(verdict, "inconclusive", "{value}");
     // An inconclusive run pauses the canary for an operator.

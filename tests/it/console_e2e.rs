@@ -441,6 +441,91 @@ fn quitting_hands_running_deployments_to_a_background_worker() {
     );
 }
 
+/// A canary of `web` over the simulated fleet, with background analysis every second, that
+/// waits at 15%.
+fn judged_canary() -> fleet::Fixture {
+    fleet::Fixture::new(
+        "plugins:\n  fleet:\n    builtin: simulate\n    log_lines: 0\n    traffic: {rate: 100}\n",
+        &[(
+            "web",
+            "application: web\nartifact: {version: \"2.0.0\"}\ndeploy: {plugin: fleet}\n\
+             strategy:\n  canary:\n    analysis: {router: {max_error_rate: 5%, min_requests: 10, \
+             window: 1m}, interval: 1s}\n    steps:\n      - weight: 15\n      - pause: {}\n\
+             environments:\n  prod:\n    targets: [{name: web-1}, {name: web-2}]\n",
+        )],
+    )
+}
+
+/// The background analysis runs of `id` so far.
+fn background_runs(fx: &fleet::Fixture, id: &str) -> u64 {
+    fx.status(id)["canary"]["background"]["runs"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// After the console went away: a worker holds the canary and its background analysis runs on.
+fn judged_by_a_worker(fx: &fleet::Fixture, id: &str) {
+    fleet::wait_until(LONG, "a worker to hold the canary", || {
+        !fx.workers().is_empty() && fx.status(id)["state"] == "canary_paused"
+    });
+    let before = background_runs(fx, id);
+    fleet::wait_until(LONG, "the worker's background analysis to run", || {
+        background_runs(fx, id) > before + 1
+    });
+    let status = fleet::text(&fx.run(&["status", id]).stdout);
+    assert!(!status.contains("UNWATCHED"), "{status}");
+}
+
+#[test]
+fn a_canary_at_its_gate_is_handed_to_a_worker_when_the_console_quits_or_hangs_up() {
+    let fx = judged_canary();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", fleet::said(&out));
+    let id = fx.deployments().pop().unwrap();
+    // The deploy handed its live canary to a worker, and said so.
+    assert!(
+        fleet::said(&out).contains("keeps judging it and watching the router"),
+        "{}",
+        fleet::said(&out)
+    );
+    judged_by_a_worker(&fx, &id);
+    // With no engine, status and inbox say the canary is unwatched, and what fixes it.
+    fx.stop_workers();
+    let status = fleet::text(&fx.run(&["status", &id]).stdout);
+    assert!(
+        status.contains("UNWATCHED: no engine runs this live canary")
+            && status.contains("manent worker"),
+        "{status}"
+    );
+    let inbox = fleet::text(&fx.run(&["inbox"]).stdout);
+    assert!(
+        inbox.contains("UNWATCHED") && inbox.contains("router not read (no engine)"),
+        "{inbox}"
+    );
+    // A console runs the engine now: `q` asks, naming the canary a worker will judge.
+    let console = format!("{MANENT} --config {} console", fx.config().display());
+    let Some(t) = Tmux::start("judge-quit", &console, &[]) else {
+        return;
+    };
+    t.wait_for("paused: set 15%, router 15%", LONG);
+    t.keys(&["q"]);
+    let screen = t.wait_for("Quit the console?", SHORT);
+    assert!(
+        screen.replace('\n', "").contains("keeps judging it"),
+        "{screen}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["Right", "Enter"]);
+    t.wait_for("EXITED 0", LONG);
+    judged_by_a_worker(&fx, &id);
+    // Again, and this time the terminal goes away (an ssh session dropped).
+    fx.stop_workers();
+    let t = Tmux::start("judge-hup", &console, &[]).unwrap();
+    t.wait_for("paused: set 15%, router 15%", LONG);
+    drop(t);
+    judged_by_a_worker(&fx, &id);
+}
+
 #[test]
 fn sigterm_restores_the_terminal_and_drains() {
     let dir = tempfile::tempdir().unwrap();

@@ -134,8 +134,13 @@ fn a_healthy_candidate_passes_with_its_numbers_beside_the_stable_ones() {
     );
     let (out, id, failed) = analysed(&n, &fx, 400);
     assert_eq!(failed, 0);
-    // Past the analysis, waiting at the next pause.
+    // Past the analysis, waiting at the next pause; the command said the run as it came.
     assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+    assert!(
+        said(&out).contains("[analysis] analysis 1/1 at step 3 passed: candidate 2.0.0 (green): "),
+        "{}",
+        said(&out)
+    );
     let v = fx.status(&id);
     let run = &v["canary"]["status"]["runs"][0];
     assert_eq!(run["verdict"], "pass", "{run}");
@@ -314,6 +319,20 @@ fn background_reverts<R: Router>() {
     }
     let b = &v["canary"]["background"];
     assert!(b["failures"].as_u64() >= Some(2), "{b}");
+    // One automatic revert is one decision and one journal line.
+    let reverts = v["canary"]["status"]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["action"] == "revert")
+        .count();
+    assert_eq!(reverts, 1, "{v}");
+    let journal = text(&fx.run(&["history", "web", "prod", "--json"]).stdout);
+    let journal: serde_json::Value = serde_json::from_str(&journal).unwrap();
+    let journaled = journal["journal"]
+        .as_array()
+        .map_or(0, |j| j.iter().filter(|e| e["action"] == "revert").count());
+    assert_eq!(journaled, 1, "{journal}");
     let said = text(&fx.run(&["status", &id]).stdout);
     assert!(
         said.contains("background analysis (router traffic over 1m"),

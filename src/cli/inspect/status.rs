@@ -106,7 +106,11 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             v.kind,
             v.subject(),
             v.version,
-            v.state_with(engine_running),
+            if v.unwatched {
+                "UNWATCHED".to_owned()
+            } else {
+                v.state_with(engine_running).to_string()
+            },
             v.phase
                 .as_ref()
                 .map_or_else(|| "-".into(), ToString::to_string),
@@ -243,14 +247,6 @@ async fn watch(
             } else if !tty {
                 print_view(&v, engine_running, out);
             }
-            if v.unwatched {
-                out.line(format!(
-                    "UNWATCHED: no engine runs this live canary — nothing judges the candidate or \
-             watches the router. `manent worker` takes it up (in the background: `manent worker \
-             --until-idle &`); `manent revert {}` takes the candidate out",
-                    v.id
-                ));
-            }
             if state == crate::deploy::state::DeploymentState::Interrupted {
                 return exit::INTERRUPTED;
             }
@@ -287,6 +283,14 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
             String::new()
         }
     ));
+    if v.unwatched {
+        out.line(format!(
+            "UNWATCHED: no engine runs this live canary — nothing judges the candidate or \
+             watches the router. `manent worker` takes it up (in the background: `manent worker \
+             --until-idle &`); `manent revert {}` takes the candidate out",
+            v.id
+        ));
+    }
     if let Some(r) = &v.report
         && !r.message.is_empty()
     {

@@ -324,6 +324,7 @@ impl Flight {
             })?;
         self.publish(run, Phase::Slots).await?;
         self.prepare(run).await?;
+        self.warn_unmeasurable(run).await;
         // The candidate, target by target.
         let how = FanOut {
             action: Action::Candidate,

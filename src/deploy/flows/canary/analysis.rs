@@ -410,8 +410,8 @@ pub fn judge(check: &RouterCheck, t: &Traffic, candidate: &str, stable: &str) ->
         return (
             Verdict::Inconclusive,
             format!(
-                "too few requests to judge: the candidate served {} in {window} (at least {} \
-                 needed) — {numbers}",
+                "too few requests to judge: the candidate served {} (at least {} needed) — \
+                 {numbers}",
                 c.requests, check.min_requests
             ),
         );
@@ -667,7 +667,14 @@ mod tests {
             "blue",
         );
         assert_eq!(v, Verdict::Inconclusive);
-        assert!(said.contains("the candidate served 99 in the last 1m (at least 100 needed)"));
+        assert!(
+            said.contains("the candidate served 99 (at least 100 needed)"),
+            "{said}"
+        );
+        assert!(
+            said.contains("the last 1m, from nginx access log"),
+            "{said}"
+        );
         let s = router_seen(
             &check,
             Err("nginx: set `access_log:`".into()),

@@ -175,6 +175,69 @@ impl Flight {
     }
 }
 
+impl Flight {
+    /// Says before any traffic moves when a latency limit of this canary's analysis cannot be
+    /// judged: the router reports no latency (HAProxy's counters). Its runs would be
+    /// inconclusive (the canary waits for an operator at each), never passed; the operator
+    /// learns it now, not at the gate. Asked once, of a window that holds nothing yet.
+    pub(super) async fn warn_unmeasurable(&self, run: &Run<'_>) {
+        if run.ctx.replaying() {
+            return;
+        }
+        let latency = |c: &crate::config::Check| match c {
+            crate::config::Check::Router(r) => r.max_p99.is_some(),
+            crate::config::Check::Compare(c) => c.metric == crate::config::CompareMetric::P99,
+            _ => false,
+        };
+        let mut checks: Vec<String> = self
+            .plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                crate::config::CanaryStep::Analysis(a) if latency(&a.check) => {
+                    Some(format!("analysis at step {} ({})", i + 1, a.check))
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(a) = self.plan.analysis.as_ref().filter(|a| latency(&a.check)) {
+            checks.push(format!("background analysis ({})", a.check));
+        }
+        if checks.is_empty() {
+            return;
+        }
+        let window = crate::plugin::TrafficWindow {
+            window: Duration::from_secs(1),
+            since_ms: Some(crate::sys::now_ms()),
+        };
+        let read = tokio::time::timeout(
+            Duration::from_secs(10),
+            with_plugin(run, |h, req| async move {
+                traffic_router(&h)?
+                    .traffic(&req, window)
+                    .await
+                    .map_err(StepError::from)
+            }),
+        )
+        .await;
+        let Ok(Ok(t)) = read else {
+            return;
+        };
+        if t.slots.iter().any(|s| s.no_latency) {
+            run.env
+                .log
+                .for_deployment(run.ctx.id())
+                .with_source(ANALYSIS)
+                .warn(&format!(
+                    "{}: {}; every such run will be inconclusive and wait for you",
+                    checks.join(", "),
+                    analysis::unmeasured_latency(&t)
+                ));
+        }
+    }
+}
+
 /// How long one run of `a`'s check may take.
 fn limit(run: &Run<'_>, a: &Analysis) -> Duration {
     match &a.check {
