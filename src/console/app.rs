@@ -166,6 +166,8 @@ pub struct App {
     pub follow_targets: bool,
     /// Quitting stops this console's deployments instead of handing them to a worker (demo).
     pub stop_on_quit: bool,
+    /// The operator quit leaving these live canaries unwatched, with this reason.
+    pub leave_unwatched: Option<(Vec<String>, Option<String>)>,
     /// A canary weight moved with ←/→ and not applied yet: the deployment, the weight.
     pub pending_weight: Option<(String, u32)>,
     /// A weight sent to the engine and not yet read back from it.
@@ -207,6 +209,7 @@ impl App {
             follow_started: None,
             follow_targets: true,
             stop_on_quit: false,
+            leave_unwatched: None,
             pending_weight: None,
             applying: None,
             filters: Filters::default(),
@@ -534,6 +537,11 @@ impl App {
 
     /// A confirmed command leaves: what it starts is opened once it shows.
     fn sent(&mut self, command: Command) -> Command {
+        if let Command::LeaveUnwatched { ids, reason } = &command {
+            // Journaled by the session as the console quits (its engine stops right after).
+            self.leave_unwatched = Some((ids.clone(), reason.clone()));
+            self.should_quit = true;
+        }
         if let Command::Operator {
             id,
             command: crate::deploy::command::OperatorCommand::Weight(w),

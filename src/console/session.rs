@@ -121,7 +121,17 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     let engine = handle.close().await;
     match ended {
         Ok(Exit::Quit) => {
-            finish_quit(engine, &config_file, options.stop_on_quit, note).await;
+            let left = app.leave_unwatched.take();
+            if let (Some((ids, reason)), Some(e)) = (&left, &engine) {
+                journal_unwatched(e, ids, reason.as_deref(), note).await;
+            }
+            finish_quit(
+                engine,
+                &config_file,
+                (options.stop_on_quit, left.is_some()),
+                note,
+            )
+            .await;
             Ended::Quit
         }
         Ok(Exit::Hangup) => {
@@ -198,22 +208,59 @@ async fn signals() -> Exit {
     }
 }
 
+/// Journals that the operator quit leaving `ids` (live canaries) with no engine, and says so.
+async fn journal_unwatched(
+    engine: &Engine,
+    ids: &[String],
+    reason: Option<&str>,
+    note: &mut dyn FnMut(String),
+) {
+    let operator = Operator::from_env();
+    for id in ids {
+        let subject = crate::deploy::view::load(engine.store().as_ref(), id)
+            .await
+            .ok()
+            .flatten()
+            .map(|v| v.subject());
+        let entry = crate::deploy::records::JournalEntry::by(
+            &operator,
+            "unwatched",
+            Some(id),
+            subject.as_deref(),
+            Some(
+                "left a live canary with no engine: nothing judges it or watches its router".into(),
+            ),
+            reason,
+        );
+        if let Err(e) = engine.store().journal(entry).await {
+            tracing::warn!(deployment = %id, error = %e, "could not journal leaving it unwatched");
+        }
+    }
+    note(format!(
+        "manent: {} left UNWATCHED, as you asked (journaled): `manent worker` judges {} again",
+        ids.join(", "),
+        if ids.len() == 1 { "it" } else { "them" }
+    ));
+}
+
 async fn finish_quit(
     engine: Option<Engine>,
     config_file: &Path,
-    stop: bool,
+    (stop, unwatched): (bool, bool),
     note: &mut dyn FnMut(String),
 ) {
     let Some(engine) = engine else {
         return;
     };
     // What goes on by itself needs a worker, and so does a live canary (judged and watched
-    // while it waits); a deployment waiting on a decision waits in the database, and whoever
-    // decides starts an engine.
+    // while it waits) unless the operator chose to leave it unwatched; a deployment waiting on
+    // a decision waits in the database, and whoever decides starts an engine.
     let mut live = engine.going();
-    for j in engine.judged() {
-        if !live.contains(&j) {
-            live.push(j);
+    if !unwatched {
+        for j in engine.judged() {
+            if !live.contains(&j) {
+                live.push(j);
+            }
         }
     }
     if live.is_empty() || stop {

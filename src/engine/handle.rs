@@ -68,6 +68,12 @@ pub enum Command {
     LoadLogs { id: String },
     /// Read the database again now.
     Refresh,
+    /// The console quits leaving these live canaries with no engine, on purpose: journaled
+    /// by the console as it quits (its engine stops right after), not by the engine's task.
+    LeaveUnwatched {
+        ids: Vec<String>,
+        reason: Option<String>,
+    },
 }
 
 /// At most this many earlier lines of a deployment are sent (the newest ones).
@@ -585,7 +591,7 @@ impl Actor {
                 self.load_logs(id).await;
                 Ok(String::new())
             }
-            Command::Refresh => Ok(String::new()),
+            Command::Refresh | Command::LeaveUnwatched { .. } => Ok(String::new()),
         };
         match outcome {
             Ok(text) if text.is_empty() => {}

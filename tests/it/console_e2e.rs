@@ -524,6 +524,34 @@ fn a_canary_at_its_gate_is_handed_to_a_worker_when_the_console_quits_or_hangs_up
     t.wait_for("paused: set 15%, router 15%", LONG);
     drop(t);
     judged_by_a_worker(&fx, &id);
+    // Leaving it unwatched is a choice of its own: the environment typed, a reason, journaled.
+    fx.stop_workers();
+    let t = Tmux::start("judge-leave", &console, &[]).unwrap();
+    t.wait_for("paused: set 15%, router 15%", LONG);
+    t.keys(&["q"]);
+    t.wait_for("U: quit and leave it unwatched", SHORT);
+    t.keys(&["U"]);
+    t.wait_for("Quit and leave it unwatched?", SHORT);
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["p", "r", "o", "d", "Enter"]);
+    for k in "watching it by hand".chars() {
+        t.keys(&[&k.to_string()]);
+    }
+    t.keys(&["Enter"]);
+    let screen = t.wait_for("EXITED 0", LONG);
+    assert!(
+        screen.replace('\n', "").contains("left UNWATCHED"),
+        "{screen}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(fx.workers().is_empty(), "no worker was started");
+    let status = fleet::text(&fx.run(&["status", &id]).stdout);
+    assert!(status.contains("UNWATCHED"), "{status}");
+    let history = fleet::text(&fx.run(&["history", "web", "prod"]).stdout);
+    assert!(
+        history.contains("unwatched") && history.contains("watching it by hand"),
+        "{history}"
+    );
 }
 
 #[test]

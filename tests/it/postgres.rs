@@ -137,7 +137,6 @@ fn a_killed_engines_deploy_is_finished_by_another_and_no_completed_step_runs_aga
     let worker = on_ledger(&b, &a, &["worker"], &[("DELAY", "0.4")]);
     std::thread::sleep(Duration::from_millis(500));
     let id = deployment(&url);
-    let before = ledger_counts(&a);
     let completed_before: Vec<String> = rows(
         &url,
         &format!(
@@ -151,6 +150,9 @@ fn a_killed_engines_deploy_is_finished_by_another_and_no_completed_step_runs_aga
     signal(&deploy, "-KILL");
     let out = deploy.wait().unwrap();
     assert_eq!(out.signal(), Some(9));
+    // What was cut off is what had started and not finished when A died: read after the kill
+    // (read before it, a step A started in between looked like one that ran twice).
+    let before = ledger_counts(&a);
     // Within the lease and a few seconds, B takes the deployment over and finishes it.
     wait_until(
         Duration::from_secs(60),

@@ -576,13 +576,21 @@ impl App {
             .filter(|d| here && d.status.is_live() && !d.state.is_waiting() && !d.needs_judge())
             .map(|d| d.id.clone())
             .collect();
-        let judged: Vec<String> = self
+        let live: Vec<&crate::deploy::view::DeploymentView> = self
             .snap
             .deployments
             .iter()
             .filter(|d| here && !self.stop_on_quit && d.needs_judge())
-            .map(crate::engine::judge::named)
             .collect();
+        let judged: Vec<String> = live
+            .iter()
+            .map(|d| crate::engine::judge::named(d))
+            .collect();
+        let judged_ids: Vec<String> = live.iter().map(|d| d.id.clone()).collect();
+        let environment = live
+            .first()
+            .map(|d| d.environment.clone())
+            .unwrap_or_default();
         let unclaimed = self.snap.unclaimed.clone();
         if running.is_empty() && judged.is_empty() && unclaimed.is_empty() {
             self.should_quit = true;
@@ -592,6 +600,8 @@ impl App {
                 choice: dialog::Choice::Cancel,
                 running,
                 judged,
+                judged_ids,
+                environment,
                 unclaimed,
                 stops: self.stop_on_quit,
             }));

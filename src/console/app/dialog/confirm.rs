@@ -131,7 +131,8 @@ impl Confirm {
             Command::Deploy { reason: r, .. }
             | Command::Rollback { reason: r, .. }
             | Command::Operator { reason: r, .. }
-            | Command::Test { reason: r, .. } => *r = reason,
+            | Command::Test { reason: r, .. }
+            | Command::LeaveUnwatched { reason: r, .. } => *r = reason,
             Command::LoadLogs { .. } | Command::Refresh => {}
         }
         command

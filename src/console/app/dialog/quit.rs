@@ -23,6 +23,9 @@ pub struct Quit {
     pub running: Vec<String>,
     /// Live canaries this console's engine judges (`web/prod canary of 2.0.0 at 15%`).
     pub judged: Vec<String>,
+    /// Their ids, and the environment to type to leave them unwatched.
+    pub judged_ids: Vec<String>,
+    pub environment: String,
     /// Deployments this console submitted that no engine claimed yet.
     pub unclaimed: Vec<String>,
     /// Quitting stops them (the demo) instead of handing them to a worker.
@@ -37,9 +40,42 @@ impl Quit {
             Action::Submit if now - self.opened_at < CONFIRM_GUARD_MS => {}
             Action::Submit if self.choice == Choice::Confirm => return Reply::Then(Action::Quit),
             Action::Submit | Action::Dismiss => return Reply::Close,
+            // Leaving a live canary unwatched is a choice of its own: the environment typed,
+            // a reason, journaled.
+            Action::Input('U') if !self.judged.is_empty() && !self.stops => {
+                return Reply::Open(Box::new(super::Modal::Confirm(self.leave_unwatched(now))));
+            }
             _ => {}
         }
         Reply::Keep
+    }
+
+    /// The confirmation that quits leaving the live canaries with no engine.
+    fn leave_unwatched(&self, now: i64) -> super::confirm::Confirm {
+        let command = crate::engine::handle::Command::LeaveUnwatched {
+            ids: self.judged_ids.clone(),
+            reason: None,
+        };
+        let mut lines: Vec<String> = self.judged.clone();
+        lines.push(
+            "Nothing judges the candidate or watches the router until an engine runs \
+             (`manent worker`); `manent status` says UNWATCHED meanwhile."
+                .into(),
+        );
+        lines.push(format!(
+            "Type {} to confirm, then the reason (journaled).",
+            self.environment
+        ));
+        super::confirm::Confirm::new(
+            "Quit and leave it unwatched?".into(),
+            lines,
+            command,
+            true,
+            now,
+        )
+        .buttons("Stay", "Quit, unwatched")
+        .reason_required()
+        .typed_in(&self.environment)
     }
 
     /// Draws it.
@@ -71,6 +107,12 @@ impl Quit {
                      `manent console` shows it again."
                 )
             }));
+        }
+        if !self.judged.is_empty() && !self.stops {
+            lines.push(Line::from(Span::styled(
+                "U: quit and leave it unwatched instead (you type the environment; journaled)",
+                ctx.theme.get("hint"),
+            )));
         }
         if !self.unclaimed.is_empty() {
             lines.push(Line::from(Span::styled(
