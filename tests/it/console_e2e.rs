@@ -474,6 +474,14 @@ fn judged_by_a_worker(fx: &fleet::Fixture, id: &str) {
     });
     let status = fleet::text(&fx.run(&["status", id]).stdout);
     assert!(!status.contains("UNWATCHED"), "{status}");
+    // status says which engine holds it: the worker.
+    let workers = fx.workers();
+    assert!(
+        workers
+            .iter()
+            .any(|w| status.contains(&format!("run by the engine pid {w} on "))),
+        "{workers:?} in {status}"
+    );
 }
 
 #[test]
@@ -529,7 +537,7 @@ fn a_canary_at_its_gate_is_handed_to_a_worker_when_the_console_quits_or_hangs_up
     let t = Tmux::start("judge-leave", &console, &[]).unwrap();
     t.wait_for("paused: set 15%, router 15%", LONG);
     t.keys(&["q"]);
-    t.wait_for("U: quit and leave it unwatched", SHORT);
+    t.wait_for("U: leave it unwatched instead", SHORT);
     t.keys(&["U"]);
     t.wait_for("Quit and leave it unwatched?", SHORT);
     std::thread::sleep(Duration::from_millis(500));

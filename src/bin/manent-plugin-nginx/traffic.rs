@@ -70,22 +70,35 @@ impl Format for Nginx {
         let times = tries(&l.upstream_response_time);
         let addrs = tries(&l.upstream_addr);
         let last = addrs.len().saturating_sub(1);
-        let tries: Vec<Try<'_>> = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, server)| Try {
-                server,
-                status: statuses
-                    .get(i)
-                    .and_then(|s| s.parse::<u16>().ok())
-                    .or_else(|| (i == last).then(|| l.status.parse().ok()).flatten()),
-                ms: times.get(i).and_then(|s| millis(s)),
-            })
-            .collect();
+        let try_at = |i: usize| Try {
+            server: addrs[i],
+            status: statuses
+                .get(i)
+                .and_then(|s| s.parse::<u16>().ok())
+                .or_else(|| (i == last).then(|| l.status.parse().ok()).flatten()),
+            ms: times.get(i).and_then(|s| millis(s)),
+        };
+        // Most requests try one server or two: no allocation for them (a busy log is read at
+        // a few hundred thousand lines a second).
+        let mut few = [Try {
+            server: "",
+            status: None,
+            ms: None,
+        }; 4];
+        let many: Vec<Try<'_>>;
+        let tries: &[Try<'_>] = if addrs.len() <= few.len() {
+            for (i, slot) in few.iter_mut().enumerate().take(addrs.len()) {
+                *slot = try_at(i);
+            }
+            &few[..addrs.len()]
+        } else {
+            many = (0..addrs.len()).map(try_at).collect();
+            &many
+        };
         fold(&Logged {
             second,
             releases: &l.releases,
-            tries: &tries,
+            tries,
         });
         true
     }

@@ -63,6 +63,12 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
             out.json(&v);
         } else {
             print_view(&v, engine_running, out);
+            if v.status.is_live()
+                && engine_running
+                && let Some(holder) = holder(&*store, id).await
+            {
+                out.line(format!("run by the engine {holder}"));
+            }
         }
         return exit::OK;
     }
@@ -254,6 +260,15 @@ async fn watch(
         }
         tokio::time::sleep(WATCH_EVERY).await;
     }
+}
+
+/// The engine that runs `id` now: `pid 4242 on bastion-1`, if its lease is fresh.
+async fn holder(store: &dyn Db, id: &str) -> Option<String> {
+    let row = store.workflow(id).await.ok().flatten()?;
+    let executor = row.executor_id?;
+    let engines = store.engines().await.ok()?;
+    let e = engines.iter().find(|e| e.executor_id == executor)?;
+    Some(format!("pid {} on {}", e.pid, e.host))
 }
 
 fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {

@@ -119,8 +119,35 @@ const HEAD: usize = 64;
 /// at 700 requests/s. A busy log's earlier lines are not read.
 const FIRST_READ: u64 = 512 << 20;
 
-/// Figures of one second: by server and the releases tag of the line (an index in `tags`).
-type Second = HashMap<(String, u32), Tally>;
+/// Figures of one second: by server and the releases tag of the line (indexes in `servers`
+/// and `tags`: no string is built per request).
+type Second = HashMap<(u32, u32), Tally>;
+
+/// Names seen, each once, by index (a log names few servers and few configurations).
+#[derive(Debug, Default)]
+struct Names {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+/// Up to this many names are looked up by comparing them (cheaper than hashing each time).
+const SCANNED: usize = 16;
+
+impl Names {
+    fn id(&mut self, name: &str) -> u32 {
+        if self.names.len() <= SCANNED {
+            if let Some(i) = self.names.iter().position(|n| n == name) {
+                return u32::try_from(i).unwrap_or(u32::MAX);
+            }
+        } else if let Some(i) = self.index.get(name) {
+            return *i;
+        }
+        let i = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        self.names.push(name.to_owned());
+        self.index.insert(name.to_owned(), i);
+        i
+    }
+}
 
 /// A router's access log, read so far.
 #[derive(Debug)]
@@ -133,8 +160,9 @@ pub struct Reader<F> {
     previous: Option<Open>,
     /// Epoch second → figures.
     seconds: BTreeMap<i64, Second>,
-    /// The releases tags seen, each once (a configuration's lines all carry the same).
-    tags: Vec<String>,
+    /// The servers seen, and the releases tags (a configuration's lines all carry the same).
+    servers: Names,
+    tags: Names,
     /// Seconds before this one are out of every window: not kept.
     cutoff: i64,
     /// Lines that are not the format's (counted, not fatal).
@@ -149,7 +177,8 @@ impl<F: Format> Reader<F> {
             file: None,
             previous: None,
             seconds: BTreeMap::new(),
-            tags: Vec::new(),
+            servers: Names::default(),
+            tags: Names::default(),
             cutoff: 0,
             unreadable: 0,
         }
@@ -243,10 +272,11 @@ impl<F: Format> Reader<F> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let (seconds, tags, cutoff) = (&mut self.seconds, &mut self.tags, self.cutoff);
-        let read = self
-            .format
-            .read(line, &mut |l| fold(seconds, tags, cutoff, l));
+        let (seconds, cutoff) = (&mut self.seconds, self.cutoff);
+        let names = (&mut self.servers, &mut self.tags);
+        let read = self.format.read(line, &mut |l| {
+            fold(seconds, (&mut *names.0, &mut *names.1), cutoff, l)
+        });
         if !read {
             self.unreadable += 1;
         }
@@ -276,7 +306,18 @@ impl<F: Format> Reader<F> {
             .into_iter()
             .filter(|p| !p.slot.is_empty())
             .map(|pool| {
-                let tags: Vec<bool> = self.tags.iter().map(|t| of_release(t, pool)).collect();
+                let tags: Vec<bool> = self
+                    .tags
+                    .names
+                    .iter()
+                    .map(|t| of_release(t, pool))
+                    .collect();
+                let servers: Vec<bool> = self
+                    .servers
+                    .names
+                    .iter()
+                    .map(|s| self.format.in_pool(s, pool))
+                    .collect();
                 let mut sum = Tally::default();
                 let mut intervals = Vec::new();
                 let mut from = from_s;
@@ -284,8 +325,10 @@ impl<F: Format> Reader<F> {
                     let mut part = Tally::default();
                     for bucket in self.seconds.range(from..from + step).map(|(_, b)| b) {
                         for ((server, tag), t) in bucket {
-                            let ours = tags.get(*tag as usize).copied().unwrap_or(false);
-                            if ours && self.format.in_pool(server, pool) {
+                            let at = |v: &[bool], i: u32| {
+                                usize::try_from(i).is_ok_and(|i| v.get(i).copied().unwrap_or(false))
+                            };
+                            if at(&tags, *tag) && at(&servers, *server) {
                                 part.add(t);
                             }
                         }
@@ -325,24 +368,22 @@ impl<F: Format> Reader<F> {
 }
 
 /// Adds one request to its second.
-fn fold(seconds: &mut BTreeMap<i64, Second>, tags: &mut Vec<String>, cutoff: i64, l: &Logged) {
+fn fold(
+    seconds: &mut BTreeMap<i64, Second>,
+    (servers, tags): (&mut Names, &mut Names),
+    cutoff: i64,
+    l: &Logged,
+) {
     if l.second < cutoff || l.tries.is_empty() {
         // Out of every window (a long log read from its start keeps nothing of it), or the
         // router answered it itself: no slot served it.
         return;
     }
-    let tag = match tags.iter().position(|t| t == l.releases) {
-        Some(i) => i,
-        None => {
-            tags.push(l.releases.to_owned());
-            tags.len() - 1
-        }
-    };
-    let tag = u32::try_from(tag).unwrap_or(u32::MAX);
+    let tag = tags.id(l.releases);
     let bucket = seconds.entry(l.second).or_default();
     let last = l.tries.len() - 1;
     for (i, t) in l.tries.iter().enumerate() {
-        let tally = bucket.entry((t.server.to_owned(), tag)).or_default();
+        let tally = bucket.entry((servers.id(t.server), tag)).or_default();
         if i < last {
             tally.retried_away += 1;
             continue;

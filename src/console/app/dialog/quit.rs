@@ -110,7 +110,7 @@ impl Quit {
         }
         if !self.judged.is_empty() && !self.stops {
             lines.push(Line::from(Span::styled(
-                "U: quit and leave it unwatched instead (you type the environment; journaled)",
+                "U: leave it unwatched instead (you type the environment; journaled)",
                 ctx.theme.get("hint"),
             )));
         }
