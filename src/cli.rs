@@ -82,6 +82,9 @@ canary waits for an operator.";
 pub enum Command {
     /// Check manent.yml and every descriptor without running anything.
     Validate(JsonArg),
+    /// Print an artifact's sha256 as manent checks it (a directory's: of its manifest), for
+    /// `artifact.sha256` or a line of `artifact.sha256s`.
+    Digest(DigestArgs),
     /// Show the batches and monikers a deploy would use (starts no plugin).
     Plan(PlanArgs),
     /// Deploy an application to an environment.
@@ -351,8 +354,21 @@ pub struct PlanArgs {
     /// Version to plan (overrides the descriptor's artifact.version).
     #[arg(long)]
     pub version: Option<String>,
+    /// Where that version's artifact is, when artifact.uri has no {version} in it.
+    #[arg(long, requires = "version")]
+    pub uri: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
+}
+
+/// `digest`
+#[derive(Debug, Args)]
+pub struct DigestArgs {
+    /// The artifact: a file or a directory.
+    pub path: std::path::PathBuf,
+    /// The version, to print a line of `artifact.sha256s` (`HEX  VERSION`).
+    #[arg(long)]
+    pub version: Option<String>,
 }
 
 /// `deploy`
@@ -363,6 +379,9 @@ pub struct DeployArgs {
     /// Version to deploy (overrides the descriptor's artifact.version).
     #[arg(long)]
     pub version: Option<String>,
+    /// Where that version's artifact is, when artifact.uri has no {version} in it.
+    #[arg(long, requires = "version")]
+    pub uri: Option<String>,
     /// Plan, validate and ask the plugin what it would do; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -722,6 +741,21 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
     }
     match cli.command {
         Command::Validate(a) => inspect::validate(&cli.config, a.json, out).await,
+        Command::Digest(a) => match crate::deploy::artifact::digest(&a.path) {
+            Ok(d) => {
+                out.line(format!(
+                    "{d}  {}",
+                    a.version
+                        .clone()
+                        .unwrap_or_else(|| a.path.display().to_string())
+                ));
+                exit::OK
+            }
+            Err(e) => {
+                out.error(format!("{}: {e}", a.path.display()));
+                exit::BAD_INPUT
+            }
+        },
         Command::Plan(a) => inspect::plan(&cli.config, &a, out).await,
         Command::Deploy(a) => run::deploy(&cli.config, &a, out).await,
         Command::Rollback(a) => run::rollback(&cli.config, &a, out).await,

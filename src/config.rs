@@ -194,6 +194,9 @@ pub struct EnvSpec {
     pub descriptor: PathBuf,
     /// What to deploy.
     pub artifact: Artifact,
+    /// The file of expected digests by version (`artifact.sha256s`), absolute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digests: Option<PathBuf>,
     /// Plugin name.
     pub plugin: String,
     /// Moniker resource type.

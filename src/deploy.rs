@@ -4,6 +4,7 @@
 //! step, every target its own step with its own retries, and the operator's commands
 //! ([`command`]) are typed.
 
+pub mod artifact;
 pub mod canary_status;
 pub mod command;
 pub mod flows;

@@ -298,7 +298,7 @@ pub fn resolve(
     config: &Config,
     app: &str,
     env: &str,
-    version: Option<&str>,
+    (version, uri): (Option<&str>, Option<&str>),
     out: &mut Out,
 ) -> Option<(EnvSpec, Plan)> {
     let mut spec = match config.environment(app, env) {
@@ -308,12 +308,15 @@ pub fn resolve(
             return None;
         }
     };
-    if let Some(v) = version {
-        if let Err(e) = crate::config::check_version(v) {
-            out.error(format!("--version: {e}"));
-            return None;
-        }
-        spec.artifact.version = v.to_owned();
+    if let Some(v) = version
+        && let Err(e) = crate::config::check_version(v)
+    {
+        out.error(format!("--version: {e}"));
+        return None;
+    }
+    if let Err(e) = crate::deploy::artifact::with_version(&mut spec, version, uri) {
+        out.error(e);
+        return None;
     }
     match plan::compute(&spec) {
         Ok(p) => Some((spec, p)),

@@ -66,7 +66,7 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         &config,
         &a.target.app,
         &a.target.env,
-        a.version.as_deref(),
+        (a.version.as_deref(), a.uri.as_deref()),
         out,
     ) else {
         return exit::BAD_INPUT;
@@ -149,7 +149,8 @@ pub async fn test(config_path: &Path, a: &super::TestArgs, out: &mut Out) -> u8 
     let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {
         return exit::BAD_INPUT;
     };
-    let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, None, out) else {
+    let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, (None, None), out)
+    else {
         return exit::BAD_INPUT;
     };
     let names: Vec<&str> = plan
@@ -214,7 +215,8 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
     let Some(config) = load_config(config_path, a.target.file.as_deref(), out) else {
         return exit::BAD_INPUT;
     };
-    let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, None, out) else {
+    let Some((spec, plan)) = resolve(&config, &a.target.app, &a.target.env, (None, None), out)
+    else {
         return exit::BAD_INPUT;
     };
     // Where each target goes, from the records: nothing to go back to is refused here.

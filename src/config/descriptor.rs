@@ -63,6 +63,10 @@ pub struct ArtifactSpec {
     /// Expected digest.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// A file of expected digests by version (`HEX  VERSION` a line, `#` comments), relative to
+    /// the descriptor: what a `--version` other than `version:` is checked against.
+    #[serde(default)]
+    pub sha256s: Option<String>,
 }
 
 /// `deploy:`

@@ -220,6 +220,10 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
             let dir = d.file.parent().filter(|p| !p.as_os_str().is_empty());
             std::path::absolute(dir.unwrap_or(Path::new("."))).unwrap_or_default()
         },
+        digests: pick(&o.sha256s, &a.sha256s).map(|f| {
+            let dir = d.file.parent().filter(|p| !p.as_os_str().is_empty());
+            std::path::absolute(dir.unwrap_or(Path::new(".")).join(f)).unwrap_or_default()
+        }),
         artifact,
         plugin: deploy.plugin.0.clone(),
         resource_type: deploy

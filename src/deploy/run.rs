@@ -319,9 +319,12 @@ impl<'a> Run<'a> {
             ..steps::target_policy(self.spec)
         };
         let plugin = self.spec.plugin.clone();
+        let spec = self.spec;
         self.plugin_step(StepName::Validate, &policy, false, |h, req| {
             let plugin = plugin.clone();
             async move {
+                // The build is still what was digested when the deployment was asked for.
+                super::artifact::verify(spec).map_err(StepError::Permanent)?;
                 h.deployer.validate(&req).await.map_err(|e| {
                     StepError::from(e.context(format!("{plugin} rejected the deploy")))
                 })

@@ -252,6 +252,10 @@ pub async fn deploy(
     sub: &Submission<'_>,
 ) -> Result<Submitted, SubmitError> {
     crate::config::check_version(&spec.artifact.version).map_err(SubmitError::BadInput)?;
+    // What ships is settled now: its digest checked against what is expected, and recorded.
+    let mut pinned = spec.clone();
+    super::artifact::pin(&mut pinned).map_err(SubmitError::BadInput)?;
+    let spec = &pinned;
     let input = DeployInput {
         spec: spec.clone(),
         dry_run,

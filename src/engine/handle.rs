@@ -635,9 +635,7 @@ impl Actor {
             .config
             .environment(application, environment)
             .map_err(|e| e.to_string())?;
-        if let Some(v) = version {
-            spec.artifact.version = v;
-        }
+        crate::deploy::artifact::with_version(&mut spec, version.as_deref(), None)?;
         let asked = Asked {
             reason: reason.as_deref(),
             force,

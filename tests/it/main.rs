@@ -23,6 +23,7 @@ mod external;
 mod go_sdk;
 mod hooks;
 mod hostile;
+mod hosts;
 mod operations;
 mod plugin_kit;
 mod postgres;

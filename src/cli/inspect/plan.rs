@@ -45,7 +45,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         &config,
         &a.target.app,
         &a.target.env,
-        a.version.as_deref(),
+        (a.version.as_deref(), a.uri.as_deref()),
         out,
     ) else {
         return exit::BAD_INPUT;

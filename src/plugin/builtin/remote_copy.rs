@@ -3,6 +3,13 @@
 //! releases stay for rollbacks. A target is a local directory (host `local` or `localhost`) or
 //! a host reached with the system's ssh and scp. Compiled in, and served by the same factory as
 //! the external binary `manent-plugin-remote-copy`.
+//!
+//! ssh cannot hang a deploy: every connection has `ConnectTimeout=10`, `ServerAliveInterval=5`
+//! and `ServerAliveCountMax=3` (a host that vanishes is said within about 15 s), unless the
+//! options given say otherwise (ssh takes the first value it is given, and yours come first).
+//! Connections to a host are shared (`ControlMaster=auto`, `ControlPersist=60s`, their sockets
+//! in a directory of the plugin's own, 0700). A host key that does not match `known_hosts` is a
+//! permanent error quoting ssh, never retried.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,7 +31,7 @@ use crate::plugin::types::{
 /// Marks a release directory as complete; a half-copied one has none and is copied again.
 const MARKER: &str = ".manent-release";
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Ssh {
     #[serde(default)]
@@ -33,19 +40,54 @@ struct Ssh {
     port: Option<u16>,
     #[serde(default)]
     identity: Option<String>,
-    /// Extra `-o` options, e.g. `StrictHostKeyChecking=accept-new`.
+    /// Extra `-o` options, e.g. `StrictHostKeyChecking=accept-new`: they come before manent's
+    /// defaults, so they win.
     #[serde(default)]
     options: Vec<String>,
+    /// An ssh_config file (`-F`).
+    #[serde(default)]
+    config: Option<String>,
+    /// Jump hosts (`-J`, ProxyJump): `bastion.example.com` or `user@jump:2222`.
+    #[serde(default)]
+    proxy_jump: Option<String>,
+    /// Share connections to a host (default true).
+    #[serde(default = "yes")]
+    multiplex: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// What every ssh and scp gets after the operator's own options: a dead host cannot hang a
+/// deploy (said within about 15 s), and a changed host key is never accepted silently.
+const SSH_DEFAULTS: &[&str] = &[
+    "BatchMode=yes",
+    "ConnectTimeout=10",
+    "ServerAliveInterval=5",
+    "ServerAliveCountMax=3",
+];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
-    #[serde(default)]
+    #[serde(default = "no_ssh_options")]
     ssh: Ssh,
     /// Releases kept per target (default 5, at least 2 so a rollback has somewhere to go).
     #[serde(default = "default_keep")]
     keep: usize,
+}
+
+fn no_ssh_options() -> Ssh {
+    Ssh {
+        user: None,
+        port: None,
+        identity: None,
+        options: Vec::new(),
+        config: None,
+        proxy_jump: None,
+        multiplex: true,
+    }
 }
 
 fn default_keep() -> usize {
@@ -64,25 +106,37 @@ struct Params {
 /// The `remote-copy` factory.
 pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>, PluginError> {
     let options: Options = if options.is_null() {
-        Options {
-            ssh: Ssh::default(),
-            keep: default_keep(),
-        }
+        serde_json::from_value(serde_json::json!({}))
     } else {
         serde_json::from_value(options.clone())
-            .map_err(|e| PluginError::Permanent(format!("options: {e}")))?
-    };
+    }
+    .map_err(|e| PluginError::Permanent(format!("options: {e}")))?;
     if options.keep < 2 {
         return Err(PluginError::Permanent(
             "keep must be at least 2: a rollback needs the release before".into(),
         ));
     }
-    Ok(Arc::new(RemoteCopy { options, log }))
+    // Shared connections' sockets: a directory of this plugin's own (0700 by tempfile).
+    let control = if options.ssh.multiplex {
+        tempfile::Builder::new()
+            .prefix("manent-ssh-")
+            .tempdir()
+            .ok()
+    } else {
+        None
+    };
+    Ok(Arc::new(RemoteCopy {
+        options,
+        log,
+        control,
+    }))
 }
 
 struct RemoteCopy {
     options: Options,
     log: Logger,
+    /// Where shared connections' sockets are (removed with the plugin).
+    control: Option<tempfile::TempDir>,
 }
 
 fn params(req: &Request) -> Result<Params, PluginError> {
@@ -114,7 +168,34 @@ impl RemoteCopy {
 
     fn ssh_args(&self, scp: bool) -> Vec<String> {
         let s = &self.options.ssh;
-        let mut a = vec!["-o".into(), "BatchMode=yes".into()];
+        let mut a: Vec<String> = Vec::new();
+        if let Some(f) = &s.config {
+            a.push("-F".into());
+            a.push(f.clone());
+        }
+        // The operator's options first: ssh keeps the first value of each.
+        for o in &s.options {
+            a.push("-o".into());
+            a.push(o.clone());
+        }
+        for o in SSH_DEFAULTS {
+            a.push("-o".into());
+            a.push((*o).into());
+        }
+        if let Some(dir) = &self.control {
+            for o in [
+                "ControlMaster=auto".to_owned(),
+                format!("ControlPath={}/%C", dir.path().display()),
+                "ControlPersist=60s".to_owned(),
+            ] {
+                a.push("-o".into());
+                a.push(o);
+            }
+        }
+        if let Some(j) = &s.proxy_jump {
+            a.push("-J".into());
+            a.push(j.clone());
+        }
         if let Some(port) = s.port {
             a.push(if scp { "-P".into() } else { "-p".into() });
             a.push(port.to_string());
@@ -122,10 +203,6 @@ impl RemoteCopy {
         if let Some(id) = &s.identity {
             a.push("-i".into());
             a.push(id.clone());
-        }
-        for o in &s.options {
-            a.push("-o".into());
-            a.push(o.clone());
         }
         a
     }
@@ -308,17 +385,57 @@ async fn run(cmd: &mut tokio::process::Command, t: &Target) -> Result<String, Pl
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
-    let err = String::from_utf8_lossy(&out.stderr);
+    Err(failure(
+        t,
+        &out.status,
+        &String::from_utf8_lossy(&out.stderr),
+    ))
+}
+
+/// Why a command on `t` failed: its last words, or — a host key that does not match — ssh's
+/// own warning, as a permanent error (a retry would only be refused again, and accepting it is
+/// a human's decision).
+fn failure(t: &Target, status: &std::process::ExitStatus, err: &str) -> PluginError {
+    let changed = err.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+        || err.contains("Host key verification failed");
+    if changed {
+        let said: Vec<&str> = err
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                !l.is_empty()
+                    && !l.starts_with("@@@")
+                    && !l.starts_with("Please contact")
+                    && !l.starts_with("It is also possible")
+                    && !l.starts_with("Someone could be")
+            })
+            .collect();
+        return PluginError::Permanent(format!(
+            "{}: ssh refused the host key of {}: {} — check the host's key and update              known_hosts (`ssh-keygen -R {}`) only if it really changed; not retried",
+            t.name(),
+            t.host,
+            said.join(" "),
+            t.host
+        ));
+    }
     let last = err
         .lines()
         .rev()
         .find(|l| !l.trim().is_empty())
-        .unwrap_or("no message");
-    Err(PluginError::Failed(format!(
-        "{} ({}): {last}",
-        t.name(),
-        out.status
-    )))
+        .unwrap_or("");
+    let how = match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(status),
+    ) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => status.to_string(),
+    };
+    if last.is_empty() {
+        PluginError::Failed(format!("{} ({how}, nothing on stderr)", t.name()))
+    } else {
+        PluginError::Failed(format!("{} ({how}): {last}", t.name()))
+    }
 }
 
 #[async_trait]

@@ -1,0 +1,329 @@
+//! Deploying to hosts with remote-copy: the version is the artifact. `--version` with a uri
+//! that ships the same bytes for every version is refused; with `{version}` in it, each target
+//! gets that version's bytes, and their digest is recorded with the release; a build whose
+//! digest is not the expected one is refused before anything is copied.
+
+use crate::support::fleet::{Fixture, said, text};
+
+/// `web` on two local targets through remote-copy, from `uri`; `extra` goes into `artifact:`.
+fn fixture(dir: &std::path::Path, uri: &str, extra: &str) -> Fixture {
+    Fixture::new(
+        "plugins:\n  rc:\n    builtin: remote-copy\n",
+        &[(
+            "web",
+            &format!(
+                "application: web\nartifact: {{type: directory, version: \"1.0.0\", uri: \"{uri}\"{extra}}}\n\
+                 deploy:\n  plugin: rc\n  params: {{path: \"{}/srv/{{target}}\"}}\nenvironments:\n  \
+                 prod:\n    targets: [{{name: web-1, host: local}}, {{name: web-2, host: local}}]\n",
+                dir.display()
+            ),
+        )],
+    )
+}
+
+/// Builds of each version under `dir/builds`, an index page saying which.
+fn builds(dir: &std::path::Path, versions: &[&str]) {
+    for v in versions {
+        let b = dir.join("builds").join(v);
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(b.join("index.html"), format!("version {v}\n")).unwrap();
+    }
+}
+
+/// What `target` serves now.
+fn served(dir: &std::path::Path, target: &str) -> String {
+    std::fs::read_to_string(dir.join("srv").join(target).join("current/index.html"))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_version_whose_uri_ships_another_versions_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0", "2.0.0"]);
+    let fixed = format!("{}/builds/1.0.0", dir.path().display());
+    let fx = fixture(dir.path(), &fixed, "");
+    for args in [
+        vec!["deploy", "web", "prod", "--yes", "--version", "2.0.0"],
+        vec!["deploy", "web", "prod", "--dry-run", "--version", "2.0.0"],
+        vec!["plan", "web", "prod", "--version", "2.0.0"],
+    ] {
+        let out = fx.run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
+        assert!(
+            said(&out).contains("ships the same bytes for every version")
+                && said(&out).contains("{version}")
+                && said(&out).contains("--uri"),
+            "{}",
+            said(&out)
+        );
+    }
+    assert!(!dir.path().join("srv").exists(), "nothing was copied");
+    // Given its own uri, that version ships.
+    let own = format!("{}/builds/2.0.0", dir.path().display());
+    let out = fx.run(&[
+        "deploy",
+        "web",
+        "prod",
+        "--yes",
+        "--version",
+        "2.0.0",
+        "--uri",
+        &own,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(served(dir.path(), "web-1"), "version 2.0.0\n");
+}
+
+#[test]
+fn each_target_gets_the_versions_own_bytes_and_their_digest_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0", "2.0.0", "3.0.0"]);
+    let uri = format!("{}/builds/{{version}}", dir.path().display());
+    let sums = dir.path().join("SHA256SUMS");
+    let digest = |v: &str| {
+        let b = dir.path().join("builds").join(v);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+            .arg("digest")
+            .arg(&b)
+            .args(["--version", v])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+        text(&out.stdout)
+    };
+    // The digests file lists 2.0.0 right and 3.0.0 wrong.
+    std::fs::write(
+        &sums,
+        format!("# builds\n{}{}  3.0.0\n", digest("2.0.0"), "0".repeat(64)),
+    )
+    .unwrap();
+    let fx = fixture(
+        dir.path(),
+        &uri,
+        &format!(", sha256s: \"{}\"", sums.display()),
+    );
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    for t in ["web-1", "web-2"] {
+        assert_eq!(served(dir.path(), t), "version 2.0.0\n", "{t}");
+    }
+    let recorded: Vec<String> = fx
+        .db()
+        .prepare("SELECT artifact FROM releases WHERE version = '2.0.0'")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(recorded.len(), 2, "{recorded:?}");
+    let want = digest("2.0.0");
+    let want = want.split_whitespace().next().unwrap();
+    for a in &recorded {
+        let a: serde_json::Value = serde_json::from_str(a).unwrap();
+        assert_eq!(a["sha256"], want, "{a}");
+        assert!(a["uri"].as_str().unwrap().ends_with("/builds/2.0.0"), "{a}");
+    }
+    // 3.0.0's bytes are not what the digests file says: refused, nothing copied.
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "3.0.0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("nothing was copied") && said(&out).contains("3.0.0"),
+        "{}",
+        said(&out)
+    );
+    assert!(!dir.path().join("srv/web-1/releases/3.0.0").exists());
+    assert_eq!(served(dir.path(), "web-1"), "version 2.0.0\n");
+    // A version the file does not list is not shipped on trust.
+    builds(dir.path(), &["4.0.0"]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "4.0.0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("has no digest for version 4.0.0"),
+        "{}",
+        said(&out)
+    );
+}
+
+/// `web` on one host over ssh (`sshd` on loopback, `port`), from `uri`, one attempt.
+fn over_ssh(dir: &std::path::Path, key: &std::path::Path, port: u16, options: &str) -> Fixture {
+    Fixture::new(
+        &format!(
+            "plugins:\n  rc:\n    builtin: remote-copy\n    ssh:\n      port: {port}\n      \
+             identity: {}\n      options: [{options}]\n",
+            key.display()
+        ),
+        &[(
+            "web",
+            &format!(
+                "application: web\nartifact: {{type: directory, version: \"1.0.0\", uri: \
+                 \"{}/builds/{{version}}\"}}\ndeploy:\n  plugin: rc\n  params: {{path: \
+                 \"{}/remote/{{target}}\"}}\nmax_retries: 0\nenvironments:\n  prod:\n    \
+                 targets: [{{name: web-1, host: 127.0.0.1}}]\n",
+                dir.display(),
+                dir.display()
+            ),
+        )],
+    )
+}
+
+#[allow(clippy::print_stderr, reason = "a skipped test says why")]
+fn sshd() -> Option<crate::support::sshd::Sshd> {
+    let s = crate::support::sshd::sshd();
+    if s.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "sshd is required in CI (openssh-server)"
+        );
+        eprintln!("skipped: no sshd on this machine");
+    }
+    s
+}
+
+#[test]
+fn a_changed_host_key_fails_once_for_good_quoting_ssh() {
+    let Some(server) = sshd() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0"]);
+    // known_hosts holds another key for the host: what ssh says when the host key changed.
+    let other = dir.path().join("other");
+    let ok = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let known = dir.path().join("known_hosts");
+    std::fs::write(
+        &known,
+        format!(
+            "[127.0.0.1]:{} {}\n",
+            server.port,
+            public
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    )
+    .unwrap();
+    let fx = over_ssh(
+        dir.path(),
+        &server.key,
+        server.port,
+        &format!(
+            "StrictHostKeyChecking=yes, UserKnownHostsFile={}",
+            known.display()
+        ),
+    );
+    let app = std::fs::read_to_string(fx.path().join("apps/web.yml"))
+        .unwrap()
+        .replace("max_retries: 0", "max_retries: 3");
+    std::fs::write(fx.path().join("apps/web.yml"), app).unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let all = said(&out);
+    assert!(
+        all.contains("ssh refused the host key of 127.0.0.1")
+            && all.contains("ssh-keygen -R")
+            && all.contains("not retried"),
+        "{all}"
+    );
+    let v = fx.status(&fx.deployments().pop().unwrap());
+    assert_eq!(v["targets"][0]["attempt"], 1, "one attempt: {v}");
+    assert!(!dir.path().join("remote").exists(), "nothing was copied");
+}
+
+/// A TCP relay to `to` whose traffic stops dead (no close, no reset: a link that went away)
+/// once `after` bytes went from the client to the server.
+fn relay(to: u16, after: usize) -> u16 {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sent, dead) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
+            for (mut from, mut into, up) in [
+                (
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    true,
+                ),
+                (server, client, false),
+            ] {
+                let (sent, dead) = (sent.clone(), dead.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16 * 1024];
+                    loop {
+                        let Ok(n) = from.read(&mut buf) else { return };
+                        if n == 0 {
+                            return;
+                        }
+                        if up && sent.fetch_add(n, Ordering::SeqCst) + n > after {
+                            dead.store(true, Ordering::SeqCst);
+                        }
+                        // The link is gone: nothing more crosses, and nothing is closed.
+                        while dead.load(Ordering::SeqCst) {
+                            std::thread::sleep(std::time::Duration::from_secs(1));
+                        }
+                        if into.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    port
+}
+
+#[test]
+fn a_host_whose_link_goes_down_mid_copy_fails_in_seconds_and_nothing_half_done_is_live() {
+    let Some(server) = sshd() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0"]);
+    // 12 MB that does not compress: the copy is under way when the link goes.
+    let mut big = vec![0u8; 12 << 20];
+    let mut x: u32 = 1;
+    for b in &mut big {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    std::fs::write(dir.path().join("builds/1.0.0/blob"), big).unwrap();
+    let port = relay(server.port, 2 << 20);
+    let fx = over_ssh(
+        dir.path(),
+        &server.key,
+        port,
+        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
+    );
+    let started = std::time::Instant::now();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    // A liveness bound (the step timeout is 30 minutes): ServerAlive says so within ~15 s.
+    assert!(
+        took < std::time::Duration::from_secs(60),
+        "the lost link was said after {took:?}: {}",
+        said(&out)
+    );
+    let current = dir.path().join("remote/web-1/current");
+    assert!(
+        std::fs::symlink_metadata(&current).is_err(),
+        "no half-copied release became current"
+    );
+}
