@@ -115,7 +115,18 @@ fn the_go_sdk_systemd_unit_example_installs_a_file_once() {
     )
     .unwrap();
     std::fs::write(&artifact, "payload v2\n").unwrap();
-    let out = fx.run(&["deploy", "a", "prod", "--yes", "--version", "2"]);
+    // The uri names no version: the file now holds version 2, and --uri says so.
+    let uri = format!("file://{}", artifact.display());
+    let out = fx.run(&[
+        "deploy",
+        "a",
+        "prod",
+        "--yes",
+        "--version",
+        "2",
+        "--uri",
+        &uri,
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(
         std::fs::read_to_string(srv.join("t2/app.bin")).unwrap(),

@@ -668,8 +668,9 @@ pub fn state_of(
 ) -> DeploymentState {
     use DeploymentState as D;
     match status {
-        WorkflowStatus::Enqueued => D::Queued,
-        WorkflowStatus::Pending => match phase {
+        // A run that parked for an operator and was let go by its engine (handed to another,
+        // which has not claimed it yet) still waits where it parked.
+        WorkflowStatus::Enqueued | WorkflowStatus::Pending => match phase {
             Some(Phase::Paused { .. }) => D::Paused,
             Some(
                 Phase::AwaitingDecision { .. }
@@ -682,6 +683,7 @@ pub fn state_of(
                 doing: Doing::Pause | Doing::Held { .. },
                 ..
             }) => D::CanaryPaused,
+            _ if status == WorkflowStatus::Enqueued => D::Queued,
             _ => D::Running,
         },
         WorkflowStatus::Cancelled if targets.iter().any(|t| t.state == TargetState::Running) => {
