@@ -573,6 +573,9 @@ pub struct PromoteArgs {
     /// Why, for the audit journal.
     #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
+    /// Accepted as `deploy` takes it (promote asks nothing): scripts pass it everywhere.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     #[command(flatten)]
     pub json: JsonArg,
 }

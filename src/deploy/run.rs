@@ -221,6 +221,45 @@ impl<'a> Run<'a> {
             .or_fail()
     }
 
+    /// What every target runs now, as the plugin says (`CurrentRelease`, one durable step), by
+    /// target name: `None` when the plugin cannot tell (no `current_release`); an empty
+    /// version where it cannot tell for a target.
+    pub async fn current_releases(&self) -> Result<Option<BTreeMap<String, String>>, Stop> {
+        if !self
+            .info
+            .capabilities
+            .has(crate::plugin::Capability::CurrentRelease)
+        {
+            return Ok(None);
+        }
+        let plugin = self.spec.plugin.clone();
+        let seen: Vec<crate::plugin::TargetRelease> = self
+            .plugin_step(
+                StepName::CurrentRelease,
+                &steps::target_policy(self.spec),
+                true,
+                |h, req| {
+                    let plugin = plugin.clone();
+                    async move {
+                        let ri = h.deployer.release_inspector().ok_or_else(|| {
+                            StepError::Permanent(format!(
+                                "plugin {plugin} cannot tell the current release"
+                            ))
+                        })?;
+                        ri.current_release(&req).await.map_err(StepError::from)
+                    }
+                },
+            )
+            .await?;
+        Ok(Some(
+            self.plan
+                .targets()
+                .zip(seen)
+                .map(|((_, t), r)| (t.name.clone(), r.version))
+                .collect(),
+        ))
+    }
+
     /// The operator commands taken in `phase`, as the flow says ([`Run::commands`]).
     pub fn accepts(&self, phase: &Phase) -> Vec<Topic> {
         (self.commands)(self, phase)

@@ -327,3 +327,47 @@ fn a_host_whose_link_goes_down_mid_copy_fails_in_seconds_and_nothing_half_done_i
         "no half-copied release became current"
     );
 }
+
+/// A host that switched to the new release and then failed its health check is not assumed
+/// unchanged: an abort asks the plugin where each target is, takes that one back too, and its
+/// words are what each target runs, read back.
+#[test]
+fn an_abort_takes_back_a_failed_host_that_had_switched_and_says_where_each_one_is() {
+    use crate::support::fleet::{LEDGER_MANENT, ledger_app};
+    let app = ledger_app("").replace(
+        "      echo \"done",
+        "      if [ -e \"$FIXTURE/unhealthy-$MANENT_TARGET\" ]; then echo \"/health answered \
+         500\" >&2; exit 1; fi\n      echo \"done",
+    );
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &app)]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    std::fs::write(fx.path().join("unhealthy-web-3"), "").unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let version = |t: &str| {
+        std::fs::read_to_string(fx.path().join("fleet").join(t).join("VERSION"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        version("web-3"),
+        "2.0.0",
+        "web-3 switched, then failed its check"
+    );
+    let id = fx.deployments().pop().unwrap();
+    let out = fx.run(&["abort", &id, "--reason", "bad build"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    for t in ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"] {
+        assert_eq!(version(t), "1.0.0", "{t}");
+    }
+    let why = fx.status(&id)["report"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        why.contains("web-3 1.0.0") && why.contains("(read back)") && !why.contains("still on"),
+        "{why}"
+    );
+}

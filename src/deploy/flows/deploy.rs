@@ -122,6 +122,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         }
         Err(Stop::Abort(by)) => {
             let (lines, moved) = undo(run, &before, &vars).await?;
+            let where_now = read_back(run, &before).await?;
             let new = lines
                 .iter()
                 .filter(|l| l.status == TargetState::Deployed)
@@ -140,7 +141,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             };
             let mut r = run.report(
                 Ending::Aborted,
-                format!("aborted by {by}; {what}"),
+                format!("aborted by {by}; {what}{where_now}"),
                 "not started: the deploy was aborted",
             );
             r.transitions = moved;
@@ -165,20 +166,39 @@ async fn undo(
             other => other,
         })?;
     let version = &run.spec.artifact.version;
+    // A target that failed (or was cut off) may have switched before it failed: the plugin
+    // says what it runs, and one on the new version goes back too — never assumed unchanged.
+    let touched_failed =
+        run.tally.results.values().any(|r| {
+            matches!(r.status, TargetState::Failed | TargetState::Unknown) && r.attempts > 0
+        });
+    let now = if touched_failed {
+        match run.current_releases().await {
+            Ok(now) => now,
+            // Unreadable: those targets are said as such after the undo, not guessed.
+            Err(Stop::Failed(_)) => None,
+            Err(other) => return Err(other),
+        }
+    } else {
+        None
+    };
     let changed: Vec<PlannedTarget> = run
         .plan
         .targets()
         .filter(|(_, t)| {
-            let deployed = run
-                .tally
-                .results
-                .get(&t.name)
-                .is_some_and(|r| r.status == TargetState::Deployed);
+            let result = run.tally.results.get(&t.name);
+            let deployed = result.is_some_and(|r| r.status == TargetState::Deployed);
+            let failed_on_new = result
+                .is_some_and(|r| matches!(r.status, TargetState::Failed | TargetState::Unknown))
+                && now
+                    .as_ref()
+                    .and_then(|n| n.get(&t.name))
+                    .is_some_and(|v| v == version);
             let was = before
                 .get(&t.moniker.to_string())
                 .and_then(|l| l.current.as_ref())
                 .map(|c| &c.version);
-            deployed && was != Some(version)
+            (deployed || failed_on_new) && was != Some(version)
         })
         .map(|(_, t)| t.clone())
         .collect();
@@ -199,6 +219,65 @@ async fn undo(
         }
     }
     Ok((lines, Transitions::of(&moves)))
+}
+
+/// Where every target the deploy touched is now, read back from the plugin after the undo
+/// (`; now: web-1 2.0.0, web-2 2.0.0 (read back)`), so an abort's words are the targets' own;
+/// empty when the plugin cannot tell.
+async fn read_back(run: &Run<'_>, before: &BTreeMap<String, Live>) -> Result<String, Stop> {
+    let touched: Vec<&str> = run
+        .plan
+        .targets()
+        .filter(|(_, t)| {
+            run.tally
+                .results
+                .get(&t.name)
+                .is_some_and(|r| r.attempts > 0)
+        })
+        .map(|(_, t)| t.name.as_str())
+        .collect();
+    if touched.is_empty() {
+        return Ok(String::new());
+    }
+    let now = match run.current_releases().await {
+        Ok(Some(now)) => now,
+        Ok(None) => return Ok(String::new()),
+        Err(Stop::Failed(why)) => {
+            return Ok(format!(
+                "; where the targets are now could not be read back: {why}"
+            ));
+        }
+        Err(other) => return Err(other),
+    };
+    let version = &run.spec.artifact.version;
+    let mut still = Vec::new();
+    let said: Vec<String> = touched
+        .iter()
+        .map(|name| {
+            let v = now.get(*name).map_or("", String::as_str);
+            let was = run
+                .plan
+                .targets()
+                .find(|(_, t)| t.name == *name)
+                .and_then(|(_, t)| before.get(&t.moniker.to_string()))
+                .and_then(|l| l.current.as_ref())
+                .map(|c| c.version.as_str());
+            if v == version && was.is_some_and(|w| w != version) {
+                still.push((*name).to_owned());
+            }
+            format!("{name} {}", if v.is_empty() { "?" } else { v })
+        })
+        .collect();
+    let warn = if still.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; still on {version}: {} (`manent rollback` takes {} back)",
+            still.join(", "),
+            if still.len() == 1 { "it" } else { "them" }
+        )
+    };
+    Ok(format!("; now: {} (read back){warn}", said.join(", ")))
 }
 
 fn deployed(run: &Run<'_>) -> Report {
