@@ -111,9 +111,68 @@ impl<'a> Requests<'a> {
                     None => submit::deploy(self.store, spec, dry_run, &sub).await,
                 }
             }
-            Request::Rollback => submit::rollback(self.store, spec, &sub).await,
+            Request::Rollback => {
+                self.can_roll_back(spec).await?;
+                submit::rollback(self.store, spec, &sub).await
+            }
             Request::Test { candidate } => submit::test(self.store, spec, &sub, candidate).await,
         }
+    }
+
+    /// Refuses a rollback the plugin cannot make, before anything is journaled: it is asked
+    /// what it can do (started for that, and stopped after), and the refusal says what to do
+    /// instead — a router plugin keeps the previous release in its other slot.
+    async fn can_roll_back(&self, spec: &EnvSpec) -> Result<(), SubmitError> {
+        let registry = crate::plugin::Registry::new(
+            self.config,
+            std::sync::Arc::new(crate::plugin::logger::Discard),
+        );
+        let caps = registry
+            .get(&spec.plugin)
+            .await
+            .map(|h| h.capabilities.clone());
+        registry.shutdown().await;
+        let caps = caps.map_err(|e| SubmitError::BadInput(e.to_string()))?;
+        if caps.can_roll_back() {
+            return Ok(());
+        }
+        let moves = submit::rollback_moves(self.store, spec).await?;
+        if moves.is_empty() {
+            // Nothing to go back to: said as such by the submission.
+            return Ok(());
+        }
+        let previous = moves
+            .first()
+            .map_or_else(String::new, |m| m.to.version.clone());
+        let (app, env) = (&spec.application, &spec.environment);
+        let router = caps.has(crate::plugin::Capability::Slots)
+            && caps.has(crate::plugin::Capability::TrafficRouter);
+        let slot = self
+            .store
+            .slots(&spec.subject())
+            .await
+            .ok()
+            .flatten()
+            .filter(|s| s.candidate_version == previous && !s.candidate.is_empty())
+            .map(|s| format!(" (manent's records: it is still in slot {})", s.candidate))
+            .unwrap_or_default();
+        let how = if router {
+            format!(
+                "plugin {} routes traffic between two slots and cannot roll targets back in place; \
+                 {previous} is the release before{slot}: go back to it as a canary — `manent \
+                 deploy {app} {env} --version {previous}`, then `manent promote --full ID` once \
+                 it looks right",
+                spec.plugin
+            )
+        } else {
+            format!(
+                "plugin {} cannot roll back (it announces [{caps}]; a rollback needs \
+                 current_release and rollback): deploy the release before instead — `manent \
+                 deploy {app} {env} --version {previous}`",
+                spec.plugin
+            )
+        };
+        Err(SubmitError::BadInput(format!("{how}; nothing was started")))
     }
 
     /// Starts the run that takes out of traffic the candidate canary `of` left there when it

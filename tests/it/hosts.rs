@@ -371,3 +371,49 @@ fn an_abort_takes_back_a_failed_host_that_had_switched_and_says_where_each_one_i
         "{why}"
     );
 }
+
+/// A router environment keeps the release before in its other slot, and its plugin cannot
+/// roll targets back in place: `rollback` says what to do before anything is journaled (it
+/// started, journaled, then failed before).
+#[test]
+fn a_rollback_the_plugin_cannot_make_is_refused_before_anything_is_journaled() {
+    use crate::support::nginx::Nginx;
+    use crate::support::router::Router;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = Nginx::start(dir.path(), 1, "1.0.0") else {
+        assert!(std::env::var_os("CI").is_none(), "CI installs nginx");
+        return;
+    };
+    n.build("2.0.0", true);
+    n.build("3.0.0", true);
+    let app = format!(
+        "application: web\nartifact: {{type: directory, version: \"2.0.0\", uri: \"{}\"}}\n\
+         deploy:\n  plugin: edge\nstrategy:\n  canary:\n    steps:\n      - weight: 50\n      \
+         - pause: {{}}\nenvironments:\n  prod:\n    targets:\n{}",
+        n.artifact_uri(),
+        n.targets_yml()
+    );
+    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app)]);
+    for v in ["2.0.0", "3.0.0"] {
+        let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
+        assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+        let id = fx.deployments().pop().unwrap();
+        let out = fx.run(&["promote", "--full", &id, "--yes"]);
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    }
+    let journal = |fx: &Fixture| text(&fx.run(&["history", "web", "prod"]).stdout);
+    let before = journal(&fx);
+    let out = fx.run(&["rollback", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let all = said(&out);
+    assert!(
+        all.contains("cannot roll targets back in place")
+            && all.contains("2.0.0 is the release before")
+            && all.contains("--version 2.0.0")
+            && all.contains("nothing was started"),
+        "{all}"
+    );
+    assert_eq!(journal(&fx), before, "nothing was journaled");
+    // Traffic stays where it was: everything on 3.0.0.
+    assert_eq!(n.sample(50, None, "3.0.0"), (50, 0));
+}

@@ -411,7 +411,8 @@ fn failure(t: &Target, status: &std::process::ExitStatus, err: &str) -> PluginEr
             })
             .collect();
         return PluginError::Permanent(format!(
-            "{}: ssh refused the host key of {}: {} — check the host's key and update              known_hosts (`ssh-keygen -R {}`) only if it really changed; not retried",
+            "{}: ssh refused the host key of {}: {} — check the host's key and update \
+             known_hosts (`ssh-keygen -R {}`) only if it really changed; not retried",
             t.name(),
             t.host,
             said.join(" "),
