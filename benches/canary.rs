@@ -31,6 +31,8 @@ mod ports;
 mod router;
 #[path = "support/smoke.rs"]
 mod smoke;
+#[path = "../tests/it/support/workers.rs"]
+mod workers;
 
 use std::path::Path;
 use std::process::Command;
@@ -295,7 +297,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     );
     let id = deployment(&config);
     // The deploy handed its live canary to a worker: the console below runs its own engine.
-    stop_workers(&config);
+    workers::stop(&config);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -407,7 +409,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
         // the live canary to (a canary is never left without a judge) is stopped: each change
         // here starts with no engine.
         let _ = verb.map(|v| v.join());
-        stop_workers(&config);
+        workers::stop(&config);
         operator_pause();
     }
 
@@ -449,7 +451,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     report("manent weight (a worker runs the engine)", &cli);
     report("manent weight, until the command exits", &cli_exit);
     report("manent weight, no engine running", &alone);
-    stop_workers(&config);
+    workers::stop(&config);
     // Against the hand reload served whole, and against its first new answers (the stricter
     // floor: nginx's 100 ms of old workers is in the first, not in the second).
     let (said, bound) = goal(pct(&baseline, 95));
@@ -584,38 +586,6 @@ fn flip<R: ByHand>(n: &R, to: u32, act: impl FnOnce()) -> Flip {
             R::NAME
         );
         std::thread::sleep(Duration::from_micros(500));
-    }
-}
-
-/// Stops the `manent worker`s on `config` (a verb that leaves a live canary hands it to one)
-/// and waits until they are gone.
-fn stop_workers(config: &Path) {
-    let config = config.as_os_str().as_encoded_bytes();
-    let pids: Vec<u32> = std::fs::read_dir("/proc")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                        let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                        args.contains(&config) && args.contains(&b"worker".as_slice())
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    for pid in &pids {
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-    }
-    let start = Instant::now();
-    while pids.iter().any(|p| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .is_ok_and(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
-    }) && start.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -259,6 +259,11 @@ impl Engine {
         &self.store
     }
 
+    /// The plugins this engine runs (started at first use).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// After a first SIGINT/SIGTERM began a shutdown: a second one stops at once, taking down
     /// every command and plugin this engine started (so none runs on beside the retry the next
     /// start makes), and exits the process with `code`.

@@ -109,12 +109,12 @@ impl Runner {
         let Runner::Local(e) = self else {
             return 0;
         };
-        let (config, store) = (e.config().clone(), e.store().clone());
+        let (config, store, ran) = (e.config().clone(), e.store().clone(), e.active());
         let left = Self::stop(*e, stopping, settled, out).await;
         if left.1 {
             return left.0;
         }
-        let handed = crate::engine::judge::hand_over_unwatched(&config, store.as_ref()).await;
+        let handed = crate::engine::judge::hand_over_unwatched(&config, store.as_ref(), &ran).await;
         if let Some(line) = crate::engine::judge::said(&handed) {
             out.note(line);
         }
@@ -480,8 +480,10 @@ async fn follow(
             let began = BEGAN.get().copied().unwrap_or(0);
             for l in lines {
                 log_after = l.id;
-                // What earlier commands and engines said is in `manent logs`, not said again.
-                if l.at < began {
+                // What earlier commands and engines said is in `manent logs`, not said again:
+                // a line older than this command by its clock and in the database before this
+                // follow began (another host's clock may lag; its new lines come later).
+                if l.at < began && l.id <= engine_lines_after {
                     continue;
                 }
                 // Every analysis run is said as it happens, with its numbers: what the operator

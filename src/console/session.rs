@@ -139,10 +139,10 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             // waits for an operator (then it is durable, and the next console picks it up);
             // a live canary is then handed to a worker (nobody can be told: no terminal).
             if let Some(e) = engine {
-                let (config, store) = (e.config().clone(), e.store().clone());
+                let (config, store, ran) = (e.config().clone(), e.store().clone(), e.active());
                 e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
                 if !options.stop_on_quit {
-                    let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+                    let handed = judge::hand_over_unwatched(&config, store.as_ref(), &ran).await;
                     if let Some(line) = judge::said(&handed) {
                         tracing::warn!("{line}");
                     }
@@ -164,14 +164,14 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
                 ));
             }
             e.exit_on_second_signal(5);
-            let (config, store) = (e.config().clone(), e.store().clone());
+            let (config, store, ran) = (e.config().clone(), e.store().clone(), e.active());
             let interrupted = e.shutdown().await > 0;
             if interrupted {
                 note("manent: stopped before the end; the next start resumes from the last checkpoint".into());
             }
             // Live canaries are not left unwatched by a stop either (a demo's end with it).
             if !options.stop_on_quit {
-                let handed = judge::hand_over_unwatched(&config, store.as_ref()).await;
+                let handed = judge::hand_over_unwatched(&config, store.as_ref(), &ran).await;
                 if let Some(line) = judge::said(&handed) {
                     note(line);
                 }

@@ -5,10 +5,11 @@
 //! - A version other than the descriptor's needs a uri that depends on it (`{version}`) or one
 //!   given for it (`--uri`): otherwise every version would ship the same bytes.
 //! - The expected digest is the descriptor's `sha256` for its own version, else the line of
-//!   `sha256s` for the version deployed. A local artifact (a path, or `file://`) is digested
-//!   when the deployment is asked for: a mismatch is refused then, and the digest — expected
-//!   or not — is recorded with the deployment (and its releases). The run checks it again
-//!   before any target is touched, so a build changed in between is not shipped.
+//!   `sha256s` for the version deployed (a file only this user or root may write). A local
+//!   artifact (a path, or `file://`) is digested when the deployment is asked for: a mismatch
+//!   is refused then, and the digest — expected or not — is recorded with the deployment (and
+//!   its releases). The run checks it again before any target is touched, so a build changed
+//!   in between is not shipped.
 //!
 //! A directory's digest is the sha256 of its manifest: one line per entry under it, sorted by
 //! path, `d MODE PATH`, `f MODE SHA256 PATH` or `l TARGET PATH` (mode in octal) —
@@ -80,7 +81,8 @@ pub fn expected(spec: &EnvSpec) -> Result<Option<String>, String> {
     let Some(file) = &spec.digests else {
         return Ok(None);
     };
-    let bytes = crate::sys::files::read_regular(file, 4 << 20)
+    // What ships is decided by this file: another user who could write it could bless any build.
+    let bytes = crate::sys::files::read_trusted(file, 4 << 20)
         .map_err(|e| format!("artifact.sha256s {}: {e}", file.display()))?;
     let text = String::from_utf8_lossy(&bytes);
     for line in text.lines() {

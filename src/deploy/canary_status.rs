@@ -78,15 +78,28 @@ impl CanaryStatus {
     /// the candidate began serving — nothing at all while it has not (the slot's traffic until
     /// then was another release's).
     pub fn traffic_window(&self, window: std::time::Duration) -> crate::plugin::TrafficWindow {
-        let serving = self.weight > 0 || !self.testers.is_empty();
         crate::plugin::TrafficWindow {
             window,
-            since_ms: match self.serving_since {
-                Some(at) => Some(at),
-                // Records from before the moment was kept: the window alone.
-                None if serving => None,
-                None => Some(crate::sys::now_ms()),
-            },
+            since_ms: self.since(crate::sys::now_ms()),
+        }
+    }
+
+    /// How long the candidate has served at `now_ms` (zero while it has not; `None` in records
+    /// from before the moment was kept).
+    pub fn serving_for(&self, now_ms: i64) -> Option<std::time::Duration> {
+        self.since(now_ms)
+            .map(|s| std::time::Duration::from_millis(u64::try_from(now_ms - s).unwrap_or(0)))
+    }
+
+    /// Where a window may start at `now_ms`: when the candidate began serving, or now while it
+    /// has not.
+    fn since(&self, now_ms: i64) -> Option<i64> {
+        let serving = self.weight > 0 || !self.testers.is_empty();
+        match self.serving_since {
+            Some(at) => Some(at),
+            // Records from before the moment was kept: the window alone.
+            None if serving => None,
+            None => Some(now_ms),
         }
     }
 }

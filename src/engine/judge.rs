@@ -1,15 +1,15 @@
 //! A live canary always has a judge. While its candidate is in a pool, an engine judges it
 //! (background analysis) and watches its router while it waits at a gate; an engine about to
-//! go away — a console quitting or hung up, a command that finished, a SIGTERM — hands such
-//! canaries to a detached `manent worker --until-idle` unless another engine runs, and says
-//! so. The worker stays while any canary it runs is live.
+//! go away — a console quitting or hung up, a command that finished, a SIGTERM — hands the
+//! canaries it ran to a detached `manent worker --until-idle` unless another engine runs, and
+//! says so. The worker stays while any canary it runs is live. A canary this engine did not run
+//! is not taken up: one an operator left unwatched on purpose stays so until someone acts on it.
 
 use std::path::Path;
 
 use crate::config::Config;
 use crate::deploy::records::Db;
 use crate::deploy::view::{self, DeploymentView};
-use crate::workflow::store::WorkflowQuery;
 
 /// Whether an engine runs deployments now: on SQLite, the one that holds the file's lock; on a
 /// shared PostgreSQL, any engine whose lease is fresh (it takes over what a dead one left).
@@ -24,20 +24,14 @@ pub async fn engine_running(config: &Config, store: &dyn Db) -> bool {
         .is_ok_and(|e| e.iter().any(|e| e.alive(lease)))
 }
 
-/// The live canaries of `store`, as a list reads them.
-pub async fn live_canaries(store: &dyn Db) -> Vec<DeploymentView> {
-    let query = WorkflowQuery {
-        subject: None,
-        live_only: true,
-        limit: 500,
-        heads: true,
-    };
-    let Ok(rows) = store.workflows(query).await else {
-        return Vec::new();
-    };
+/// Which of the deployments `ids` are live canaries, as a list reads them.
+pub async fn live_canaries(store: &dyn Db, ids: &[String]) -> Vec<DeploymentView> {
     let mut out = Vec::new();
-    for r in rows {
-        if let Ok(v) = view::summary_of_row(store, r).await
+    for id in ids {
+        let Ok(Some(row)) = store.workflow(id).await else {
+            continue;
+        };
+        if let Ok(v) = view::summary_of_row(store, row).await
             && v.needs_judge()
         {
             out.push(v);
@@ -61,18 +55,19 @@ pub struct Handed {
     pub canaries: Vec<String>,
 }
 
-/// After this process's engine stopped: the live canaries no engine runs go to a detached
-/// worker. `Ok(None)` when there are none, or another engine runs; `Err` says why a worker
-/// could not be started (the canaries are unwatched: the caller says so, and the command that
-/// fixes it).
+/// After this process's engine stopped: of the deployments it ran (`ran`), the live canaries
+/// go to a detached worker. `Ok(None)` when there are none, or another engine runs; `Err` says
+/// why a worker could not be started (the canaries are unwatched: the caller says so, and the
+/// command that fixes it).
 pub async fn hand_over_unwatched(
     config: &Config,
     store: &dyn Db,
+    ran: &[String],
 ) -> Result<Option<Handed>, (Vec<String>, String)> {
-    if engine_running(config, store).await {
+    if ran.is_empty() || engine_running(config, store).await {
         return Ok(None);
     }
-    let canaries: Vec<String> = live_canaries(store).await.iter().map(named).collect();
+    let canaries: Vec<String> = live_canaries(store, ran).await.iter().map(named).collect();
     if canaries.is_empty() {
         return Ok(None);
     }

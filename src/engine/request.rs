@@ -120,19 +120,24 @@ impl<'a> Requests<'a> {
     }
 
     /// Refuses a rollback the plugin cannot make, before anything is journaled: it is asked
-    /// what it can do (started for that, and stopped after), and the refusal says what to do
-    /// instead — a router plugin keeps the previous release in its other slot.
+    /// what it can do (by this process's engine, which runs it next; else started for that and
+    /// stopped after), and the refusal says what to do instead — a router plugin keeps the
+    /// previous release in its other slot.
     async fn can_roll_back(&self, spec: &EnvSpec) -> Result<(), SubmitError> {
-        let registry = crate::plugin::Registry::new(
-            self.config,
-            std::sync::Arc::new(crate::plugin::logger::Discard),
-        );
-        let caps = registry
-            .get(&spec.plugin)
-            .await
-            .map(|h| h.capabilities.clone());
-        registry.shutdown().await;
-        let caps = caps.map_err(|e| SubmitError::BadInput(e.to_string()))?;
+        let caps = match self.here {
+            Some(engine) => engine.registry().get(&spec.plugin).await,
+            None => {
+                let registry = crate::plugin::Registry::new(
+                    self.config,
+                    std::sync::Arc::new(crate::plugin::logger::Discard),
+                );
+                let got = registry.get(&spec.plugin).await;
+                registry.shutdown().await;
+                got
+            }
+        }
+        .map(|h| h.capabilities.clone())
+        .map_err(|e| SubmitError::BadInput(e.to_string()))?;
         if caps.can_roll_back() {
             return Ok(());
         }

@@ -406,6 +406,8 @@ pub enum Irregular {
     NotRegular,
     /// Its size, and the most allowed.
     TooLarge(u64, u64),
+    /// Another user could have written it: its owner and mode.
+    Untrusted(u32, u32),
 }
 
 impl std::fmt::Display for Irregular {
@@ -418,6 +420,28 @@ impl std::fmt::Display for Irregular {
             Irregular::TooLarge(n, most) => {
                 write!(f, "{n} bytes: larger than the {most} bytes it may have")
             }
+            Irregular::Untrusted(uid, mode) => {
+                let me = super::euid();
+                if [0, me].contains(uid) {
+                    write!(
+                        f,
+                        "mode {mode:04o}: another user could have written it, so it is not \
+                         trusted (`chmod go-w` it)"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "owned by {}: another user could have written it, so it is not trusted \
+                         (have root{} own it, mode 0644 at most)",
+                        account::user_shown(*uid),
+                        if me == 0 {
+                            String::new()
+                        } else {
+                            format!(" or {}", account::user_shown(me))
+                        }
+                    )
+                }
+            }
         }
     }
 }
@@ -427,12 +451,29 @@ impl std::fmt::Display for Irregular {
 /// device might never end, a terminal would become a session leader's) and checked on the
 /// descriptor opened; a path that is no regular file before that is refused unopened.
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
+    read_checked(path, max, false)
+}
+
+/// [`read_regular`], for a file whose word manent acts on (a list of expected digests, a
+/// plugin's own record): it must be this user's or root's and writable by no one else, checked
+/// on the descriptor read. Refused, never repaired.
+pub fn read_trusted(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
+    read_checked(path, max, true)
+}
+
+fn read_checked(path: &Path, max: u64, trusted: bool) -> Result<Vec<u8>, Irregular> {
     use std::io::Read as _;
     let ok = |meta: &std::fs::Metadata| {
+        let mode = meta.mode() & 0o7777;
         if !meta.is_file() {
             Err(Irregular::NotRegular)
         } else if meta.len() > max {
             Err(Irregular::TooLarge(meta.len(), max))
+        } else if trusted
+            && (![0, super::euid()].contains(&meta.uid())
+                || mode & (GROUP_WRITE | OTHER_WRITE) != 0)
+        {
+            Err(Irregular::Untrusted(meta.uid(), mode))
         } else {
             Ok(())
         }
@@ -458,6 +499,26 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trusted_read_refuses_a_file_others_could_write() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("SHA256SUMS");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(read_trusted(&file, 10).unwrap(), b"x");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let err = read_trusted(&file, 10).unwrap_err().to_string();
+        assert!(
+            err.contains("mode 0664") && err.contains("chmod go-w"),
+            "{err}"
+        );
+        // Unchanged: refused, never repaired.
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o664);
+        assert!(read_regular(&file, 10).is_ok(), "a plain read does not ask");
+    }
 
     #[test]
     fn a_file_read_whole_is_a_regular_one_within_its_size_checked_where_it_is_read() {

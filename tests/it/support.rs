@@ -11,3 +11,4 @@ pub mod postgres;
 pub mod python;
 pub mod router;
 pub mod sshd;
+pub mod workers;

@@ -184,10 +184,15 @@ fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deployer>
     let map = opts.config.with_extension("testers.map");
     let counters = opts.config.with_extension("counters.json");
     let mut history = traffic::History::default();
-    if opts.access_log.is_none()
-        && let Some(r) = traffic::load(&counters)
-    {
-        history.add(r);
+    if opts.access_log.is_none() {
+        match traffic::load(&counters) {
+            Ok(Some(r)) => history.add(r),
+            Ok(None) => {}
+            // Not read: a window then starts at this process's first reading (shorter, said).
+            Err(why) => log.warn(&format!(
+                "the counters kept before a change are not read: {why}"
+            )),
+        }
     }
     let haproxy = Haproxy {
         files: Files {
@@ -374,9 +379,13 @@ impl Haproxy {
             .settled()
             .await
             .map_err(|why| PluginError::Failed(format!("{why}; nothing was changed")))?;
-        // The counters as they are before the change: the base of a window that starts where
-        // this change gives the candidate traffic (a failed reading only leaves none).
-        if self.log.is_none() && self.read_counters_of(&master).await.is_ok() {
+        // The counters as they are before a change that gives the candidate traffic: the base of
+        // a window that starts there (a failed reading only leaves none). Other changes do
+        // without the reading (a weight moved by hand is the hot path).
+        if self.log.is_none()
+            && starts_serving(&live, routing)
+            && self.read_counters_of(&master).await.is_ok()
+        {
             let newest = self.traffic.lock().ok().and_then(|h| h.newest().cloned());
             if let Some(r) = newest {
                 let _ = traffic::save(&self.counters, &r);
@@ -591,6 +600,17 @@ impl Haproxy {
 }
 
 /// Whether HAProxy's servers are those of `r`: the same names, at the same addresses.
+/// `routing` gives the candidate traffic (a weight, or testers) where HAProxy serves it none
+/// now: no server of its slot has a weight, and the tester map is empty.
+fn starts_serving(live: &Live, routing: &Routing) -> bool {
+    let serves = !routing.retired && (routing.weight > 0 || routing.testers);
+    let slot = routing.candidate.slot.as_str();
+    let idle = live.servers.as_deref().unwrap_or(&[]).iter().all(|s| {
+        render::slot_of(&s.name).is_none_or(|(sl, _)| sl != slot) || s.uweight == 0 || !s.usable()
+    }) && live.map.as_deref().unwrap_or(&[]).is_empty();
+    serves && idle
+}
+
 fn same_servers(servers: &[Served], r: &Rendered) -> bool {
     servers.len() == r.servers.len()
         && r.servers.iter().all(|want| {

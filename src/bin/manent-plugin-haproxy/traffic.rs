@@ -1,6 +1,7 @@
 //! The traffic HAProxy observed, from its own counters: `show stat BACKEND 4 -1` gives each
 //! server's responses by class since the worker started. The plugin keeps a reading at every
-//! Traffic call and before every change it makes (an hour of them at most), and reports a
+//! Traffic call and before a change that gives the candidate traffic (an hour of them at
+//! most), and reports a
 //! window as the difference between now and the reading at its start, cut at the readings in
 //! between. A window never starts before the candidate began serving: its slot's counters
 //! until then were another release's, so the base is a reading taken at most a moment before
@@ -93,10 +94,18 @@ pub fn save(path: &std::path::Path, r: &Reading) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The reading kept in `path`, if there is one it can read.
-pub fn load(path: &std::path::Path) -> Option<Reading> {
-    let bytes = manent::sys::files::read_regular(path, 1 << 20).ok()?;
-    serde_json::from_slice(&bytes).ok()
+/// The reading kept in `path`, if there is one it can trust (this user's or root's, writable
+/// by no one else: a planted reading would move a window's base); why not, otherwise.
+pub fn load(path: &std::path::Path) -> Result<Option<Reading>, String> {
+    match manent::sys::files::read_trusted(path, 1 << 20) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(manent::sys::files::Irregular::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 /// The readings so far.

@@ -416,11 +416,11 @@ fn print_canary(c: &crate::deploy::view::CanaryView, live: bool, out: &mut Out) 
         let slot = |f: &crate::deploy::canary_status::SlotFigures| {
             format!(
                 "5xx {} p99 {} over {} requests",
-                f.error_rate().map_or("-".into(), |r| format!(
+                f.error_rate().map_or("—".into(), |r| format!(
                     "{}%",
                     crate::config::values::percent_text(r)
                 )),
-                f.p99_ms.map_or("-".into(), |p| format!("{p} ms")),
+                f.p99_ms.map_or("—".into(), |p| format!("{p} ms")),
                 f.requests
             )
         };

@@ -582,11 +582,10 @@ impl App {
             .iter()
             .filter(|d| here && !self.stop_on_quit && d.needs_judge())
             .collect();
-        let judged: Vec<String> = live
+        let judged: Vec<(String, String)> = live
             .iter()
-            .map(|d| crate::engine::judge::named(d))
+            .map(|d| (d.id.clone(), crate::engine::judge::named(d)))
             .collect();
-        let judged_ids: Vec<String> = live.iter().map(|d| d.id.clone()).collect();
         let environment = live
             .first()
             .map(|d| d.environment.clone())
@@ -600,7 +599,6 @@ impl App {
                 choice: dialog::Choice::Cancel,
                 running,
                 judged,
-                judged_ids,
                 environment,
                 unclaimed,
                 stops: self.stop_on_quit,

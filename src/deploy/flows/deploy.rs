@@ -222,21 +222,11 @@ async fn undo(
 }
 
 /// Where every target the deploy touched is now, read back from the plugin after the undo
-/// (`; now: web-1 2.0.0, web-2 2.0.0 (read back)`), so an abort's words are the targets' own;
-/// empty when the plugin cannot tell.
+/// (`; now: web-1 2.0.0, web-2 2.0.0 (read back)`, or `2.0.0 on 40 targets` past a handful),
+/// so an abort's words are the targets' own; empty when the plugin cannot tell.
 async fn read_back(run: &Run<'_>, before: &BTreeMap<String, Live>) -> Result<String, Stop> {
-    let touched: Vec<&str> = run
-        .plan
-        .targets()
-        .filter(|(_, t)| {
-            run.tally
-                .results
-                .get(&t.name)
-                .is_some_and(|r| r.attempts > 0)
-        })
-        .map(|(_, t)| t.name.as_str())
-        .collect();
-    if touched.is_empty() {
+    let touched = |name: &str| run.tally.results.get(name).is_some_and(|r| r.attempts > 0);
+    if !run.plan.targets().any(|(_, t)| touched(&t.name)) {
         return Ok(String::new());
     }
     let now = match run.current_releases().await {
@@ -250,24 +240,31 @@ async fn read_back(run: &Run<'_>, before: &BTreeMap<String, Live>) -> Result<Str
         Err(other) => return Err(other),
     };
     let version = &run.spec.artifact.version;
-    let mut still = Vec::new();
-    let said: Vec<String> = touched
-        .iter()
-        .map(|name| {
-            let v = now.get(*name).map_or("", String::as_str);
-            let was = run
-                .plan
-                .targets()
-                .find(|(_, t)| t.name == *name)
-                .and_then(|(_, t)| before.get(&t.moniker.to_string()))
-                .and_then(|l| l.current.as_ref())
-                .map(|c| c.version.as_str());
-            if v == version && was.is_some_and(|w| w != version) {
-                still.push((*name).to_owned());
-            }
-            format!("{name} {}", if v.is_empty() { "?" } else { v })
-        })
-        .collect();
+    let (mut each, mut still) = (Vec::new(), Vec::new());
+    let mut by_version: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, t) in run.plan.targets().filter(|(_, t)| touched(&t.name)) {
+        let v = now.get(&t.name).map_or("", String::as_str);
+        let v = if v.is_empty() { "?" } else { v };
+        let was = before
+            .get(&t.moniker.to_string())
+            .and_then(|l| l.current.as_ref())
+            .map(|c| c.version.as_str());
+        if v == version && was.is_some_and(|w| w != version) {
+            still.push(t.name.as_str());
+        }
+        each.push(format!("{} {v}", t.name));
+        *by_version.entry(v).or_default() += 1;
+    }
+    // A handful by name; a fleet by version (the ones still on the new release are named).
+    let said = if each.len() <= 10 {
+        each.join(", ")
+    } else {
+        by_version
+            .iter()
+            .map(|(v, n)| format!("{v} on {}", crate::deploy::plan::count(*n, "target")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let warn = if still.is_empty() {
         String::new()
     } else {
@@ -277,7 +274,7 @@ async fn read_back(run: &Run<'_>, before: &BTreeMap<String, Live>) -> Result<Str
             if still.len() == 1 { "it" } else { "them" }
         )
     };
-    Ok(format!("; now: {} (read back){warn}", said.join(", ")))
+    Ok(format!("; now: {said} (read back){warn}"))
 }
 
 fn deployed(run: &Run<'_>) -> Report {

@@ -9,10 +9,10 @@ use crate::config::Event;
 use crate::deploy::hooks;
 use crate::deploy::releases::{self, Transitions};
 use crate::deploy::run::{self, FanOut, Run, Stop};
-use crate::deploy::state::{Action, Ending, Kind, Phase, StepName, TargetState};
+use crate::deploy::state::{Action, Ending, Kind, Phase, TargetState};
 use crate::deploy::steps;
 use crate::deploy::{DeployEnv, Report, RollbackInput, outcome};
-use crate::plugin::{OnError, TargetRelease};
+use crate::plugin::OnError;
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 
 /// Runs a rollback from its stored inputs.
@@ -47,38 +47,20 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
     }
     let live = run.releases_before().await?;
     run.phase(Phase::Inspecting).await?;
-    let plugin = spec.plugin.clone();
-    let seen: Vec<TargetRelease> = run
-        .plugin_step(
-            StepName::CurrentRelease,
-            &steps::target_policy(spec),
-            true,
-            |h, req| {
-                let plugin = plugin.clone();
-                async move {
-                    let ri = h.deployer.release_inspector().ok_or_else(|| {
-                        StepError::Permanent(format!(
-                            "plugin {plugin} cannot tell the current release"
-                        ))
-                    })?;
-                    ri.current_release(&req).await.map_err(StepError::from)
-                }
-            },
-        )
-        .await?;
+    let seen = run.current_releases().await?.unwrap_or_default();
     let log = env.log.for_deployment(ctx.id());
-    for ((_, t), tr) in run.plan.targets().zip(&seen) {
+    for (_, t) in run.plan.targets() {
         let recorded = live
             .get(&t.moniker.to_string())
             .and_then(|l| l.current.as_ref());
-        if let Some(rec) = recorded
-            && !tr.version.is_empty()
-            && tr.version != rec.version
+        if let (Some(rec), Some(now)) = (recorded, seen.get(&t.name))
+            && !now.is_empty()
+            && *now != rec.version
         {
             log.warn(&format!(
-                "{} runs {} but manent recorded {}; rolling back to the release before the \
+                "{} runs {now} but manent recorded {}; rolling back to the release before the \
                  recorded one",
-                t.name, tr.version, rec.version
+                t.name, rec.version
             ));
         }
     }

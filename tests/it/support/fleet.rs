@@ -117,49 +117,13 @@ impl Fixture {
     /// The pids of the `manent worker` processes on this fixture's configuration: a command
     /// that leaves a live canary hands it to a detached one.
     pub fn workers(&self) -> Vec<u32> {
-        let config = self.config();
-        let config = config.as_os_str().as_encoded_bytes();
-        std::fs::read_dir("/proc")
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                    .filter(|pid| {
-                        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                            let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
-                            args.contains(&config) && args.contains(&b"worker".as_slice())
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        super::workers::of(&self.config())
     }
 
-    /// Stops this fixture's workers (SIGTERM, as an operator would; killed 10s later) and
-    /// waits until they are gone: what follows runs with no engine.
+    /// Stops this fixture's workers and waits until they are gone: what follows runs with no
+    /// engine.
     pub fn stop_workers(&self) {
-        let pids = self.workers();
-        for pid in &pids {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(pid.to_string())
-                .status();
-        }
-        let start = Instant::now();
-        while pids
-            .iter()
-            .any(|p| Path::new(&format!("/proc/{p}")).exists() && !zombie(*p))
-        {
-            if start.elapsed() > Duration::from_secs(10) {
-                for pid in &pids {
-                    let _ = Command::new("kill")
-                        .arg("-KILL")
-                        .arg(pid.to_string())
-                        .status();
-                }
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        super::workers::stop(&self.config());
     }
 
     pub fn db(&self) -> rusqlite::Connection {
@@ -378,14 +342,6 @@ environments:
       - {{name: web-6}}
 "#
     )
-}
-
-/// A process that ended and waits for its parent to read its status.
-fn zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
-        .unwrap_or(true)
 }
 
 impl Drop for Fixture {

@@ -21,10 +21,10 @@ pub struct Quit {
     pub choice: Choice,
     /// Deployments that go on by themselves in this console's engine.
     pub running: Vec<String>,
-    /// Live canaries this console's engine judges (`web/prod canary of 2.0.0 at 15%`).
-    pub judged: Vec<String>,
-    /// Their ids, and the environment to type to leave them unwatched.
-    pub judged_ids: Vec<String>,
+    /// Live canaries this console's engine judges: their ids, and what the operator reads
+    /// (`web/prod canary of 2.0.0 at 15%`). None for the demo, which stops them.
+    pub judged: Vec<(String, String)>,
+    /// The environment to type to leave them unwatched.
     pub environment: String,
     /// Deployments this console submitted that no engine claimed yet.
     pub unclaimed: Vec<String>,
@@ -42,7 +42,7 @@ impl Quit {
             Action::Submit | Action::Dismiss => return Reply::Close,
             // Leaving a live canary unwatched is a choice of its own: the environment typed,
             // a reason, journaled.
-            Action::Input('U') if !self.judged.is_empty() && !self.stops => {
+            Action::Input('U') if !self.judged.is_empty() => {
                 return Reply::Open(Box::new(super::Modal::Confirm(self.leave_unwatched(now))));
             }
             _ => {}
@@ -53,10 +53,10 @@ impl Quit {
     /// The confirmation that quits leaving the live canaries with no engine.
     fn leave_unwatched(&self, now: i64) -> super::confirm::Confirm {
         let command = crate::engine::handle::Command::LeaveUnwatched {
-            ids: self.judged_ids.clone(),
+            ids: self.judged.iter().map(|(id, _)| id.clone()).collect(),
             reason: None,
         };
-        let mut lines: Vec<String> = self.judged.clone();
+        let mut lines: Vec<String> = self.judged.iter().map(|(_, c)| c.clone()).collect();
         lines.push(
             "Nothing judges the candidate or watches the router until an engine runs \
              (`manent worker`); `manent status` says UNWATCHED meanwhile."
@@ -98,17 +98,13 @@ impl Quit {
                 )
             }));
         }
-        for c in &self.judged {
-            lines.push(Line::from(if self.stops {
-                format!("{c}: stops being judged (a demo ends with its console).")
-            } else {
-                format!(
-                    "{c}: a background worker keeps judging it and watching the router; \
-                     `manent console` shows it again."
-                )
-            }));
+        for (_, c) in &self.judged {
+            lines.push(Line::from(format!(
+                "{c}: a background worker keeps judging it and watching the router; `manent \
+                 console` shows it again."
+            )));
         }
-        if !self.judged.is_empty() && !self.stops {
+        if !self.judged.is_empty() {
             lines.push(Line::from(Span::styled(
                 "U: leave it unwatched instead (you type the environment; journaled)",
                 ctx.theme.get("hint"),

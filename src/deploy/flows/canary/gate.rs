@@ -159,10 +159,7 @@ impl Flight {
             ("environment", spec.environment.clone()),
             ("deployment", run.ctx.id().to_owned()),
         ]);
-        let window = self.status.traffic_window(Duration::MAX);
-        let serving_for = window
-            .since_ms
-            .map(|s| Duration::from_millis(u64::try_from(crate::sys::now_ms() - s).unwrap_or(0)));
+        let serving_for = self.status.serving_for(crate::sys::now_ms());
         let cx = analysis::Context {
             env,
             tester_header: tester_header(&self.status.testers),
@@ -207,8 +204,10 @@ impl Flight {
         if checks.is_empty() {
             return;
         }
+        // An empty window: only what the router can measure is asked (HAProxy's counters wait
+        // for no second reading on it).
         let window = crate::plugin::TrafficWindow {
-            window: Duration::from_secs(1),
+            window: Duration::ZERO,
             since_ms: Some(crate::sys::now_ms()),
         };
         let read = tokio::time::timeout(
