@@ -361,8 +361,7 @@ async fn demo_bytes() {
         (&theme, manent::console::term::Caps::default()),
         finished,
     )
-    .await
-    .unwrap();
+    .await;
     let total = started.elapsed();
     let (t0, d0, f0, fr0) = steady.lock().unwrap().unwrap();
     let secs = t0.elapsed().as_secs_f64();

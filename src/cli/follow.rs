@@ -498,6 +498,15 @@ async fn follow(
         if let Some(v) = view
             && settled(&v, expect)
         {
+            // Another engine may have taken it over and finished it before this one (back
+            // from a pause past its lease) looked: said all the same, it is why nothing here
+            // ran the end.
+            if let Runner::Local(e) = runner
+                && elsewhere.is_none()
+                && let Some(owner) = owner_elsewhere(store, id, e.config(), false).await
+            {
+                out.note(took_over(&owner, id, true));
+            }
             return Ending::Settled(Box::new(v));
         }
         trouble.update(runner, out);
@@ -523,15 +532,11 @@ async fn follow(
         {
             // On a shared database, another engine may run it now (it took it over when this
             // one's lease expired): follow it there.
-            match owner_elsewhere(store, id, e.config()).await {
+            match owner_elsewhere(store, id, e.config(), true).await {
                 Some(owner) => {
                     adrift = None;
                     if elsewhere.as_ref() != Some(&owner.executor_id) {
-                        out.note(format!(
-                            "manent: engine {} (pid {} on {}) runs {id} now: it took the \
-                             deployment over from this engine; following it there",
-                            owner.executor_id, owner.pid, owner.host
-                        ));
+                        out.note(took_over(&owner, id, false));
                         elsewhere = Some(owner.executor_id);
                     }
                 }
@@ -597,11 +602,13 @@ async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<Runtime
     while rx.try_recv().is_ok() {}
 }
 
-/// The live engine other than this one that owns deployment `id`, on a shared database.
+/// The engine other than this one that owns deployment `id` (last ran it), on a shared
+/// database; only a live one when `alive`.
 async fn owner_elsewhere(
     store: &dyn crate::deploy::records::Db,
     id: &str,
     config: &crate::config::Config,
+    alive: bool,
 ) -> Option<crate::workflow::store::EngineRow> {
     config.postgres.as_ref()?;
     let owner = store.workflow(id).await.ok()??.executor_id?;
@@ -614,7 +621,25 @@ async fn owner_elsewhere(
         .await
         .ok()?
         .into_iter()
-        .find(|e| e.executor_id == owner && e.alive(lease))
+        .find(|e| e.executor_id == owner && (!alive || e.alive(lease)))
+}
+
+/// `manent: engine host-b (pid 42 on b) runs dep-… now: it took the deployment over from
+/// this engine; following it there` (or, once it `finished` it, `ran dep-… to its end`).
+fn took_over(owner: &crate::workflow::store::EngineRow, id: &str, finished: bool) -> String {
+    let (did, then) = if finished {
+        ("ran", "to its end")
+    } else {
+        ("runs", "now")
+    };
+    format!(
+        "manent: engine {} (pid {} on {}) {did} {id} {then}: it took the deployment over from \
+         this engine{}",
+        owner.executor_id,
+        owner.pid,
+        owner.host,
+        if finished { "" } else { "; following it there" }
+    )
 }
 
 /// Ctrl-C and SIGTERM, which stop following; SIGHUP, which does not (a dropped ssh session

@@ -30,7 +30,7 @@ pub const FRAME: Duration = Duration::from_millis(200);
 pub enum Exit {
     /// The operator quit.
     Quit,
-    /// The terminal went away (hangup, closed input).
+    /// The terminal went away (hangup, closed input, a write it refused).
     Hangup,
     /// SIGTERM or SIGINT: asked to stop.
     Terminated,
@@ -46,7 +46,7 @@ pub async fn run<B, S>(
     app: &mut App,
     (theme, caps): (&Theme, Caps),
     signals: impl std::future::Future<Output = Exit>,
-) -> io::Result<Exit>
+) -> Exit
 where
     B: Backend,
     B::Error: Into<io::Error>,
@@ -71,23 +71,25 @@ where
     loop {
         if app.redraw {
             // Whatever another program (or a dropped session) left on the terminal goes.
-            terminal.clear().map_err(Into::into)?;
+            if let Err(e) = terminal.clear() {
+                return gone(e.into());
+            }
             app.redraw = false;
             app.dirty = true;
         }
         if app.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
-            terminal
-                .draw(|f| {
-                    view::render(f, app, theme);
-                    caps.apply(f.buffer_mut());
-                })
-                .map_err(Into::into)?;
+            if let Err(e) = terminal.draw(|f| {
+                view::render(f, app, theme);
+                caps.apply(f.buffer_mut());
+            }) {
+                return gone(e.into());
+            }
             app.dirty = false;
             last_draw = Some(Instant::now());
         }
         keyed = false;
         if app.should_quit {
-            return Ok(Exit::Quit);
+            return Exit::Quit;
         }
         tokio::select! {
             biased;
@@ -108,12 +110,12 @@ where
                 }
                 Some(Ok(Event::Resize(w, h))) => { app.update(Action::Resize(w, h)); keyed = true; }
                 Some(Ok(_)) => {}
-                Some(Err(_)) | None => return Ok(Exit::Hangup),
+                Some(Err(_)) | None => return Exit::Hangup,
             },
-            exit = &mut signals => return Ok(exit),
+            exit = &mut signals => return exit,
             changed = snapshots.changed() => {
                 if changed.is_err() {
-                    return Ok(Exit::EngineGone);
+                    return Exit::EngineGone;
                 }
                 let snap = snapshots.borrow_and_update().clone();
                 keyed |= std::mem::take(&mut awaited);
@@ -135,7 +137,7 @@ where
                     crate::telemetry::metrics::get().log_lines_dropped("subscriber", n);
                     app.update(Action::LogsDropped(n));
                 }
-                Err(RecvError::Closed) => return Ok(Exit::EngineGone),
+                Err(RecvError::Closed) => return Exit::EngineGone,
             },
             h = history.recv() => if let Ok((id, lines)) = h {
                 app.update(Action::LogHistory(id, lines));
@@ -145,6 +147,14 @@ where
             _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
         }
     }
+}
+
+/// A write the terminal refused: a hung-up terminal often says so here before its hangup
+/// signal or closed input arrives, and nothing can be shown on it any more, so it ends the
+/// loop as a hangup (deployments go on headless), never as a failure that stops them.
+fn gone(e: io::Error) -> Exit {
+    tracing::warn!(error = %e, "the terminal refused a write; going on without it (as after a hangup)");
+    Exit::Hangup
 }
 
 /// The console's terminal: stdout, colours said as the terminal reads them.

@@ -109,7 +109,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             signals(),
         )
         .await;
-        if matches!(ended, Ok(Exit::Hangup)) {
+        if ended == Exit::Hangup {
             // A hangup whose terminal is still there (`kill -HUP`, a multiplexer) gets it back
             // sane; on one that is gone the writes fail at once, quietly. Then nothing that runs
             // on headless writes to it: a failed write to stderr must not take the engine down.
@@ -120,7 +120,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     };
     let engine = handle.close().await;
     match ended {
-        Ok(Exit::Quit) => {
+        Exit::Quit => {
             let left = app.leave_unwatched.take();
             if let (Some((ids, reason)), Some(e)) = (&left, &engine) {
                 journal_unwatched(e, ids, reason.as_deref(), note).await;
@@ -134,7 +134,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             .await;
             Ended::Quit
         }
-        Ok(Exit::Hangup) => {
+        Exit::Hangup => {
             // No terminal any more: keep working headless until every deployment finishes or
             // waits for an operator (then it is durable, and the next console picks it up);
             // a live canary is then handed to a worker (nobody can be told: no terminal).
@@ -150,7 +150,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             }
             Ended::HungUp
         }
-        Ok(Exit::Terminated) => {
+        Exit::Terminated => {
             // Asked to stop: the engine's usual drain, then deployments stop at a step boundary
             // and resume at the next start.
             let Some(e) = engine else {
@@ -178,13 +178,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             }
             Ended::Terminated { interrupted }
         }
-        Ok(Exit::EngineGone) => Ended::Failed("the engine stopped".into()),
-        Err(e) => {
-            if let Some(e) = engine {
-                e.shutdown().await;
-            }
-            Ended::Failed(format!("the terminal failed: {e}"))
-        }
+        Exit::EngineGone => Ended::Failed("the engine stopped".into()),
     }
 }
 

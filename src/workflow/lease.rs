@@ -144,20 +144,27 @@ impl Lease {
     /// Whether process `pid` holds the lease on `db` now, by the kernel's list of file locks
     /// (`/proc/locks`); `None` when that list cannot be read.
     pub fn held_by(db: &Path, pid: u32) -> Option<bool> {
-        use std::os::unix::fs::MetadataExt;
-        let inode = std::fs::metadata(Lease::lock_path(db)).ok()?.ino();
+        let file = FileId::of(&std::fs::metadata(Lease::lock_path(db)).ok()?);
         let locks = std::fs::read_to_string("/proc/locks").ok()?;
-        Some(locks.lines().any(|l| lock_line(l) == Some((pid, inode))))
+        Some(locks.lines().any(|l| lock_line(l) == Some((pid, file))))
     }
 
-    /// True when an engine holds the lease on `db` now. (It takes the lock for an instant when
-    /// nobody holds it.)
+    /// True when an engine holds the lease on `db` now, by the kernel's list of file locks: a
+    /// look that never takes the lock, so an engine starting at that moment is never refused
+    /// because a `manent status` was looking. (Where that list cannot be read, the lock is
+    /// taken for an instant.)
     pub fn is_held(db: &Path) -> bool {
-        let Ok(file) = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(Lease::lock_path(db))
-        else {
+        let path = Lease::lock_path(db);
+        let Ok(meta) = std::fs::metadata(&path) else {
+            return false;
+        };
+        if let Ok(locks) = std::fs::read_to_string("/proc/locks") {
+            let file = FileId::of(&meta);
+            return locks
+                .lines()
+                .any(|l| lock_line(l).is_some_and(|(_, f)| f == file));
+        }
+        let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
             return false;
         };
         match file.try_lock() {
@@ -170,15 +177,46 @@ impl Lease {
     }
 }
 
-/// `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF` → (4242, 1234567).
-fn lock_line(line: &str) -> Option<(u32, u64)> {
+/// A file as the kernel's lock list names it: its device (major, minor) and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    major: u32,
+    minor: u32,
+    inode: u64,
+}
+
+impl FileId {
+    fn of(meta: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        let dev = meta.dev();
+        FileId {
+            major: libc::major(dev),
+            minor: libc::minor(dev),
+            inode: meta.ino(),
+        }
+    }
+}
+
+/// `1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF` → (4242, fd:01 inode 1234567); the
+/// device is hexadecimal, the inode decimal.
+fn lock_line(line: &str) -> Option<(u32, FileId)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     if f.get(1) != Some(&"FLOCK") {
         return None;
     }
     let pid = f.get(4)?.parse().ok()?;
-    let inode = f.get(5)?.rsplit(':').next()?.parse().ok()?;
-    Some((pid, inode))
+    let mut id = f.get(5)?.split(':');
+    let major = u32::from_str_radix(id.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(id.next()?, 16).ok()?;
+    let inode = id.next()?.parse().ok()?;
+    Some((
+        pid,
+        FileId {
+            major,
+            minor,
+            inode,
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -204,7 +242,9 @@ mod tests {
         if let Some(held) = Lease::held_by(&db, std::process::id()) {
             assert!(held, "the kernel lists this process's lock");
         }
+        assert!(Lease::is_held(&db));
         drop(first);
+        assert!(!Lease::is_held(&db));
         if let Some(held) = Lease::held_by(&db, std::process::id()) {
             assert!(!held, "released");
         }
@@ -217,8 +257,20 @@ mod tests {
     #[test]
     fn the_kernels_lock_lines_are_read() {
         assert_eq!(
-            lock_line("1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"),
-            Some((4242, 1_234_567))
+            lock_line("1: FLOCK  ADVISORY  WRITE 4242 fd:1a:1234567 0 EOF"),
+            Some((
+                4242,
+                FileId {
+                    major: 0xfd,
+                    minor: 0x1a,
+                    inode: 1_234_567
+                }
+            ))
+        );
+        // A process waiting for the lock does not hold it.
+        assert_eq!(
+            lock_line("1: -> FLOCK  ADVISORY  WRITE 4243 fd:1a:1234567 0 EOF"),
+            None
         );
         assert_eq!(
             lock_line("2: POSIX  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"),
