@@ -47,10 +47,22 @@ impl Runner {
         BEGAN.get_or_init(crate::sys::now_ms);
         match open_or_attach(config).await {
             Ok(Opened::Here(engine)) => {
+                // A deployment that waits for an operator where it parked (a gate, a failed
+                // target) was not left unfinished: only the others are said.
                 for id in engine.recovered() {
-                    out.note(format!(
-                        "manent: resuming {id}, which an earlier run left unfinished"
-                    ));
+                    let parked = crate::deploy::view::load(engine.store().as_ref(), id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some_and(|v| {
+                            use crate::deploy::state::DeploymentState as S;
+                            matches!(v.state, S::Paused | S::CanaryPaused | S::FailedAwaiting)
+                        });
+                    if !parked {
+                        out.note(format!(
+                            "manent: resuming {id}, which an earlier run left unfinished"
+                        ));
+                    }
                 }
                 Ok(Runner::Local(engine))
             }

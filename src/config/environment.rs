@@ -171,6 +171,28 @@ pub(super) fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
                 hint: None,
             });
         }
+        if matches!(resolved.strategy, Strategy::Canary(_))
+            && let Some(h) = resolved
+                .hooks
+                .iter()
+                .find(|h| h.events.iter().any(|e| e.per_target()))
+        {
+            problems.push(ConfigError {
+                file: d.file.clone(),
+                position: at(&format!("name: {}", h.name), 0).or(env_at(&d.text, env_name)),
+                message: format!(
+                    "environments.{env_name}: hook `{}` runs per target (pre-target or \
+                     post-target), which a canary does not do: its candidate is judged by the \
+                     canary's analysis steps",
+                    h.name
+                ),
+                hint: Some(
+                    "give it to a rolling or all-at-once environment, or check the candidate \
+                     with an `analysis:` step"
+                        .into(),
+                ),
+            });
+        }
         if resolved.parallelism == 0 {
             problems.push(ConfigError {
                 file: d.file.clone(),

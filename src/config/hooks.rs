@@ -45,11 +45,19 @@ pub enum Event {
     PostPromote,
     /// Only on demand (`manent test`, the console's `t`), against what is live.
     Test,
+    /// Before each target of a deploy or a rollback is touched (inside its step: drain it from
+    /// a load balancer, stop a service). `MANENT_TARGET`, `{{target}}`.
+    PreTarget,
+    /// After each target's release is switched, before the next batch (inside its step:
+    /// restart it, wait for its health). A failure fails that target.
+    PostTarget,
 }
 
 /// Every event, in the order they are documented.
-pub const EVENTS: [Event; 7] = [
+pub const EVENTS: [Event; 9] = [
     Event::PreDeploy,
+    Event::PreTarget,
+    Event::PostTarget,
     Event::PostDeploy,
     Event::PreRollback,
     Event::PostRollback,
@@ -69,6 +77,8 @@ impl Event {
             Event::PrePromote => "pre-promote",
             Event::PostPromote => "post-promote",
             Event::Test => "test",
+            Event::PreTarget => "pre-target",
+            Event::PostTarget => "post-target",
         }
     }
 
@@ -81,8 +91,13 @@ impl Event {
     pub fn is_post(self) -> bool {
         matches!(
             self,
-            Event::PostDeploy | Event::PostRollback | Event::PostPromote
+            Event::PostDeploy | Event::PostRollback | Event::PostPromote | Event::PostTarget
         )
+    }
+
+    /// An event that runs once per target, inside the target's step.
+    pub fn per_target(self) -> bool {
+        matches!(self, Event::PreTarget | Event::PostTarget)
     }
 }
 
@@ -405,10 +420,12 @@ impl HookSpec {
         {
             return Err(E::custom(format!(
                 "hook `{}`: on_failure: continue is only for post-events (post-deploy, \
-                 post-rollback, post-promote); a failing {pre} hook must stop what it guards",
+                 post-target, post-rollback, post-promote); a failing {pre} hook must stop what \
+                 it guards",
                 self.name
             )));
         }
+        check_per_target::<E>(&self.name, &events, &kind, self.delete.as_deref())?;
         let timeout = self.timeout.map_or(Duration::from_secs(300), |d| d.0);
         let interval = match &kind {
             HookKind::Wait(w) => w.interval,
@@ -444,6 +461,42 @@ impl HookSpec {
             pass_env: self.pass_env,
         })
     }
+}
+
+/// Per-target events run inside a target's step: a `delete:` (a step of its own) cannot go
+/// with them, and `{{target}}`/`{{host}}` mean something only there.
+fn check_per_target<E: de::Error>(
+    hook: &str,
+    events: &[Event],
+    kind: &HookKind,
+    delete: Option<&str>,
+) -> Result<(), E> {
+    let per_target = events.iter().filter(|e| e.per_target()).count();
+    if per_target > 0 && delete.is_some_and(|d| !d.trim().is_empty()) {
+        return Err(E::custom(format!(
+            "hook `{hook}`: a pre-target or post-target hook has no `delete:` (it runs inside \
+             each target's step); undo what it does in the other per-target event"
+        )));
+    }
+    let texts: Vec<&str> = match kind {
+        HookKind::Command { command } => vec![command],
+        HookKind::Http(h) => vec![&h.url],
+        HookKind::Wait(w) => match &w.check {
+            WaitCheck::Url { url, .. } => vec![url],
+            WaitCheck::Command { command } => vec![command],
+        },
+    };
+    let templated = texts
+        .iter()
+        .any(|t| t.contains("{{target}}") || t.contains("{{host}}"));
+    if templated && per_target < events.len() {
+        return Err(E::custom(format!(
+            "hook `{hook}`: {{{{target}}}} and {{{{host}}}} are filled in only for pre-target \
+             and post-target; a hook that also runs once per deployment cannot use them \
+             (split it in two)"
+        )));
+    }
+    Ok(())
 }
 
 /// An `http:` hook, checked: its URL, method, and the secrets its URL and headers read (each

@@ -7,3 +7,38 @@ pub mod canary;
 pub mod deploy;
 pub mod rollback;
 pub mod test;
+
+use super::hooks::{self, Scope, Vars};
+use super::plan::PlannedTarget;
+use super::steps::TargetDone;
+use crate::workflow::StepError;
+use crate::workflow::store::Effect;
+
+/// A target step's call between the target's `pre-target` and `post-target` hooks, for the
+/// target `t` going to `version`; what failed and was let `continue` joins its message.
+pub(crate) async fn gated<F>(
+    run: (&super::DeployEnv, &crate::config::EnvSpec, &str),
+    (t, version): (&PlannedTarget, &str),
+    vars: &Vars,
+    call: F,
+) -> Result<(TargetDone, Vec<Effect>), StepError>
+where
+    F: std::future::Future<Output = Result<(TargetDone, Vec<Effect>), StepError>>,
+{
+    let (env, spec, id) = run;
+    let scope = Scope {
+        env,
+        spec,
+        id,
+        target: Some((t, version)),
+    };
+    let ((mut done, effects), notes) = hooks::around_target(scope, vars, call).await?;
+    if !notes.is_empty() {
+        done.message = format!(
+            "{}; {} (on_failure: continue)",
+            done.message,
+            notes.join("; ")
+        );
+    }
+    Ok((done, effects))
+}

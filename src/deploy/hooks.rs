@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::PlannedTarget;
 use super::probe;
 use super::run::{Run, Stop, json};
 use super::state::{Phase, StepName};
@@ -196,27 +197,103 @@ fn excerpt(output: &str) -> String {
     }
 }
 
+/// Where a hook runs: its deployment, and for a per-target event (`pre-target`,
+/// `post-target`) the target and the version it goes to.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    /// The engine's services.
+    pub env: &'a super::DeployEnv,
+    /// The environment deployed.
+    pub spec: &'a crate::config::EnvSpec,
+    /// The deployment's id.
+    pub id: &'a str,
+    /// The target a per-target hook runs for, and the version it goes to there.
+    pub target: Option<(&'a PlannedTarget, &'a str)>,
+}
+
+impl<'a> Scope<'a> {
+    /// A deployment's hooks (not a target's).
+    pub fn of(run: &'a Run<'_>) -> Scope<'a> {
+        Scope {
+            env: run.env,
+            spec: run.spec,
+            id: run.ctx.id(),
+            target: None,
+        }
+    }
+
+    fn log(&self, h: &Hook) -> crate::plugin::Logger {
+        let log = self
+            .env
+            .log
+            .with_source(format!("hook:{}", h.name))
+            .for_deployment(self.id);
+        match self.target {
+            Some((t, _)) => log.for_target(&crate::plugin::Target::from(t)),
+            None => log,
+        }
+    }
+
+    /// `text` with `{{target}}` and `{{host}}` replaced by the target's name and address
+    /// (shell-quoted in a command); a URL's must be a host name or address.
+    fn fill(&self, text: &str, shell: bool) -> Result<String, StepError> {
+        let Some((t, _)) = self.target else {
+            return Ok(text.to_owned());
+        };
+        let mut out = text.to_owned();
+        for (key, value) in [("{{target}}", &t.name), ("{{host}}", &t.host)] {
+            if !out.contains(key) {
+                continue;
+            }
+            let value = if shell {
+                crate::plugin::builtin::sh_quote(value)
+            } else if !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".-_:[]".contains(c))
+            {
+                value.clone()
+            } else {
+                return Err(StepError::Permanent(format!(
+                    "{key} of {} is `{value}`, which cannot go in a URL (a host name or \
+                     address)",
+                    t.name
+                )));
+            };
+            out = out.replace(key, &value);
+        }
+        Ok(out)
+    }
+}
+
 /// The environment a hook's command gets (secrets added by the caller, read during the call).
 fn environment(
-    run: &Run<'_>,
+    scope: Scope<'_>,
     event: Event,
     h: &Hook,
     vars: &Vars,
     info: Option<&StepInfo>,
 ) -> BTreeMap<String, String> {
-    let spec = run.spec;
+    let spec = scope.spec;
+    let version = scope
+        .target
+        .map_or(spec.artifact.version.as_str(), |(_, v)| v);
     let mut env: BTreeMap<String, String> = [
         ("MANENT_APPLICATION", spec.application.clone()),
         ("MANENT_ENVIRONMENT", spec.environment.clone()),
-        ("MANENT_VERSION", spec.artifact.version.clone()),
+        ("MANENT_VERSION", version.to_owned()),
         ("MANENT_PREVIOUS_VERSION", vars.previous_version.clone()),
-        ("MANENT_DEPLOYMENT", run.ctx.id().to_owned()),
+        ("MANENT_DEPLOYMENT", scope.id.to_owned()),
         ("MANENT_EVENT", event.as_str().to_owned()),
         ("MANENT_HOOK", h.name.clone()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
+    if let Some((t, _)) = scope.target {
+        env.insert("MANENT_TARGET".into(), t.name.clone());
+        env.insert("MANENT_TARGET_HOST".into(), t.host.clone());
+    }
     for name in &h.pass_env {
         if let Ok(v) = std::env::var(name) {
             env.insert(name.clone(), v);
@@ -236,17 +313,17 @@ fn environment(
 
 /// The hook's `env:` values with `${secret:NAME}` read through its own secrets.
 async fn substitute_env(
-    run: &Run<'_>,
+    scope: Scope<'_>,
     h: &Hook,
     env: &mut BTreeMap<String, String>,
 ) -> Result<(), StepError> {
     if !h.env.values().any(|v| v.contains("${secret:")) {
         return Ok(());
     }
-    let source = run
+    let source = scope
         .env
         .registry
-        .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+        .secrets_for(&h.secrets, &scope.spec.descriptor.display().to_string());
     for (k, v) in &h.env {
         let value = crate::plugin::secrets::substitute(v, source.as_ref())
             .await
@@ -258,14 +335,14 @@ async fn substitute_env(
 
 /// Reads the hook's secrets for one attempt (by reference: the values go in its environment
 /// only, and every value read is redacted wherever output goes).
-async fn secrets(run: &Run<'_>, h: &Hook) -> Result<Vec<(String, String)>, StepError> {
+async fn secrets(scope: Scope<'_>, h: &Hook) -> Result<Vec<(String, String)>, StepError> {
     if h.secrets.is_empty() {
         return Ok(Vec::new());
     }
-    let source = run
+    let source = scope
         .env
         .registry
-        .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+        .secrets_for(&h.secrets, &scope.spec.descriptor.display().to_string());
     let (s, _open) = crate::plugin::Secrets::for_call(source);
     let mut out = Vec::new();
     for name in &h.secrets {
@@ -306,28 +383,12 @@ async fn run_hook(
         event,
         name: h.name.clone(),
     };
-    let log = run
-        .env
-        .log
-        .with_source(format!("hook:{}", h.name))
-        .for_deployment(run.ctx.id());
-    let log = &log;
+    let scope = Scope::of(run);
     let r = run
         .ctx
         .step(name, &policy, |info| async move {
             let started = Instant::now();
-            let mut env = environment(run, event, h, vars, Some(&info));
-            substitute_env(run, h, &mut env).await?;
-            env.extend(secrets(run, h).await?);
-            let ran = kind(run, h, &env, log).await;
-            crate::telemetry::metrics::get().hook_ran(
-                (&run.spec.application, &run.spec.environment),
-                event.as_str(),
-                &h.name,
-                ran.is_ok(),
-                started.elapsed().as_secs_f64(),
-            );
-            let (message, output) = ran?;
+            let (message, output) = attempt(scope, event, h, vars, Some(&info)).await?;
             Ok(HookRun {
                 message,
                 output,
@@ -339,25 +400,131 @@ async fn run_hook(
     Ok(r.map_err(|f| f.to_string()))
 }
 
+/// One attempt of hook `h` at `event`: what made it ready and its output, or why not.
+async fn attempt(
+    scope: Scope<'_>,
+    event: Event,
+    h: &Hook,
+    vars: &Vars,
+    info: Option<&StepInfo>,
+) -> Result<(String, String), StepError> {
+    let started = Instant::now();
+    let log = scope.log(h);
+    let mut env = environment(scope, event, h, vars, info);
+    substitute_env(scope, h, &mut env).await?;
+    env.extend(secrets(scope, h).await?);
+    let ran = kind(scope, h, &env, &log).await;
+    crate::telemetry::metrics::get().hook_ran(
+        (&scope.spec.application, &scope.spec.environment),
+        event.as_str(),
+        &h.name,
+        ran.is_ok(),
+        started.elapsed().as_secs_f64(),
+    );
+    ran
+}
+
+/// A per-target gate: `event`'s hooks (`pre-target` or `post-target`) for the scope's target,
+/// run inside that target's step, in order, each with its own retries. `Ok` carries what the
+/// ones that failed and may `continue` said; `Err` fails the target (for good: the hook's
+/// retries are spent) naming the hook and why.
+pub async fn gate(scope: Scope<'_>, event: Event, vars: &Vars) -> Result<Vec<String>, StepError> {
+    let mut continued = Vec::new();
+    let Some((t, _)) = scope.target else {
+        return Ok(continued);
+    };
+    for h in ordered(&scope.spec.hooks, event) {
+        let log = scope.log(h);
+        let mut tries = 0u32;
+        let why = loop {
+            match attempt(scope, event, h, vars, None).await {
+                Ok((message, _)) => {
+                    log.info(&format!("{event} hook {}: {message}", h.name));
+                    break None;
+                }
+                Err(StepError::Retryable(why)) if tries < h.retries => {
+                    tries += 1;
+                    let wait = Duration::from_secs(1 << tries.min(5)).min(Duration::from_secs(30));
+                    log.warn(&format!(
+                        "{event} hook {} failed ({why}); trying again in {} ({tries} of {} \
+                         retries)",
+                        h.name,
+                        humantime::format_duration(wait),
+                        h.retries
+                    ));
+                    tokio::time::sleep(wait).await;
+                }
+                Err(StepError::Retryable(why) | StepError::Permanent(why)) => break Some(why),
+            }
+        };
+        let Some(why) = why else {
+            continue;
+        };
+        let said = format!("{event} hook {} failed on {}: {why}", h.name, t.name);
+        if h.on_failure == OnFailure::Continue {
+            log.warn(&format!("{said}; on_failure: continue, so it goes on"));
+            continued.push(said);
+            continue;
+        }
+        return Err(StepError::Permanent(said));
+    }
+    Ok(continued)
+}
+
+/// One target's call (`call`: a deploy or a rollback to the scope's version) between its
+/// per-target gates: `pre-target` hooks before it (a failure leaves the target untouched),
+/// `post-target` hooks after it (a failure fails the target: the plugin switched it, so an
+/// abort or an atomic undo reads it back and takes it back). With its result, what the
+/// post-target hooks that may `continue` said when they failed.
+pub async fn around_target<T, F>(
+    scope: Scope<'_>,
+    vars: &Vars,
+    call: F,
+) -> Result<(T, Vec<String>), StepError>
+where
+    F: std::future::Future<Output = Result<T, StepError>>,
+{
+    let Some((t, version)) = scope.target else {
+        return Ok((call.await?, Vec::new()));
+    };
+    let gated = |e: Event| !ordered(&scope.spec.hooks, e).is_empty();
+    if !gated(Event::PreTarget) && !gated(Event::PostTarget) {
+        return Ok((call.await?, Vec::new()));
+    }
+    let mut notes = gate(scope, Event::PreTarget, vars)
+        .await
+        .map_err(|e| match e {
+            StepError::Permanent(why) => {
+                StepError::Permanent(format!("{why}; {} was not touched", t.name))
+            }
+            other => other,
+        })?;
+    let done = call.await?;
+    match gate(scope, Event::PostTarget, vars).await {
+        Ok(more) => notes.extend(more),
+        Err(StepError::Permanent(why) | StepError::Retryable(why)) => {
+            return Err(StepError::Permanent(format!(
+                "{version} went live on {}, then {why}",
+                t.name
+            )));
+        }
+    }
+    Ok((done, notes))
+}
+
 /// Runs the hook's kind once: what made it ready and its output, or why not (retryable).
 async fn kind(
-    run: &Run<'_>,
+    scope: Scope<'_>,
     h: &Hook,
     env: &BTreeMap<String, String>,
     log: &crate::plugin::Logger,
 ) -> Result<(String, String), StepError> {
-    let processes = &run.env.processes;
+    let processes = &scope.env.processes;
+    let workdir = &scope.spec.workdir;
     match &h.kind {
         HookKind::Command { command } => {
-            let ran = probe::command(
-                command,
-                &run.spec.workdir,
-                env,
-                processes,
-                h.timeout,
-                Some(log),
-            )
-            .await;
+            let command = scope.fill(command, true)?;
+            let ran = probe::command(&command, workdir, env, processes, h.timeout, Some(log)).await;
             if ran.ok() {
                 Ok((ran.describe(h.timeout), ran.tail))
             } else {
@@ -371,12 +538,13 @@ async fn kind(
         HookKind::Http(x) => {
             // `${secret:NAME}` read now, through the hook's own secrets; what is logged and
             // said keeps the reference, not the value.
-            let source = run
+            let source = scope
                 .env
                 .registry
-                .secrets_for(&h.secrets, &run.spec.descriptor.display().to_string());
+                .secrets_for(&h.secrets, &scope.spec.descriptor.display().to_string());
             let permanent = |e: crate::plugin::PluginError| StepError::Permanent(e.to_string());
-            let url = crate::plugin::secrets::substitute(&x.url, source.as_ref())
+            let url = scope.fill(&x.url, false)?;
+            let url = crate::plugin::secrets::substitute(&url, source.as_ref())
                 .await
                 .map_err(permanent)?;
             let mut headers = Vec::with_capacity(x.headers.len());
@@ -417,13 +585,22 @@ async fn kind(
             let deadline = Instant::now() + h.timeout;
             let mut polls = 0u32;
             let mut said: Option<String> = None;
+            let check = match &w.check {
+                WaitCheck::Url { url, status } => WaitCheck::Url {
+                    url: scope.fill(url, false)?,
+                    status: *status,
+                },
+                WaitCheck::Command { command } => WaitCheck::Command {
+                    command: scope.fill(command, true)?,
+                },
+            };
             loop {
                 polls += 1;
                 let left = deadline.saturating_duration_since(Instant::now());
                 let full = w.interval.max(Duration::from_secs(5));
                 let each = left.min(full);
                 let polled = Instant::now();
-                let (ready, last) = match &w.check {
+                let (ready, last) = match &check {
                     WaitCheck::Url { url, status } => {
                         match probe::request("GET", url, &[], each).await {
                             Ok((s, _)) if s == *status => (true, format!("status {s}")),
@@ -435,8 +612,7 @@ async fn kind(
                     }
                     WaitCheck::Command { command } => {
                         let ran =
-                            probe::command(command, &run.spec.workdir, env, processes, each, None)
-                                .await;
+                            probe::command(command, workdir, env, processes, each, None).await;
                         (
                             ran.ok(),
                             format!("{}{}", ran.describe(each), excerpt(&ran.tail)),
@@ -512,11 +688,8 @@ async fn delete(
         event,
         name: h.name.clone(),
     };
-    let log = run
-        .env
-        .log
-        .with_source(format!("hook:{}", h.name))
-        .for_deployment(run.ctx.id());
+    let scope = Scope::of(run);
+    let log = scope.log(h);
     let (log, command) = (&log, &command);
     let step_policy = RetryPolicy {
         max_retries: 3,
@@ -526,9 +699,9 @@ async fn delete(
     let r = run
         .ctx
         .step(name, &step_policy, |info| async move {
-            let mut env = environment(run, event, h, vars, Some(&info));
+            let mut env = environment(scope, event, h, vars, Some(&info));
             env.insert("MANENT_DELETE_POLICY".into(), policy.as_str().into());
-            env.extend(secrets(run, h).await?);
+            env.extend(secrets(scope, h).await?);
             log.info(&format!("delete ({})", policy.as_str()));
             let ran = probe::command(
                 command,

@@ -528,12 +528,17 @@ impl<'a> Run<'a> {
             .collect())
     }
 
-    /// Rolls back, last batch first, each target along its move (an undo: no guided failure,
-    /// every target is tried). Returns the lines of the targets it tried.
-    pub async fn undo(
+    /// Rolls back, last batch first, each target along its move with `body` (an undo: no
+    /// guided failure, every target is tried). Returns the lines of the targets it tried.
+    pub async fn undo<F, Fut>(
         &mut self,
         moves: &[super::releases::Move],
-    ) -> Result<Vec<TargetReport>, Stop> {
+        body: F,
+    ) -> Result<Vec<TargetReport>, Stop>
+    where
+        F: Fn(PlannedTarget, super::releases::Move, StepInfo) -> Fut,
+        Fut: Future<Output = Result<(TargetDone, Vec<Effect>), StepError>>,
+    {
         self.phase(Phase::Undoing).await?;
         let how = FanOut {
             action: Action::Rollback,
@@ -542,6 +547,16 @@ impl<'a> Run<'a> {
         };
         let mut out = Vec::new();
         let batches = self.plan.batches.clone();
+        let body = |t: PlannedTarget, info: StepInfo| {
+            let mv = moves.iter().find(|m| m.target == t.name).cloned();
+            let body = &body;
+            async move {
+                let mv = mv.ok_or_else(|| {
+                    StepError::Permanent(format!("{} has nothing to go back to", t.name))
+                })?;
+                body(t, mv, info).await
+            }
+        };
         for batch in batches.iter().rev() {
             let todo: Vec<&PlannedTarget> = batch
                 .targets
@@ -551,17 +566,6 @@ impl<'a> Run<'a> {
             if todo.is_empty() {
                 continue;
             }
-            let (env, spec, ctx) = (self.env, self.spec, self.ctx);
-            let body = |t: PlannedTarget, info: StepInfo| {
-                let mv = moves.iter().find(|m| m.target == t.name).cloned();
-                async move {
-                    let mv = mv.ok_or_else(|| {
-                        StepError::Permanent(format!("{} has nothing to go back to", t.name))
-                    })?;
-                    let h = env.plugin(spec).await?;
-                    steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
-                }
-            };
             let results = self.round(how, batch, 1, &todo, &body).await?;
             for (t, r) in todo.iter().zip(results) {
                 let line = match &r {

@@ -417,3 +417,238 @@ fn a_rollback_the_plugin_cannot_make_is_refused_before_anything_is_journaled() {
     // Traffic stays where it was: everything on 3.0.0.
     assert_eq!(n.sample(50, None, "3.0.0"), (50, 0));
 }
+
+/// `web` on three local hosts through remote-copy, one at a time, each gated: `pre-target`
+/// and `post-target` hooks write a ledger, and `post-target` checks the host's health (the
+/// build's `health` file says `ok`). `extra` goes into the application (top level).
+fn gated(dir: &std::path::Path, extra: &str) -> Fixture {
+    let d = dir.display();
+    Fixture::new(
+        "plugins:\n  rc:\n    builtin: remote-copy\n",
+        &[(
+            "web",
+            &format!(
+                "application: web\nartifact: {{type: directory, version: \"1.0.0\", uri: \
+                 \"{d}/builds/{{version}}\"}}\ndeploy:\n  plugin: rc\n  params: {{path: \
+                 \"{d}/srv/{{target}}\"}}\nstrategy:\n  rolling: {{batch_size: 1}}\n\
+                 max_retries: 0\n{extra}hooks:\n  - name: drain\n    events: [pre-target]\n    \
+                 command: echo \"$MANENT_EVENT $MANENT_TARGET $MANENT_VERSION\" >> {d}/ledger\n  \
+                 - name: health\n    events: [post-target]\n    timeout: 5s\n    retries: 1\n    \
+                 command: echo \"post-target $MANENT_TARGET $MANENT_VERSION\" >> {d}/ledger && \
+                 grep -qx ok {d}/srv/{{{{target}}}}/current/health\nenvironments:\n  prod:\n    \
+                 targets: [{{name: web-1, host: local}}, {{name: web-2, host: local}}, {{name: \
+                 web-3, host: local}}]\n"
+            ),
+        )],
+    )
+}
+
+fn build(dir: &std::path::Path, version: &str, health: &str) {
+    builds(dir, &[version]);
+    std::fs::write(
+        dir.join("builds").join(version).join("health"),
+        format!("{health}\n"),
+    )
+    .unwrap();
+}
+
+fn ledger(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("ledger"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A rolling deploy checks each host before the next: a build failing its health check stops
+/// at the first host; an atomic deploy takes that host back (its gates run for the way back
+/// too), and the hosts after it were never touched.
+#[test]
+fn a_per_host_health_gate_stops_a_bad_build_at_the_first_host() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "1.0.0", "ok");
+    build(dir.path(), "2.0.0", "bad");
+    let fx = gated(dir.path(), "atomic: true\n");
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(
+        ledger(dir.path()),
+        [
+            "pre-target web-1 1.0.0",
+            "post-target web-1 1.0.0",
+            "pre-target web-2 1.0.0",
+            "post-target web-2 1.0.0",
+            "pre-target web-3 1.0.0",
+            "post-target web-3 1.0.0",
+        ],
+        "each host is gated before the next"
+    );
+    std::fs::remove_file(dir.path().join("ledger")).unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    let all = said(&out);
+    assert!(
+        all.contains("post-target hook health failed on web-1")
+            && all.contains("2.0.0 went live on web-1"),
+        "{all}"
+    );
+    // web-1 went back, and was checked again there; web-2 and web-3 never saw 2.0.0.
+    assert_eq!(
+        ledger(dir.path()),
+        [
+            "pre-target web-1 2.0.0",
+            "post-target web-1 2.0.0",
+            "post-target web-1 2.0.0",
+            "pre-target web-1 1.0.0",
+            "post-target web-1 1.0.0",
+        ],
+        "{all}"
+    );
+    for t in ["web-1", "web-2", "web-3"] {
+        assert_eq!(served(dir.path(), t), "version 1.0.0\n", "{t}");
+    }
+    for t in ["web-2", "web-3"] {
+        assert!(
+            !dir.path()
+                .join("srv")
+                .join(t)
+                .join("releases/2.0.0")
+                .exists(),
+            "{t} was touched"
+        );
+    }
+}
+
+/// Without `atomic`, a host that fails its gate waits for an operator: the inbox says so and
+/// offers the verbs, and the hosts after it wait too.
+#[test]
+fn a_failed_per_host_gate_waits_in_the_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "1.0.0", "ok");
+    build(dir.path(), "2.0.0", "bad");
+    let fx = gated(dir.path(), "");
+    assert_eq!(
+        fx.run(&["deploy", "web", "prod", "--yes"]).status.code(),
+        Some(0)
+    );
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    let id = fx.deployments().pop().unwrap();
+    let inbox = said(&fx.run(&["inbox"]));
+    assert!(
+        inbox.contains(&id) && inbox.contains("web-1") && !inbox.contains("nothing waits"),
+        "{inbox}"
+    );
+    assert_eq!(served(dir.path(), "web-2"), "version 1.0.0\n");
+    let out = fx.run(&["abort", &id, "--reason", "bad build"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(served(dir.path(), "web-1"), "version 1.0.0\n");
+}
+
+/// Per-target hooks are refused where they cannot run (a canary), and a delete or a
+/// `{{target}}` where it means nothing, each naming the hook.
+#[test]
+fn per_target_hooks_are_refused_where_they_mean_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "1.0.0", "ok");
+    for (extra, hooks, says) in [
+        (
+            "",
+            "  - {name: h, events: [post-target, post-deploy], command: \"echo {{target}}\"}\n",
+            "{{target}} and {{host}} are filled in only for pre-target",
+        ),
+        (
+            "",
+            "  - {name: h, events: [post-target], command: \"true\", delete: \"true\"}\n",
+            "has no `delete:`",
+        ),
+    ] {
+        let fx = gated(dir.path(), extra);
+        let file = fx.path().join("apps/web.yml");
+        let app = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("hooks:\n", &format!("hooks:\n{hooks}"));
+        std::fs::write(&file, app).unwrap();
+        let out = fx.run(&["validate"]);
+        assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+        assert!(said(&out).contains(says), "{}", said(&out));
+    }
+}
+
+/// remote-copy's own gates over ssh: `restart` runs on the host after each switch and `ready`
+/// is polled there; a build that never gets ready fails its host (an atomic deploy takes it
+/// back and restarts the release before). Through `sudo -n` the copy is a tar stream, given
+/// the owner, group and mode asked.
+#[test]
+fn remote_copy_restarts_and_waits_for_readiness_on_each_host_over_ssh() {
+    let Some(server) = sshd() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0", "2.0.0"]);
+    std::fs::write(dir.path().join("builds/1.0.0/ready"), "").unwrap();
+    {
+        // Private here: the mode asked is what the host gets.
+        use std::os::unix::fs::PermissionsExt;
+        let page = dir.path().join("builds/1.0.0/index.html");
+        std::fs::set_permissions(page, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let fx = over_ssh(
+        dir.path(),
+        &server.key,
+        server.port,
+        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
+    );
+    let config = fx.path().join("manent.yml");
+    let yml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("    ssh:\n", "    ssh:\n      sudo: true\n");
+    std::fs::write(&config, yml).unwrap();
+    let file = fx.path().join("apps/web.yml");
+    let app = std::fs::read_to_string(&file).unwrap().replace(
+        "/remote/{target}\"}",
+        &format!(
+            "/remote/{{target}}\", restart: \"echo $(basename $(pwd -P)) >> {}/restarts\", \
+             ready: {{command: \"test -e ready\", timeout: 3s, interval: 1s}}, owner: nobody, \
+             group: nogroup, mode: \"u=rwX,go=rX\"}}\natomic: true",
+            dir.path().display()
+        ),
+    );
+    std::fs::write(&file, app).unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let release = dir.path().join("remote/web-1/releases/1.0.0");
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(release.join("index.html")).unwrap();
+        let nobody = nix_id("-u", "nobody");
+        assert_eq!(
+            (m.uid(), m.mode() & 0o777),
+            (nobody, 0o644),
+            "owner and mode"
+        );
+    }
+    let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2.0.0"]);
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    assert!(
+        said(&out).contains("2.0.0 is live on web-1 but not ready within 3s"),
+        "{}",
+        said(&out)
+    );
+    let restarts = std::fs::read_to_string(dir.path().join("restarts")).unwrap();
+    assert_eq!(
+        restarts, "1.0.0\n2.0.0\n1.0.0\n",
+        "restarted after each switch"
+    );
+    let current = std::fs::read_link(dir.path().join("remote/web-1/current")).unwrap();
+    assert_eq!(current, std::path::Path::new("releases/1.0.0"));
+}
+
+/// `id -u nobody`.
+fn nix_id(flag: &str, user: &str) -> u32 {
+    let out = std::process::Command::new("id")
+        .args([flag, user])
+        .output()
+        .unwrap();
+    text(&out.stdout).trim().parse().unwrap()
+}

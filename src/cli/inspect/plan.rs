@@ -131,7 +131,11 @@ fn print_hooks_plan(p: &crate::deploy::plan::Plan, out: &mut Out) {
         if at.is_empty() {
             continue;
         }
-        out.line(format!("  {event}"));
+        if event.per_target() {
+            out.line(format!("  {event} (on each target, inside its step)"));
+        } else {
+            out.line(format!("  {event}"));
+        }
         for (i, h) in at.iter().enumerate() {
             out.line(format!(
                 "    {}. {:<24} {:<8} weight {:<6} {}",

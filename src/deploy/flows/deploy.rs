@@ -80,7 +80,8 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         on_error: OnError::Stop,
         guided: !spec.atomic,
     };
-    let before_ref = &before;
+    let (before_ref, vars_ref) = (&before, &vars);
+    let version = spec.artifact.version.as_str();
     let outcome = run
         .batches(
             how,
@@ -88,8 +89,11 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             |t, info| {
                 let live = before_ref.get(&t.moniker.to_string());
                 async move {
-                    let h = env.plugin(spec).await?;
-                    steps::deploy_target(env, spec, ctx.id(), &h, &t, live, info).await
+                    let deploy = async {
+                        let h = env.plugin(spec).await?;
+                        steps::deploy_target(env, spec, ctx.id(), &h, &t, live, info).await
+                    };
+                    super::gated((env, spec, ctx.id()), (&t, version), vars_ref, deploy).await
                 }
             },
         )
@@ -204,7 +208,17 @@ async fn undo(
         .collect();
     let refs: Vec<&PlannedTarget> = changed.iter().collect();
     let moves = steps::undo_moves(&refs, before, run.spec, run.ctx.id());
-    let mut lines = run.undo(&moves).await?;
+    let (env, spec, ctx) = (run.env, run.spec, run.ctx);
+    let mut lines = run
+        .undo(&moves, |t, mv, info| async move {
+            let back = async {
+                let h = env.plugin(spec).await?;
+                steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
+            };
+            let to = mv.to.version.as_str();
+            super::gated((env, spec, ctx.id()), (&t, to), vars, back).await
+        })
+        .await?;
     hooks::run_event(run, Event::PostRollback, vars).await?;
     for (b, t) in run.plan.targets() {
         if changed.iter().any(|c| c.name == t.name) && !moves.iter().any(|m| m.target == t.name) {

@@ -85,7 +85,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
         on_error: OnError::Continue,
         guided: true,
     };
-    let moves_ref = &moves;
+    let (moves_ref, vars_ref) = (&moves, &vars);
     run.batches(
         how,
         |t| moves_ref.iter().any(|m| m.target == t.name),
@@ -95,8 +95,12 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
                 let mv = mv.ok_or_else(|| {
                     StepError::Permanent(format!("{} has nothing to roll back to", t.name))
                 })?;
-                let h = env.plugin(spec).await?;
-                steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
+                let back = async {
+                    let h = env.plugin(spec).await?;
+                    steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
+                };
+                let to = mv.to.version.as_str();
+                super::gated((env, spec, ctx.id()), (&t, to), vars_ref, back).await
             }
         },
     )

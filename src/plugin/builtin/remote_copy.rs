@@ -53,6 +53,10 @@ struct Ssh {
     /// Share connections to a host (default true).
     #[serde(default = "yes")]
     multiplex: bool,
+    /// Run everything on the target through `sudo -n` (a login that is not root); copies
+    /// then go through a tar stream, not scp.
+    #[serde(default)]
+    sudo: bool,
 }
 
 fn yes() -> bool {
@@ -87,6 +91,7 @@ fn no_ssh_options() -> Ssh {
         config: None,
         proxy_jump: None,
         multiplex: true,
+        sudo: false,
     }
 }
 
@@ -101,6 +106,120 @@ struct Params {
     path: String,
     #[serde(default)]
     keep: Option<usize>,
+    /// Run on the target (in the live release's directory) after each switch, a deploy's or
+    /// a rollback's: `systemctl restart web`.
+    #[serde(default)]
+    restart: Option<String>,
+    /// Polled on the target after the restart until it exits 0: the target is ready.
+    #[serde(default)]
+    ready: Option<Ready>,
+    /// The copied release's owner and group (`chown -R`), and mode (`chmod -R`, e.g.
+    /// `u=rwX,go=rX`); otherwise the files keep the modes they have here.
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// A readiness check run on the target.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ready {
+    /// A shell command on the target: `curl -fsS http://127.0.0.1:8080/health`.
+    command: String,
+    /// How long it may take to pass (default 60s).
+    #[serde(default)]
+    timeout: Option<String>,
+    /// Between tries (default 2s).
+    #[serde(default)]
+    interval: Option<String>,
+}
+
+impl Ready {
+    fn durations(&self) -> Result<(std::time::Duration, std::time::Duration), PluginError> {
+        let parse = |what: &str, v: &Option<String>, default: u64| match v {
+            None => Ok(std::time::Duration::from_secs(default)),
+            Some(text) => humantime::parse_duration(text.trim())
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    PluginError::Permanent(format!(
+                        "remote-copy deploy.params.ready.{what} `{text}`: write a duration like \
+                         `30s` or `2m`"
+                    ))
+                }),
+        };
+        Ok((
+            parse("timeout", &self.timeout, 60)?,
+            parse("interval", &self.interval, 2)?,
+        ))
+    }
+}
+
+/// A user or group name `chown` takes (letters, digits, `_`, `-`, `.`; or a number).
+fn valid_owner(what: &str, v: &str) -> Result<(), PluginError> {
+    let ok = !v.is_empty()
+        && !v.starts_with('-')
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(PluginError::Permanent(format!(
+            "remote-copy deploy.params.{what} `{v}`: a user or group name (letters, digits, _ - .)"
+        )))
+    }
+}
+
+/// A mode `chmod` takes: octal (`0755`) or symbolic (`u=rwX,go=rX`).
+fn valid_mode(v: &str) -> Result<(), PluginError> {
+    let octal = (3..=4).contains(&v.len()) && v.chars().all(|c| ('0'..='7').contains(&c));
+    let symbolic = !v.is_empty()
+        && v.split(',').all(|clause| {
+            let ops = clause.trim_start_matches(['u', 'g', 'o', 'a']);
+            !ops.is_empty()
+                && ops.starts_with(['+', '-', '='])
+                && ops.chars().all(|c| "+-=rwxXst".contains(c))
+        });
+    if octal || symbolic {
+        Ok(())
+    } else {
+        Err(PluginError::Permanent(format!(
+            "remote-copy deploy.params.mode `{v}`: an octal mode (`0755`) or a symbolic one \
+             (`u=rwX,go=rX`)"
+        )))
+    }
+}
+
+impl Params {
+    /// Everything that can be checked before a target is touched.
+    fn check(&self) -> Result<(), PluginError> {
+        if let Some(o) = &self.owner {
+            valid_owner("owner", o)?;
+        }
+        if let Some(g) = &self.group {
+            valid_owner("group", g)?;
+        }
+        if let Some(m) = &self.mode {
+            valid_mode(m)?;
+        }
+        if let Some(r) = &self.ready {
+            if r.command.trim().is_empty() {
+                return Err(PluginError::Permanent(
+                    "remote-copy deploy.params.ready.command is empty".into(),
+                ));
+            }
+            r.durations()?;
+        }
+        if self.restart.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            return Err(PluginError::Permanent(
+                "remote-copy deploy.params.restart is empty".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The `remote-copy` factory.
@@ -224,10 +343,20 @@ impl RemoteCopy {
             let mut c = tokio::process::Command::new("ssh");
             c.args(self.ssh_args(false))
                 .arg(self.destination(t))
-                .arg(format!("sh -c {}", sh_quote(script)));
+                .arg(self.remote_sh(script));
             c
         };
         run(&mut cmd, t).await
+    }
+
+    /// The remote command line that runs `script` (through `sudo -n` when asked).
+    fn remote_sh(&self, script: &str) -> String {
+        let sudo = if self.options.ssh.sudo {
+            "sudo -n "
+        } else {
+            ""
+        };
+        format!("{sudo}sh -c {}", sh_quote(script))
     }
 
     /// Copies the artifact into `dest` (which must not exist yet) on the target.
@@ -250,6 +379,59 @@ impl RemoteCopy {
                 )
             };
             self.sh(t, &script).await.map(|_| ())
+        } else if self.options.ssh.sudo {
+            // scp writes as the login; the release is written as sudo's user, from a tar
+            // stream read by a remote `tar -x`.
+            let (dir, name) = if is_dir {
+                (source.to_owned(), ".".to_owned())
+            } else {
+                let p = std::path::Path::new(source);
+                (
+                    p.parent()
+                        .filter(|d| !d.as_os_str().is_empty())
+                        .map_or(".".into(), |d| d.display().to_string()),
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                )
+            };
+            let mut tar = tokio::process::Command::new("tar");
+            tar.arg("-C")
+                .arg(&dir)
+                .args(["-cf", "-", "--"])
+                .arg(&name)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            let mut tar = tar
+                .spawn()
+                .map_err(|e| PluginError::Failed(format!("{}: cannot run tar: {e}", t.name())))?;
+            let stream: Stdio = tar
+                .stdout
+                .take()
+                .and_then(|o| o.try_into().ok())
+                .ok_or_else(|| PluginError::Failed(format!("{}: tar gave no output", t.name())))?;
+            let mut ssh = tokio::process::Command::new("ssh");
+            ssh.args(self.ssh_args(false))
+                .arg(self.destination(t))
+                .arg(self.remote_sh(&format!(
+                    "mkdir -p {d} && tar -xf - -C {d}",
+                    d = sh_quote(dest)
+                )))
+                .stdin(stream);
+            let (sent, packed) = tokio::join!(output(&mut ssh, t), tar.wait_with_output());
+            let packed = packed.map_err(|e| {
+                PluginError::Failed(format!("{}: tar of {source} failed: {e}", t.name()))
+            })?;
+            if !packed.status.success() {
+                return Err(PluginError::Permanent(format!(
+                    "{}: tar could not read {source}: {}",
+                    t.name(),
+                    String::from_utf8_lossy(&packed.stderr).trim()
+                )));
+            }
+            sent.map(|_| ())
         } else {
             let remote = format!("{}:{dest}", self.destination(t));
             if !is_dir {
@@ -283,6 +465,89 @@ impl RemoteCopy {
         self.sh(t, &script).await.map(|_| ())
     }
 
+    /// Gives the copied release `owner`, `group` and `mode`, when asked.
+    async fn own(&self, p: &Params, t: &Target, dir: &str) -> Result<(), PluginError> {
+        let d = sh_quote(dir);
+        let mut script = Vec::new();
+        match (&p.owner, &p.group) {
+            (Some(o), Some(g)) => script.push(format!("chown -R -- {o}:{g} {d}")),
+            (Some(o), None) => script.push(format!("chown -R -- {o} {d}")),
+            (None, Some(g)) => script.push(format!("chgrp -R -- {g} {d}")),
+            (None, None) => {}
+        }
+        if let Some(m) = &p.mode {
+            script.push(format!("chmod -R -- {m} {d}"));
+        }
+        if script.is_empty() {
+            return Ok(());
+        }
+        self.sh(t, &format!("set -e; {}", script.join("; ")))
+            .await
+            .map(|_| ())
+    }
+
+    /// After a switch to `version`: `restart`, then `ready` until it passes. A failure says
+    /// the release is live but not ready (an abort or an atomic deploy takes it back).
+    async fn restart_and_wait(
+        &self,
+        p: &Params,
+        t: &Target,
+        version: &str,
+        log: &Logger,
+    ) -> Result<(), PluginError> {
+        let here = format!("cd {}/current", sh_quote(&self.base(p, t)));
+        if let Some(restart) = &p.restart {
+            self.sh(t, &format!("{here} && {restart}"))
+                .await
+                .map_err(|e| {
+                    PluginError::Permanent(format!(
+                        "{version} is live on {} but its restart failed: {e}",
+                        t.name()
+                    ))
+                })?;
+            log.info(&format!("restarted on {} ({restart})", t.host));
+        }
+        self.wait_ready(p, t, version, log).await
+    }
+
+    /// Polls `ready` on the target until it passes or its time is up (nothing to do without).
+    async fn wait_ready(
+        &self,
+        p: &Params,
+        t: &Target,
+        version: &str,
+        log: &Logger,
+    ) -> Result<(), PluginError> {
+        let Some(ready) = &p.ready else {
+            return Ok(());
+        };
+        let here = format!("cd {}/current", sh_quote(&self.base(p, t)));
+        let (timeout, interval) = ready.durations()?;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let last = match self.sh(t, &format!("{here} && {}", ready.command)).await {
+                Ok(_) => {
+                    log.info(&format!("ready on {} after {tries} tries", t.host));
+                    return Ok(());
+                }
+                Err(e) if e.is_permanent() => return Err(e),
+                Err(e) => e.to_string(),
+            };
+            if std::time::Instant::now() + interval >= deadline {
+                return Err(PluginError::Permanent(format!(
+                    "{version} is live on {} but not ready within {} ({tries} tries of `{}`); \
+                     last: {last}",
+                    t.name(),
+                    humantime::format_duration(timeout),
+                    ready.command
+                )));
+            }
+            tokio::time::sleep(interval).await;
+        }
+    }
+
     /// Removes releases beyond `keep`, oldest first, never the live one.
     async fn prune(&self, p: &Params, t: &Target, live: &str) -> Result<(), PluginError> {
         let keep = p.keep.unwrap_or(self.options.keep).max(2);
@@ -309,6 +574,12 @@ impl RemoteCopy {
         let release = format!("{base}/releases/{v}");
         let live = self.current(p, t).await?;
         if live == *v {
+            // Live already (a retry after a failed restart or readiness, or a deploy of what
+            // runs): said unchanged only when it is also ready.
+            if p.ready.is_some() {
+                let log = self.log.for_deployment(&req.deployment_id).for_target(t);
+                self.wait_ready(p, t, v, &log).await?;
+            }
             return Ok(TargetResult::new(TargetStatus::Unchanged)
                 .with_message(format!("{v} is already live")));
         }
@@ -344,6 +615,7 @@ impl RemoteCopy {
             .await?;
             log.info(&format!("copying {source} to {}:{release}", t.host));
             self.copy(t, source, &partial).await?;
+            self.own(p, t, &partial).await?;
             self.sh(
                 t,
                 &format!(
@@ -355,6 +627,7 @@ impl RemoteCopy {
             .await?;
         }
         self.switch(p, t, v).await?;
+        self.restart_and_wait(p, t, v, &log).await?;
         self.prune(p, t, v).await?;
         log.info(&format!(
             "{v} is live on {} (was {})",
@@ -371,8 +644,13 @@ impl RemoteCopy {
 }
 
 async fn run(cmd: &mut tokio::process::Command, t: &Target) -> Result<String, PluginError> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
+    cmd.stdin(Stdio::null());
+    output(cmd, t).await
+}
+
+/// Runs `cmd` (its stdin as set) on behalf of `t`: its stdout, or why it failed.
+async fn output(cmd: &mut tokio::process::Command, t: &Target) -> Result<String, PluginError> {
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     let out = cmd.output().await.map_err(|e| {
@@ -443,6 +721,7 @@ fn failure(t: &Target, status: &std::process::ExitStatus, err: &str) -> PluginEr
 impl Deployer for RemoteCopy {
     async fn validate(&self, req: &Request) -> Result<(), PluginError> {
         let p = params(req)?;
+        p.check()?;
         if !p.path.starts_with('/') {
             return Err(PluginError::Permanent(format!(
                 "remote-copy: path `{}` must be absolute",
@@ -509,8 +788,15 @@ impl DryRunner for RemoteCopy {
                 let msg = if live == *v {
                     format!("{v} is already live")
                 } else {
+                    let mut then = String::new();
+                    if let Some(r) = &p.restart {
+                        then.push_str(&format!(", then run `{r}`"));
+                    }
+                    if let Some(r) = &p.ready {
+                        then.push_str(&format!(", then wait until `{}` passes", r.command));
+                    }
                     format!(
-                        "would copy {} to {}:{}/releases/{v} and switch current (now {})",
+                        "would copy {} to {}:{}/releases/{v} and switch current (now {}){then}",
                         req.artifact.uri,
                         t.host,
                         self.base(p, &t),
@@ -562,6 +848,8 @@ impl Rollbacker for RemoteCopy {
                     )));
                 }
                 self.switch(p, &t, &to.version).await?;
+                let log = self.log.for_deployment(&req.deployment_id).for_target(&t);
+                self.restart_and_wait(p, &t, &to.version, &log).await?;
                 Ok(TargetResult::new(TargetStatus::RolledBack).with_message(format!("current → {}", to.version)))
             }
         })
