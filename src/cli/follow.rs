@@ -44,12 +44,22 @@ static BEGAN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
 impl Runner {
     /// Starts an engine here, or finds the one that holds the database.
     pub async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {
+        Self::start_for(config, None, out).await
+    }
+
+    /// [`Runner::start`] for the deployment `taking` (handed to an engine that stopped
+    /// before it took it): that one is not said to be resumed, it never ran.
+    async fn start_for(config: &Config, taking: Option<&str>, out: &mut Out) -> Result<Runner, u8> {
         BEGAN.get_or_init(crate::sys::now_ms);
         match open_or_attach(config).await {
             Ok(Opened::Here(engine)) => {
                 // A deployment that waits for an operator where it parked (a gate, a failed
                 // target) was not left unfinished: only the others are said.
-                for id in engine.recovered() {
+                for id in engine
+                    .recovered()
+                    .iter()
+                    .filter(|r| Some(r.as_str()) != taking)
+                {
                     let parked = crate::deploy::view::load(engine.store().as_ref(), id)
                         .await
                         .ok()
@@ -290,7 +300,7 @@ async fn follow_to_end(
         ));
         drop(runner);
         let started = tokio::select! {
-            started = Runner::start(&config, out) => started,
+            started = Runner::start_for(&config, Some(id), out) => started,
             stop = signals.recv() => if stop { Err(exit::INTERRUPTED) } else { Err(exit::ENGINE) },
         };
         return match started {

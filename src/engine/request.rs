@@ -111,19 +111,30 @@ impl<'a> Requests<'a> {
                     None => submit::deploy(self.store, spec, dry_run, &sub).await,
                 }
             }
-            Request::Rollback => {
-                self.can_roll_back(spec).await?;
-                submit::rollback(self.store, spec, &sub).await
-            }
+            Request::Rollback => match self.rollback_how(spec).await? {
+                None => submit::rollback(self.store, spec, &sub).await,
+                Some(back) => {
+                    let reason = format!(
+                        "rollback: traffic switched back to {} (blue/green){}",
+                        back.artifact.version,
+                        asked.reason.map(|r| format!("; {r}")).unwrap_or_default()
+                    );
+                    let mut sub = sub;
+                    sub.reason = Some(&reason);
+                    submit::deploy(self.store, &back, false, &sub).await
+                }
+            },
             Request::Test { candidate } => submit::test(self.store, spec, &sub, candidate).await,
         }
     }
 
-    /// Refuses a rollback the plugin cannot make, before anything is journaled: it is asked
-    /// what it can do (by this process's engine, which runs it next; else started for that and
-    /// stopped after), and the refusal says what to do instead — a router plugin keeps the
-    /// previous release in its other slot.
-    async fn can_roll_back(&self, spec: &EnvSpec) -> Result<(), SubmitError> {
+    /// How a rollback goes back: `None` in place (the plugin rolls targets back); on a router
+    /// (slots and a traffic router), the release before as a canary that switches all
+    /// traffic to it at once (blue/green: it is usually still in the other slot). A rollback
+    /// neither can make is refused before anything is journaled, saying what to do instead.
+    /// (The plugin is asked by this process's engine, which runs it next; else it is started
+    /// for that and stopped after.)
+    async fn rollback_how(&self, spec: &EnvSpec) -> Result<Option<EnvSpec>, SubmitError> {
         let caps = match self.here {
             Some(engine) => engine.registry().get(&spec.plugin).await,
             None => {
@@ -139,12 +150,12 @@ impl<'a> Requests<'a> {
         .map(|h| h.capabilities.clone())
         .map_err(|e| SubmitError::BadInput(e.to_string()))?;
         if caps.can_roll_back() {
-            return Ok(());
+            return Ok(None);
         }
         let moves = submit::rollback_moves(self.store, spec).await?;
         if moves.is_empty() {
             // Nothing to go back to: said as such by the submission.
-            return Ok(());
+            return Ok(None);
         }
         let previous = moves
             .first()
@@ -161,6 +172,9 @@ impl<'a> Requests<'a> {
             .filter(|s| s.candidate_version == previous && !s.candidate.is_empty())
             .map(|s| format!(" (manent's records: it is still in slot {})", s.candidate))
             .unwrap_or_default();
+        if router && let Some(back) = switch_back(spec, &moves) {
+            return Ok(Some(back));
+        }
         let how = if router {
             format!(
                 "plugin {} routes traffic between two slots and cannot roll targets back in place; \
@@ -215,4 +229,32 @@ impl<'a> Requests<'a> {
         }
         Ok(acted)
     }
+}
+
+/// The switch back of a router environment to the release before: that release (its recorded
+/// artifact, digest included) as a canary with no steps — the candidate is (re)placed in the
+/// free slot, then promoted, traffic going over at once — without analysis and without the
+/// deploy's hooks (they are a deploy's, not a way back's). `None` when the targets do not all
+/// go back to one recorded release.
+fn switch_back(spec: &EnvSpec, moves: &[crate::deploy::releases::Move]) -> Option<EnvSpec> {
+    let to = &moves.first()?.to;
+    if moves.iter().any(|m| m.to.version != to.version) {
+        return None;
+    }
+    let artifact: crate::config::values::Artifact = serde_json::from_str(&to.artifact).ok()?;
+    if artifact.version != to.version {
+        return None;
+    }
+    let crate::config::Strategy::Canary(canary) = &spec.strategy else {
+        return None;
+    };
+    let mut back = spec.clone();
+    back.artifact = artifact;
+    back.hooks.clear();
+    back.strategy = crate::config::Strategy::Canary(crate::config::canary::Canary {
+        steps: Vec::new(),
+        analysis: None,
+        ..canary.clone()
+    });
+    Some(back)
 }

@@ -373,10 +373,10 @@ fn an_abort_takes_back_a_failed_host_that_had_switched_and_says_where_each_one_i
 }
 
 /// A router environment keeps the release before in its other slot, and its plugin cannot
-/// roll targets back in place: `rollback` says what to do before anything is journaled (it
-/// started, journaled, then failed before).
+/// roll targets back in place: `rollback` switches traffic back to that release (blue/green),
+/// read back by a client, and journaled with the operator's reason.
 #[test]
-fn a_rollback_the_plugin_cannot_make_is_refused_before_anything_is_journaled() {
+fn a_rollback_on_a_router_switches_traffic_back_to_the_release_before() {
     use crate::support::nginx::Nginx;
     use crate::support::router::Router;
     let dir = tempfile::tempdir().unwrap();
@@ -401,21 +401,25 @@ fn a_rollback_the_plugin_cannot_make_is_refused_before_anything_is_journaled() {
         let out = fx.run(&["promote", "--full", &id, "--yes"]);
         assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     }
-    let journal = |fx: &Fixture| text(&fx.run(&["history", "web", "prod"]).stdout);
-    let before = journal(&fx);
-    let out = fx.run(&["rollback", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let all = said(&out);
-    assert!(
-        all.contains("cannot roll targets back in place")
-            && all.contains("2.0.0 is the release before")
-            && all.contains("--version 2.0.0")
-            && all.contains("nothing was started"),
-        "{all}"
-    );
-    assert_eq!(journal(&fx), before, "nothing was journaled");
-    // Traffic stays where it was: everything on 3.0.0.
     assert_eq!(n.sample(50, None, "3.0.0"), (50, 0));
+    let out = fx.run(&[
+        "rollback",
+        "web",
+        "prod",
+        "--yes",
+        "--reason",
+        "3.0.0 is slow",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    // Every request is answered by 2.0.0 now, as a client sees it.
+    assert_eq!(n.sample(50, None, "2.0.0"), (50, 0), "{}", said(&out));
+    let h: serde_json::Value =
+        serde_json::from_slice(&fx.run(&["history", "web", "prod", "--json"]).stdout).unwrap();
+    let reasons = h["journal"].to_string();
+    assert!(
+        reasons.contains("traffic switched back to 2.0.0") && reasons.contains("3.0.0 is slow"),
+        "{h}"
+    );
 }
 
 /// `web` on three local hosts through remote-copy, one at a time, each gated: `pre-target`
