@@ -581,8 +581,8 @@ fn per_target_hooks_are_refused_where_they_mean_nothing() {
 
 /// remote-copy's own gates over ssh: `restart` runs on the host after each switch and `ready`
 /// is polled there; a build that never gets ready fails its host (an atomic deploy takes it
-/// back and restarts the release before). Through `sudo -n` the copy is a tar stream, given
-/// the owner, group and mode asked.
+/// back and restarts the release before). Through `sudo -n` (with `copy: scp`) the copy is a
+/// tar stream, given the owner, group and mode asked.
 #[test]
 fn remote_copy_restarts_and_waits_for_readiness_on_each_host_over_ssh() {
     let Some(server) = sshd() else {
@@ -606,7 +606,7 @@ fn remote_copy_restarts_and_waits_for_readiness_on_each_host_over_ssh() {
     let config = fx.path().join("manent.yml");
     let yml = std::fs::read_to_string(&config)
         .unwrap()
-        .replace("    ssh:\n", "    ssh:\n      sudo: true\n");
+        .replace("    ssh:\n", "    copy: scp\n    ssh:\n      sudo: true\n");
     std::fs::write(&config, yml).unwrap();
     let file = fx.path().join("apps/web.yml");
     let app = std::fs::read_to_string(&file).unwrap().replace(
@@ -655,4 +655,59 @@ fn nix_id(flag: &str, user: &str) -> u32 {
         .output()
         .unwrap();
     text(&out.stdout).trim().parse().unwrap()
+}
+
+/// With rsync on both ends, a release's files that did not change are hard links to the live
+/// release's (`--link-dest`): what ships is what changed. A file of the same size and time
+/// but other bytes (each build's index page, written within a second) is not taken for one.
+#[test]
+fn rsync_ships_what_changed_and_links_the_rest_to_the_live_release() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(server) = sshd() else {
+        return;
+    };
+    if !std::path::Path::new("/usr/bin/rsync").exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI installs rsync");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    builds(dir.path(), &["1.0.0", "2.0.0"]);
+    for v in ["1.0.0", "2.0.0"] {
+        std::fs::write(
+            dir.path().join("builds").join(v).join("big.js"),
+            "x".repeat(1 << 20),
+        )
+        .unwrap();
+    }
+    let fx = over_ssh(
+        dir.path(),
+        &server.key,
+        server.port,
+        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
+    );
+    let config = fx.path().join("manent.yml");
+    let yml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("    ssh:\n", "    copy: rsync\n    ssh:\n");
+    std::fs::write(&config, yml).unwrap();
+    for v in ["1.0.0", "2.0.0"] {
+        let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    }
+    let releases = dir.path().join("remote/web-1/releases");
+    let (a, b) = (
+        std::fs::metadata(releases.join("1.0.0/big.js")).unwrap(),
+        std::fs::metadata(releases.join("2.0.0/big.js")).unwrap(),
+    );
+    assert_eq!(
+        a.ino(),
+        b.ino(),
+        "the unchanged file is linked, not copied again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(releases.join("2.0.0/index.html")).unwrap(),
+        "version 2.0.0\n"
+    );
+    let current = std::fs::read_link(dir.path().join("remote/web-1/current")).unwrap();
+    assert_eq!(current, std::path::Path::new("releases/2.0.0"));
 }

@@ -1,8 +1,9 @@
 //! `remote-copy`: Capistrano-style releases. Each target keeps `releases/<version>` under its
 //! deploy path and a `current` symlink switched atomically (a rename); the newest `keep`
 //! releases stay for rollbacks. A target is a local directory (host `local` or `localhost`) or
-//! a host reached with the system's ssh and scp. Compiled in, and served by the same factory as
-//! the external binary `manent-plugin-remote-copy`.
+//! a host reached with the system's ssh, and rsync (files that did not change hard-linked to the
+//! live release) or scp. Compiled in, and served by the same factory as the external binary
+//! `manent-plugin-remote-copy`.
 //!
 //! ssh cannot hang a deploy: every connection has `ConnectTimeout=10`, `ServerAliveInterval=5`
 //! and `ServerAliveCountMax=3` (a host that vanishes is said within about 15 s), unless the
@@ -80,6 +81,37 @@ struct Options {
     /// Releases kept per target (default 5, at least 2 so a rollback has somewhere to go).
     #[serde(default = "default_keep")]
     keep: usize,
+    /// How a release reaches a host: `auto` (rsync when both ends have it, else scp),
+    /// `rsync` or `scp`.
+    #[serde(default)]
+    copy: CopyWith,
+}
+
+/// How a release reaches a host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum CopyWith {
+    /// rsync when this machine and the host both have it, else scp (or tar with sudo).
+    #[default]
+    Auto,
+    /// rsync, hard-linking what did not change from the live release (`--link-dest`).
+    Rsync,
+    /// scp (tar through ssh with sudo).
+    Scp,
+}
+
+/// Whether this machine has rsync on its `PATH` (looked up once).
+fn rsync_here() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(|| {
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|d| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::metadata(d.join("rsync"))
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+        })
+    })
 }
 
 fn no_ssh_options() -> Ssh {
@@ -359,11 +391,77 @@ impl RemoteCopy {
         format!("{sudo}sh -c {}", sh_quote(script))
     }
 
-    /// Copies the artifact into `dest` (which must not exist yet) on the target.
-    async fn copy(&self, t: &Target, source: &str, dest: &str) -> Result<(), PluginError> {
+    /// Whether releases reach `t` with rsync: asked, or (`auto`) both ends have it.
+    async fn with_rsync(&self, t: &Target) -> Result<bool, PluginError> {
+        match self.options.copy {
+            CopyWith::Scp => Ok(false),
+            CopyWith::Rsync => Ok(true),
+            CopyWith::Auto if !rsync_here() => Ok(false),
+            CopyWith::Auto => Ok(self
+                .sh(t, "command -v rsync >/dev/null 2>&1 && echo yes || true")
+                .await?
+                .trim()
+                == "yes"),
+        }
+    }
+
+    /// rsync of `source` into `dest` on `t`, files that did not change hard-linked from the
+    /// release in `like` (the live one); owned by the user that writes them.
+    async fn rsync(
+        &self,
+        t: &Target,
+        (source, is_dir): (&str, bool),
+        dest: &str,
+        like: Option<&str>,
+    ) -> Result<(), PluginError> {
+        let shell = std::iter::once("ssh".to_owned())
+            .chain(self.ssh_args(false))
+            .map(|a| sh_quote(&a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut cmd = tokio::process::Command::new("rsync");
+        // --checksum: a file is linked from the live release only when its bytes are the
+        // same, never on rsync's quick check (size and time), which two builds made in one
+        // second pass with different contents.
+        cmd.args([
+            "-a",
+            "--checksum",
+            "--no-owner",
+            "--no-group",
+            "--delete",
+            "-e",
+        ])
+        .arg(shell);
+        if self.options.ssh.sudo {
+            cmd.arg("--rsync-path=sudo -n rsync");
+        }
+        if let Some(like) = like {
+            cmd.arg(format!("--link-dest={like}"));
+        }
+        cmd.arg(if is_dir {
+            format!("{source}/")
+        } else {
+            source.to_owned()
+        })
+        .arg(format!("{}:{dest}/", self.destination(t)));
+        run(&mut cmd, t).await.map(|_| ())
+    }
+
+    /// Copies the artifact into `dest` (which must not exist yet) on the target; `like` is the
+    /// live release, which an rsync hard-links unchanged files from.
+    async fn copy(
+        &self,
+        t: &Target,
+        source: &str,
+        dest: &str,
+        like: Option<&str>,
+    ) -> Result<(), PluginError> {
         let is_dir = std::fs::metadata(source)
             .map_err(|e| PluginError::Permanent(format!("artifact {source} cannot be read: {e}")))?
             .is_dir();
+        if !is_local(t) && self.with_rsync(t).await? {
+            return self.rsync(t, (source, is_dir), dest, like).await;
+        }
         if is_local(t) {
             let script = if is_dir {
                 format!(
@@ -416,7 +514,7 @@ impl RemoteCopy {
             ssh.args(self.ssh_args(false))
                 .arg(self.destination(t))
                 .arg(self.remote_sh(&format!(
-                    "mkdir -p {d} && tar -xf - -C {d}",
+                    "mkdir -p {d} && tar --no-same-owner -xf - -C {d}",
                     d = sh_quote(dest)
                 )))
                 .stdin(stream);
@@ -614,7 +712,8 @@ impl RemoteCopy {
             )
             .await?;
             log.info(&format!("copying {source} to {}:{release}", t.host));
-            self.copy(t, source, &partial).await?;
+            let like = (!live.is_empty()).then(|| format!("{base}/releases/{live}"));
+            self.copy(t, source, &partial, like.as_deref()).await?;
             self.own(p, t, &partial).await?;
             self.sh(
                 t,
