@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod manent_file;
 mod receivers;
 pub mod strategy;
+pub mod trust;
 pub mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -260,8 +261,8 @@ const MAX_DEPTH: usize = 64;
 
 /// A configuration file's text: a regular file (a FIFO would block, a device never end) of at
 /// most 4 MiB, valid UTF-8, nested at most 64 deep; otherwise an error with its line:col.
-pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
-    let bytes = crate::sys::files::read_regular(path, MAX_FILE)
+pub(crate) fn read(path: &Path) -> Result<(String, std::fs::Metadata), ConfigError> {
+    let (bytes, meta) = crate::sys::files::read_regular_with(path, MAX_FILE)
         .map_err(|e| ConfigError::file(path, e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
@@ -276,7 +277,7 @@ pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
         }
     })?;
     check_depth(path, &text)?;
-    Ok(text)
+    Ok((text, meta))
 }
 
 /// Refuses flow collections nested deeper than [`MAX_DEPTH`] before the YAML parser sees them
@@ -420,7 +421,7 @@ impl Config {
                 )
                 .into());
         }
-        let text = read(path)?;
+        let (text, meta) = read(path)?;
         let file: ManentFile = if text.trim().is_empty() {
             ManentFile::default()
         } else {
@@ -469,6 +470,14 @@ impl Config {
             inputs_key: e.inputs_key.clone(),
             allow_short_secrets: e.allow_short_secrets,
         };
+        // Obeyed only when no one else could have written it: before a secret is read or a
+        // database opened.
+        let shared_gid = e
+            .shared_group
+            .as_deref()
+            .and_then(crate::sys::account::group_by_name)
+            .map(|g| g.gid);
+        trust::check(path, &meta, shared_gid)?;
         if let Some(group) = &e.shared_group
             && let Err(why) = crate::sys::files::Trust::new(Some(group))
         {
@@ -554,7 +563,7 @@ impl Config {
 
     /// `manent.yml`'s text, read again (to locate a problem found after loading).
     pub fn manent_text(&self) -> Option<String> {
-        read(&self.file).ok()
+        read(&self.file).ok().map(|(text, _)| text)
     }
 
     /// Names descriptors may refer to.
@@ -604,7 +613,18 @@ impl Config {
     /// Parses one descriptor file (`-f FILE`, or one of `apps/`) and adds it, or its problems.
     pub fn add_descriptor(&mut self, file: &Path) {
         let text = match read(file) {
-            Ok(t) => t,
+            Ok((text, meta)) => {
+                let shared_gid = self
+                    .engine
+                    .shared_group
+                    .as_deref()
+                    .and_then(crate::sys::account::group_by_name)
+                    .map(|g| g.gid);
+                if let Err(e) = trust::check(file, &meta, shared_gid) {
+                    return self.problems.push(e);
+                }
+                text
+            }
             Err(e) => return self.problems.push(e),
         };
         let known = self.known();

@@ -21,7 +21,7 @@ pub struct Operator {
 /// isolates (U+202E turns `evil.sh` into what reads as another name), zero-width and invisible
 /// separators (U+200B, U+2060, U+FEFF…), and line or paragraph separators (U+2028, U+2029),
 /// all of which make what others read in their terminal differ from what was written.
-fn invisible(c: char) -> bool {
+pub fn invisible(c: char) -> bool {
     matches!(c,
         '\u{00AD}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
         | '\u{200B}'..='\u{200F}'

@@ -147,14 +147,18 @@ impl<W: Write> Write for JsonControls<W> {
 }
 
 /// `s` with control characters other than line breaks and tabs written out (`\u{1b}`), so an
-/// escape sequence in a plugin's output or a stored text is read, not run by the terminal.
+/// escape sequence in a plugin's output or a stored text is read, not run by the terminal; and
+/// so are bidirectional overrides and invisible characters (U+202E would make a command's
+/// output read as something else than it is), as the console shows them.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    let hidden =
+        |c: char| (c.is_control() && c != '\n' && c != '\t') || crate::operator::invisible(c);
+    if !s.chars().any(hidden) {
         return s.into();
     }
     s.chars()
         .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
+            if hidden(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()
@@ -351,6 +355,16 @@ mod tests {
         out.json(value);
         drop(out);
         buf.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    #[test]
+    fn text_shows_escapes_bidirectional_overrides_and_invisible_characters_written_out() {
+        assert_eq!(printable("deploy of web 2.0.0"), "deploy of web 2.0.0");
+        assert_eq!(
+            printable("done: \u{202E}hs.live\u{202C} \u{1b}[2J\u{200B}ok\n"),
+            "done: \\u{202e}hs.live\\u{202c} \\u{1b}[2J\\u{200b}ok\n"
+        );
+        assert_eq!(printable("café – 100 %"), "café – 100 %");
     }
 
     #[test]

@@ -100,40 +100,80 @@ impl Trust {
     }
 
     /// Creates directory `dir` (and missing parents) with the engine's mode, or checks the one
-    /// there; either way its ancestors must be writable only by root, this user or — with the
-    /// sticky bit, as `/tmp` — by others who cannot replace what is not theirs.
+    /// there; either way no symbolic link is followed on the way, and every directory above it
+    /// must be writable only by root, this user or — with the sticky bit, as `/tmp` — by others
+    /// who cannot replace what is not theirs. The directories above are checked before anything
+    /// is created, so nothing is made where someone else could have put a link.
     pub fn ensure_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
+        self.check_ancestors(dir, "a directory above the database", false)?;
         self.make_dir(dir, what)?;
         self.check_dir(dir, what)?;
-        self.check_ancestors(dir)
+        self.check_ancestors(dir, "a directory above the database", false)
     }
 
-    /// Creates or checks the JSON log's directory (its ancestors are the administrator's
-    /// choice: `/var/log` is group-writable on some systems).
+    /// Creates or checks the JSON log's directory the same way; above it, a directory root owns
+    /// may also be writable by a system group (`/var/log` is `root:syslog 0775` on some systems).
     pub fn ensure_log_dir(&self, dir: &Path) -> Result<(), Refused> {
         let what = "the JSON log's directory";
+        self.check_ancestors(dir, "a directory above the JSON log's", true)?;
         self.make_dir(dir, what)?;
-        self.check_dir(dir, what)
+        self.check_dir(dir, what)?;
+        self.check_ancestors(dir, "a directory above the JSON log's", true)
     }
 
+    /// Creates what is missing of `dir`, one directory at a time, none through a link: each
+    /// new one gets the engine's mode and group; what was there keeps its own.
     fn make_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
-        if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        let dir =
+            std::path::absolute(dir).map_err(|e| self.io(what, dir, "cannot resolve it", &e))?;
+        let missing: Vec<&Path> = dir
+            .ancestors()
+            .take_while(|a| {
+                std::fs::symlink_metadata(a)
+                    .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+            })
+            .collect();
+        for d in missing.into_iter().rev() {
             let made = std::fs::DirBuilder::new()
-                .recursive(true)
                 .mode(self.dir_mode() & 0o777)
-                .create(dir);
+                .create(d);
             match made {
-                Ok(()) => self.set_owner_and_mode(dir, self.dir_mode(), what)?,
+                // Just made by this process, and still a directory (not a link put in its
+                // place since): given its mode.
+                Ok(()) => {
+                    let meta = std::fs::symlink_metadata(d)
+                        .map_err(|e| self.io(what, d, "cannot read it", &e))?;
+                    if !meta.is_dir() {
+                        return Err(self.link_refused(what, d));
+                    }
+                    self.set_owner_and_mode(d, self.dir_mode(), what)?;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(self.io(what, dir, "cannot create it", &e)),
+                Err(e) => return Err(self.io(what, d, "cannot create it", &e)),
             }
         }
         Ok(())
     }
 
-    /// Checks a directory the engine keeps files in.
+    fn link_refused(&self, what: &str, path: &Path) -> Refused {
+        self.refused(
+            what,
+            path,
+            "it is a symbolic link; manent does not follow links to where it keeps its files \
+             (whoever can change the link chooses where they go)"
+                .into(),
+            "name the real directory in manent.yml instead".into(),
+        )
+    }
+
+    /// Checks a directory the engine keeps files in: a directory (not a link to one), of its
+    /// owner and writable by no one else. One that was there is checked, never re-moded.
     pub fn check_dir(&self, dir: &Path, what: &str) -> Result<(), Refused> {
-        let meta = std::fs::metadata(dir).map_err(|e| self.io(what, dir, "cannot read it", &e))?;
+        let meta =
+            std::fs::symlink_metadata(dir).map_err(|e| self.io(what, dir, "cannot read it", &e))?;
+        if meta.file_type().is_symlink() {
+            return Err(self.link_refused(what, dir));
+        }
         if !meta.is_dir() {
             return Err(self.refused(
                 what,
@@ -274,7 +314,9 @@ impl Trust {
         let untouched = mode & OTHER_WRITE == 0
             && (mode & GROUP_WRITE == 0 || (self.shared.is_some() && group_ok));
         if meta.uid() == self.uid && untouched {
-            if mode != want || !group_ok {
+            // A directory keeps the mode it has (it may hold what others need: a web root);
+            // a file of the engine's own is made private.
+            if !meta.is_dir() && (mode != want || !group_ok) {
                 self.set_owner_and_mode(path, want, what)?;
                 tracing::warn!(
                     "{what} {} was mode {mode:04o} of group {}; made it {want:04o}{}",
@@ -327,37 +369,35 @@ impl Trust {
         Err(self.refused(what, path, problem, fix))
     }
 
-    /// Every directory above `dir` (after symbolic links) is root's or this user's, and writable
-    /// by others only with the sticky bit (or by the shared group).
-    fn check_ancestors(&self, dir: &Path) -> Result<(), Refused> {
-        let what = "a directory above the database";
-        let real =
-            std::fs::canonicalize(dir).map_err(|e| self.io(what, dir, "cannot resolve it", &e))?;
-        for a in real.ancestors().skip(1) {
-            let meta = std::fs::metadata(a).map_err(|e| self.io(what, a, "cannot read it", &e))?;
-            let mode = meta.mode() & 0o7777;
-            let owner_ok = meta.uid() == 0 || meta.uid() == self.uid;
-            let shared_gid = self.shared.as_ref().is_some_and(|g| g.gid == meta.gid());
-            let writable_by_others =
-                mode & OTHER_WRITE != 0 || (mode & GROUP_WRITE != 0 && !shared_gid);
-            if owner_ok && (!writable_by_others || mode & STICKY != 0) {
-                continue;
-            }
-            let problem = format!(
-                "owned by {}, group {}, mode {mode:04o}: whoever can write it can replace the \
-                 directories below it, the database's among them",
-                account::user_shown(meta.uid()),
-                account::group_shown(meta.gid())
-            );
-            let fix = format!(
-                "put the database under directories only root or {} can write (`database:` in \
-                 manent.yml), or `chmod o-w,g-w {}`",
-                self.me(),
-                shell_word(a)
-            );
-            return Err(self.refused(what, a, problem, fix));
-        }
-        Ok(())
+    /// Every directory above `dir` — as written, and as its links resolve — is root's or this
+    /// user's, and writable by others only with the sticky bit (or by the shared group; with
+    /// `system_group`, by a system group of a directory root owns); a link on the way is root's
+    /// or this user's. Missing ones are skipped (they will be made).
+    fn check_ancestors(&self, dir: &Path, what: &str, system_group: bool) -> Result<(), Refused> {
+        let shared_gid = self.shared.as_ref().map(|g| g.gid);
+        let Some((at, meta, link)) = unsafe_ancestor(dir, self.uid, shared_gid, system_group)
+        else {
+            return Ok(());
+        };
+        let mode = meta.mode() & 0o7777;
+        let problem = format!(
+            "{}owned by {}, group {}, mode {mode:04o}: whoever can write it can replace what is \
+             below it, the engine's files among them",
+            if link { "a symbolic link " } else { "" },
+            account::user_shown(meta.uid()),
+            account::group_shown(meta.gid())
+        );
+        let who = if self.uid == 0 {
+            "root".to_owned()
+        } else {
+            format!("root or {}", self.me())
+        };
+        let fix = format!(
+            "put manent's files under directories only {who} can write (`database:` or \
+             `log_file.dir:` in manent.yml), or `chmod o-w,g-w {}` if that is safe",
+            shell_word(&at)
+        );
+        Err(self.refused(what, &at, problem, fix))
     }
 
     fn refused(&self, what: &str, path: &Path, problem: String, fix: String) -> Refused {
@@ -386,8 +426,119 @@ impl Trust {
     }
 }
 
+/// The first directory above `path` someone other than `uid` or root could change: one owned
+/// by another user, or writable by others without the sticky bit (by a group other than
+/// `shared_gid`; with `system_group`, a directory root owns may be writable by a system group),
+/// or a symbolic link on the way owned by another user (`true` then). Walked as written and
+/// then as the links resolve; components that do not exist yet are skipped.
+pub fn unsafe_ancestor(
+    path: &Path,
+    uid: u32,
+    shared_gid: Option<u32>,
+    system_group: bool,
+) -> Option<(PathBuf, std::fs::Metadata, bool)> {
+    let written = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // The longest part of it that exists, resolved.
+    let real = written
+        .ancestors()
+        .skip(1)
+        .find_map(|a| std::fs::canonicalize(a).ok());
+    let owner_ok = |u: u32| u == uid || u == 0;
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for a in written
+        .ancestors()
+        .skip(1)
+        .chain(real.iter().flat_map(|r| r.ancestors()))
+    {
+        if a.as_os_str().is_empty() || seen.iter().any(|s| s == a) {
+            continue;
+        }
+        seen.push(a.to_path_buf());
+        let Ok(meta) = std::fs::symlink_metadata(a) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            if !owner_ok(meta.uid()) {
+                return Some((a.to_path_buf(), meta, true));
+            }
+            continue;
+        }
+        let mode = meta.mode() & 0o7777;
+        let group_ok = shared_gid == Some(meta.gid())
+            || (system_group && meta.uid() == 0 && meta.gid() < 1000);
+        let writable = mode & OTHER_WRITE != 0 || (mode & GROUP_WRITE != 0 && !group_ok);
+        if !owner_ok(meta.uid()) || (writable && mode & STICKY == 0) {
+            return Some((a.to_path_buf(), meta, false));
+        }
+    }
+    None
+}
+
+/// Checks that `dir` is a directory (not a link to one) that only this user or root could
+/// have changed: its owner is one of them and no one else may write it (but with the sticky
+/// bit), nor any directory above it. What a router plugin writes its files into.
+pub fn check_own_dir(dir: &Path) -> Result<(), String> {
+    let uid = super::euid();
+    let said = |at: &Path, meta: &std::fs::Metadata, what: &str| {
+        format!(
+            "{what} {} is owned by {}, group {}, mode {:04o}: whoever else can write it can \
+             plant a link where manent writes and make it overwrite a file of their choice; \
+             give the files a directory only {} can write",
+            at.display(),
+            account::user_shown(meta.uid()),
+            account::group_shown(meta.gid()),
+            meta.mode() & 0o7777,
+            if uid == 0 {
+                "root".to_owned()
+            } else {
+                format!("root or {}", account::user_shown(uid))
+            }
+        )
+    };
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot read the directory {}: {e}", dir.display()))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "{} is a symbolic link: manent writes only into the real directory (name it instead)",
+            dir.display()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if ![0, uid].contains(&meta.uid())
+        || (mode & (GROUP_WRITE | OTHER_WRITE) != 0 && mode & STICKY == 0)
+    {
+        return Err(said(dir, &meta, "the directory"));
+    }
+    match unsafe_ancestor(dir, uid, None, false) {
+        Some((at, m, true)) => Err(said(&at, &m, "the link")),
+        Some((at, m, false)) => Err(said(&at, &m, "the directory")),
+        None => Ok(()),
+    }
+}
+
+/// Writes `bytes` as a new file at `path`, mode `mode`: whatever was there (a stale file, a
+/// link someone planted) is removed, and the file is created exclusively
+/// (`O_CREAT | O_EXCL | O_NOFOLLOW`), so nothing is ever written through a link or into a file
+/// that existed. (Put in place by the caller's rename.)
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write as _;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 /// `path` as it may be pasted into a shell.
-fn shell_word(path: &Path) -> String {
+pub fn shell_word(path: &Path) -> String {
     let s = path.display().to_string();
     if s.chars()
         .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
@@ -451,6 +602,12 @@ impl std::fmt::Display for Irregular {
 /// device might never end, a terminal would become a session leader's) and checked on the
 /// descriptor opened; a path that is no regular file before that is refused unopened.
 pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
+    read_checked(path, max, false).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], with the metadata of the very file read (its owner and mode, from the
+/// descriptor), for a caller that judges whether to trust what it says.
+pub fn read_regular_with(path: &Path, max: u64) -> Result<(Vec<u8>, std::fs::Metadata), Irregular> {
     read_checked(path, max, false)
 }
 
@@ -458,10 +615,14 @@ pub fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
 /// plugin's own record): it must be this user's or root's and writable by no one else, checked
 /// on the descriptor read. Refused, never repaired.
 pub fn read_trusted(path: &Path, max: u64) -> Result<Vec<u8>, Irregular> {
-    read_checked(path, max, true)
+    read_checked(path, max, true).map(|(bytes, _)| bytes)
 }
 
-fn read_checked(path: &Path, max: u64, trusted: bool) -> Result<Vec<u8>, Irregular> {
+fn read_checked(
+    path: &Path,
+    max: u64,
+    trusted: bool,
+) -> Result<(Vec<u8>, std::fs::Metadata), Irregular> {
     use std::io::Read as _;
     let ok = |meta: &std::fs::Metadata| {
         let mode = meta.mode() & 0o7777;
@@ -484,13 +645,14 @@ fn read_checked(path: &Path, max: u64, trusted: bool) -> Result<Vec<u8>, Irregul
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
         .map_err(Irregular::Io)?;
-    ok(&file.metadata().map_err(Irregular::Io)?)?;
+    let meta = file.metadata().map_err(Irregular::Io)?;
+    ok(&meta)?;
     let mut bytes = Vec::new();
     file.take(max + 1)
         .read_to_end(&mut bytes)
         .map_err(Irregular::Io)?;
     match u64::try_from(bytes.len()) {
-        Ok(n) if n <= max => Ok(bytes),
+        Ok(n) if n <= max => Ok((bytes, meta)),
         Ok(n) => Err(Irregular::TooLarge(n, max)),
         Err(_) => Err(Irregular::TooLarge(u64::MAX, max)),
     }
@@ -499,6 +661,95 @@ fn read_checked(path: &Path, max: u64, trusted: bool) -> Result<Vec<u8>, Irregul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_file_is_never_written_through_a_link_planted_where_it_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("passwd");
+        std::fs::write(&victim, "root:x:0:0\n").unwrap();
+        let temp = dir.path().join("upstreams.manent-new");
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        write_new(&temp, b"upstream blue {}\n", 0o644).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root:x:0:0\n");
+        let meta = std::fs::symlink_metadata(&temp).unwrap();
+        assert!(meta.is_file(), "a file of its own, not the link");
+        assert_eq!(meta.mode() & 0o777, 0o644);
+        assert_eq!(
+            std::fs::read_to_string(&temp).unwrap(),
+            "upstream blue {}\n"
+        );
+    }
+
+    #[test]
+    fn a_directory_others_can_write_or_a_link_is_not_written_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("conf.d");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_own_dir(&open).unwrap_err();
+        assert!(
+            err.contains("mode 0777") && err.contains("plant a link"),
+            "{err}"
+        );
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        check_own_dir(&open).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        let err = check_own_dir(&link).unwrap_err();
+        assert!(err.contains("symbolic link"), "{err}");
+        // Sticky, as /tmp: others cannot replace what is not theirs.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        check_own_dir(&open).unwrap();
+    }
+
+    #[test]
+    fn a_directory_that_was_there_keeps_its_mode_and_a_link_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let trust = Trust::private();
+        // A web root of this user's, 0755: used as it is, never made 0700.
+        let www = dir.path().join("www");
+        std::fs::create_dir(&www).unwrap();
+        std::fs::set_permissions(&www, std::fs::Permissions::from_mode(0o755)).unwrap();
+        trust.ensure_dir(&www, "the database's directory").unwrap();
+        assert_eq!(std::fs::metadata(&www).unwrap().mode() & 0o7777, 0o755);
+        // What it makes is 0700, each level.
+        let made = dir.path().join("a/b");
+        trust.ensure_dir(&made, "the database's directory").unwrap();
+        for d in [dir.path().join("a"), made.clone()] {
+            assert_eq!(
+                std::fs::metadata(&d).unwrap().mode() & 0o7777,
+                0o700,
+                "{d:?}"
+            );
+        }
+        // A link where the directory goes is refused, and where it points is untouched.
+        let elsewhere = dir.path().join("etc-copy");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = dir.path().join("manent");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let err = trust
+            .ensure_dir(&link, "the database's directory")
+            .unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(
+            std::fs::metadata(&elsewhere).unwrap().mode() & 0o7777,
+            0o755
+        );
+        // Under a directory others may write (no sticky bit), nothing is made: it is refused
+        // before, naming that directory.
+        let open = dir.path().join("shared");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = trust
+            .ensure_dir(&open.join("manent"), "the database's directory")
+            .unwrap_err();
+        assert!(err.to_string().contains("mode 0777"), "{err}");
+        assert!(
+            !open.join("manent").exists(),
+            "made where others could have put a link"
+        );
+    }
 
     #[test]
     fn a_trusted_read_refuses_a_file_others_could_write() {

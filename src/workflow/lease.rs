@@ -83,7 +83,17 @@ impl Lease {
             trust.ensure_dir(dir, "the database's directory")?;
         }
         let mut file = trust.open_file(&path, "the lock file", true)?;
-        match file.try_lock() {
+        // Held for an instant by a reader that looks where /proc/locks cannot be read: a few
+        // tries before another engine is said to hold it.
+        let mut tried = file.try_lock();
+        for _ in 0..5 {
+            if !matches!(tried, Err(TryLockError::WouldBlock)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tried = file.try_lock();
+        }
+        match tried {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 // The holder writes who it is right after it takes the lock: give it a moment.
@@ -145,24 +155,32 @@ impl Lease {
     /// (`/proc/locks`); `None` when that list cannot be read.
     pub fn held_by(db: &Path, pid: u32) -> Option<bool> {
         let file = FileId::of(&std::fs::metadata(Lease::lock_path(db)).ok()?);
-        let locks = std::fs::read_to_string("/proc/locks").ok()?;
-        Some(locks.lines().any(|l| lock_line(l) == Some((pid, file))))
+        let locks = kernel_locks()?;
+        if locks.lines().any(|l| lock_line(l) == Some((pid, file))) {
+            return Some(true);
+        }
+        // Not listed: the list may have missed it (read in pieces); the process still there
+        // and the lock still held say it holds it, as far as can be told.
+        Some(crate::sys::process_alive(pid) && Lease::is_held(db))
     }
 
-    /// True when an engine holds the lease on `db` now, by the kernel's list of file locks: a
-    /// look that never takes the lock, so an engine starting at that moment is never refused
-    /// because a `manent status` was looking. (Where that list cannot be read, the lock is
-    /// taken for an instant.)
+    /// True when an engine holds the lease on `db` now. The kernel's list of file locks says
+    /// so without touching the lock; when it does not list it (the list is read in pieces, and
+    /// on a busy machine a lock can move between two of them), the lock is taken for an instant
+    /// — which an engine starting at that moment rides out ([`Lease::acquire`] tries again).
     pub fn is_held(db: &Path) -> bool {
         let path = Lease::lock_path(db);
         let Ok(meta) = std::fs::metadata(&path) else {
             return false;
         };
-        if let Ok(locks) = std::fs::read_to_string("/proc/locks") {
+        if let Some(locks) = kernel_locks() {
             let file = FileId::of(&meta);
-            return locks
+            if locks
                 .lines()
-                .any(|l| lock_line(l).is_some_and(|(_, f)| f == file));
+                .any(|l| lock_line(l).is_some_and(|(_, f)| f == file))
+            {
+                return true;
+            }
         }
         let Ok(file) = OpenOptions::new().read(true).write(true).open(&path) else {
             return false;
@@ -175,6 +193,12 @@ impl Lease {
             Err(_) => true,
         }
     }
+}
+
+/// The kernel's list of file locks (`/proc/locks`). It is read a page at a time, so on a busy
+/// machine a lock may be missed: what it lists is held, what it does not may still be.
+fn kernel_locks() -> Option<String> {
+    std::fs::read_to_string("/proc/locks").ok()
 }
 
 /// A file as the kernel's lock list names it: its device (major, minor) and inode.

@@ -258,6 +258,7 @@ impl PostgresStore {
         let (tls, _) = crate::sys::tls_client_config(rootcert.as_deref()).map_err(open_err)?;
         let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
         if let Some(p) = password {
+            guard_password(&mut pg).map_err(open_err)?;
             pg.password(p);
         }
         // `connect_timeout=N` in the URL (libpq's), 5s by default: it bounds the whole
@@ -307,6 +308,12 @@ impl PostgresStore {
                     "no answer within {} ({cause}): is the server up and is this its address? \
                      (`connect_timeout=N` in the database URL sets the limit)",
                     humantime::format_duration(connect_timeout)
+                ))
+            } else if cause.contains("does not support TLS") {
+                open_err(format!(
+                    "{cause}: with a password from a secret, manent connects over TLS only (the \
+                     password goes to no server that has not proved who it is); turn `ssl` on \
+                     in the server, or connect over its Unix socket (`host=/var/run/postgresql`)"
                 ))
             } else if cause.contains("certificate") {
                 open_err(format!(
@@ -719,4 +726,46 @@ impl Store for PostgresStore {
         self.pool.close();
         Ok(())
     }
+}
+
+/// A password goes only to a server that proved itself: over TCP, TLS is required (verified by
+/// rustls against the system's authorities and `sslrootcert`, SCRAM with channel binding when
+/// the server offers it), never `sslmode=disable` and never the plain fallback `prefer` allows;
+/// over a Unix socket, its directory must be one no one else may write (where another user
+/// could put a socket of their own, a password would go to them).
+fn guard_password(pg: &mut tokio_postgres::Config) -> Result<(), String> {
+    use tokio_postgres::config::{Host, SslMode};
+    let mut tcp = false;
+    for host in pg.get_hosts() {
+        match host {
+            Host::Tcp(_) => tcp = true,
+            Host::Unix(dir) => {
+                use std::os::unix::fs::MetadataExt;
+                let meta = std::fs::metadata(dir)
+                    .map_err(|e| format!("the socket directory {}: {e}", dir.display()))?;
+                if meta.mode() & 0o002 != 0 {
+                    return Err(format!(
+                        "the password is not sent over a Unix socket in {} (mode {:04o}): \
+                         anyone may put a socket of their own there; use the server's own \
+                         socket directory (`/var/run/postgresql`) or TLS",
+                        dir.display(),
+                        meta.mode() & 0o7777
+                    ));
+                }
+            }
+        }
+    }
+    if tcp {
+        if pg.get_ssl_mode() == SslMode::Disable {
+            return Err(
+                "sslmode=disable with a password: the password would cross the network in a \
+                 form a listener can read or replay, to a server that never proved who it is; \
+                 remove sslmode=disable (TLS, verified, is then required), or connect over the \
+                 server's Unix socket"
+                    .into(),
+            );
+        }
+        pg.ssl_mode(SslMode::Require);
+    }
+    Ok(())
 }

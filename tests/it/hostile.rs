@@ -13,6 +13,9 @@ use crate::support::fleet;
 use crate::support::sshd;
 use fleet::{Fixture, LEDGER_MANENT, me, said, text, wait_until};
 
+mod links;
+mod trust;
+
 const FIXTURE_PLUGIN: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
 
 /// Longer than anything here takes when it works; reached only by a hang.
@@ -1078,11 +1081,12 @@ fn another_users_processes_directory_and_records_are_refused_and_nothing_is_kill
         &["a process record", "owned by nobody (uid 65534)"],
     );
     assert!(victim.alive(), "the engine killed root's process");
-    // Once it is gone the engine runs, and makes the directory private.
+    // Once it is gone the engine runs; the directory, root's now and writable by no one else,
+    // keeps the mode it was given (a directory manent did not make is never re-moded).
     std::fs::remove_file(&forged).unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-    assert_eq!(mode_of(&processes), 0o700);
+    assert_eq!(mode_of(&processes), 0o755);
     assert!(victim.alive(), "the engine killed root's process");
 }
 
@@ -1295,7 +1299,8 @@ fn group_writable_files_are_refused_unless_the_group_is_declared_shared() {
     .unwrap();
     let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", "2"]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-    assert_eq!(mode_of(&dir), 0o2770);
+    // The directory the group was given is used as it is (never re-moded).
+    assert_eq!(mode_of(&dir), 0o770);
     use std::os::unix::fs::MetadataExt;
     for f in ["manent.db", "manent.db.key", "manent.db.lock"] {
         let m = std::fs::metadata(dir.join(f)).unwrap();

@@ -166,6 +166,28 @@ fn over_ssh(dir: &std::path::Path, key: &std::path::Path, port: u16, options: &s
     )
 }
 
+/// [`over_ssh`] to `server`, its key taken on first sight, with the plugin's options
+/// `plugin` and ssh options `ssh` (YAML lines, indented) added.
+fn on_lab_host(
+    dir: &std::path::Path,
+    server: &crate::support::sshd::Sshd,
+    plugin: &str,
+    ssh: &str,
+) -> Fixture {
+    let fx = over_ssh(
+        dir,
+        &server.key,
+        server.port,
+        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
+    );
+    let config = fx.path().join("manent.yml");
+    let yml = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("    ssh:\n", &format!("{plugin}    ssh:\n{ssh}"));
+    std::fs::write(&config, yml).unwrap();
+    fx
+}
+
 #[allow(clippy::print_stderr, reason = "a skipped test says why")]
 fn sshd() -> Option<crate::support::sshd::Sshd> {
     let s = crate::support::sshd::sshd();
@@ -597,17 +619,7 @@ fn remote_copy_restarts_and_waits_for_readiness_on_each_host_over_ssh() {
         let page = dir.path().join("builds/1.0.0/index.html");
         std::fs::set_permissions(page, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let fx = over_ssh(
-        dir.path(),
-        &server.key,
-        server.port,
-        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
-    );
-    let config = fx.path().join("manent.yml");
-    let yml = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("    ssh:\n", "    copy: scp\n    ssh:\n      sudo: true\n");
-    std::fs::write(&config, yml).unwrap();
+    let fx = on_lab_host(dir.path(), &server, "    copy: scp\n", "      sudo: true\n");
     let file = fx.path().join("apps/web.yml");
     let app = std::fs::read_to_string(&file).unwrap().replace(
         "/remote/{target}\"}",
@@ -679,17 +691,7 @@ fn rsync_ships_what_changed_and_links_the_rest_to_the_live_release() {
         )
         .unwrap();
     }
-    let fx = over_ssh(
-        dir.path(),
-        &server.key,
-        server.port,
-        "StrictHostKeyChecking=no, UserKnownHostsFile=/dev/null, LogLevel=ERROR",
-    );
-    let config = fx.path().join("manent.yml");
-    let yml = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("    ssh:\n", "    copy: rsync\n    ssh:\n");
-    std::fs::write(&config, yml).unwrap();
+    let fx = on_lab_host(dir.path(), &server, "    copy: rsync\n", "");
     for v in ["1.0.0", "2.0.0"] {
         let out = fx.run(&["deploy", "web", "prod", "--yes", "--version", v]);
         assert_eq!(out.status.code(), Some(0), "{}", said(&out));

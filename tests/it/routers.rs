@@ -305,6 +305,60 @@ fn broken_set_ups_are_errors_that_name_the_file_and_keep_the_router_running<R: R
     assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
 }
 
+/// A link another user plants where the plugin stages its file is never written through: in
+/// a directory they may write, the plugin refuses it naming the directory; planted before the
+/// directory was made the engine's own, it is replaced by a new file. The file it pointed at is
+/// untouched either way.
+fn a_link_planted_where_the_plugin_writes_is_never_written_through<R: Router>() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !fleet::me().starts_with("root") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(n) = start::<R>(dir.path(), 1) else {
+        return;
+    };
+    n.build("2.0.0", true);
+    let (conf, temp) = n.staged();
+    let victim = dir.path().join("precious");
+    std::fs::write(&victim, "root's own\n").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let planted = std::process::Command::new("ln")
+        .arg("-s")
+        .arg(&victim)
+        .arg(&temp)
+        .uid(65534)
+        .gid(65534)
+        .status()
+        .unwrap();
+    assert!(planted.success());
+    let steps = "      - weight: 10\n      - pause: {}\n";
+    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    let all = said(&out);
+    assert!(
+        all.contains(&conf.display().to_string())
+            && all.contains("mode 0777")
+            && all.contains("plant a link"),
+        "{all}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's own\n");
+    assert_eq!(n.sample(20, None, "1.0.0"), (20, 0), "still serving");
+    // The directory made the engine's own again, the old link still there: replaced.
+    std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if let Some(id) = fx.deployments().pop() {
+        let _ = fx.run(&["abandon", &id, "--reason", "test", "--yes"]);
+        let _ = fx.run(&["cancel", &id]);
+    }
+    let fx = Fixture::new(&n.manent_yml("edge"), &[("web", &app(&n, steps, ""))]);
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(7), "{}", said(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's own\n");
+    assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
+}
+
 fn a_killed_canary_serves_the_recorded_weight_after_the_restart<R: Router>() {
     let dir = tempfile::tempdir().unwrap();
     let Some(n) = start::<R>(dir.path(), 1) else {
@@ -604,6 +658,11 @@ macro_rules! suite {
                 super::broken_set_ups_are_errors_that_name_the_file_and_keep_the_router_running::<
                     $router,
                 >();
+            }
+
+            #[test]
+            fn a_link_planted_where_the_plugin_writes_is_never_written_through() {
+                super::a_link_planted_where_the_plugin_writes_is_never_written_through::<$router>();
             }
 
             #[test]

@@ -23,6 +23,20 @@ pub fn temp(path: &Path) -> PathBuf {
     path.with_extension("manent-new")
 }
 
+/// The mode `path` has (0644 for a new one): what its readers (HAProxy) need stays.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).map_or(0o644, |m| m.permissions().mode() & 0o777)
+}
+
+/// [`manent::sys::files::write_new`], off the runtime's threads.
+async fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let (path, bytes) = (path.to_owned(), bytes.to_vec());
+    tokio::task::spawn_blocking(move || manent::sys::files::write_new(&path, &bytes, mode))
+        .await
+        .map_err(std::io::Error::other)?
+}
+
 impl Files {
     /// The directory the files are in.
     pub fn dir(&self) -> &Path {
@@ -38,9 +52,11 @@ impl Files {
             config: tokio::fs::read(&self.config).await.ok(),
             map: tokio::fs::read(&self.map).await.ok(),
         };
+        // Into a directory no one else can write, as new files: never through a link.
+        manent::sys::files::check_own_dir(self.dir())?;
         for (path, text) in [(&self.config, config), (&self.map, map)] {
             let temp = temp(path);
-            if let Err(e) = tokio::fs::write(&temp, text).await {
+            if let Err(e) = write_new(&temp, text.as_bytes(), mode_of(path)).await {
                 self.discard().await;
                 return Err(format!(
                     "cannot write {}: {e} (the plugin needs write access to {})",
@@ -87,7 +103,7 @@ impl Files {
             let done = match bytes {
                 Some(b) => {
                     let temp = temp(path);
-                    match tokio::fs::write(&temp, b).await {
+                    match write_new(&temp, b, mode_of(path)).await {
                         Ok(()) => tokio::fs::rename(&temp, path).await,
                         Err(e) => {
                             let _ = tokio::fs::remove_file(&temp).await;

@@ -290,7 +290,18 @@ impl Nginx {
     async fn put_bytes(&self, bytes: &[u8]) -> Result<(), PluginError> {
         let path = &self.control.upstreams;
         let temp = path.with_extension("manent-new");
-        tokio::fs::write(&temp, bytes).await.map_err(|e| {
+        // Into a directory no one else can write, as a new file: never through a link.
+        manent::sys::files::check_own_dir(self.control.dir()).map_err(PluginError::Permanent)?;
+        let mode = std::fs::metadata(path).map_or(0o644, |m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.permissions().mode() & 0o777
+        });
+        let (t, b) = (temp.clone(), bytes.to_vec());
+        let written =
+            tokio::task::spawn_blocking(move || manent::sys::files::write_new(&t, &b, mode))
+                .await
+                .map_err(|e| PluginError::Failed(format!("write task: {e}")))?;
+        written.map_err(|e| {
             PluginError::Failed(format!(
                 "cannot write {}: {e} (the plugin needs write access to {})",
                 temp.display(),

@@ -120,9 +120,11 @@ pub async fn read_within(
             Err(Asked::Closed) if closed < 2 => closed += 1,
             Err(Asked::Closed) => {
                 return Err(Unread::Other(format!(
-                    "nginx closed each connection to {addr} before the plugin could tell who \
-                     answered on it: the answer is not trusted (the state location's server \
-                     keeps connections open: is `keepalive_timeout 0` forced on it?)"
+                    "whatever listens on {addr} closed each connection before the plugin could \
+                     tell who answered on it, so the answer is not trusted: it may be another \
+                     process than nginx holding the port (`ss -ltnp 'sport = :{}'` names it), or \
+                     nginx's state location with `keepalive_timeout 0` forced on it",
+                    addr.port()
                 )));
             }
             Err(Asked::Unread(u)) => return Err(u),

@@ -282,10 +282,20 @@ impl Host {
         self.reach(StartPhase::Handshake);
         self.activate().await?;
         let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
-        let socket_dir = tempfile::Builder::new()
-            .prefix("manent-plugin-")
-            .tempdir()
-            .map_err(|e| self.fail(e))?;
+        // 0700 whatever the umask: the plugin's socket and the broker's are reached by no one
+        // else.
+        let socket_dir = {
+            use std::os::unix::fs::PermissionsExt;
+            tempfile::Builder::new()
+                .prefix("manent-plugin-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir()
+                .and_then(|d| {
+                    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700))
+                        .map(|()| d)
+                })
+                .map_err(|e| self.fail(e))?
+        };
         let mut cmd = self.command(&identity, socket_dir.path());
         let started = std::time::Instant::now();
         let mut child = cmd

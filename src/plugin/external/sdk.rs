@@ -111,16 +111,24 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
             .as_deref(),
         versions,
     );
-    let dir = std::env::var_os(handshake::ENV_UNIX_SOCKET_DIR)
+    let base = std::env::var_os(handshake::ENV_UNIX_SOCKET_DIR)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    let path = dir.join(format!(
+    // The socket goes in a directory of its own, 0700 whatever the umask (in a shared /tmp, or
+    // a host's directory, no one else reaches it), and is 0600 itself.
+    let dir = private_dir(&base)?;
+    let path = dir.path().join(format!(
         "manent-plugin-{}-{:08x}.sock",
         std::process::id(),
         fastrand::u32(..)
     ));
     let listener = tokio::net::UnixListener::bind(&path)
         .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| format!("cannot make {} private: {e}", path.display()))?;
+    }
     let broker = Arc::new(PluginBroker::default());
     let host_pem = std::env::var(handshake::ENV_CLIENT_CERT)
         .ok()
@@ -187,11 +195,25 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
     watch_parent(stop.clone());
     let served = serving.await;
     let _ = std::fs::remove_file(&path);
+    drop(dir);
     match served {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A new directory in `base`, 0700 whatever the umask, removed when dropped.
+fn private_dir(base: &std::path::Path) -> Result<tempfile::TempDir, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("manent-plugin-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(base)
+        .map_err(|e| format!("cannot make a socket directory in {}: {e}", base.display()))?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot make {} private: {e}", dir.path().display()))?;
+    Ok(dir)
 }
 
 /// A host killed outright (`kill -9`, an ssh session taking it down) never says Shutdown: a

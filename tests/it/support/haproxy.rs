@@ -396,6 +396,13 @@ impl Router for Haproxy {
     fn leftovers(&self) -> Vec<PathBuf> {
         super::router::manent_temporaries(&self.dir.join("conf"))
     }
+
+    fn staged(&self) -> (PathBuf, PathBuf) {
+        (
+            self.dir.join("conf"),
+            self.config.with_extension("manent-new"),
+        )
+    }
 }
 
 impl Drop for Haproxy {

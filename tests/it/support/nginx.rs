@@ -331,6 +331,13 @@ impl Router for Nginx {
     fn leftovers(&self) -> Vec<PathBuf> {
         super::router::manent_temporaries(&self.prefix.join("conf"))
     }
+
+    fn staged(&self) -> (PathBuf, PathBuf) {
+        (
+            self.prefix.join("conf"),
+            self.upstreams.with_extension("manent-new"),
+        )
+    }
 }
 
 impl Drop for Nginx {

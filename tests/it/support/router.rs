@@ -77,6 +77,8 @@ pub trait Router: Sized {
     fn unload(&mut self, unloaded: bool);
     /// Temporary files the plugin left beside its own.
     fn leftovers(&self) -> Vec<PathBuf>;
+    /// The directory the plugin writes its files into, and the temporary file it writes first.
+    fn staged(&self) -> (PathBuf, PathBuf);
 
     /// `n` requests through the front: how many answered `version`, and how many failed.
     fn sample(&self, n: usize, header: Option<(&str, &str)>, version: &str) -> (usize, usize) {
