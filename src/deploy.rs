@@ -21,6 +21,7 @@ pub mod state;
 pub mod steps;
 pub mod submit;
 pub mod view;
+pub mod vouch;
 
 use std::sync::Arc;
 
@@ -44,6 +45,9 @@ pub struct DeployEnv {
     pub log: Logger,
     /// Where the processes started for deployments are recorded.
     pub processes: crate::plugin::Processes,
+    /// This engine's own `manent.yml` when it shares its database with a group: a deployment
+    /// then runs only what that configuration says ([`vouch`]).
+    pub own_config: Option<std::path::PathBuf>,
 }
 
 impl DeployEnv {

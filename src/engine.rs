@@ -148,6 +148,11 @@ impl Engine {
             db: store.clone(),
             log: Logger::new(logs.clone(), "engine"),
             processes: processes.clone(),
+            own_config: config
+                .engine
+                .shared_group
+                .is_some()
+                .then(|| config.file.clone()),
         });
         let kernel: Arc<dyn Store> = store.clone();
         let runtime = Runtime::new(

@@ -101,7 +101,7 @@ impl<'a> Run<'a> {
         spec: &'a EnvSpec,
         kind: Kind,
     ) -> Result<Run<'a>, Stop> {
-        let plan = Run::plan(ctx, spec, kind).await?;
+        let plan = Run::plan(env, ctx, spec, kind).await?;
         // Starting a plugin may take its whole start_timeout: no step timeout on top.
         let policy = RetryPolicy {
             timeout: None,
@@ -129,7 +129,7 @@ impl<'a> Run<'a> {
         spec: &'a EnvSpec,
         kind: Kind,
     ) -> Result<Run<'a>, Stop> {
-        let plan = Run::plan(ctx, spec, kind).await?;
+        let plan = Run::plan(env, ctx, spec, kind).await?;
         let info = PluginInfo {
             origin: String::new(),
             capabilities: crate::plugin::Capabilities::default(),
@@ -138,13 +138,25 @@ impl<'a> Run<'a> {
     }
 
     /// Phase `Planning`, then step `plan` (the batches; a kind that deploys a version needs
-    /// one), published as event `plan`.
-    async fn plan(ctx: &WfCtx, spec: &EnvSpec, kind: Kind) -> Result<Plan, Stop> {
+    /// one), published as event `plan`. An engine that shares its database with a group
+    /// refuses there what its own configuration does not say ([`super::vouch`]).
+    async fn plan(env: &DeployEnv, ctx: &WfCtx, spec: &EnvSpec, kind: Kind) -> Result<Plan, Stop> {
         ctx.set_events(&[
             ("phase", json(&Phase::Planning)),
             (ACCEPTS, json(&[] as &[Topic])),
         ])
         .await?;
+        // At every start, a replay's included: not a step whose record could stand in for it
+        // (whoever can write the database could write that record too).
+        if let Some(own) = env.own_config.clone() {
+            // Reads and parses files: off the runtime's threads.
+            let submitted = spec.clone();
+            let vouched =
+                tokio::task::spawn_blocking(move || super::vouch::vouch(&own, &submitted))
+                    .await
+                    .map_err(|e| Stop::Failed(e.to_string()))?;
+            vouched.map_err(Stop::Failed)?;
+        }
         let needs_version = !matches!(kind, Kind::Rollback | Kind::Test);
         let plan = ctx
             .step(StepName::Plan, &steps::internal(), |_| async {

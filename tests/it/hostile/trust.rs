@@ -280,3 +280,65 @@ fn a_password_goes_only_to_a_server_that_proved_itself() {
         "the password reached a server that never proved itself"
     );
 }
+
+/// A member of the shared group cannot make the engine's user (root here) run what they
+/// wrote: the engine runs only what its own configuration says. nobody copies the
+/// configuration, writes an application of their own and deploys it through root's worker:
+/// refused before anything runs, naming what differs.
+#[test]
+fn a_shared_group_member_cannot_make_the_engine_run_their_commands() {
+    use std::os::unix::process::CommandExt;
+    if !as_root("a_shared_group_member_cannot_make_the_engine_run…") {
+        return;
+    }
+    let shared = format!("{LEDGER_MANENT}engine:\n  shared_group: nogroup\n");
+    let fx = Fixture::new(&shared, &[("web", &ledger_app(""))]);
+    chmod(fx.path(), 0o755);
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    crate::support::fleet::wait_ready(&mut worker);
+    // Root's own deploys run.
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    // nobody's copy of the configuration, on root's database, with an application of theirs.
+    let theirs = fx.path().join("theirs");
+    std::fs::create_dir_all(theirs.join("apps")).unwrap();
+    let pwned = fx.path().join("PWNED");
+    std::fs::write(
+        theirs.join("manent.yml"),
+        format!("database: {}\n{shared}", fx.db_path().display()),
+    )
+    .unwrap();
+    let app = ledger_app("").replace(
+        "echo \"start",
+        &format!("id > {}\n      echo \"start", pwned.display()),
+    );
+    std::fs::write(theirs.join("apps/web.yml"), app).unwrap();
+    for p in [
+        theirs.clone(),
+        theirs.join("apps"),
+        theirs.join("manent.yml"),
+        theirs.join("apps/web.yml"),
+    ] {
+        chown(&p, NOBODY);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_manent"))
+        .arg("--config")
+        .arg(theirs.join("manent.yml"))
+        .args(["deploy", "web", "prod", "--yes", "--version", "6.6.6"])
+        .env_remove("MANENT_TRUSTED_CONFIG")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let all = said(&out);
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains("runs only what its own configuration says")
+            && all.contains("the plugin's parameters"),
+        "{all}"
+    );
+    assert!(!pwned.exists(), "root ran nobody's command");
+    crate::support::fleet::sigterm(&worker);
+    let _ = worker.wait();
+}
