@@ -96,6 +96,12 @@ pub async fn check(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         return exit::OK;
     }
     out.line(format!("database   {} ({})", report.database, report.store));
+    if let Some(pg) = &config.postgres {
+        out.line(format!(
+            "channel    {}",
+            crate::workflow::postgres::channel(&pg.url, pg.password.as_deref())
+        ));
+    }
     out.line("schema     current (this manent's version)");
     out.line(format!(
         "live       {} deployment(s) running or waiting",

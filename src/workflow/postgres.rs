@@ -769,3 +769,68 @@ fn guard_password(pg: &mut tokio_postgres::Config) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// How a connection to `url` goes, in words: over TLS (required with a password, verified) or
+/// a Unix socket, and whether a password is sent (for `manent db check`).
+pub fn channel(url: &str, password: Option<&str>) -> String {
+    use tokio_postgres::config::{Host, SslMode};
+    let (url, rootcert) = tls_params(url);
+    let Ok(pg) = url.parse::<tokio_postgres::Config>() else {
+        return "not a PostgreSQL URL".into();
+    };
+    let authorities = match &rootcert {
+        Some(ca) => format!("the system's authorities and {}", ca.display()),
+        None => "the system's authorities".into(),
+    };
+    let pass = match password {
+        Some(name) => format!("password from secret `{name}`"),
+        None => "no password".into(),
+    };
+    let mut ways = Vec::new();
+    for host in pg.get_hosts() {
+        ways.push(match host {
+            Host::Unix(dir) => format!("Unix socket in {}", dir.display()),
+            Host::Tcp(h) => {
+                let tls = if password.is_some() || pg.get_ssl_mode() == SslMode::Require {
+                    format!("TLS required, verified against {authorities}")
+                } else if pg.get_ssl_mode() == SslMode::Disable {
+                    "no TLS (sslmode=disable)".into()
+                } else {
+                    format!("TLS when offered, verified against {authorities}")
+                };
+                format!("{h}: {tls}; SCRAM with channel binding when the server offers it")
+            }
+        });
+    }
+    format!("{}; {pass}", ways.join("; "))
+}
+
+#[cfg(test)]
+mod channel_tests {
+    use super::channel;
+
+    #[test]
+    fn db_check_says_how_the_connection_goes_and_whether_a_password_does() {
+        let tls = channel(
+            "postgres://manent@db.internal:5432/m?sslrootcert=/etc/manent/ca.pem",
+            Some("pg"),
+        );
+        assert!(
+            tls.contains(
+                "TLS required, verified against the system's authorities and \
+                          /etc/manent/ca.pem"
+            ) && tls.contains("password from secret `pg`"),
+            "{tls}"
+        );
+        let offered = channel("postgres://manent@db.internal/m", None);
+        assert!(
+            offered.contains("TLS when offered") && offered.contains("no password"),
+            "{offered}"
+        );
+        let socket = channel("postgres:///m?host=/var/run/postgresql", None);
+        assert!(
+            socket.contains("Unix socket in /var/run/postgresql"),
+            "{socket}"
+        );
+    }
+}

@@ -582,3 +582,47 @@ fn a_deploy_returns_when_its_own_deployment_ends_whatever_its_engine_resumed() {
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+/// Under umask 000 the plugin's socket is still reached by no one else: the host's socket
+/// directory and the plugin's own inside it are 0700, the socket 0600.
+#[test]
+fn plugin_sockets_are_private_whatever_the_umask() {
+    use std::os::unix::fs::MetadataExt;
+    let fx = fixture(&manent_yml("", ""), &app("sleep_ms: 3000", 1, ""));
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "umask 000; exec {} --config {} deploy a prod --yes",
+            env!("CARGO_BIN_EXE_manent"),
+            fx.config().display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut deploy = cmd.spawn().unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the plugin to start deploying",
+        || !ledger(&fx).is_empty(),
+    );
+    let pid = ledger(&fx)[0].split_whitespace().last().unwrap().to_owned();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let host_dir = environ
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(b"PLUGIN_UNIX_SOCKET_DIR="))
+        .map(|v| std::path::PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+        .expect("the plugin's socket directory");
+    let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+    assert_eq!(mode(&host_dir), 0o700, "{}", host_dir.display());
+    let own: Vec<std::path::PathBuf> = std::fs::read_dir(&host_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(mode(&own[0]), 0o700, "{}", own[0].display());
+    for socket in std::fs::read_dir(&own[0]).unwrap() {
+        let socket = socket.unwrap().path();
+        assert_eq!(mode(&socket), 0o600, "{}", socket.display());
+    }
+    assert!(deploy.wait().unwrap().success());
+}
