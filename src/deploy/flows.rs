@@ -42,3 +42,19 @@ where
     }
     Ok((done, effects))
 }
+
+/// One target's rollback along `mv`, between its per-target gates (an undo's or a rollback's).
+pub(crate) async fn gated_rollback(
+    run: (&super::DeployEnv, &crate::config::EnvSpec, &str),
+    t: &PlannedTarget,
+    mv: &super::releases::Move,
+    info: crate::workflow::StepInfo,
+    vars: &Vars,
+) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let (env, spec, id) = run;
+    let back = async {
+        let h = env.plugin(spec).await?;
+        super::steps::rollback_target(env, spec, id, &h, t, mv, info).await
+    };
+    gated(run, (t, mv.to.version.as_str()), vars, back).await
+}

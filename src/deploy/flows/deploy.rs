@@ -211,12 +211,7 @@ async fn undo(
     let (env, spec, ctx) = (run.env, run.spec, run.ctx);
     let mut lines = run
         .undo(&moves, |t, mv, info| async move {
-            let back = async {
-                let h = env.plugin(spec).await?;
-                steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
-            };
-            let to = mv.to.version.as_str();
-            super::gated((env, spec, ctx.id()), (&t, to), vars, back).await
+            super::gated_rollback((env, spec, ctx.id()), &t, &mv, info, vars).await
         })
         .await?;
     hooks::run_event(run, Event::PostRollback, vars).await?;

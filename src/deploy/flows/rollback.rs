@@ -10,7 +10,6 @@ use crate::deploy::hooks;
 use crate::deploy::releases::{self, Transitions};
 use crate::deploy::run::{self, FanOut, Run, Stop};
 use crate::deploy::state::{Action, Ending, Kind, Phase, TargetState};
-use crate::deploy::steps;
 use crate::deploy::{DeployEnv, Report, RollbackInput, outcome};
 use crate::plugin::OnError;
 use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
@@ -95,12 +94,7 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
                 let mv = mv.ok_or_else(|| {
                     StepError::Permanent(format!("{} has nothing to roll back to", t.name))
                 })?;
-                let back = async {
-                    let h = env.plugin(spec).await?;
-                    steps::rollback_target(env, spec, ctx.id(), &h, &t, &mv, info).await
-                };
-                let to = mv.to.version.as_str();
-                super::gated((env, spec, ctx.id()), (&t, to), vars_ref, back).await
+                super::gated_rollback((env, spec, ctx.id()), &t, &mv, info, vars_ref).await
             }
         },
     )
