@@ -716,7 +716,9 @@ async fn resolve_id(
     else {
         return Ok(());
     };
-    let Ok(store) = output::open_store(&config).await else {
+    // Only a database that is there: resolving an id never creates one (the verb then says
+    // what is missing).
+    let Ok(Some(store)) = output::existing_store(&config).await else {
         return Ok(());
     };
     match resolve(store.as_ref(), typed).await {

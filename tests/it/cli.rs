@@ -1023,3 +1023,31 @@ fn reads_take_under_2_kib_a_target_more_from_2000_to_20000_targets() {
     }
     assert!(over.is_empty(), "over 2 KiB a target:\n{all}");
 }
+
+/// No read verb creates a database, a key or a directory: with none there, each says so and
+/// the configuration's directory is as it was (an id given included).
+#[test]
+fn read_verbs_never_create_a_database() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let list = || {
+        let mut v: Vec<_> = std::fs::read_dir(fx.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = list();
+    for verb in [
+        &["status"][..],
+        &["status", "dep-20260101-000000000-nothinghere00"],
+        &["logs", "dep-20260101-000000000-nothinghere00"],
+        &["inbox"],
+        &["history", "web", "prod"],
+        &["db", "check"],
+    ] {
+        let out = fx.run(verb);
+        assert!(!said(&out).contains("panicked"), "{verb:?}: {}", said(&out));
+        assert_eq!(list(), before, "{verb:?} created something: {}", said(&out));
+    }
+}

@@ -141,17 +141,16 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
         } else if before.started.contains(&key) && reconciles && attempts.len() == 1 {
             // Killed between writing its version and its ledger's `done` (its process dies with
             // the engine): current_release saw the version live and the engine said so.
+            // Read through manent itself: the store under test (SQLite or PostgreSQL).
             let target = name.rsplit(':').next().unwrap_or(name);
-            let said: i64 = fx
-                .db()
-                .query_row(
-                    "SELECT COUNT(*) FROM logs WHERE message LIKE ?1",
-                    [format!(
-                        "{target}: a crash cut its call off after % had finished it%"
-                    )],
-                    |r| r.get(0),
-                )
-                .unwrap();
+            let logs = text(&fx.run(&["logs", &id]).stdout);
+            let said = logs
+                .lines()
+                .filter(|l| {
+                    l.contains(&format!("{target}: a crash cut its call off after "))
+                        && l.contains(" had finished it")
+                })
+                .count();
             assert_eq!(
                 said, 1,
                 "{name} ran once but was not reconciled: {attempts:?}"
@@ -482,11 +481,16 @@ fn the_retry_budget_survives_a_crash() {
 #[test]
 fn a_deploy_that_kills_the_engine_every_time_is_dead_lettered_then_resumable() {
     let manent = format!("{LEDGER_MANENT}engine:\n  max_recovery_attempts: 2\n");
-    let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
+    // Room in web-3's own budget for every cut attempt: the crash count decides here.
+    let app = ledger_app("").replace("max_retries: 2", "max_retries: 5");
+    let fx = Fixture::new(&manent, &[("web", &app)]);
+    // The first run moves forward (batch 1), then dies at web-3.
     run_killed(&fx, DEPLOY, "step.started~web-3=kill");
     let id = fx.deployments().pop().unwrap();
+    // Two recoveries that move nothing forward (web-3 kills them as it starts) …
     run_killed(&fx, &["resume", &id], "step.started~web-3=kill");
-    // The third claim exceeds the limit: the deployment is parked for an operator.
+    run_killed(&fx, &["resume", &id], "step.started~web-3=kill");
+    // … and the next claim exceeds the limit: the deployment is parked for an operator.
     let out = fx.run_with(
         &["resume", &id],
         &[("MANENT_FAILPOINTS", "step.started~web-3=kill")],
@@ -496,6 +500,36 @@ fn a_deploy_that_kills_the_engine_every_time_is_dead_lettered_then_resumable() {
     let out = fx.run(&["resume", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(fx.status(&id)["status"], "SUCCESS");
+}
+
+/// A crash count is of recoveries that moved nothing forward (a poison step), not of kills:
+/// the operator's command killed five times, each run finishing a target first, is never
+/// dead-lettered, and no target runs more than twice.
+#[test]
+fn kills_with_progress_between_them_never_dead_letter_a_deployment() {
+    let manent = format!("{LEDGER_MANENT}engine:\n  max_recovery_attempts: 2\n");
+    let app = ledger_app("").replace("parallelism: 2", "parallelism: 1");
+    let fx = Fixture::new(&manent, &[("web", &app)]);
+    run_killed(&fx, DEPLOY, "step.started~web-2=kill");
+    let id = fx.deployments().pop().unwrap();
+    for t in ["web-3", "web-4", "web-5", "web-6"] {
+        run_killed(&fx, &["resume", &id], &format!("step.started~{t}=kill"));
+        assert_eq!(fx.status(&id)["status"], "PENDING", "after the kill at {t}");
+    }
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(fx.status(&id)["status"], "SUCCESS");
+    let ledger = fx.ledger();
+    for t in ["web-1", "web-2", "web-3", "web-4", "web-5", "web-6"] {
+        let starts = ledger
+            .iter()
+            .filter(|e| e.event == "start" && e.target == t)
+            .count();
+        assert!(
+            (1..=2).contains(&starts),
+            "{t} started {starts} times: {ledger:#?}"
+        );
+    }
 }
 
 #[test]

@@ -267,6 +267,16 @@ async fn write_group(
         .into_iter()
         .partition(|(_, c)| written.contains(&(c.workflow_id.clone(), c.function_id)));
     close_attempts(&tx, &new).await?;
+    // The runs that moved forward: their crashes so far are not a poison step's.
+    if !new.is_empty() {
+        let moved: Vec<&str> = new.iter().map(|(_, c)| c.workflow_id.as_str()).collect();
+        tx.execute(
+            "UPDATE workflow_status SET recovery_attempts = 0 \
+             WHERE workflow_id = ANY($1::TEXT[]) AND recovery_attempts > 0",
+            &[&moved],
+        )
+        .await?;
+    }
     // Effects in job order, pipelined: each job's own effects in its order.
     let on = &tx;
     let effects = new.iter().map(|(_, c)| async move {

@@ -193,6 +193,14 @@ pub async fn checkpoint(
             },
         );
     }
+    // The run moved forward: its crashes so far are not a poison step's.
+    exec(
+        tx,
+        "UPDATE workflow_status SET recovery_attempts = 0 \
+         WHERE workflow_id = $1 AND recovery_attempts > 0",
+        &[&c.workflow_id],
+    )
+    .await?;
     if let Some((attempt, outcome)) = c.close_attempt {
         let error = c
             .error

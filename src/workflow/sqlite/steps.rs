@@ -169,6 +169,13 @@ pub fn checkpoint(
         )?;
         return crate::workflow::store::recommit(c, stored);
     }
+    // The run moved forward: its crashes so far are not a poison step's.
+    super::exec(
+        conn,
+        "UPDATE workflow_status SET recovery_attempts = 0 \
+         WHERE workflow_id = ?1 AND recovery_attempts > 0",
+        params![c.workflow_id],
+    )?;
     if let Some((attempt, outcome)) = c.close_attempt {
         let error = c
             .error
