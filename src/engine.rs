@@ -391,9 +391,15 @@ impl Engine {
         self.pruner.abort();
         self.watcher.abort();
         self.lost_watch.abort();
-        // What the drain changed is notified (within a few seconds; the rest at the next start).
+        // What the drain changed is notified (what a receiver does not take at once waits in
+        // the outbox for the next engine).
         if let Some(n) = self.notifier {
-            n.finish().await;
+            for (receiver, n) in n.finish().await {
+                tracing::warn!(
+                    "{n} notification(s) for {receiver} wait in the outbox (it did not answer \
+                     at once); the next engine to start sends them"
+                );
+            }
         }
         // Plugins stop only after the deployments using them have drained.
         self.registry.shutdown().await;

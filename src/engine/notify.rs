@@ -35,8 +35,10 @@ const RECENT_MS: i64 = 10 * 60 * 1000;
 /// A receiver first seen now still hears what happened this long before: the deploy whose
 /// command started this engine was submitted a moment before the engine (and its notifier).
 const ENABLING_GRACE_MS: i64 = 2_000;
-/// At shutdown, what is due is sent for at most this long; the rest goes at the next start.
-const FLUSH: Duration = Duration::from_secs(3);
+/// At shutdown, what is due is sent for at most this long (a healthy receiver answers within
+/// it); the rest stays in the durable outbox for the next engine: a command's exit never waits
+/// on a receiver that hangs.
+const FLUSH: Duration = Duration::from_millis(500);
 /// At shutdown, the last scan (what the end of the command's deployment queues) may take this
 /// long on a loaded machine before it is given up for the next start.
 const LAST_SCAN: Duration = Duration::from_secs(10);
@@ -79,6 +81,9 @@ pub struct Notifier {
     stop: Arc<Notify>,
     scanner: tokio::task::JoinHandle<()>,
     senders: Vec<tokio::task::JoinHandle<()>>,
+    /// The outbox, and the receivers', for what is left at shutdown.
+    db: Arc<dyn Db>,
+    receivers: Vec<String>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -129,6 +134,8 @@ impl Notifier {
             stop,
             scanner,
             senders,
+            db,
+            receivers: receivers.iter().map(|r| r.name.clone()).collect(),
         })
     }
 
@@ -140,9 +147,9 @@ impl Notifier {
         }
     }
 
-    /// A last scan, then what is due is sent for a few seconds at most; the rest stays in the
-    /// outbox for the next start.
-    pub async fn finish(mut self) {
+    /// A last scan, then what is due is sent for a moment at most; the rest stays in the
+    /// outbox for the next start. Returns how many notifications wait there, by receiver.
+    pub async fn finish(mut self) -> Vec<(String, usize)> {
         self.stop.notify_one();
         let scanner = self.scanner.abort_handle();
         if tokio::time::timeout(LAST_SCAN, self.scanner).await.is_err() {
@@ -154,6 +161,15 @@ impl Notifier {
                 s.abort();
             }
         }
+        let mut left = Vec::new();
+        for r in &self.receivers {
+            if let Ok(rows) = self.db.undelivered(r, 1000).await
+                && !rows.is_empty()
+            {
+                left.push((r.clone(), rows.len()));
+            }
+        }
+        left
     }
 }
 

@@ -819,6 +819,12 @@ fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
         started.elapsed() < Duration::from_secs(30),
         "the deploy waited for a receiver that never answers"
     );
+    // The command does not wait on it, and says what waits and who sends it.
+    assert!(
+        said(&out).contains("wait in the outbox") && said(&out).contains("the next engine"),
+        "{}",
+        said(&out)
+    );
     // What was not delivered stays in the outbox for the next start.
     let undelivered: i64 = fx
         .db()
