@@ -125,7 +125,11 @@ fn app_yml() -> String {
 pub async fn prepare(dir: Option<&Path>, manent: &Path, start: bool) -> Result<Demo, String> {
     let (dir, temp) = match dir {
         Some(d) => {
+            let made = !d.exists();
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            if made {
+                set_mode(d, 0o755)?;
+            }
             (d.to_owned(), None)
         }
         None => {
@@ -138,11 +142,20 @@ pub async fn prepare(dir: Option<&Path>, manent: &Path, start: bool) -> Result<D
     };
     let exe = manent;
     let sha = crate::plugin::external::activation::sha256_file(exe).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(dir.join("apps")).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("apps/shop.yml"), app_yml()).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("seed.yml"), manent_yml(exe, &sha, true)).map_err(|e| e.to_string())?;
+    // Its files are written 0644 in a 0755 directory whatever the umask: a configuration
+    // others could write is not obeyed (a group-writable one from a umask of 002 included).
+    let apps = dir.join("apps");
+    std::fs::create_dir_all(&apps).map_err(|e| e.to_string())?;
+    set_mode(&apps, 0o755)?;
     let config = dir.join("manent.yml");
-    std::fs::write(&config, manent_yml(exe, &sha, false)).map_err(|e| e.to_string())?;
+    for (file, text) in [
+        (apps.join("shop.yml"), app_yml()),
+        (dir.join("seed.yml"), manent_yml(exe, &sha, true)),
+        (config.clone(), manent_yml(exe, &sha, false)),
+    ] {
+        std::fs::write(&file, text).map_err(|e| e.to_string())?;
+        set_mode(&file, 0o644)?;
+    }
     seed(&dir.join("seed.yml")).await?;
     if start {
         start_deploy(&config).await?;
@@ -160,6 +173,12 @@ fn demo_operator() -> Operator {
         name: "demo".into(),
         client: None,
     }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// What the console says when it opens on the demo's deploy.

@@ -4,8 +4,8 @@
 //! one else could have written it. The file must be this user's or root's and writable by no
 //! one else (its group may write it only when it is the declared `engine.shared_group`), and so
 //! must every directory above it, as written and after its links (a world-writable directory
-//! only with the sticky bit, as `/tmp`); a symbolic link on the way must be this user's or
-//! root's. Otherwise every verb refuses before a secret is read or a database opened, naming
+//! only with the sticky bit, as `/tmp`; a group-writable one only for the owner's private
+//! group, as a umask of 002 makes); a symbolic link on the way must be this user's or root's. Otherwise every verb refuses before a secret is read or a database opened, naming
 //! the file, its owner and mode, and the fix. Nothing is repaired.
 //!
 //! A reviewed shared setup is trusted by naming it: `MANENT_TRUSTED_CONFIG` lists the files
@@ -82,7 +82,7 @@ fn untrusted(
 ) -> Result<(), ConfigError> {
     let me = crate::sys::euid();
     let mode = meta.mode() & 0o7777;
-    let group_ok = |gid: u32| shared_gid == Some(gid);
+    let group_ok = |gid: u32| shared_gid == Some(gid) || account::private_group(meta.uid(), gid);
     let owner_ok = |uid: u32| uid == me || uid == 0;
     if !owner_ok(meta.uid())
         || mode & OTHER_WRITE != 0

@@ -137,6 +137,22 @@ pub fn group_shown(gid: u32) -> String {
         .map_or_else(|| format!("gid {gid}"), |g| g.name)
 }
 
+/// True when `gid` is user `uid`'s private group (a group of the user's own name whose only
+/// member is that user, as systems with user-private groups and a umask of 002 make): its
+/// write bit lets no one else write. (Debian's OpenSSH accepts such modes too.)
+pub fn private_group(uid: u32, gid: u32) -> bool {
+    let Some(user) = user_by_id(uid) else {
+        return false;
+    };
+    let Some(group) = groups().into_iter().find(|g| g.gid == gid) else {
+        return false;
+    };
+    user.gid == gid
+        && group.name == user.name
+        && group.members.iter().all(|m| *m == user.name)
+        && users().iter().filter(|u| u.gid == gid).count() == 1
+}
+
 impl Group {
     /// True when user `uid` belongs to this group (listed, or its primary group).
     pub fn has_member(&self, uid: u32) -> bool {
@@ -161,6 +177,16 @@ mod tests {
             })
         );
         assert_eq!(parse_status("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn a_private_group_is_the_users_own_and_no_one_elses() {
+        // nobody's primary group is nogroup, shared by name with no one: not private.
+        if let Some(nobody) = user_by_name("nobody") {
+            assert!(!private_group(nobody.uid, nobody.gid));
+        }
+        // Another user's primary group is not root's private group.
+        assert!(!private_group(0, 65534));
     }
 
     #[test]
