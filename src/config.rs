@@ -472,12 +472,9 @@ impl Config {
         };
         // Obeyed only when no one else could have written it: before a secret is read or a
         // database opened.
-        let shared_gid = e
-            .shared_group
-            .as_deref()
-            .and_then(crate::sys::account::group_by_name)
-            .map(|g| g.gid);
-        trust::check(path, &meta, shared_gid)?;
+        // Never the shared group's to write: its members could change what the engine runs
+        // (and what it vouches for against its own files).
+        trust::check(path, &meta)?;
         if let Some(group) = &e.shared_group
             && let Err(why) = crate::sys::files::Trust::new(Some(group))
         {
@@ -614,13 +611,7 @@ impl Config {
     pub fn add_descriptor(&mut self, file: &Path) {
         let text = match read(file) {
             Ok((text, meta)) => {
-                let shared_gid = self
-                    .engine
-                    .shared_group
-                    .as_deref()
-                    .and_then(crate::sys::account::group_by_name)
-                    .map(|g| g.gid);
-                if let Err(e) = trust::check(file, &meta, shared_gid) {
+                if let Err(e) = trust::check(file, &meta) {
                     return self.problems.push(e);
                 }
                 text

@@ -52,7 +52,7 @@ fn read_kit_file(path: &Path) -> Result<KitFile, String> {
     // As any configuration file: a regular file (a FIFO would block the kit for ever), at most
     // 4 MiB, UTF-8.
     let (text, meta) = crate::config::read(path).map_err(|e| e.to_string())?;
-    crate::config::trust::check(path, &meta, None).map_err(|e| e.to_string())?;
+    crate::config::trust::check(path, &meta).map_err(|e| e.to_string())?;
     yaml_serde::from_str(&text).map_err(|e| {
         let mut why = ConfigError::from_yaml_in(path, &text, &e).to_string();
         if why.contains("unknown field `plugins`") || why.contains("unknown field `database`") {

@@ -2,7 +2,8 @@
 //! `manent.yml` or application file says what the engine runs, as this user, and where its
 //! secrets go (a database URL's password, a webhook's token), so it is obeyed only when no
 //! one else could have written it. The file must be this user's or root's and writable by no
-//! one else (its group may write it only when it is the declared `engine.shared_group`), and so
+//! one else — not even a declared `engine.shared_group`, whose members could otherwise change
+//! what the engine runs (its owner's private group aside) — and so
 //! must every directory above it, as written and after its links (a world-writable directory
 //! only with the sticky bit, as `/tmp`; a group-writable one only for the owner's private
 //! group, as a umask of 002 makes); a symbolic link on the way must be this user's or root's. Otherwise every verb refuses before a secret is read or a database opened, naming
@@ -26,14 +27,10 @@ const GROUP_WRITE: u32 = 0o020;
 const OTHER_WRITE: u32 = 0o002;
 
 /// Checks configuration file `path` (`meta`: what was read, from its descriptor) and the
-/// directories above it; `shared_gid` is the declared shared group's, whose members may write.
-pub fn check(
-    path: &Path,
-    meta: &std::fs::Metadata,
-    shared_gid: Option<u32>,
-) -> Result<(), ConfigError> {
+/// directories above it.
+pub fn check(path: &Path, meta: &std::fs::Metadata) -> Result<(), ConfigError> {
     if let Some(named) = trusted_by_name(path) {
-        if let Err(e) = untrusted(path, meta, shared_gid) {
+        if let Err(e) = untrusted(path, meta) {
             // Once per file and process: a console reads its files again.
             static SAID: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
             let first = SAID
@@ -57,7 +54,7 @@ pub fn check(
         }
         return Ok(());
     }
-    untrusted(path, meta, shared_gid)
+    untrusted(path, meta)
 }
 
 /// The entry of [`TRUSTED`] that covers `path`, if one does.
@@ -68,21 +65,20 @@ fn trusted_by_name(path: &Path) -> Option<PathBuf> {
     std::env::split_paths(&list)
         .filter(|p| p.is_absolute())
         .find(|p| {
-            written.starts_with(p)
+            let plain = !written
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+            (plain && written.starts_with(p))
                 || real.as_ref().is_some_and(|r| {
                     r.starts_with(p) || std::fs::canonicalize(p).is_ok_and(|c| r.starts_with(c))
                 })
         })
 }
 
-fn untrusted(
-    path: &Path,
-    meta: &std::fs::Metadata,
-    shared_gid: Option<u32>,
-) -> Result<(), ConfigError> {
+fn untrusted(path: &Path, meta: &std::fs::Metadata) -> Result<(), ConfigError> {
     let me = crate::sys::euid();
     let mode = meta.mode() & 0o7777;
-    let group_ok = |gid: u32| shared_gid == Some(gid) || account::private_group(meta.uid(), gid);
+    let group_ok = |gid: u32| account::private_group(meta.uid(), gid);
     let owner_ok = |uid: u32| uid == me || uid == 0;
     if !owner_ok(meta.uid())
         || mode & OTHER_WRITE != 0
@@ -92,7 +88,7 @@ fn untrusted(
     }
     // The directories above it, as written (a link on the way is someone's too) and as they
     // resolve.
-    match crate::sys::files::unsafe_ancestor(path, me, shared_gid, false) {
+    match crate::sys::files::unsafe_ancestor(path, me, None, false) {
         Some((at, m, true)) => Err(refused(path, &at, &m, "a link above it", me)),
         Some((at, m, false)) => Err(refused(path, &at, &m, "a directory above it", me)),
         None => Ok(()),

@@ -9,7 +9,8 @@
 //!   artifact (a path, or `file://`) is digested when the deployment is asked for: a mismatch
 //!   is refused then, and the digest — expected or not — is recorded with the deployment (and
 //!   its releases). The run checks it again before any target is touched, so a build changed
-//!   in between is not shipped.
+//!   between the request and the run is not shipped (one changed while batches copy is not
+//!   checked again per target).
 //!
 //! A directory's digest is the sha256 of its manifest: one line per entry under it, sorted by
 //! path, `d MODE PATH`, `f MODE SHA256 PATH` or `l TARGET PATH` (mode in octal) —
@@ -140,7 +141,7 @@ pub fn pin(spec: &mut EnvSpec) -> Result<(), String> {
 }
 
 /// Checks the local artifact still has the digest recorded when the deployment was asked
-/// for: a build changed since is not shipped.
+/// for (once, before the first target).
 pub fn verify(spec: &EnvSpec) -> Result<(), String> {
     let Some(path) = local_path(&spec.artifact.uri) else {
         return Ok(());
@@ -163,7 +164,9 @@ pub fn verify(spec: &EnvSpec) -> Result<(), String> {
 
 /// The sha256 of a file's bytes, or of a directory's manifest (see the module's docs).
 pub fn digest(path: &Path) -> std::io::Result<String> {
-    let meta = std::fs::symlink_metadata(path)?;
+    // The artifact itself may be named through a link (`/builds/current`), as the plugins
+    // follow it; links inside a directory are part of its manifest.
+    let meta = std::fs::metadata(path)?;
     if meta.is_file() {
         return file_digest(path);
     }

@@ -218,6 +218,10 @@ pub struct DeploymentView {
     pub canary: Option<CanaryView>,
     /// Its hooks, in the order they run (the events this kind of deployment runs).
     pub hooks: Vec<HookView>,
+    /// The names of its per-target hooks (`pre-target`, `post-target`): they run inside each
+    /// target's step, so a target's line says how they went, not a hook row.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_target_hooks: Vec<String>,
     /// Submitted, then parked unstarted: its submitter went away before any engine claimed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub never_started: Option<crate::workflow::store::Submitter>,

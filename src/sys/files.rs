@@ -464,10 +464,13 @@ pub fn unsafe_ancestor(
             continue;
         }
         let mode = meta.mode() & 0o7777;
-        let group_ok = shared_gid == Some(meta.gid())
-            || (system_group && meta.uid() == 0 && meta.gid() < 1000)
-            || account::private_group(meta.uid(), meta.gid());
-        let writable = mode & OTHER_WRITE != 0 || (mode & GROUP_WRITE != 0 && !group_ok);
+        // (Read lazily: the private-group question reads the account databases.)
+        let group_ok = || {
+            shared_gid == Some(meta.gid())
+                || (system_group && meta.uid() == 0 && meta.gid() < 1000)
+                || account::private_group(meta.uid(), meta.gid())
+        };
+        let writable = mode & OTHER_WRITE != 0 || (mode & GROUP_WRITE != 0 && !group_ok());
         if !owner_ok(meta.uid()) || (writable && mode & STICKY == 0) {
             return Some((a.to_path_buf(), meta, false));
         }

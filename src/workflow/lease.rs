@@ -159,9 +159,10 @@ impl Lease {
         if locks.lines().any(|l| lock_line(l) == Some((pid, file))) {
             return Some(true);
         }
-        // Not listed: the list may have missed it (read in pieces); the process still there
-        // and the lock still held say it holds it, as far as can be told.
-        Some(crate::sys::process_alive(pid) && Lease::is_held(db))
+        // Not listed: the list is read in pieces and may have missed it; a second reading
+        // decides (by this very process, never by whoever else holds the lock now).
+        let again = kernel_locks()?;
+        Some(again.lines().any(|l| lock_line(l) == Some((pid, file))))
     }
 
     /// True when an engine holds the lease on `db` now. The kernel's list of file locks says

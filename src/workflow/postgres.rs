@@ -791,7 +791,9 @@ pub fn channel(url: &str, password: Option<&str>) -> String {
         ways.push(match host {
             Host::Unix(dir) => format!("Unix socket in {}", dir.display()),
             Host::Tcp(h) => {
-                let tls = if password.is_some() || pg.get_ssl_mode() == SslMode::Require {
+                let tls = if password.is_some() && pg.get_ssl_mode() == SslMode::Disable {
+                    "refused: sslmode=disable with a password".into()
+                } else if password.is_some() || pg.get_ssl_mode() == SslMode::Require {
                     format!("TLS required, verified against {authorities}")
                 } else if pg.get_ssl_mode() == SslMode::Disable {
                     "no TLS (sslmode=disable)".into()

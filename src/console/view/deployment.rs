@@ -136,7 +136,11 @@ fn render_strip(frame: &mut Frame<'_>, strip: Rect, d: &DeploymentView, ctx: &Vi
             } else if d.hooks.is_empty() {
                 Line::from(vec![
                     Span::styled(" hooks ", t.get("muted")),
-                    Span::raw("none defined"),
+                    Span::raw(if d.per_target_hooks.is_empty() {
+                        "none defined".to_owned()
+                    } else {
+                        format!("per target: {}", d.per_target_hooks.join(", "))
+                    }),
                     Span::styled("  canary ", t.get("muted")),
                     Span::raw(format!("not a canary deployment ({})", d.kind)),
                 ])

@@ -83,7 +83,15 @@ pub fn hook_table(
         )),
     )];
     if d.hooks.is_empty() {
-        out.push((None, Line::from("none defined for this deployment")));
+        let said = if d.per_target_hooks.is_empty() {
+            "none defined for this deployment".to_owned()
+        } else {
+            format!(
+                "per target only ({}): each target's line says how they went",
+                d.per_target_hooks.join(", ")
+            )
+        };
+        out.push((None, Line::from(said)));
         return out;
     }
     let focused = ctx.app.focus == Focus::Hooks;

@@ -245,6 +245,12 @@ fn build(
         .as_ref()
         .map(|p| hook_views(p, kind, head.is_some_and(|h| h.atomic), &history, &names))
         .unwrap_or_default();
+    let mut per_target_hooks: Vec<String> = Vec::new();
+    for h in plan.iter().flat_map(|p| &p.hooks) {
+        if h.event.per_target() && !per_target_hooks.contains(&h.name) {
+            per_target_hooks.push(h.name.clone());
+        }
+    }
     // The plan's targets are in `targets` now; the plan itself goes before the attempts come.
     let batches = plan.map_or(0, |p| u32::try_from(p.batches.len()).unwrap_or(u32::MAX));
     // A cancelled deployment's attempt in flight is still finishing (cancel stops at the next
@@ -314,6 +320,7 @@ fn build(
         completed_at: row.completed_at,
         canary,
         hooks,
+        per_target_hooks,
         never_started: event(&events, crate::workflow::store::NEVER_STARTED),
         target_counts,
         summary: depth == Depth::Summary,

@@ -773,8 +773,18 @@ async fn output(cmd: &mut tokio::process::Command, t: &Target) -> Result<String,
 /// own warning, as a permanent error (a retry would only be refused again, and accepting it is
 /// a human's decision).
 fn failure(t: &Target, status: &std::process::ExitStatus, err: &str) -> PluginError {
-    let changed = err.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
-        || err.contains("Host key verification failed");
+    let changed = err.contains("REMOTE HOST IDENTIFICATION HAS CHANGED");
+    if !changed && err.contains("Host key verification failed") {
+        // Not a changed key: a host known_hosts does not hold yet (BatchMode cannot ask).
+        return PluginError::Permanent(format!(
+            "{}: ssh does not know the host key of {} (it is not in known_hosts): add it once \
+             you have checked it (`ssh-keyscan {} >> ~/.ssh/known_hosts`, or the option \
+             StrictHostKeyChecking=accept-new); not retried",
+            t.name(),
+            t.host,
+            t.host
+        ));
+    }
     if changed {
         let said: Vec<&str> = err
             .lines()

@@ -117,6 +117,7 @@ pub fn running() -> DeploymentView {
         completed_at: None,
         canary: None,
         hooks: Vec::new(),
+        per_target_hooks: Vec::new(),
         never_started: None,
         target_counts: None,
         summary: false,

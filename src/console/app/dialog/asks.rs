@@ -255,6 +255,12 @@ pub fn abort(d: &DeploymentView, now: i64) -> Confirm {
         .iter()
         .filter(|t| t.state == TargetState::Deployed)
         .count();
+    // A failed target may have switched before it failed: the abort asks it, so it is named.
+    let failed = d
+        .targets
+        .iter()
+        .filter(|t| matches!(t.state, TargetState::Failed | TargetState::Unknown))
+        .count();
     let title = format!(
         "Abort the deploy of {} {} to {} and roll back the {} it changed?",
         d.application,
@@ -262,12 +268,20 @@ pub fn abort(d: &DeploymentView, now: i64) -> Confirm {
         d.environment,
         crate::deploy::plan::count(changed, "target")
     );
-    let lines = vec![
+    let mut lines = vec![
         "no new target starts; targets being worked on now finish first".to_owned(),
         "then each target it changed goes back to the release it had before (targets new to \
          manent stay)"
             .to_owned(),
     ];
+    if failed > 0 {
+        lines.push(format!(
+            "{} that failed {} read back first and taken back too if {} switched",
+            crate::deploy::plan::count(failed, "target"),
+            if failed == 1 { "is" } else { "are" },
+            if failed == 1 { "it" } else { "they" }
+        ));
+    }
     Confirm::new(
         title,
         lines,
