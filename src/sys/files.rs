@@ -313,10 +313,13 @@ impl Trust {
         // now shares with a group).
         let untouched = mode & OTHER_WRITE == 0
             && (mode & GROUP_WRITE == 0 || (self.shared.is_some() && group_ok));
-        if meta.uid() == self.uid && untouched {
-            // A directory keeps the mode it has (it may hold what others need: a web root);
-            // a file of the engine's own is made private.
-            if !meta.is_dir() && (mode != want || !group_ok) {
+        // A directory keeps the mode it has (it may hold what others need: a web root); only
+        // one private as manent makes its own (0700) is given to a shared group declared since,
+        // and any other the group cannot reach is said (with the chgrp), not used as it is.
+        let private_dir = meta.is_dir() && mode == 0o700;
+        let unreachable = meta.is_dir() && !group_ok && !private_dir;
+        if meta.uid() == self.uid && untouched && !unreachable {
+            if (!meta.is_dir() || private_dir) && (mode != want || !group_ok) {
                 self.set_owner_and_mode(path, want, what)?;
                 tracing::warn!(
                     "{what} {} was mode {mode:04o} of group {}; made it {want:04o}{}",
