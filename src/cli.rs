@@ -391,7 +391,9 @@ pub struct DeployArgs {
     /// Why, for the audit journal.
     #[arg(long, value_parser = one_line)]
     pub reason: Option<String>,
-    /// Go through a deploy lock (a break-glass, journaled; needs --reason).
+    /// Deploy every target again, even those another deployment already recorded on this
+    /// version (by default they stay `unchanged`); and go through a deploy lock (a break-glass,
+    /// journaled). Needs --reason.
     #[arg(long, requires = "reason")]
     pub force: bool,
     /// Also print info-level log lines on stderr.

@@ -11,6 +11,7 @@ pub mod flows;
 pub mod hooks;
 pub mod ids;
 pub mod inbox;
+pub mod lineage;
 pub mod plan;
 mod plugin_errors;
 pub mod probe;
@@ -80,6 +81,10 @@ pub struct DeployInput {
     pub dry_run: bool,
     /// Who started it.
     pub operator: String,
+    /// Deploy every target, even one another deployment recorded done on this version
+    /// (`--force`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
     /// A canary run only to take the candidate that canary `revert_of` left in traffic (it
     /// was abandoned) out of every pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -83,7 +83,7 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
     {
         return code;
     }
-    if !a.yes && !a.dry_run {
+    if !a.dry_run {
         let mut what = format!(
             "deploy {} {} to {} ({})",
             spec.application,
@@ -99,12 +99,29 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
             );
             if !live.is_empty() && live.values().all(|v| *v == spec.artifact.version) {
                 what.push_str(&format!(
-                    "\n{} is already live on every target: this redeploys it",
-                    spec.artifact.version
+                    "\n{} is already live on every target: {}",
+                    spec.artifact.version,
+                    if a.force {
+                        "this deploys it again (--force)"
+                    } else {
+                        "every target stays unchanged (--force deploys it again)"
+                    }
                 ));
             }
+            // A deploy of this version that stopped short: said before anything starts.
+            if !a.force
+                && let Ok(Some(u)) = crate::deploy::lineage::unfinished_same(&*store, &spec).await
+            {
+                if a.yes {
+                    out.note(format!("manent: {u}"));
+                } else {
+                    what.push_str(&format!("\n{u}"));
+                }
+            }
         }
-        if let Err(code) = confirm(&what, &spec, out).await {
+        if !a.yes
+            && let Err(code) = confirm(&what, &spec, out).await
+        {
             return code;
         }
     }

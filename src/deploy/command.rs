@@ -72,6 +72,19 @@ pub async fn send(
         v.status,
         WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded
     );
+    if stopped
+        && let Some(row) = db.workflow(&v.id).await?
+        && let Some(newer) = super::lineage::superseded_by(db, &row).await?
+    {
+        return Err(CommandError::Refused(format!(
+            "{} was superseded by {} ({}, finished {}): continuing it would undo what that did; \
+             start a new deploy instead",
+            v.id,
+            newer.id,
+            newer.name,
+            crate::format::time(newer.completed_at.unwrap_or(newer.updated_at))
+        )));
+    }
     match cmd {
         OperatorCommand::Cancel => {
             if !v.status.is_live() {

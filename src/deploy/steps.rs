@@ -172,20 +172,36 @@ fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// What manent knew of a target as a deploy began: its live release, and whether one of this
+/// very version recorded by another deployment is deployed again all the same (`--force`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Before<'a> {
+    /// Its live release and the one before, from the release records.
+    pub live: Option<&'a Live>,
+    /// Run it even when another deployment recorded this version done on it.
+    pub redo: bool,
+}
+
 /// One target's deploy: the plugin's Deploy on that target, secrets open for the call. The
 /// release is recorded in the same transaction as the step — unless the target already ran
-/// this version, so a redeploy never becomes the "previous" release a rollback goes to.
+/// this version, so a redeploy never becomes the "previous" release a rollback goes to. A
+/// target another deployment recorded done on this version (and artifact) is not deployed
+/// again: it is `unchanged`, naming that deployment — read back from the plugin first when it
+/// can tell its current release, and deployed after all when what it reads is something else.
 pub async fn deploy_target(
     env: &DeployEnv,
     spec: &EnvSpec,
     wf: &str,
     plugin: &PluginHandle,
     t: &PlannedTarget,
-    before: Option<&Live>,
+    before: Before<'_>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
     let started = Instant::now();
-    let done = deploy_call(env, spec, wf, plugin, t, before, info).await;
+    let done = match done_elsewhere(env, spec, wf, plugin, t, before, &info).await {
+        Some(done) => Ok((done, Vec::new())),
+        None => deploy_call(env, spec, wf, plugin, t, before.live, info).await,
+    };
     let status = match &done {
         Ok((d, _)) if d.status == TargetState::Unchanged => "unchanged",
         Ok(_) => "deployed",
@@ -240,6 +256,92 @@ async fn deploy_call(
             r.message
         ))),
     }
+}
+
+/// The release of this version another deployment recorded done on `t`, when the deploy is
+/// not forced and its artifact is the same (a digest both pinned must match).
+fn recorded_elsewhere<'a>(
+    spec: &EnvSpec,
+    wf: &str,
+    before: Before<'a>,
+) -> Option<&'a ReleaseRecord> {
+    if before.redo {
+        return None;
+    }
+    let c = before.live?.current.as_deref()?;
+    if c.version != spec.artifact.version || c.deployment_id == wf {
+        return None;
+    }
+    let theirs = serde_json::from_str::<crate::config::Artifact>(&c.artifact)
+        .map(|a| a.sha256)
+        .unwrap_or_default();
+    let ours = &spec.artifact.sha256;
+    let same = theirs.is_empty() || ours.is_empty() || theirs.eq_ignore_ascii_case(ours);
+    same.then_some(c)
+}
+
+/// `t` as another deployment left it on this version: `unchanged`, naming it, without a call —
+/// when the plugin can tell its current release, only if that reads the version too. `None`:
+/// deploy it.
+async fn done_elsewhere(
+    env: &DeployEnv,
+    spec: &EnvSpec,
+    wf: &str,
+    plugin: &PluginHandle,
+    t: &PlannedTarget,
+    before: Before<'_>,
+    info: &StepInfo,
+) -> Option<TargetDone> {
+    let rec = recorded_elsewhere(spec, wf, before)?;
+    let version = &spec.artifact.version;
+    let log = env.log.for_deployment(wf);
+    let by = format!(
+        "{version} deployed by {} at {}",
+        rec.deployment_id,
+        crate::format::time(rec.recorded_at)
+    );
+    let seen = match plugin.deployer.release_inspector() {
+        None => format!(
+            "not read back: plugin {} cannot tell its current release",
+            plugin.name
+        ),
+        Some(ri) => {
+            let (req, _open) = target_request(env, spec, wf, t, info);
+            match ri.current_release(&req).await {
+                Ok(seen) => match seen.iter().find(|r| r.host == t.host) {
+                    Some(live) if &live.version == version => {
+                        format!("{} reads {version} live", plugin.name)
+                    }
+                    other => {
+                        let now = other.map_or("", |r| r.version.as_str());
+                        log.info(&format!(
+                            "{}: recorded as {by}, but {} reads {} live: deploying it",
+                            t.name,
+                            plugin.name,
+                            if now.is_empty() { "nothing" } else { now }
+                        ));
+                        return None;
+                    }
+                },
+                Err(e) => {
+                    log.warn(&format!(
+                        "{}: recorded as {by}; current_release failed ({e}): deploying it",
+                        t.name
+                    ));
+                    return None;
+                }
+            }
+        }
+    };
+    let message = format!("{by}; {seen} (`--force` deploys it again)");
+    log.info(&format!("{}: unchanged: {message}", t.name));
+    Some(TargetDone {
+        status: TargetState::Unchanged,
+        message,
+        duration_ms: 0,
+        attempt: info.attempt,
+        version: version.clone(),
+    })
 }
 
 /// A target whose earlier call a crash cut off is in an unknown state: when the plugin can tell

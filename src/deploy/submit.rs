@@ -4,6 +4,7 @@
 //! and waits for a decision. A rollback with nothing to go back to is refused before it starts.
 
 use super::command::{self, OperatorCommand};
+use super::lineage::changes_releases;
 use super::plan;
 use super::records::Db;
 use super::records::Lock;
@@ -260,6 +261,7 @@ pub async fn deploy(
         spec: spec.clone(),
         dry_run,
         operator: sub.operator.display(),
+        force: sub.force && !dry_run,
         revert_of: None,
         testers: Default::default(),
     };
@@ -449,6 +451,7 @@ pub async fn test(
         spec: spec.clone(),
         dry_run: false,
         operator: sub.operator.display(),
+        force: false,
         revert_of: None,
         testers,
     };
@@ -656,14 +659,6 @@ async fn journal_forced(db: &dyn Db, forced: &[Record], id: &str) -> Result<(), 
         db.journal(entry).await?;
     }
     Ok(())
-}
-
-/// A deploy's or a canary's workflow: one that puts a version on targets.
-fn changes_releases(workflow: &str) -> bool {
-    matches!(
-        Kind::of_workflow(workflow, false),
-        Some(Kind::Deploy | Kind::Canary)
-    )
 }
 
 #[cfg(test)]

@@ -33,13 +33,18 @@ impl Backend {
 
     /// The ledger fixture, on a fresh database of this backend.
     fn fixture(&self) -> Fixture {
+        self.fixture_of(&ledger_app(""))
+    }
+
+    /// A fixture of descriptor `app`, on a fresh database of this backend.
+    fn fixture_of(&self, app: &str) -> Fixture {
         match self {
-            Backend::Sqlite => fixture(),
+            Backend::Sqlite => Fixture::new(LEDGER_MANENT, &[("web", app)]),
             Backend::Postgres(server) => {
                 static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let url = server.create_db(&format!("crash{n}"));
-                Fixture::on_postgres(&url, LEDGER_MANENT, &[("web", &ledger_app(""))])
+                Fixture::on_postgres(&url, LEDGER_MANENT, &[("web", app)])
             }
         }
     }
@@ -532,6 +537,187 @@ fn kills_with_progress_between_them_never_dead_letter_a_deployment() {
     }
 }
 
+/// The kill probe: `manent deploy` of sixteen targets killed `kills` times at points drawn from
+/// a fixed seed — the start of the first, second or third step a run executes, or a target's
+/// call done but not yet checkpointed — and run again each time, as an operator would. With
+/// `dead_letter`, one stretch of kills lands before any step (no progress), until the
+/// deployment is dead-lettered and the next `deploy` starts a new one. After a clean last run
+/// every target runs the version, none ran more than twice, and the dead-lettered deployment
+/// cannot be resumed over the one that finished.
+fn kill_probe_on(b: &Backend, kills: usize, dead_letter: bool, seed: u64) {
+    let targets: String = (1..=16)
+        .map(|i| format!("      - {{name: web-{i}}}\n"))
+        .collect();
+    // One target at a time, so every kill lands between steps or after a call's side effect
+    // (a kill in the middle of a call reruns that call with the same key, and a schedule that
+    // cut the same call every time could rerun it at will). Room for more attempts than a
+    // dead letter takes: the kills count against a step's persisted budget too.
+    let app = ledger_app("")
+        .replace("rolling: {batch_size: 2}", "rolling: {batch_size: 4}")
+        .replace("parallelism: 2", "parallelism: 1")
+        .replace("max_retries: 2", "max_retries: 9")
+        .split("    targets:\n")
+        .next()
+        .unwrap()
+        .to_owned()
+        + "    targets:\n"
+        + &targets;
+    let fx = b.fixture_of(&app);
+    let mut rng = seed;
+    let mut next = |n: u64| {
+        // A fixed-seed LCG: the same schedule every run of the test.
+        rng = rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (rng >> 33) % n
+    };
+    // Default max_recovery_attempts (5): six runs that move nothing dead-letter it.
+    let stretch = if dead_letter { 3..9 } else { 0..0 };
+    let mut killed = 0;
+    let mut runs = 0;
+    while killed < kills {
+        runs += 1;
+        assert!(runs <= kills * 3, "{kills} kills took {runs} runs");
+        let site = if stretch.contains(&killed) {
+            "step.started=kill@1".to_owned()
+        } else if next(4) == 0 {
+            "step.before_checkpoint~deploy:=kill@1".to_owned()
+        } else {
+            format!("step.started=kill@{}", 1 + next(3))
+        };
+        let out = fx.run_with(DEPLOY, &[("MANENT_FAILPOINTS", &site)]);
+        match out.status.signal() {
+            Some(9) => {
+                killed += 1;
+                // Commands the dead engine had started finish on their own.
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            // Finished, or a target whose attempts the kills spent (they count: a persisted
+            // budget) waits for a decision, which the next `deploy` gives (a retry).
+            _ => assert!(
+                matches!(out.status.code(), Some(0 | 1)),
+                "{site}: {}",
+                said(&out)
+            ),
+        }
+    }
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let ledger = fx.ledger();
+    for i in 1..=16 {
+        let t = format!("web-{i}");
+        let starts = ledger
+            .iter()
+            .filter(|e| e.event == "start" && e.target == t)
+            .count();
+        assert!(
+            (1..=2).contains(&starts),
+            "{t} started {starts} times in {kills} kills: {ledger:#?}"
+        );
+        let version = std::fs::read_to_string(fx.path().join(format!("fleet/{t}/VERSION")));
+        assert_eq!(version.unwrap().trim(), "1.0.0", "{t}");
+    }
+    let dead: Vec<String> = fx
+        .deployments()
+        .into_iter()
+        .filter(|id| fx.status(id)["status"] == "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+        .collect();
+    if !dead_letter {
+        return;
+    }
+    let Some(dead) = dead.first() else {
+        let all: Vec<String> = fx
+            .deployments()
+            .iter()
+            .map(|id| format!("{id} {}", fx.status(id)["status"]))
+            .collect();
+        panic!("the stretch of kills dead-lettered no deployment: {all:#?}");
+    };
+    let out = fx.run(&["resume", dead]);
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        text(&out.stderr).contains("superseded by dep-"),
+        "{}",
+        said(&out)
+    );
+    let again = fx.ledger().iter().filter(|e| e.event == "start").count();
+    assert_eq!(again, ledger.iter().filter(|e| e.event == "start").count());
+}
+
+#[test]
+fn the_kill_probe_at_6_kills() {
+    kill_probe_on(&Backend::Sqlite, 6, false, 6);
+}
+
+#[test]
+fn the_kill_probe_at_13_kills_with_a_dead_letter() {
+    kill_probe_on(&Backend::Sqlite, 13, true, 13);
+}
+
+#[test]
+fn the_kill_probe_at_30_kills_with_a_dead_letter() {
+    kill_probe_on(&Backend::Sqlite, 30, true, 30);
+}
+
+/// After a dead letter, a new deploy of the same version says so, names how to continue the
+/// stopped one, and leaves the targets that one finished `unchanged`, naming it; `--force`
+/// deploys them again.
+#[test]
+fn a_new_deploy_of_a_dead_lettered_version_leaves_its_finished_targets_unchanged() {
+    let manent = format!("{LEDGER_MANENT}engine:\n  max_recovery_attempts: 1\n");
+    let fx = Fixture::new(&manent, &[("web", &ledger_app(""))]);
+    run_killed(&fx, DEPLOY, "step.started~web-3=kill");
+    let first = fx.deployments().pop().unwrap();
+    // A run that moves nothing, then the claim that finds one too many.
+    run_killed(&fx, &["resume", &first], "step.started=kill@1");
+    let out = fx.run_with(
+        &["resume", &first],
+        &[("MANENT_FAILPOINTS", "step.started=kill@1")],
+    );
+    assert_eq!(out.status.signal(), None, "{}", said(&out));
+    assert_eq!(
+        fx.status(&first)["status"],
+        "MAX_RECOVERY_ATTEMPTS_EXCEEDED"
+    );
+    let out = fx.run(DEPLOY);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{first} deployed this version before and was dead-lettered"
+        )) && err.contains(&format!("`manent resume {first}`")),
+        "{err}"
+    );
+    let second = fx.deployments().pop().unwrap();
+    assert_ne!(second, first);
+    let v = fx.status(&second);
+    let targets = v["targets"].as_array().unwrap();
+    for t in targets {
+        let name = t["name"].as_str().unwrap();
+        if name == "web-1" || name == "web-2" {
+            assert_eq!(t["state"], "unchanged", "{v:#}");
+            let msg = t["message"].as_str().unwrap();
+            assert!(msg.contains(&format!("deployed by {first}")), "{msg}");
+            assert!(msg.contains("reads 1.0.0 live"), "{msg}");
+        } else {
+            assert_eq!(t["state"], "deployed", "{v:#}");
+        }
+    }
+    let starts = |fx: &Fixture, t: &str| {
+        fx.ledger()
+            .iter()
+            .filter(|e| e.event == "start" && e.target == t)
+            .count()
+    };
+    assert_eq!(starts(&fx, "web-1"), 1);
+    // Forced, every target runs again.
+    let mut forced = DEPLOY.to_vec();
+    forced.extend(["--force", "--reason", "redo everything"]);
+    let out = fx.run(&forced);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(starts(&fx, "web-1"), 2);
+}
+
 #[test]
 fn ctrl_c_lets_targets_in_flight_finish_and_resume_runs_only_the_rest() {
     let fx = fixture();
@@ -878,6 +1064,12 @@ mod postgres {
     fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
         let Some(b) = Backend::postgres() else { return };
         kill_after_the_side_effect_before_the_checkpoint_on(&b);
+    }
+
+    #[test]
+    fn the_kill_probe_at_13_kills_with_a_dead_letter() {
+        let Some(b) = Backend::postgres() else { return };
+        kill_probe_on(&b, 13, true, 1313);
     }
 
     #[test]

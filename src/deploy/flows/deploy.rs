@@ -33,7 +33,7 @@ pub async fn run(env: Arc<DeployEnv>, ctx: WfCtx, inputs: String) -> Result<RunO
     } else {
         Kind::Deploy
     };
-    outcome(deploy(&env, &ctx, &input.spec, kind).await)
+    outcome(deploy(&env, &ctx, &input.spec, kind, input.force).await)
 }
 
 async fn deploy(
@@ -41,12 +41,13 @@ async fn deploy(
     ctx: &WfCtx,
     spec: &EnvSpec,
     kind: Kind,
+    redo: bool,
 ) -> Result<Report, Interrupt> {
     let mut run = match Run::begin(env, ctx, spec, kind).await {
         Ok(r) => r,
         Err(stop) => return run::not_begun(ctx, kind, &spec.artifact.version, stop).await,
     };
-    let report = match body(&mut run).await {
+    let report = match body(&mut run, redo).await {
         Ok(r) => r,
         Err(Stop::Interrupt(i)) => return Err(i),
         Err(Stop::Failed(why) | Stop::Abort(why)) => run.report(Ending::Failed, why, NOT_STARTED),
@@ -54,7 +55,7 @@ async fn deploy(
     run.end(report).await
 }
 
-async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
+async fn body(run: &mut Run<'_>, redo: bool) -> Result<Report, Stop> {
     let (env, ctx, spec) = (run.env, run.ctx, run.spec);
     run.validate().await?;
     if run.kind == Kind::DryRun {
@@ -87,7 +88,10 @@ async fn body(run: &mut Run<'_>) -> Result<Report, Stop> {
             how,
             |_| true,
             |t, info| {
-                let live = before_ref.get(&t.moniker.to_string());
+                let live = steps::Before {
+                    live: before_ref.get(&t.moniker.to_string()),
+                    redo,
+                };
                 async move {
                     let deploy = async {
                         let h = env.plugin(spec).await?;
