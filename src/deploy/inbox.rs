@@ -157,20 +157,43 @@ fn weight_words(d: &DeploymentView) -> String {
     }
 }
 
-/// Parked notifications: each one, with why and the verb that sends it again.
+/// Parked notifications, one item per receiver: how many wait, the newest one's deployment and
+/// why, and the verb that sends them again (one id, or every parked one).
 pub fn parked_items(parked: &[super::records::Parked]) -> Vec<Item> {
-    parked
-        .iter()
-        .map(|p| Item {
-            waiting: Waiting::Notification,
-            subject: p.row.receiver.clone(),
-            deployment: Some(p.row.workflow_id.clone()),
-            at: p.parked_at,
-            what: format!(
-                "the {} notification to {} is parked after {} attempt(s): {}",
-                p.row.event, p.row.receiver, p.row.attempts, p.error
-            ),
-            verbs: format!("manent notify retry {}", p.row.id),
+    let mut by_receiver: std::collections::BTreeMap<&str, Vec<&super::records::Parked>> =
+        std::collections::BTreeMap::new();
+    for p in parked {
+        by_receiver.entry(&p.row.receiver).or_default().push(p);
+    }
+    by_receiver
+        .into_iter()
+        .filter_map(|(receiver, ps)| {
+            let newest = *ps.iter().max_by_key(|p| (p.parked_at, p.row.id))?;
+            let (what, verbs) = match ps.len() {
+                1 => (
+                    format!(
+                        "the {} notification to {receiver} is parked after {} attempt(s): {}",
+                        newest.row.event, newest.row.attempts, newest.error
+                    ),
+                    format!("manent notify retry {}", newest.row.id),
+                ),
+                n => (
+                    format!(
+                        "{n} notifications to {receiver} are parked, the newest ({}) after {} \
+                         attempt(s): {}",
+                        newest.row.event, newest.row.attempts, newest.error
+                    ),
+                    "manent notify list; manent notify retry --all".to_owned(),
+                ),
+            };
+            Some(Item {
+                waiting: Waiting::Notification,
+                subject: receiver.to_owned(),
+                deployment: Some(newest.row.workflow_id.clone()),
+                at: newest.parked_at,
+                what,
+                verbs,
+            })
         })
         .collect()
 }
@@ -308,4 +331,55 @@ fn item_of(d: &DeploymentView) -> Option<Item> {
         what,
         verbs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deploy::records::{OutboxRow, Parked};
+
+    fn parked(id: i64, receiver: &str, event: &str, at: i64) -> Parked {
+        Parked {
+            row: OutboxRow {
+                id,
+                receiver: receiver.into(),
+                workflow_id: format!("dep-{id}"),
+                mark: event.into(),
+                event: event.into(),
+                body: "{}".into(),
+                attempts: 3,
+                next_at: 0,
+            },
+            parked_at: at,
+            error: format!("HTTP 400 ({id})"),
+        }
+    }
+
+    #[test]
+    fn parked_notifications_are_one_item_per_receiver_with_their_count() {
+        let items = parked_items(&[
+            parked(1, "chat", "started", 10),
+            parked(2, "pager", "failed", 20),
+            parked(3, "chat", "finished", 30),
+            parked(4, "chat", "started", 25),
+        ]);
+        assert_eq!(items.len(), 2);
+        let chat = items.iter().find(|i| i.subject == "chat").unwrap();
+        assert!(
+            chat.what.starts_with("3 notifications to chat are parked"),
+            "{}",
+            chat.what
+        );
+        assert!(chat.what.contains("newest (finished)") && chat.what.contains("(3)"));
+        assert_eq!(chat.deployment.as_deref(), Some("dep-3"));
+        assert_eq!(chat.at, 30);
+        assert_eq!(chat.verbs, "manent notify list; manent notify retry --all");
+        let pager = items.iter().find(|i| i.subject == "pager").unwrap();
+        assert_eq!(pager.verbs, "manent notify retry 2");
+        assert!(
+            pager
+                .what
+                .starts_with("the failed notification to pager is parked")
+        );
+    }
 }
