@@ -59,9 +59,10 @@ impl LogSink for LogHub {
     }
 
     fn congested(&self) -> bool {
-        // Less than a tenth of the store's queue free.
-        self.to_store.capacity() < self.to_store.max_capacity() / 10
-            && mono_ms() - self.stored_at.load(std::sync::atomic::Ordering::Relaxed) < STUCK_MS
+        // Less than a tenth of the store's queue free, or of the JSON log's.
+        (self.to_store.capacity() < self.to_store.max_capacity() / 10
+            && mono_ms() - self.stored_at.load(std::sync::atomic::Ordering::Relaxed) < STUCK_MS)
+            || crate::telemetry::logfile::congested()
     }
 }
 

@@ -184,6 +184,20 @@ impl Logger {
         });
     }
 
+    /// The sink is behind but moving ([`LogSink::congested`]): a reader of a flooding
+    /// command's output waits before passing it more.
+    pub fn congested(&self) -> bool {
+        self.sink.congested()
+    }
+
+    /// Waits while the sink is congested: a flooding command waits on its pipe instead of its
+    /// lines being dropped. Bounded: a sink that stops moving is not congested.
+    pub async fn wait_for_room(&self) {
+        while self.sink.congested() {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     /// Logs at trace level.
     pub fn trace(&self, message: &str) {
         self.log(Level::Trace, message, &[]);

@@ -1,7 +1,11 @@
 //! The JSON log file for a SIEM (DESIGN §10): one JSON object per line, in daily files
 //! (`manent.YYYY-MM-DD.jsonl`, rotated by size too, at most `keep` of them and `max_total`
-//! bytes in all: [`rolling`]), written by tracing-appender's non-blocking writer — lossy past
-//! its buffer, so a slow disk never stalls a deploy.
+//! bytes in all: [`rolling`]), written by the file's own thread from a bounded queue
+//! ([`queue`]): a slow disk never stalls a deploy. A flooding step is slowed first (the log
+//! hub reports the queue congested and output readers wait); a line that still finds the
+//! queue full is counted, and the file itself says "N lines were dropped between T1 and T2"
+//! where they would have been. At exit the queue is drained for at most [`queue::DRAIN`];
+//! what it could not write is said on stderr.
 //!
 //! Two kinds of line share it: the engine's own tracing events (through a layer the process's
 //! subscriber carries from the start and the engine switches on), and every plugin and engine
@@ -11,13 +15,13 @@
 //! The directory and its files are the engine user's alone (0700/0600, or the shared group's),
 //! as the database is: every line may quote a deploy command or a hook's output.
 
+pub mod queue;
 mod rolling;
 
 use std::io::Write;
 use std::sync::{OnceLock, RwLock};
 
 use serde::Serialize;
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{Filtered, LevelFilter};
 use tracing_subscriber::registry::Registry;
@@ -31,9 +35,6 @@ type FileLayer = Option<Box<dyn Layer<Registry> + Send + Sync>>;
 static EVENTS: OnceLock<reload::Handle<FileLayer, Registry>> = OnceLock::new();
 /// Where log lines are written, while a file is open.
 static LINES: RwLock<Option<Redacting>> = RwLock::new(None);
-
-/// Lines the writer buffers before it drops (and counts) the newest.
-const BUFFERED_LINES: usize = 64_000;
 
 /// The layer a process's subscriber starts with (put it first: it is typed for the registry).
 /// The file's level filter wraps the switch, not the layer switched in: a per-layer filter
@@ -56,10 +57,11 @@ pub struct LogFileError {
     reason: String,
 }
 
-/// The open file; dropping it flushes what is buffered and stops both kinds of line.
+/// The open file; dropping it stops both kinds of line and drains what is queued (for at most
+/// [`queue::DRAIN`], saying on stderr what it could not write).
 #[must_use = "the file stays open while this lives"]
 pub struct Open {
-    _guard: WorkerGuard,
+    writer: Option<queue::Writer>,
 }
 
 impl std::fmt::Debug for Open {
@@ -75,6 +77,12 @@ impl Drop for Open {
         }
         if let Some(h) = EVENTS.get() {
             let _ = h.reload(None);
+        }
+        if let Some(w) = self.writer.take() {
+            let left = w.close();
+            if let Some(said) = left.said() {
+                let _ = writeln!(std::io::stderr(), "manent: {said}");
+            }
         }
     }
 }
@@ -99,12 +107,9 @@ pub fn open(
         trust.clone(),
     )
     .map_err(|e| fail(e.to_string()))?;
-    let (writer, guard) = NonBlockingBuilder::default()
-        .lossy(true)
-        .buffered_lines_limit(BUFFERED_LINES)
-        .thread_name("manent-log-file")
-        .finish(appender);
-    let writer = Redacting(writer);
+    let (queue, thread) =
+        queue::Writer::start(appender, &cfg.dir).map_err(|e| fail(e.to_string()))?;
+    let writer = Redacting(queue);
     if let Some(h) = EVENTS.get() {
         let events = tracing_subscriber::fmt::layer()
             .json()
@@ -119,7 +124,9 @@ pub fn open(
     if let Ok(mut w) = LINES.write() {
         *w = Some(writer);
     }
-    Ok(Open { _guard: guard })
+    Ok(Open {
+        writer: Some(thread),
+    })
 }
 
 /// One log line as the file carries it.
@@ -146,6 +153,14 @@ pub fn is_open() -> bool {
     LINES.read().is_ok_and(|w| w.is_some())
 }
 
+/// The open file's queue is nearly full while its thread is writing: output readers wait
+/// rather than the file dropping lines.
+pub fn congested() -> bool {
+    LINES
+        .read()
+        .is_ok_and(|w| w.as_ref().is_some_and(|w| w.0.congested()))
+}
+
 /// Writes `line` (already redacted) when a file is open; never waits.
 pub fn write(line: &Line) {
     write_raw(line);
@@ -158,22 +173,21 @@ pub fn write_event(event: &EventLine) {
 
 /// The file's writer, with every line passed through the secret redactor.
 #[derive(Clone)]
-struct Redacting(NonBlocking);
+struct Redacting(queue::Sender);
 
 impl Write for Redacting {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match std::str::from_utf8(buf) {
-            Ok(text) => match redact(text) {
-                std::borrow::Cow::Borrowed(_) => self.0.write_all(buf),
-                std::borrow::Cow::Owned(clean) => self.0.write_all(clean.as_bytes()),
-            },
-            Err(_) => self.0.write_all(buf),
-        }?;
+        // The JSON layer writes each event whole, in one call: one call is one line.
+        let line = match std::str::from_utf8(buf).map(redact) {
+            Ok(std::borrow::Cow::Owned(clean)) => clean.into_bytes(),
+            _ => buf.to_vec(),
+        };
+        self.0.line(line);
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
+        Ok(())
     }
 }
 
@@ -210,7 +224,7 @@ fn write_raw(record: &impl Serialize) {
     };
     if let Ok(mut text) = serde_json::to_vec(record) {
         text.push(b'\n');
-        let _ = writer.0.clone().write_all(&text);
+        writer.0.line(text);
     }
 }
 

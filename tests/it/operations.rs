@@ -521,6 +521,48 @@ environments:
     assert!(all.contains("\"message\":\"1\""));
 }
 
+/// A flood of 300,000 lines with `log_file:`: the JSON log holds every line, or says in
+/// itself how many it dropped — nothing goes missing without a word.
+#[test]
+fn a_flood_reaches_the_json_log_whole_or_the_log_counts_what_it_dropped() {
+    const N: u64 = 300_000;
+    let manent = "plugins:\n  exec: {}\nlog_file:\n  dir: logs\n  keep: 50\n  max_size: 64MB\n  \
+                  max_total: 2GB\n";
+    let app = format!(
+        "application: flood\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: exec\n  params:\n    \
+         deploy: seq 1 {N}\nenvironments:\n  prod:\n    targets: [{{name: a}}]\n"
+    );
+    let fx = Fixture::new(manent, &[("flood", &app)]);
+    let out = fx.run(&["deploy", "flood", "prod", "--yes"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let mut seen = std::collections::BTreeSet::new();
+    let mut dropped = 0u64;
+    for f in std::fs::read_dir(fx.path().join("logs")).unwrap() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        for line in text.lines() {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            if let Some(n) = v["dropped"].as_u64() {
+                dropped += n;
+            } else if v["target"] == "a"
+                && let Some(n) = v["message"].as_str().and_then(|m| m.parse::<u64>().ok())
+            {
+                assert!(seen.insert(n), "line {n} twice");
+            }
+        }
+    }
+    assert_eq!(
+        seen.len() as u64 + dropped,
+        N,
+        "{} lines in the JSON log, {dropped} said dropped",
+        seen.len()
+    );
+    if dropped > 0 {
+        assert!(err.contains("the JSON log in"), "said on exit too: {err}");
+    }
+}
+
 /// A webhook receiver on loopback: answers `fail_first` requests with 503 (or, `silent`,
 /// never; or, `fail_first` above 1000, the first `fail_first - 1000` with 400), then 200; keeps
 /// the bodies it accepted and the headers it saw.

@@ -305,7 +305,14 @@ async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger) -> String 
     };
     let mut reader = crate::plugin::lines::Lines::new(BufReader::new(stream));
     let mut last = String::new();
+    let mut read = 0u32;
     while let Some(line) = reader.next().await {
+        // Every 64 lines: while the database or the JSON log is behind but moving, the command
+        // waits on its pipe rather than its lines going unstored.
+        read = read.wrapping_add(1);
+        if read.is_multiple_of(64) {
+            log.wait_for_room().await;
+        }
         log.log(Level::Info, &line, &[]);
         if !line.trim().is_empty() {
             last = line.trim().to_owned();
