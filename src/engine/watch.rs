@@ -58,21 +58,21 @@ pub(super) fn spawn_heartbeat(
                     continue;
                 }
             };
-            let was_fenced = beat.renewed();
-            if was_fenced {
-                runtime.unfence();
-                // Its lease is back: what no other engine took meanwhile is its own again.
-                match store.reclaim_own(&executor).await {
-                    Ok(ids) => {
-                        for TakenOver { id, .. } in ids {
-                            log.for_deployment(&id).warn(
-                                "this engine renewed its lease: it takes its deployment back and \
-                                 resumes from its last completed step",
-                            );
-                            let _ = runtime.claim_and_spawn(&id).await;
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "could not take its deployments back"),
+            if beat.renewed() {
+                // Its lease is back: what no other engine took meanwhile goes on where it was.
+                let (kept, cut) = runtime.after_lapse().await;
+                for id in kept {
+                    log.for_deployment(&id).warn(
+                        "this engine renewed its lease and no other engine took this deployment \
+                         meanwhile: it goes on where it was (a step that finished meanwhile is \
+                         kept; one whose processes were killed runs again)",
+                    );
+                }
+                for id in cut {
+                    log.for_deployment(&id).warn(
+                        "this engine renewed its lease, but another engine took this deployment \
+                         over meanwhile: this engine leaves it to that one",
+                    );
                 }
             }
             for TakenOver { id, from } in taken {
@@ -148,14 +148,14 @@ impl Heartbeat {
 }
 
 /// This engine's lease lapsed: before anything else, every step process it started is killed
-/// and every run cut off — another engine may be running them now.
+/// and no run starts another attempt — another engine may be running them now.
 pub(super) fn fence(runtime: &Runtime, processes: &Processes, log: &Logger, lease: Duration) {
-    processes.kill_live();
     let cut = runtime.fence();
+    processes.kill_live();
     let said = format!(
         "this engine's lease lapsed (no renewal for over {}): its step processes were killed \
-         and its runs stopped, so another engine can take them over without both running a \
-         step; it takes back what nobody took once it renews",
+         and its runs start nothing more, so another engine can take them over without both \
+         running a step; once it renews, what nobody took goes on where it was",
         humantime::format_duration(lease)
     );
     tracing::error!("{said}");

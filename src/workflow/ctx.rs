@@ -93,6 +93,10 @@ pub trait Observer: Send + Sync {
 /// Shared between a run and the runtime that spawned it.
 pub(crate) struct RunControl {
     pub shutdown: watch::Receiver<Shutdown>,
+    /// True while the engine's lease has lapsed: no step attempt starts.
+    pub fenced: watch::Receiver<bool>,
+    /// This run's token: the workflow is still this run's while its row holds it.
+    pub run_token: String,
     pub wake: Notify,
     pub parked: AtomicUsize,
     /// Of the parked waits, those only an operator ends (no timer).
@@ -261,6 +265,34 @@ impl WfCtx {
         *self.run.control.shutdown.borrow()
     }
 
+    /// Waits while the engine's lease has lapsed: another engine may own this workflow now, so
+    /// nothing starts until the lease is renewed (and the run is cut off if it was taken). A
+    /// hard shutdown ends the wait.
+    async fn unfenced(&self) -> Result<(), Interrupt> {
+        let mut fenced = self.run.control.fenced.clone();
+        let mut shutdown = self.run.control.shutdown.clone();
+        while *fenced.borrow_and_update() {
+            tokio::select! {
+                changed = fenced.changed() => {
+                    if changed.is_err() {
+                        return Err(Interrupt::ShuttingDown);
+                    }
+                }
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() == Shutdown::Hard {
+                        return Err(Interrupt::ShuttingDown);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True while the engine's lease has lapsed.
+    fn fenced(&self) -> bool {
+        *self.run.control.fenced.borrow()
+    }
+
     /// A step boundary: past the drain timeout, the run stops here (B.11).
     fn boundary(&self) -> Result<(), Interrupt> {
         if self.shutdown() == Shutdown::Hard {
@@ -427,6 +459,10 @@ impl WfCtx {
                     };
                     return self.fail(id, name, failure, attempt, started_at).await;
                 }
+                Err(StepError::Retryable(message)) if self.fenced() => format!(
+                    "the engine's lease lapsed during this attempt and its processes were \
+                     killed: {message}"
+                ),
                 Err(StepError::Retryable(message)) => message,
             };
             let message = redact(&message).into_owned();
@@ -456,6 +492,8 @@ impl WfCtx {
         interruptible: bool,
         after_cut_off: bool,
     ) -> Result<StepInfo, Interrupt> {
+        // No side effect starts while another engine may own the workflow.
+        self.unfenced().await?;
         let start = AttemptStart {
             workflow_id: self.run.id.clone(),
             run_token: self.run.run_token.clone(),
@@ -467,6 +505,8 @@ impl WfCtx {
         };
         self.store_retry(|| self.run.store.begin_attempt(start.clone()))
             .await?;
+        // A lapse while the start was being written: the body waits for the lease too.
+        self.unfenced().await?;
         failpoint::hit("step.started", name);
         self.observe(StepEvent::Started {
             function_id: id,

@@ -107,10 +107,10 @@ pub struct Runtime {
     observer: Arc<dyn Observer>,
     accepting: AtomicBool,
     reclaim: Mutex<Vec<String>>,
-    /// Each run's task, to cut it off at once when the engine's lease lapsed (fencing).
+    /// Each run's task, to cut it off when another engine took its workflow over.
     tasks: Mutex<HashMap<String, tokio::task::AbortHandle>>,
-    /// Its runs were cut off after a lapse and not yet taken back.
-    fenced: AtomicBool,
+    /// Its lease lapsed and is not renewed yet: no run starts a step attempt.
+    fenced: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -139,7 +139,7 @@ impl Runtime {
             accepting: AtomicBool::new(true),
             reclaim: Mutex::new(Vec::new()),
             tasks: Mutex::new(HashMap::new()),
-            fenced: AtomicBool::new(false),
+            fenced: watch::channel(false).0,
         })
     }
 
@@ -362,6 +362,8 @@ impl Runtime {
         let id = id.as_str();
         let control = Arc::new(RunControl {
             shutdown: self.shutdown.subscribe(),
+            fenced: self.fenced.subscribe(),
+            run_token: token.clone(),
             wake: Notify::new(),
             parked: AtomicUsize::new(0),
             awaiting_operator: AtomicUsize::new(0),
@@ -386,40 +388,70 @@ impl Runtime {
 
     /// True while this engine has fenced itself (its lease lapsed) and not yet renewed it.
     pub fn is_fenced(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
+        *self.fenced.borrow()
     }
 
-    /// The lease is renewed after a lapse: the engine takes back what nobody took.
-    pub fn unfence(&self) {
-        self.fenced.store(false, Ordering::SeqCst);
-    }
-
-    /// Fencing: this engine's lease lapsed, so other engines may run its workflows now — every
-    /// run here is cut off at once (a plugin call in flight is dropped, and with it its
-    /// connection), recorded nowhere; the rows stay as they are for their new owner, or for
-    /// this engine to take back once it renews ([`Store::reclaim_own`]). Returns the ids cut.
+    /// Fencing: this engine's lease lapsed, so other engines may run its workflows now. No run
+    /// starts another step attempt until the lease is renewed (the engine has killed the step
+    /// processes it started); a run waiting on the database keeps waiting, so a step that
+    /// finished is not thrown away: once the lease is back [`Runtime::after_lapse`] lets each
+    /// run go on that no other engine took. Returns the ids running.
     pub fn fence(&self) -> Vec<String> {
-        let cut: Vec<(String, tokio::task::AbortHandle)> = self
-            .tasks
+        self.fenced.send_replace(true);
+        self.tasks
             .lock()
-            .map(|mut t| t.drain().collect())
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The lease is renewed after a lapse: each run whose workflow still holds its run token
+    /// (no engine took it over meanwhile) goes on where it was, a step it finished meanwhile
+    /// committed as it was; each other run is cut off, its workflow now another's. Returns the
+    /// ids kept and the ids cut.
+    pub async fn after_lapse(&self) -> (Vec<String>, Vec<String>) {
+        let runs: Vec<(String, String)> = self
+            .active
+            .lock()
+            .map(|a| {
+                a.iter()
+                    .map(|(id, c)| (id.clone(), c.run_token.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
-        self.fenced.store(true, Ordering::SeqCst);
-        for (_, task) in &cut {
-            task.abort();
+        let (mut kept, mut cut) = (Vec::new(), Vec::new());
+        for (id, token) in runs {
+            let ours = match self.store.workflow(&id).await {
+                Ok(Some(row)) => {
+                    row.status == WorkflowStatus::Pending
+                        && row.run_token.as_deref() == Some(token.as_str())
+                }
+                Ok(None) => false,
+                // Unread: kept; its next write is checked against its token all the same.
+                Err(_) => true,
+            };
+            if ours {
+                kept.push(id);
+            } else {
+                cut.push(id);
+            }
         }
-        if let Ok(mut active) = self.active.lock() {
-            active.clear();
-        }
-        self.changed.notify_waiters();
-        for (id, _) in &cut {
+        for id in &cut {
+            let task = self.tasks.lock().ok().and_then(|mut t| t.remove(id));
+            if let Some(task) = task {
+                task.abort();
+            }
+            if let Ok(mut active) = self.active.lock() {
+                active.remove(id);
+            }
             let _ = self.events.send(RuntimeEvent::Ended {
                 workflow_id: id.clone(),
                 status: None,
-                reason: "fenced: the engine's lease lapsed; another engine may run it".into(),
+                reason: "another engine took it over while this engine's lease had lapsed".into(),
             });
         }
-        cut.into_iter().map(|(id, _)| id).collect()
+        self.changed.notify_waiters();
+        self.fenced.send_replace(false);
+        (kept, cut)
     }
 
     fn is_active(&self, id: &str) -> bool {
