@@ -426,6 +426,50 @@ fn an_engine_and_its_steps_paused_past_the_lease_never_run_a_target_beside_its_t
     );
 }
 
+/// Host A's deploy of 1 s targets loses the database just after a target started, for
+/// `outage`: the target finishes during the outage, the engine's lease lapses (2 s) with
+/// nothing running, and no other engine takes anything. Once the database is back the step
+/// that finished is recorded as it was — every target ran once.
+fn a_lapse_without_a_takeover_keeps_the_steps_finished_meanwhile(outage: Duration) {
+    let Some(mut pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db(&format!("lapse{}", outage.as_millis()));
+    let a = host(&url, "host-a");
+    let mut deploy = deploy_on(&a, "1");
+    wait_until(Duration::from_secs(60), "a target in flight", || {
+        ledger_counts(&a).values().any(|(s, d)| *s > *d)
+    });
+    pg.stop();
+    std::thread::sleep(outage);
+    pg.restart();
+    let out = wait_bounded(&mut deploy, Duration::from_secs(120));
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "the deploy failed: {said}");
+    let counts = ledger_counts(&a);
+    assert_eq!(counts.len(), 6, "{counts:?}");
+    assert!(
+        counts.values().all(|c| *c == (1, 1)),
+        "every target ran once: {counts:?}\n{said}"
+    );
+    let id = deployment(&url);
+    let logs = text(&a.run(&["logs", &id]).stdout);
+    assert!(
+        logs.contains("no other engine took this deployment meanwhile"),
+        "the lapse and the renewal are said: {logs}"
+    );
+}
+
+#[test]
+fn a_lapse_of_one_lease_without_a_takeover_keeps_the_steps_finished_meanwhile() {
+    a_lapse_without_a_takeover_keeps_the_steps_finished_meanwhile(Duration::from_millis(2500));
+}
+
+#[test]
+fn a_lapse_of_three_leases_without_a_takeover_keeps_the_steps_finished_meanwhile() {
+    a_lapse_without_a_takeover_keeps_the_steps_finished_meanwhile(Duration::from_secs(6));
+}
+
 #[test]
 fn a_database_outage_longer_than_the_lease_moves_no_deployment() {
     let Some(mut pg) = pg::Postgres::start() else {
