@@ -165,6 +165,13 @@ pub enum Command {
         /// The built-in plugin.
         name: String,
     },
+    /// An engine's watchdog (an engine on a shared database starts this itself).
+    #[command(hide = true)]
+    Watchdog {
+        /// Kill the engine's recorded processes after this long without a lease renewal.
+        #[arg(long)]
+        within_ms: u64,
+    },
 }
 
 /// `console`
@@ -873,6 +880,18 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
                 "plugin-serve {name}: only manent starts this, with go-plugin's handshake"
             ));
             exit::BAD_INPUT
+        }
+        Command::Watchdog { within_ms } => {
+            match crate::engine::watchdog::main(
+                &cli.config,
+                std::time::Duration::from_millis(within_ms),
+            ) {
+                Ok(()) => exit::OK,
+                Err(e) => {
+                    out.error(format!("watchdog: {e}"));
+                    exit::ENGINE
+                }
+            }
         }
     }
 }

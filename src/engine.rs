@@ -10,6 +10,7 @@ pub mod notify;
 mod observe;
 pub mod request;
 mod watch;
+pub mod watchdog;
 
 use self::log_hub::LogHub;
 use self::log_hub::log_path_failed;
@@ -73,6 +74,8 @@ pub struct Engine {
     log_writer: tokio::task::JoinHandle<()>,
     poller: tokio::task::JoinHandle<()>,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
+    /// On a shared database: the process that kills its steps once its renewals stop.
+    watchdog: Option<Arc<watchdog::Watchdog>>,
     pruner: tokio::task::JoinHandle<()>,
     watcher: tokio::task::JoinHandle<()>,
     trouble: Arc<std::sync::Mutex<Option<String>>>,
@@ -188,11 +191,24 @@ impl Engine {
         store.listen();
         let poller = runtime.spawn_poller(Duration::from_millis(250));
         // On a shared database the lease is renewed, and what dead engines left is taken over.
+        // Its steps stop when its lease does, even if the engine itself cannot stop them (frozen,
+        // swapped out): a watchdog process kills them once the renewals stop.
+        let watchdog = if config.postgres.is_some() {
+            match watchdog::Watchdog::spawn(&config.file, config.engine.lease) {
+                Ok(w) => Some(Arc::new(w)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not start the engine's watchdog: a frozen engine's steps would run on until it thaws");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let heartbeat = config.postgres.is_some().then(|| {
             spawn_heartbeat(
                 runtime.clone(),
                 store.clone(),
-                processes.clone(),
+                (processes.clone(), watchdog.clone()),
                 Logger::new(logs.clone(), "engine"),
                 &config.engine.executor_id,
                 config.engine.lease,
@@ -216,6 +232,7 @@ impl Engine {
             log_writer,
             poller,
             heartbeat,
+            watchdog,
             pruner,
             watcher,
             trouble,
@@ -360,13 +377,14 @@ impl Engine {
     }
 
     /// True while deployment `id` runs in this process, or is being claimed by it — or this
-    /// engine stopped its runs after its lease lapsed and takes them back once it renews.
+    /// engine's lease lapsed (its runs wait for the renewal, or another engine's takeover).
     pub fn runs(&self, id: &str) -> bool {
         self.runtime.runs(id) || self.runtime.is_fenced()
     }
 
-    /// Drains (B.11) with the configured limits, flushes the logs, truncates the WAL and
-    /// releases the lease. Returns how many runs had to be abandoned.
+    /// Stops as SIGTERM asks (no step, retry or plugin start begins; steps in flight get the
+    /// configured drain), flushes the logs, truncates the WAL and releases the lease. Returns
+    /// how many runs had to be abandoned.
     pub async fn shutdown(self) -> usize {
         let (drain, hard) = (
             self.config.engine.drain_timeout,
@@ -375,11 +393,35 @@ impl Engine {
         self.shutdown_within(drain, hard).await
     }
 
-    /// Shutdown that waits at most `drain` for deployments to finish or park, then stops them at
-    /// their next step boundary, waiting at most `hard` for the steps in flight. An operator's
-    /// Ctrl-C on a deploy uses no drain: in-flight targets finish, nothing new starts.
+    /// Shutdown as SIGTERM asks: no step, retry or plugin start begins; the steps in flight get
+    /// at most `drain` to finish, then `hard` more; each deployment resumes at the next start.
     pub async fn shutdown_within(self, drain: Duration, hard: Duration) -> usize {
-        let left = self.runtime.drain(drain, hard).await;
+        self.close(drain, hard, true).await
+    }
+
+    /// Shutdown that lets deployments go on for at most `drain` until each finishes or waits for
+    /// an operator (a console whose terminal went away; a command whose own deployment settled),
+    /// then stops them at their next step boundary, waiting at most `hard`.
+    pub async fn finish_within(self, drain: Duration, hard: Duration) -> usize {
+        self.close(drain, hard, false).await
+    }
+
+    /// [`Engine::finish_within`] with the configured limits.
+    pub async fn finish(self) -> usize {
+        let (drain, hard) = (
+            self.config.engine.drain_timeout,
+            self.config.engine.hard_timeout,
+        );
+        self.finish_within(drain, hard).await
+    }
+
+    async fn close(mut self, drain: Duration, hard: Duration, stop: bool) -> usize {
+        if stop {
+            // No new attempt and no plugin start from now on: steps in flight finish (within
+            // the drain), the rest resumes at the next start.
+            self.registry.stop_starting();
+        }
+        let left = self.runtime.drain(drain, hard, stop).await;
         self.poller.abort();
         if let Some(h) = &self.heartbeat {
             h.abort();
@@ -403,6 +445,9 @@ impl Engine {
         }
         // Plugins stop only after the deployments using them have drained.
         self.registry.shutdown().await;
+        if let Some(w) = self.watchdog.take() {
+            w.stop();
+        }
         drop(self.registry);
         drop(self.runtime);
         // The log writer ends once every sender is gone.

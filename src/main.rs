@@ -22,6 +22,14 @@ fn main() -> ExitCode {
         // A built-in served as an external plugin process (the demo's fleet); never returns.
         manent::plugin::external::serve(factory);
     }
+    if let Command::Watchdog { within_ms } = &cli.command {
+        // An engine's watchdog: no runtime, no tracing, one thread reading the engine's beats.
+        let within = std::time::Duration::from_millis(*within_ms);
+        return match manent::engine::watchdog::main(&cli.config, within) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(exit::ENGINE),
+        };
+    }
     init_tracing(&cli.command);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

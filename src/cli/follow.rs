@@ -177,7 +177,9 @@ impl Runner {
                 e.shutdown_within(Duration::ZERO, STOP_WITHIN).await;
                 return (0, false);
             }
-            return (e.shutdown().await, false);
+            // Its own deployment settled: what it ran goes on to where it waits (a run a moment
+            // from parking parks).
+            return (e.finish().await, false);
         }
         out.note(format!(
             "manent: handing {} (resumed by this engine) to a background worker",

@@ -140,7 +140,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             // a live canary is then handed to a worker (nobody can be told: no terminal).
             if let Some(e) = engine {
                 let (config, store, ran) = (e.config().clone(), e.store().clone(), e.active());
-                e.shutdown_within(HEADLESS, Duration::from_secs(300)).await;
+                e.finish_within(HEADLESS, Duration::from_secs(300)).await;
                 if !options.stop_on_quit {
                     let handed = judge::hand_over_unwatched(&config, store.as_ref(), &ran).await;
                     if let Some(line) = judge::said(&handed) {

@@ -47,18 +47,25 @@ pub struct Unfinished {
 
 impl std::fmt::Display for Unfinished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} deployed this version before and {} with {} done; the {} stay as they are \
-             (unchanged) and the rest are deployed. To continue {} itself instead: \
-             `manent resume {}`",
-            self.id,
-            self.how,
-            super::plan::count(self.done, "target"),
-            if self.done == 1 { "one" } else { "those" },
-            self.id,
-            self.id
-        )
+        let id = &self.id;
+        match self.done {
+            0 => write!(
+                f,
+                "{id} deployed this version before and {} with no target done. To continue \
+                 {id} itself instead: `manent resume {id}`",
+                self.how
+            ),
+            n => write!(
+                f,
+                "{id} deployed this version before and {} with {} done: {} as {} (unchanged) \
+                 and the rest are deployed. To continue {id} itself instead: `manent resume \
+                 {id}`",
+                self.how,
+                super::plan::count(n, "target"),
+                if n == 1 { "it stays" } else { "they stay" },
+                if n == 1 { "it is" } else { "they are" },
+            ),
+        }
     }
 }
 

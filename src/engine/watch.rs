@@ -18,7 +18,7 @@ use crate::workflow::{Runtime, RuntimeEvent, StoreError};
 pub(super) fn spawn_heartbeat(
     runtime: Arc<Runtime>,
     store: Arc<dyn Db>,
-    processes: Processes,
+    (processes, watchdog): (Processes, Option<Arc<super::watchdog::Watchdog>>),
     log: Logger,
     executor: &str,
     lease: Duration,
@@ -58,6 +58,9 @@ pub(super) fn spawn_heartbeat(
                     continue;
                 }
             };
+            if let Some(w) = &watchdog {
+                w.beat();
+            }
             if beat.renewed() {
                 // Its lease is back: what no other engine took meanwhile goes on where it was.
                 let (kept, cut) = runtime.after_lapse().await;

@@ -274,6 +274,18 @@ impl Processes {
     /// waits until they are gone (up to a few seconds). A record another user owns, or that
     /// others may write, refuses the whole directory: nothing is killed.
     pub fn reap(&self) -> Result<Reaped, Refused> {
+        self.kill_records(true)
+    }
+
+    /// Kills the process groups recorded that are still what their records say, as [`reap`]
+    /// does, leaving the records to the engine (its watchdog: the engine is frozen, not dead).
+    ///
+    /// [`reap`]: Processes::reap
+    pub fn kill_recorded(&self) -> Result<Reaped, Refused> {
+        self.kill_records(false)
+    }
+
+    fn kill_records(&self, remove: bool) -> Result<Reaped, Refused> {
         let mut reaped = Reaped::default();
         let Some(inner) = &self.inner else {
             return Ok(reaped);
@@ -298,7 +310,9 @@ impl Processes {
             let record = std::fs::read_to_string(&path)
                 .ok()
                 .and_then(|t| Record::parse(&t));
-            let _ = std::fs::remove_file(&path);
+            if remove {
+                let _ = std::fs::remove_file(&path);
+            }
             let (Some(pgid), Some(record)) = (pgid, record) else {
                 reaped.spared.push(format!(
                     "{} is not a process record manent wrote; removed it",

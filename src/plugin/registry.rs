@@ -64,6 +64,8 @@ pub struct Registry {
     ready: Mutex<HashMap<String, Arc<OnceCell<Arc<PluginHandle>>>>>,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
     processes: Processes,
+    /// True once the engine stops: no external plugin starts any more.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -105,6 +107,7 @@ impl Registry {
             ready: Mutex::new(HashMap::new()),
             hosts: Mutex::new(HashMap::new()),
             processes,
+            stopping: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -190,7 +193,10 @@ impl Registry {
         // The host checks the binary (exists, executable, sha256) before every start.
         let name = spec.name.clone();
         let origin = spec.command.display().to_string();
-        let host = Arc::new(Host::new(spec, self.sink.clone(), self.processes.clone()));
+        let host = Arc::new(
+            Host::new(spec, self.sink.clone(), self.processes.clone())
+                .stopped_by(self.stopping.subscribe()),
+        );
         self.hosts.lock().await.insert(name.clone(), host.clone());
         let process = host.process().await?;
         let capabilities = process.capabilities.clone();
@@ -200,6 +206,13 @@ impl Registry {
             capabilities,
             origin,
         })
+    }
+
+    /// The engine stops: a plugin start in progress is abandoned and none begins (a plugin that
+    /// never finishes its handshake must not hold the stop for its `start_timeout`); plugins
+    /// already running serve the steps in flight until [`Registry::shutdown`].
+    pub fn stop_starting(&self) {
+        self.stopping.send_replace(true);
     }
 
     /// Stops every external plugin process (after the engine has drained): each is asked to

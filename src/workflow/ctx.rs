@@ -279,7 +279,7 @@ impl WfCtx {
                     }
                 }
                 _ = shutdown.changed() => {
-                    if *shutdown.borrow() == Shutdown::Hard {
+                    if matches!(*shutdown.borrow(), Shutdown::Stopping | Shutdown::Hard) {
                         return Err(Interrupt::ShuttingDown);
                     }
                 }
@@ -293,9 +293,10 @@ impl WfCtx {
         *self.run.control.fenced.borrow()
     }
 
-    /// A step boundary: past the drain timeout, the run stops here (B.11).
+    /// A step boundary: once the engine stops, no step or attempt starts; the run stops here
+    /// and resumes at the next start.
     fn boundary(&self) -> Result<(), Interrupt> {
-        if self.shutdown() == Shutdown::Hard {
+        if matches!(self.shutdown(), Shutdown::Stopping | Shutdown::Hard) {
             Err(Interrupt::ShuttingDown)
         } else {
             Ok(())
@@ -421,6 +422,8 @@ impl WfCtx {
                 .await?;
                 return Ok(Err(failure));
             }
+            // A retry is an attempt like the first: none starts once the engine stops.
+            self.boundary()?;
             let info = self
                 .begin_attempt(
                     id,
@@ -466,6 +469,12 @@ impl WfCtx {
                 Err(StepError::Retryable(message)) => message,
             };
             let message = redact(&message).into_owned();
+            if matches!(self.shutdown(), Shutdown::Stopping | Shutdown::Hard) {
+                // Stopping: no retry now; this attempt ends interrupted, and the step runs
+                // again when the deployment resumes.
+                self.end_interrupted(id, attempt, message).await?;
+                return Err(Interrupt::ShuttingDown);
+            }
             errors.push(message.clone());
             if attempt >= budget {
                 let failure = StepFailure {
@@ -525,6 +534,25 @@ impl WfCtx {
 
     /// Ends attempt `attempt` as retryable (durably, with its redacted error), says so, and
     /// waits the policy's backoff.
+    /// Ends attempt `attempt` of step `id` as interrupted by the engine's stop.
+    async fn end_interrupted(
+        &self,
+        id: u32,
+        attempt: u32,
+        message: String,
+    ) -> Result<(), Interrupt> {
+        let end = AttemptEnd {
+            workflow_id: self.run.id.clone(),
+            function_id: id,
+            attempt,
+            outcome: AttemptOutcome::Interrupted,
+            error: Some(format!("interrupted: the engine stopped ({message})")),
+            ended_at: now_ms(),
+        };
+        self.store_retry(|| self.run.store.end_attempt(end.clone()))
+            .await
+    }
+
     async fn retry_later(
         &self,
         id: u32,

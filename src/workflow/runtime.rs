@@ -736,16 +736,21 @@ impl Runtime {
         }
     }
 
-    /// Shutdown (B.11): stop claiming; wait up to `drain` for runs to finish or park (parked
-    /// runs leave at once); then stop runs at their next step boundary and wait up to `hard`.
+    /// Shutdown: stop claiming; wait up to `drain` for runs to finish or park (parked runs
+    /// leave at once) — with `stop`, runs start no step or attempt meanwhile, so only the steps
+    /// in flight finish; then stop runs at their next step boundary and wait up to `hard`.
     /// Returns how many runs were still going (abandoned, as if the process crashed).
-    pub async fn drain(&self, drain: Duration, hard: Duration) -> usize {
+    pub async fn drain(&self, drain: Duration, hard: Duration, stop: bool) -> usize {
         self.accepting.store(false, Ordering::SeqCst);
         // A hard stop asked already (the database was lost) is not made a drain again.
         self.shutdown.send_if_modified(|s| {
             let running = *s == Shutdown::Running;
             if running {
-                *s = Shutdown::Draining;
+                *s = if stop {
+                    Shutdown::Stopping
+                } else {
+                    Shutdown::Draining
+                };
             }
             running
         });

@@ -5,8 +5,12 @@
 pub enum Shutdown {
     /// Normal operation.
     Running,
-    /// Waiting for runs to finish or park; parked runs leave now.
+    /// Waiting for runs to finish or park; parked runs leave now (a console whose terminal
+    /// went away keeps its deployments going this way).
     Draining,
+    /// Asked to stop (SIGTERM, Ctrl-C): no step or attempt starts; the steps in flight finish,
+    /// parked runs leave now, and each run resumes at the next start.
+    Stopping,
     /// Drain timed out: runs stop at their next step boundary.
     Hard,
 }

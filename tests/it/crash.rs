@@ -718,6 +718,37 @@ fn a_new_deploy_of_a_dead_lettered_version_leaves_its_finished_targets_unchanged
     assert_eq!(starts(&fx, "web-1"), 2);
 }
 
+/// SIGTERM means for a worker what Ctrl-C means for a deploy: the targets in flight finish,
+/// nothing new starts, and the deployment resumes later with only the rest.
+#[test]
+fn sigterm_to_a_worker_lets_targets_in_flight_finish_and_starts_nothing_new() {
+    let fx = fixture();
+    // The deployment is recorded (its command killed before any target), for the worker.
+    run_killed(&fx, DEPLOY, "step.started~web-1=kill");
+    let id = fx.deployments().pop().unwrap();
+    let mut worker = fx.spawn_with(&["worker"], &[("DELAY", "1")]);
+    fleet::wait_ready(&mut worker);
+    wait_until(Duration::from_secs(30), "batch 1 to start", || {
+        fx.ledger().iter().filter(|e| e.event == "start").count() >= 2
+    });
+    fleet::sigterm(&worker);
+    let status = worker.wait().unwrap();
+    assert!(matches!(status.code(), Some(0 | 5)), "{status:?}");
+    assert_eq!(fx.status(&id)["status"], "PENDING");
+    let ledger = fx.ledger();
+    let starts = ledger.iter().filter(|e| e.event == "start").count();
+    let dones = ledger.iter().filter(|e| e.event == "done").count();
+    assert_eq!(
+        (starts, dones),
+        (2, 2),
+        "batch 1 finished, nothing more: {ledger:#?}"
+    );
+    let out = fx.run(&["resume", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let starts = fx.ledger().iter().filter(|e| e.event == "start").count();
+    assert_eq!(starts, 6, "nothing ran twice: {:#?}", fx.ledger());
+}
+
 #[test]
 fn ctrl_c_lets_targets_in_flight_finish_and_resume_runs_only_the_rest() {
     let fx = fixture();

@@ -583,6 +583,73 @@ fn a_deploy_returns_when_its_own_deployment_ends_whatever_its_engine_resumed() {
     }
 }
 
+/// A plugin that never finishes its handshake (start_timeout 10 minutes) does not hold a
+/// stopping engine: SIGTERM to a worker and to a headless deploy abandons the start at once —
+/// no further start attempt — and both leave the deployment to resume. (A liveness bound of one
+/// minute, not a timing assertion: waiting the start out would take ten.)
+#[test]
+fn sigterm_abandons_a_plugin_start_the_same_way_for_a_worker_and_a_deploy() {
+    let manent = manent_yml("      env: {FIXTURE_START: hang}\n", "")
+        .replace("start_timeout: 5s", "start_timeout: 10m");
+    let fx = fixture(&manent, &app("", 1, ""));
+    // The fixture plugin processes `parent` started.
+    let starts = |parent: u32| {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let ppid: u32 = stat
+                    .rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse()
+                    .ok()?;
+                (ppid == parent && String::from_utf8_lossy(&cmd).starts_with(FIXTURE)).then_some(())
+            })
+            .count()
+    };
+    let stop_within_a_minute = |child: &mut std::process::Child, what: &str| {
+        fleet::sigterm(child);
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{what} waited on the plugin's start after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // A headless deploy.
+    let mut deploy = fx.spawn_with(&["deploy", "a", "prod", "--yes"], &[]);
+    let pid = deploy.id();
+    wait_until(Duration::from_secs(30), "the plugin to be started", || {
+        starts(pid) > 0
+    });
+    let status = stop_within_a_minute(&mut deploy, "the deploy");
+    assert_eq!(status.code(), Some(5), "interrupted, to resume");
+    let id = fx.deployments().pop().unwrap();
+    assert_eq!(fx.status(&id)["status"], "PENDING");
+    // A worker resuming it.
+    let mut worker = fx.spawn_with(&["worker"], &[]);
+    fleet::wait_ready(&mut worker);
+    let pid = worker.id();
+    wait_until(
+        Duration::from_secs(30),
+        "the plugin to be started again",
+        || starts(pid) > 0,
+    );
+    let status = stop_within_a_minute(&mut worker, "the worker");
+    // A service stopped on request exits 0 (or 5 with a run it had to abandon).
+    assert!(matches!(status.code(), Some(0 | 5)), "{status:?}");
+    assert_eq!(fx.status(&id)["status"], "PENDING");
+}
+
 /// Under umask 000 the plugin's socket is still reached by no one else: the host's socket
 /// directory and the plugin's own inside it are 0700, the socket 0600.
 #[test]

@@ -426,6 +426,75 @@ fn an_engine_and_its_steps_paused_past_the_lease_never_run_a_target_beside_its_t
     );
 }
 
+/// The engine process alone is frozen (SIGSTOP; its step commands keep running) in the middle
+/// of 10 s targets: its watchdog kills them once its renewals stop, before host B may take the
+/// deployment over — by the commands' own clock, no target runs on both hosts at once.
+#[test]
+fn an_engine_frozen_alone_has_its_steps_stopped_before_another_takes_over() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("frozen");
+    let manent = |id: &str| {
+        format!(
+            "plugins:\n  exec:\n    pass_env: [FIXTURE, TAG]\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
+        )
+    };
+    let app = TICKING_APP.replace(
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do",
+        "for i in $(seq 1 100); do",
+    );
+    assert!(app.contains("seq 1 100"));
+    let a = Fixture::on_postgres(&url, &manent("host-a"), &[("web", &app)]);
+    let b = Fixture::on_postgres(&url, &manent("host-b"), &[("web", &app)]);
+    let worker = on_ledger(&b, &a, &["worker"], &[("TAG", "b")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut deploy = on_ledger(&a, &a, &["deploy", "web", "prod", "--yes"], &[("TAG", "a")]);
+    wait_until(Duration::from_secs(60), "host A mid-target", || {
+        ticks(&a).iter().filter(|t| t.1 == "a").count() >= 3
+    });
+    // The engine alone: its commands (and its watchdog) run on.
+    kill_all(&[deploy.id()], "-STOP");
+    let id = deployment(&url);
+    wait_until(
+        Duration::from_secs(60),
+        "host B runs the cut-off target",
+        || ticks(&a).iter().any(|t| t.1 == "b"),
+    );
+    // Frozen on well past the takeover: whatever of A still ran would tick beside B.
+    std::thread::sleep(Duration::from_secs(2));
+    kill_all(&[deploy.id()], "-CONT");
+    wait_until(Duration::from_secs(180), "the deployment finishes", || {
+        status_of(&url, &id) == "SUCCESS"
+    });
+    let out = wait_bounded(&mut deploy, Duration::from_secs(60));
+    signal(&worker, "-TERM");
+    let w = worker.wait_with_output().unwrap();
+    let all = ticks(&a);
+    let mut compared = 0;
+    for target in ["t1", "t2", "t3"] {
+        let on = |h: &str| {
+            all.iter()
+                .filter(|t| t.0 == target && t.1 == h)
+                .map(|t| t.2)
+                .collect::<Vec<_>>()
+        };
+        let (ta, tb) = (on("a"), on("b"));
+        if ta.is_empty() || tb.is_empty() {
+            continue;
+        }
+        compared += 1;
+        let (a_last, b_first) = (*ta.iter().max().unwrap(), *tb.iter().min().unwrap());
+        assert!(
+            a_last < b_first,
+            "{target} ran on A until {a_last}, after B started it at {b_first}\n{}\n{}",
+            text(&out.stderr),
+            text(&w.stderr)
+        );
+    }
+    assert!(compared > 0, "no target ran on both hosts: {all:?}");
+}
+
 /// Host A's deploy of 1 s targets loses the database just after a target started, for
 /// `outage`: the target finishes during the outage, the engine's lease lapses (2 s) with
 /// nothing running, and no other engine takes anything. Once the database is back the step

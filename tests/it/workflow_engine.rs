@@ -579,7 +579,7 @@ async fn a_hard_stop_during_a_drain_ends_the_drain(b: Backend) {
     let drain = {
         let rt = rt.clone();
         tokio::spawn(async move {
-            rt.drain(Duration::from_secs(600), Duration::from_millis(300))
+            rt.drain(Duration::from_secs(600), Duration::from_millis(300), false)
                 .await
         })
     };

@@ -178,6 +178,8 @@ pub struct Host {
     processes: Processes,
     /// The phase the last start reached.
     phase: std::sync::Mutex<StartPhase>,
+    /// True once the engine stops: a start in progress is abandoned, none begins.
+    stopping: watch::Receiver<bool>,
 }
 
 impl Host {
@@ -191,7 +193,15 @@ impl Host {
             current: tokio::sync::Mutex::new(None),
             processes,
             phase: std::sync::Mutex::new(StartPhase::Handshake),
+            stopping: watch::channel(false).1,
         }
+    }
+
+    /// The same host, its starts abandoned once `stopping` turns true (the engine stops).
+    #[must_use]
+    pub fn stopped_by(mut self, stopping: watch::Receiver<bool>) -> Self {
+        self.stopping = stopping;
+        self
     }
 
     /// The phase the last start reached (where a failed one stopped).
@@ -230,7 +240,21 @@ impl Host {
                 ),
             }
         }
-        let p = Arc::new(self.start().await?);
+        let mut stopping = self.stopping.clone();
+        let stop = async move {
+            // A sender gone (no engine behind this host) never stops it.
+            if stopping.wait_for(|s| *s).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        if *self.stopping.borrow() {
+            return Err(self.stopping_error());
+        }
+        let p = tokio::select! {
+            started = self.start() => Arc::new(started?),
+            // Its process is killed with the engine's other plugins as the engine stops.
+            () = stop => return Err(self.stopping_error()),
+        };
         crate::telemetry::metrics::get().plugin_started(&self.spec.name, again);
         *current = Some(p.clone());
         Ok(p)
@@ -267,6 +291,14 @@ impl Host {
             );
             crate::sys::kill_group(p.pid);
         }
+    }
+
+    fn stopping_error(&self) -> PluginError {
+        PluginError::Failed(format!(
+            "the engine is stopping: plugin {} is not started (its start, if any, is abandoned); \
+             it starts when the deployment resumes",
+            self.spec.name
+        ))
     }
 
     fn fail(&self, what: impl std::fmt::Display) -> PluginError {

@@ -13,12 +13,15 @@ use crate::workflow::shutdown::Shutdown;
 use crate::workflow::store::{Effect, Message, StepRecord};
 
 impl WfCtx {
-    /// A backoff pause: in memory, interrupted only by a hard shutdown.
+    /// A backoff pause: in memory, ended by the engine's stop.
     pub(super) async fn sleep_in_memory(&self, d: Duration) -> Result<(), Interrupt> {
         let mut rx = self.run.control.shutdown.clone();
         tokio::select! {
             () = tokio::time::sleep(d) => Ok(()),
-            _ = rx.wait_for(|s| *s == Shutdown::Hard) => Err(Interrupt::ShuttingDown),
+            // A backoff ends with the engine's stop: no retry starts after it.
+            _ = rx.wait_for(|s| matches!(s, Shutdown::Stopping | Shutdown::Hard)) => {
+                Err(Interrupt::ShuttingDown)
+            }
         }
     }
 
