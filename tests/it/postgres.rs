@@ -359,25 +359,43 @@ fn ticks(fx: &Fixture) -> Vec<(String, String, u128)> {
         .collect()
 }
 
+/// Hosts A and B on `url`, each an engine (lease `LEASE`) running `app`, whose commands tick
+/// into A's file tagged with their host; B's worker is already running when this returns, and
+/// A's deploy has ticked three times. (B's worker ends with B's fixture.)
+fn ticking_hosts(url: &str, app: &str) -> ([Fixture; 2], Child, Child) {
+    let manent = |id: &str| {
+        format!(
+            "plugins:\n  exec:\n    pass_env: [FIXTURE, TAG]\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
+        )
+    };
+    let a = Fixture::on_postgres(url, &manent("host-a"), &[("web", app)]);
+    let b = Fixture::on_postgres(url, &manent("host-b"), &[("web", app)]);
+    let worker = on_ledger(&b, &a, &["worker"], &[("TAG", "b")]);
+    std::thread::sleep(Duration::from_millis(500));
+    let deploy = on_ledger(&a, &a, &["deploy", "web", "prod", "--yes"], &[("TAG", "a")]);
+    wait_until(Duration::from_secs(60), "host A mid-target", || {
+        ticks(&a).iter().filter(|t| t.1 == "a").count() >= 3
+    });
+    ([a, b], deploy, worker)
+}
+
+/// The first and last tick of `target` on host `h`.
+fn span(all: &[(String, String, u128)], target: &str, h: &str) -> Option<(u128, u128)> {
+    let on: Vec<u128> = all
+        .iter()
+        .filter(|t| t.0 == target && t.1 == h)
+        .map(|t| t.2)
+        .collect();
+    Some((*on.iter().min()?, *on.iter().max()?))
+}
+
 #[test]
 fn an_engine_and_its_steps_paused_past_the_lease_never_run_a_target_beside_its_taker() {
     let Some(pg) = pg::Postgres::start() else {
         return;
     };
     let url = pg.create_db("sidefx");
-    let manent = |id: &str| {
-        format!(
-            "plugins:\n  exec:\n    pass_env: [FIXTURE, TAG]\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
-        )
-    };
-    let a = Fixture::on_postgres(&url, &manent("host-a"), &[("web", TICKING_APP)]);
-    let b = Fixture::on_postgres(&url, &manent("host-b"), &[("web", TICKING_APP)]);
-    let worker = on_ledger(&b, &a, &["worker"], &[("TAG", "b")]);
-    std::thread::sleep(Duration::from_millis(500));
-    let mut deploy = on_ledger(&a, &a, &["deploy", "web", "prod", "--yes"], &[("TAG", "a")]);
-    wait_until(Duration::from_secs(60), "host A mid-target", || {
-        ticks(&a).iter().filter(|t| t.1 == "a").count() >= 3
-    });
+    let ([a, _b], mut deploy, worker) = ticking_hosts(&url, TICKING_APP);
     // A paused VM: the engine and every step process it runs stop, well past the lease.
     let paused = family(deploy.id());
     kill_all(&paused, "-STOP");
@@ -400,18 +418,11 @@ fn an_engine_and_its_steps_paused_past_the_lease_never_run_a_target_beside_its_t
     let w = worker.wait_with_output().unwrap();
     let all = ticks(&a);
     for target in ["t1", "t2", "t3"] {
-        let on = |h: &str| {
-            all.iter()
-                .filter(|t| t.0 == target && t.1 == h)
-                .map(|t| t.2)
-                .collect::<Vec<_>>()
-        };
-        let (ta, tb) = (on("a"), on("b"));
-        if ta.is_empty() || tb.is_empty() {
+        let (Some((a_first, a_last)), Some((b_first, b_last))) =
+            (span(&all, target, "a"), span(&all, target, "b"))
+        else {
             continue;
-        }
-        let (a_last, b_first) = (*ta.iter().max().unwrap(), *tb.iter().min().unwrap());
-        let (b_last, a_first) = (*tb.iter().max().unwrap(), *ta.iter().min().unwrap());
+        };
         assert!(
             a_last < b_first || b_last < a_first,
             "{target} ran on both hosts at once: A {a_first}..{a_last}, B {b_first}..{b_last}\n{}\n{}",
@@ -435,24 +446,12 @@ fn an_engine_frozen_alone_has_its_steps_stopped_before_another_takes_over() {
         return;
     };
     let url = pg.create_db("frozen");
-    let manent = |id: &str| {
-        format!(
-            "plugins:\n  exec:\n    pass_env: [FIXTURE, TAG]\nengine: {{executor_id: {id}, lease: {LEASE}}}\n"
-        )
-    };
     let app = TICKING_APP.replace(
         "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do",
         "for i in $(seq 1 100); do",
     );
     assert!(app.contains("seq 1 100"));
-    let a = Fixture::on_postgres(&url, &manent("host-a"), &[("web", &app)]);
-    let b = Fixture::on_postgres(&url, &manent("host-b"), &[("web", &app)]);
-    let worker = on_ledger(&b, &a, &["worker"], &[("TAG", "b")]);
-    std::thread::sleep(Duration::from_millis(500));
-    let mut deploy = on_ledger(&a, &a, &["deploy", "web", "prod", "--yes"], &[("TAG", "a")]);
-    wait_until(Duration::from_secs(60), "host A mid-target", || {
-        ticks(&a).iter().filter(|t| t.1 == "a").count() >= 3
-    });
+    let ([a, _b], mut deploy, worker) = ticking_hosts(&url, &app);
     // The engine alone: its commands (and its watchdog) run on.
     kill_all(&[deploy.id()], "-STOP");
     let id = deployment(&url);
@@ -473,18 +472,12 @@ fn an_engine_frozen_alone_has_its_steps_stopped_before_another_takes_over() {
     let all = ticks(&a);
     let mut compared = 0;
     for target in ["t1", "t2", "t3"] {
-        let on = |h: &str| {
-            all.iter()
-                .filter(|t| t.0 == target && t.1 == h)
-                .map(|t| t.2)
-                .collect::<Vec<_>>()
-        };
-        let (ta, tb) = (on("a"), on("b"));
-        if ta.is_empty() || tb.is_empty() {
+        let (Some((_, a_last)), Some((b_first, _))) =
+            (span(&all, target, "a"), span(&all, target, "b"))
+        else {
             continue;
-        }
+        };
         compared += 1;
-        let (a_last, b_first) = (*ta.iter().max().unwrap(), *tb.iter().min().unwrap());
         assert!(
             a_last < b_first,
             "{target} ran on A until {a_last}, after B started it at {b_first}\n{}\n{}",
