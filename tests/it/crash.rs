@@ -102,8 +102,25 @@ fn at_kill(fx: &Fixture) -> AtKill {
     }
 }
 
-/// Every invariant of part C after the deployment finished.
-fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
+/// Which of [`check`]'s cases a target step met: what the kill found it doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    /// Checkpointed before the kill: never ran again.
+    Completed,
+    /// Its call had finished (ledger `done`): reconciled through current_release.
+    FinishedCall,
+    /// Killed between writing its version and its ledger's `done`: reconciled all the same.
+    VersionWritten,
+    /// Cut off in the middle: ran again, once, with the same key.
+    Rerun,
+    /// Not started at the kill: ran once.
+    Fresh,
+}
+
+/// Every invariant of part C after the deployment finished; the case each target step met
+/// (a test that forces one says which it expects: none is left to luck).
+fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) -> BTreeMap<String, Case> {
+    let mut cases = BTreeMap::new();
     let id = fx.deployments().pop().unwrap();
     let v = fx.status(&id);
     assert_eq!(v["status"], "SUCCESS", "{v:#}");
@@ -125,12 +142,14 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
     for (fid, name) in golden.iter().filter(|(_, n)| n.starts_with("deploy:")) {
         let key = format!("{id}/{fid}");
         let attempts = starts.get(&key).cloned().unwrap_or_default();
+        let target = name.rsplit(':').next().unwrap_or(name).to_owned();
         if before.checkpointed.contains(&key) {
             assert_eq!(
                 attempts.len(),
                 1,
                 "{name} completed before the kill but ran again: {attempts:?}"
             );
+            cases.insert(target, Case::Completed);
         } else if before.started.contains(&key)
             && reconciles
             && attempts
@@ -143,11 +162,11 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
                 "{name}: its cut-off call had finished; current_release reconciles it without \
                  running it again: {attempts:?}"
             );
+            cases.insert(target, Case::FinishedCall);
         } else if before.started.contains(&key) && reconciles && attempts.len() == 1 {
             // Killed between writing its version and its ledger's `done` (its process dies with
             // the engine): current_release saw the version live and the engine said so.
             // Read through manent itself: the store under test (SQLite or PostgreSQL).
-            let target = name.rsplit(':').next().unwrap_or(name);
             let logs = text(&fx.run(&["logs", &id]).stdout);
             let said = logs
                 .lines()
@@ -160,6 +179,7 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
                 said, 1,
                 "{name} ran once but was not reconciled: {attempts:?}"
             );
+            cases.insert(target, Case::VersionWritten);
         } else if before.started.contains(&key) {
             assert_eq!(
                 attempts.len(),
@@ -170,8 +190,10 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
                 attempts[1] > attempts[0],
                 "{name}: the rerun is a later attempt: {attempts:?}"
             );
+            cases.insert(target, Case::Rerun);
         } else {
             assert_eq!(attempts.len(), 1, "{name} ran {attempts:?}");
+            cases.insert(target, Case::Fresh);
         }
     }
     for i in 1..=6 {
@@ -180,6 +202,7 @@ fn check(fx: &Fixture, golden: &[(u32, String)], before: &AtKill) {
     }
     fx.integrity_ok();
     assert_eq!(fx.live(), 0);
+    cases
 }
 
 fn golden() -> (Vec<(u32, String)>, usize) {
@@ -338,6 +361,54 @@ fn kill_inside_a_running_step_on(b: &Backend) {
     let out = fx.run(DEPLOY);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     check(&fx, &golden, &before);
+}
+
+/// Each case of [`check`] that a kill in the middle of a batch meets only by timing, forced:
+/// web-3's command is held at a point of its own (a file the fixture's command waits on: before
+/// its version is written, after, after its ledger's `done`) and the engine killed there, so the
+/// case it meets is the one named, every run, on either store.
+fn every_case_of_a_cut_off_call_forced_on(b: &Backend) {
+    let (golden, _) = golden_on(b);
+    // (hold file, what shows the command is there, the case)
+    let holds = [
+        ("hold-before-version-web-3", Case::Rerun),
+        ("hold-after-version-web-3", Case::VersionWritten),
+        ("hold-after-done-web-3", Case::FinishedCall),
+    ];
+    for (hold, expected) in holds {
+        let fx = b.fixture();
+        std::fs::write(fx.path().join(hold), "").unwrap();
+        let mut child = fx.spawn_with(DEPLOY, &[]);
+        let web3 = |event: &str| {
+            fx.ledger()
+                .iter()
+                .any(|e| e.target == "web-3" && e.event == event)
+        };
+        wait_until(
+            Duration::from_secs(30),
+            "web-3 held where named",
+            || match expected {
+                Case::Rerun => web3("start"),
+                Case::VersionWritten => fx.path().join("fleet/web-3/VERSION").exists(),
+                _ => web3("done"),
+            },
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The held command dies with its engine; what it would still write, it does not.
+        std::fs::remove_file(fx.path().join(hold)).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let before = at_kill(&fx);
+        let out = fx.run(DEPLOY);
+        assert_eq!(out.status.code(), Some(0), "{hold}: {}", said(&out));
+        let cases = check(&fx, &golden, &before);
+        assert_eq!(cases.get("web-3"), Some(&expected), "{hold}: {cases:?}");
+    }
+}
+
+#[test]
+fn every_case_of_a_cut_off_call_is_forced_not_left_to_timing() {
+    every_case_of_a_cut_off_call_forced_on(&Backend::Sqlite);
 }
 
 #[test]
@@ -1101,6 +1172,12 @@ mod postgres {
     fn the_kill_probe_at_13_kills_with_a_dead_letter() {
         let Some(b) = Backend::postgres() else { return };
         kill_probe_on(&b, 13, true, 1313);
+    }
+
+    #[test]
+    fn every_case_of_a_cut_off_call_is_forced_not_left_to_timing() {
+        let Some(b) = Backend::postgres() else { return };
+        every_case_of_a_cut_off_call_forced_on(&b);
     }
 
     #[test]

@@ -303,9 +303,12 @@ pub const LEDGER_DEPLOY: &str = r#"echo "start $MANENT_IDEMPOTENCY_KEY $MANENT_T
       if [ -e "$FIXTURE/broken-$MANENT_TARGET" ]; then echo "broken on purpose: $MANENT_TARGET" >&2; exit 1; fi
       while [ -e "$FIXTURE/gate" ]; do sleep 0.05; done
       sleep "${DELAY:-0}"
+      while [ -e "$FIXTURE/hold-before-version-$MANENT_TARGET" ]; do sleep 0.05; done
       mkdir -p "$FIXTURE/fleet/$MANENT_TARGET"
       echo "$MANENT_VERSION" > "$FIXTURE/fleet/$MANENT_TARGET/VERSION"
-      echo "done $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger""#;
+      while [ -e "$FIXTURE/hold-after-version-$MANENT_TARGET" ]; do sleep 0.05; done
+      echo "done $MANENT_IDEMPOTENCY_KEY $MANENT_TARGET $MANENT_ATTEMPT" >> "$FIXTURE/ledger"
+      while [ -e "$FIXTURE/hold-after-done-$MANENT_TARGET" ]; do sleep 0.05; done"#;
 
 /// `manent.yml` for ledger fixtures: `exec` passes FIXTURE and DELAY through.
 pub const LEDGER_MANENT: &str = "plugins:\n  exec:\n    pass_env: [FIXTURE, DELAY]\n";
