@@ -315,8 +315,9 @@ impl Processes {
             }
             let (Some(pgid), Some(record)) = (pgid, record) else {
                 reaped.spared.push(format!(
-                    "{} is not a process record manent wrote; removed it",
-                    path.display()
+                    "{} is not a process record manent wrote{}",
+                    path.display(),
+                    if remove { "; removed it" } else { "" }
                 ));
                 continue;
             };

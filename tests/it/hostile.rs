@@ -434,7 +434,10 @@ fn started(fx: &Fixture) -> Vec<u32> {
 /// Resumes the deploy, checking when its first command starts that nothing of `old` still runs;
 /// then that no old command ever finished.
 fn resume_without_old_processes(fx: &Fixture, old: &[u32]) {
-    // Whatever starts from here on is not the dead engine's.
+    // A command the dead engine started may have forked its `sleep` in the very moment of the
+    // kill (its ledger line written, the fork a moment later): settled first, whatever starts
+    // from here on is not the dead engine's.
+    std::thread::sleep(Duration::from_millis(200));
     let before = ticks_now();
     let resume = fx.spawn_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "0")]);
     wait_until(HANG, "the retry to start", || started(fx).len() > old.len());

@@ -488,6 +488,79 @@ fn an_engine_frozen_alone_has_its_steps_stopped_before_another_takes_over() {
     assert!(compared > 0, "no target ran on both hosts: {all:?}");
 }
 
+/// The same freeze in the middle of a long call to an external plugin: the plugin process the
+/// frozen engine started is killed before host B's starts the target, and never finishes the
+/// call (its ledger never says `done`).
+#[test]
+fn an_engine_frozen_alone_mid_plugin_call_has_its_plugin_stopped_before_another_takes_over() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_manent-fixture-plugin");
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("frozencall");
+    let manent = |id: &str| {
+        format!(
+            "plugins:\n  fix:\n    external:\n      command: {FIXTURE}\n      start_timeout: 10s\n\
+             engine: {{executor_id: {id}, lease: {LEASE}}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let app = format!(
+        "application: web\nartifact: {{version: \"1\"}}\ndeploy:\n  plugin: fix\n  params: \
+         {{ledger: \"{}\", sleep_ms: 8000}}\nmax_retries: 2\nbackoff: {{base: 10ms, max: 50ms}}\n\
+         environments:\n  prod:\n    targets: [{{name: t1}}]\n",
+        ledger.display()
+    );
+    let a = Fixture::on_postgres(&url, &manent("host-a"), &[("web", &app)]);
+    let b = Fixture::on_postgres(&url, &manent("host-b"), &[("web", &app)]);
+    let lines = || -> Vec<Vec<String>> {
+        std::fs::read_to_string(&ledger)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    let pid_of = |l: &Vec<String>| l.last().cloned().unwrap_or_default();
+    let worker = b.spawn_with(&["worker"], &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut deploy = a.spawn_with(&["deploy", "web", "prod", "--yes"], &[]);
+    wait_until(Duration::from_secs(60), "A's plugin mid-call", || {
+        lines().iter().any(|l| l[0] == "start")
+    });
+    let a_pid = pid_of(lines().iter().find(|l| l[0] == "start").unwrap());
+    kill_all(&[deploy.id()], "-STOP");
+    let id = deployment(&url);
+    wait_until(
+        Duration::from_secs(60),
+        "B's plugin starts the target",
+        || {
+            lines()
+                .iter()
+                .any(|l| l[0] == "start" && pid_of(l) != a_pid)
+        },
+    );
+    // A's plugin is gone (or a zombie its frozen parent has not reaped): it runs nothing.
+    let state = std::fs::read_to_string(format!("/proc/{a_pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, r)| !r.starts_with('Z'));
+    assert!(
+        !running,
+        "A's plugin {a_pid} still runs beside B's: {state}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    kill_all(&[deploy.id()], "-CONT");
+    wait_until(Duration::from_secs(120), "the deployment finishes", || {
+        status_of(&url, &id) == "SUCCESS"
+    });
+    let _ = wait_bounded(&mut deploy, Duration::from_secs(60));
+    signal(&worker, "-TERM");
+    let _ = worker.wait_with_output();
+    let done_by_a = lines().iter().any(|l| l[0] == "done" && pid_of(l) == a_pid);
+    assert!(!done_by_a, "A's plugin finished its call: {:?}", lines());
+}
+
 /// Host A's deploy of 1 s targets loses the database just after a target started, for
 /// `outage`: the target finishes during the outage, the engine's lease lapses (2 s) with
 /// nothing running, and no other engine takes anything. Once the database is back the step
