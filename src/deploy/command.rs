@@ -76,13 +76,29 @@ pub async fn send(
         && let Some(row) = db.workflow(&v.id).await?
         && let Some(newer) = super::lineage::superseded_by(db, &row).await?
     {
+        let version = |inputs: &str| {
+            serde_json::from_str::<serde_json::Value>(inputs)
+                .ok()
+                .and_then(|i| i["spec"]["artifact"]["version"].as_str().map(str::to_owned))
+                .unwrap_or_default()
+        };
+        let (mine, theirs) = (version(&row.inputs), version(&newer.inputs));
+        let when = crate::format::time(newer.completed_at.unwrap_or(newer.updated_at));
+        let why = if newer.name == row.name && mine == theirs {
+            format!(
+                "{} deployed {mine} since (finished {when}): nothing is left for {} to do",
+                newer.id, v.id
+            )
+        } else {
+            format!(
+                "{} ({} of {theirs}) finished since, at {when}: continuing {} would take its \
+                 targets back to {mine}; start a new deploy of {mine} if that is what you want",
+                newer.id, newer.name, v.id
+            )
+        };
         return Err(CommandError::Refused(format!(
-            "{} was superseded by {} ({}, finished {}): continuing it would undo what that did; \
-             start a new deploy instead",
-            v.id,
-            newer.id,
-            newer.name,
-            crate::format::time(newer.completed_at.unwrap_or(newer.updated_at))
+            "{} was superseded: {why}",
+            v.id
         )));
     }
     match cmd {

@@ -75,6 +75,7 @@ pub struct Item {
 pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<Item> {
     let mut out: Vec<Item> = deployments
         .iter()
+        .filter(|d| !superseded(d, deployments))
         .flat_map(|d| {
             unwatched_of(d)
                 .into_iter()
@@ -109,6 +110,21 @@ pub fn items(deployments: &[DeploymentView], locks: &[Lock], now: i64) -> Vec<It
     }
     out.sort_by_key(|i| (rank(i.waiting), i.at));
     out
+}
+
+/// A stopped deployment (dead-lettered, cancelled) that a newer deploy, canary or rollback of
+/// its application and environment finished after: resuming it is refused, so nothing waits.
+fn superseded(d: &DeploymentView, all: &[DeploymentView]) -> bool {
+    use super::state::Kind;
+    matches!(
+        d.status,
+        WorkflowStatus::MaxRecoveryAttemptsExceeded | WorkflowStatus::Cancelled
+    ) && all.iter().any(|o| {
+        o.subject() == d.subject()
+            && o.created_at > d.created_at
+            && o.status == WorkflowStatus::Success
+            && matches!(o.kind, Kind::Deploy | Kind::Canary | Kind::Rollback)
+    })
 }
 
 fn rank(w: Waiting) -> u8 {

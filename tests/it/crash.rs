@@ -707,12 +707,15 @@ fn kill_probe_on(b: &Backend, kills: usize, dead_letter: bool, seed: u64) {
     let out = fx.run(&["resume", dead]);
     assert_ne!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
-        text(&out.stderr).contains("superseded by dep-"),
+        text(&out.stderr).contains("was superseded: dep-"),
         "{}",
         said(&out)
     );
     let again = fx.ledger().iter().filter(|e| e.event == "start").count();
     assert_eq!(again, ledger.iter().filter(|e| e.event == "start").count());
+    // Nor does the inbox offer it any more.
+    let inbox = text(&fx.run(&["inbox"]).stdout);
+    assert!(!inbox.contains(dead.as_str()), "{inbox}");
 }
 
 #[test]
