@@ -429,7 +429,24 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     }
     out.note("manent worker: draining: waiting for running deployments to finish or pause (again to stop at once)");
     engine.exit_on_second_signal(i32::from(exit::INTERRUPTED));
+    let (store, ran) = (engine.store().clone(), engine.active());
     let left = engine.shutdown().await;
+    // Stopped at a step boundary (the steps in flight finished): said, for whoever resumes.
+    let mut stopped = Vec::new();
+    for id in &ran {
+        if let Ok(Some(row)) = store.workflow(id).await
+            && row.status.is_live()
+        {
+            stopped.push(id.clone());
+        }
+    }
+    if !stopped.is_empty() {
+        out.note(format!(
+            "manent worker: stopped {} at a step boundary; the next engine resumes {}",
+            stopped.join(", "),
+            if stopped.len() == 1 { "it" } else { "them" }
+        ));
+    }
     if left > 0 {
         out.note(format!(
             "manent worker: {left} deployment(s) left running; they resume at the next start"

@@ -165,9 +165,27 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
             }
             e.exit_on_second_signal(5);
             let (config, store, ran) = (e.config().clone(), e.store().clone(), e.active());
-            let interrupted = e.shutdown().await > 0;
+            let abandoned = e.shutdown().await > 0;
+            // Stopped at a step boundary (steps in flight finished): still to resume.
+            let mut unfinished = Vec::new();
+            for id in &ran {
+                if let Ok(Some(row)) = store.workflow(id).await
+                    && row.status.is_live()
+                {
+                    unfinished.push(id.clone());
+                }
+            }
+            let interrupted = abandoned || !unfinished.is_empty();
             if interrupted {
-                note("manent: stopped before the end; the next start resumes from the last checkpoint".into());
+                note(format!(
+                    "manent: stopped before the end of {}; the next engine resumes from the last \
+                     checkpoint (`manent resume ID` now)",
+                    if unfinished.is_empty() {
+                        "its deployments".to_owned()
+                    } else {
+                        unfinished.join(", ")
+                    }
+                ));
             }
             // Live canaries are not left unwatched by a stop either (a demo's end with it).
             if !options.stop_on_quit {

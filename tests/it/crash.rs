@@ -801,13 +801,19 @@ fn sigterm_to_a_worker_lets_targets_in_flight_finish_and_starts_nothing_new() {
     run_killed(&fx, DEPLOY, "step.started~web-1=kill");
     let id = fx.deployments().pop().unwrap();
     let mut worker = fx.spawn_with(&["worker"], &[("DELAY", "1")]);
-    fleet::wait_ready(&mut worker);
+    let words = fleet::wait_ready(&mut worker);
     wait_until(Duration::from_secs(30), "batch 1 to start", || {
         fx.ledger().iter().filter(|e| e.event == "start").count() >= 2
     });
     fleet::sigterm(&worker);
     let status = worker.wait().unwrap();
     assert!(matches!(status.code(), Some(0 | 5)), "{status:?}");
+    wait_until(Duration::from_secs(5), "the worker's last words", || {
+        words
+            .lock()
+            .unwrap()
+            .contains(&format!("stopped {id} at a step boundary"))
+    });
     assert_eq!(fx.status(&id)["status"], "PENDING");
     let ledger = fx.ledger();
     let starts = ledger.iter().filter(|e| e.event == "start").count();
