@@ -5,6 +5,7 @@
 
 pub mod activation;
 pub mod broker;
+pub mod calls;
 pub mod client;
 pub mod conn;
 pub mod handshake;

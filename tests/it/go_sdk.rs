@@ -88,6 +88,13 @@ fn the_go_sdk_systemd_unit_example_installs_a_file_once() {
         std::fs::read_to_string(&restarts).unwrap().lines().count(),
         2
     );
+    // The SDK's log lines name no deployment; they are the deployment's all the same.
+    let id = fx.deployments().pop().unwrap();
+    let logs = text(&fx.run(&["logs", &id]).stdout);
+    assert!(
+        logs.lines().filter(|l| l.contains("installed")).count() >= 2,
+        "{logs}"
+    );
     // The same version again: the sha256 in place matches, nothing is copied or restarted.
     let out = fx.run(&["deploy", "a", "prod", "--yes", "--version", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));

@@ -53,6 +53,7 @@ impl Remote {
         F: FnOnce(DeployerClient<H2>, u32) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let _in_call = req.and_then(|r| self.host.in_call(r));
         let p: Arc<Process> = self.host.process().await?;
         let brokered = match req {
             Some(r) => p.broker.serve(&r.secrets).await?,
@@ -86,6 +87,8 @@ impl Remote {
 #[async_trait]
 impl Deployer for Remote {
     async fn validate(&self, req: &Request) -> Result<(), PluginError> {
+        // No secrets go with Validate, but its lines are the deployment's all the same.
+        let _in_call = self.host.in_call(req);
         self.call("Validate", None, |mut c, _| async move {
             let mut r = tonic::Request::new(proto::request_to_wire(req, 0));
             r.set_timeout(VALIDATE_TIMEOUT);

@@ -180,6 +180,8 @@ pub struct Host {
     phase: std::sync::Mutex<StartPhase>,
     /// True once the engine stops: a start in progress is abandoned, none begins.
     stopping: watch::Receiver<bool>,
+    /// Its calls in flight: whose an untagged stderr line is.
+    calls: Arc<super::calls::Calls>,
 }
 
 impl Host {
@@ -194,7 +196,14 @@ impl Host {
             processes,
             phase: std::sync::Mutex::new(StartPhase::Handshake),
             stopping: watch::channel(false).1,
+            calls: Arc::default(),
         }
+    }
+
+    /// A call of `req` is in flight until the guard drops (its plugin's untagged lines are the
+    /// call's deployment's meanwhile, when no other deployment's call is).
+    pub fn in_call(&self, req: &crate::plugin::Request) -> Option<super::calls::InCall<'_>> {
+        self.calls.begin(req)
     }
 
     /// The same host, its starts abandoned once `stopping` turns true (the engine stops).
@@ -344,7 +353,7 @@ impl Host {
                 .filter(|_| crate::sys::grow_pipe(&stderr, PIPE_BYTES));
             tokio::spawn(forward_stderr(
                 stderr,
-                self.sink.clone(),
+                (self.sink.clone(), self.calls.clone()),
                 s.name.clone(),
                 tail.clone(),
                 handshaken.clone(),
@@ -639,7 +648,7 @@ const BEFORE_HANDSHAKE: usize = 1_000;
 
 async fn forward_stderr(
     stderr: tokio::process::ChildStderr,
-    sink: Arc<dyn LogSink>,
+    (sink, calls): (Arc<dyn LogSink>, Arc<super::calls::Calls>),
     plugin: String,
     tail: Arc<Mutex<VecDeque<String>>>,
     handshaken: Arc<std::sync::atomic::AtomicBool>,
@@ -695,13 +704,27 @@ async fn forward_stderr(
             });
             dropped = 0;
         }
+        // A line that names no deployment is the call's in flight, if only one can be meant.
+        let (deployment_id, target, moniker) = match p.deployment {
+            Some(d) => (Some(d), p.target, p.moniker),
+            None => {
+                let a = calls.attribute();
+                // The call's moniker only where the line names no other target.
+                let (target, moniker) = match (p.target, a.target) {
+                    (Some(own), Some((t, m))) if own == t => (Some(own), p.moniker.or(Some(m))),
+                    (None, Some((t, m))) => (Some(t), p.moniker.or(Some(m))),
+                    (own, _) => (own, p.moniker),
+                };
+                (a.deployment, target, moniker)
+            }
+        };
         sink.log(LogLine {
             at: crate::sys::now_ms(),
             level: p.level,
             source: plugin.clone(),
-            deployment_id: p.deployment,
-            target: p.target,
-            moniker: p.moniker,
+            deployment_id,
+            target,
+            moniker,
             message: p.message,
             attrs: p.attrs,
         });
