@@ -425,6 +425,13 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
     );
     let (_, crash) = outcome(&report, "crash");
     assert!(crash.contains("between calls"), "{crash}");
+    // Without Supports at all (UNIMPLEMENTED, as go-plugin's generated server answers): the
+    // engine never needs it, so the kit skips it and says what that means.
+    let (code, report) = kit(&go.raw, Some("env: {RAW_NO_SUPPORTS: \"1\"}\n"));
+    assert_eq!(code, Some(0), "{report:#}");
+    let (o, why) = outcome(&report, "supports");
+    assert_eq!(o, "skip", "{why}");
+    assert!(why.contains("support every artifact"), "{why}");
 }
 
 #[test]

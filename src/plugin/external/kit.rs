@@ -734,11 +734,19 @@ impl Kit {
                     self.spec.artifact.kind
                 ),
             ),
+            // Optional: manent deploys with the plugin a descriptor names and never needs it.
+            Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => check(
+                "supports",
+                Outcome::Skip,
+                "Supports is not implemented: the plugin is taken to support every artifact \
+                 (implement it to say which artifact types it can deploy)",
+            ),
             Ok(Err(s)) => check(
                 "supports",
                 Outcome::Fail,
                 format!(
-                    "Supports is required and failed: {:?} {}",
+                    "Supports failed: {:?} {} (an error counts as \"not supported\"; answer \
+                     UNIMPLEMENTED if the plugin does not say)",
                     s.code(),
                     s.message()
                 ),
