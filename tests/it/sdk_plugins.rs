@@ -120,7 +120,14 @@ fn announces_its_capabilities_over_mutual_tls<F: SdkFixture>() {
         .unwrap();
     assert!(row["problem"].is_null(), "{row}");
     assert_eq!(row["capabilities"], serde_json::json!(F::CAPABILITIES));
-    assert!(row["sha256"].as_str().unwrap().starts_with("not pinned"));
+    let pinned = row["sha256"].as_str().unwrap();
+    assert!(pinned.starts_with("not pinned"));
+    // The table says the sum to copy too, not only --json.
+    let sum = pinned
+        .trim_start_matches("not pinned (")
+        .trim_end_matches(')');
+    let table = text(&fx.run(&["plugins"]).stdout);
+    assert!(table.contains(&format!("pin it: sha256: {sum}")), "{table}");
 }
 
 fn deploys_and_its_hclog_lines_keep_their_levels<F: SdkFixture>() {

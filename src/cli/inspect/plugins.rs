@@ -137,6 +137,17 @@ pub async fn plugins(config_path: &Path, a: &crate::cli::PluginsArgs, out: &mut 
             if let Some(p) = &r.problem {
                 out.line(format!("  error: {p}"));
             }
+            // The sum to copy, on its own line: the table keeps its width.
+            if let Some(sum) = r
+                .sha256
+                .strip_prefix("not pinned (")
+                .and_then(|s| s.strip_suffix(')'))
+            {
+                out.line(format!(
+                    "  pin it: sha256: {sum}  (under plugins.{}.external in manent.yml)",
+                    r.name
+                ));
+            }
         }
     }
     if ok { exit::OK } else { exit::BAD_INPUT }
