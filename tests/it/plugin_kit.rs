@@ -425,6 +425,12 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
     );
     let (_, crash) = outcome(&report, "crash");
     assert!(crash.contains("between calls"), "{crash}");
+    // Every check says how long it took but the start's phases (the `start` check has theirs).
+    let phases = ["handshake", "protocol", "automtls", "health", "configure"];
+    for c in report["checks"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        assert_eq!(c["ms"].is_u64(), !phases.contains(&name), "{c}");
+    }
     // Without Supports at all (UNIMPLEMENTED, as go-plugin's generated server answers): the
     // engine never needs it, so the kit skips it and says what that means.
     let (code, report) = kit(&go.raw, Some("env: {RAW_NO_SUPPORTS: \"1\"}\n"));

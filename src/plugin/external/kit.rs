@@ -118,7 +118,7 @@ pub struct Check {
     pub outcome: Outcome,
     /// Why, in words.
     pub detail: String,
-    /// How long it took, when that is what it measures.
+    /// How long it took (the start's phases: see the `start` check's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
 }
@@ -207,6 +207,8 @@ struct Kit {
     capture: Arc<Capture>,
     checks: Vec<Check>,
     run: String,
+    /// When the last check was recorded: the next one took the time since.
+    last: Instant,
 }
 
 fn check(name: &'static str, outcome: Outcome, detail: impl Into<String>) -> Check {
@@ -263,8 +265,10 @@ pub async fn run(spec: KitSpec) -> Report {
         host,
         capture,
         checks: Vec::new(),
+        last: Instant::now(),
     };
-    kit.checks.push(kit.cookie().await);
+    let cookie = kit.cookie().await;
+    kit.push(cookie);
     let started = Instant::now();
     match kit.host.process().await {
         Ok(p) => kit.started(&p, started.elapsed()).await,
@@ -313,7 +317,14 @@ impl Kit {
         }
     }
 
-    fn push(&mut self, c: Check) {
+    /// Records `c`, with the time it took (since the check before) unless it says its own; the
+    /// start's phases share the `start` check's time.
+    fn push(&mut self, mut c: Check) {
+        let now = Instant::now();
+        if c.ms.is_none() && !START.contains(&c.name) {
+            c.ms = Some(ms(now.duration_since(self.last)));
+        }
+        self.last = now;
         self.checks.push(c);
     }
 
