@@ -82,7 +82,7 @@ pub fn outcome(report: &serde_json::Value, name: &str) -> (String, String) {
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
-const EVERY_CHECK: [&str; 23] = [
+const EVERY_CHECK: [&str; 24] = [
     "cookie",
     "handshake",
     "protocol",
@@ -96,6 +96,7 @@ const EVERY_CHECK: [&str; 23] = [
     "validate-refuses",
     "deploy",
     "idempotency",
+    "secret-leak",
     "dry-run",
     "current-release",
     "rollback",
@@ -110,7 +111,8 @@ const EVERY_CHECK: [&str; 23] = [
 
 #[test]
 fn a_plugin_built_with_the_rust_sdk_passes_every_check() {
-    let (code, report) = kit(Path::new(FIXTURE), None);
+    // Its Deploy reads the secret its params name.
+    let (code, report) = kit(Path::new(FIXTURE), Some(READS_A_SECRET));
     assert_eq!(code, Some(0), "{report:#}");
     let names: Vec<String> = outcomes(&report).into_iter().map(|(n, _, _)| n).collect();
     assert_eq!(names, EVERY_CHECK, "{report:#}");
@@ -124,9 +126,37 @@ fn a_plugin_built_with_the_rust_sdk_passes_every_check() {
     assert!(stdout.contains("became a stderr line"), "{stdout}");
 }
 
+/// The kit's file for the Rust fixture: its Deploy reads the secret `token`.
+const READS_A_SECRET: &str = "params: {secret: token}\n";
+
+/// A Deploy that logs the secret it read fails `secret-leak`, whatever else it does right.
+#[test]
+fn a_deploy_that_logs_its_secret_fails_the_kit() {
+    let (code, report) = kit(
+        Path::new(FIXTURE),
+        Some("params: {secret: token, log_secret: true}\n"),
+    );
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["secret-leak"], "{report:#}");
+    let (_, why) = outcome(&report, "secret-leak");
+    assert!(
+        why.contains("[the secret]") && why.contains("never log"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("kit-secret-"),
+        "the report shows no value: {why}"
+    );
+}
+
 #[test]
 fn the_text_report_names_every_check_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kit.yml");
+    std::fs::write(&file, READS_A_SECRET).unwrap();
     let out = Command::new(MANENT)
+        .arg("--config")
+        .arg(&file)
         .args(["plugin", "test", FIXTURE])
         .output()
         .unwrap();
@@ -141,7 +171,7 @@ fn the_text_report_names_every_check_and_counts_them() {
         );
     }
     assert!(
-        stdout.ends_with("23 passed, 0 failed, 0 skipped\n"),
+        stdout.ends_with("24 passed, 0 failed, 0 skipped\n"),
         "{stdout}"
     );
 }
@@ -413,6 +443,7 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
         skipped,
         [
             "validate-refuses",
+            "secret-leak",
             "dry-run",
             "current-release",
             "rollback",

@@ -201,6 +201,32 @@ impl SecretSource for KitSecret {
     }
 }
 
+/// The secret the author's own Deploy is offered: any name it asks for reads this value, and
+/// each read is counted.
+struct AuthorSecret {
+    value: String,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait]
+impl SecretSource for AuthorSecret {
+    async fn secret(&self, _name: &str) -> Result<String, PluginError> {
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.value.clone())
+    }
+}
+
+/// The forms of `value` a careless plugin may log it in: as it is, base64, hex.
+fn leaked_forms(value: &str) -> [String; 3] {
+    use base64::Engine;
+    [
+        value.to_owned(),
+        base64::engine::general_purpose::STANDARD.encode(value),
+        value.bytes().map(|b| format!("{b:02x}")).collect(),
+    ]
+}
+
 struct Kit {
     spec: KitSpec,
     host: Arc<Host>,
@@ -600,9 +626,22 @@ impl Kit {
         };
         self.push(c);
 
-        // Deploy, then the same idempotency key again.
-        let first = self.request("deploy", 1, &version, None);
+        // Deploy, then the same idempotency key again. The author's own Deploy is offered a
+        // secret under any name it asks for: whether its value reaches a log line is checked.
+        let author = Arc::new(AuthorSecret {
+            value: format!(
+                "kit-secret-{:016x}{:08x}",
+                fastrand::u64(..),
+                fastrand::u32(..)
+            ),
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let mut first = self.request("deploy", 1, &version, None);
+        let (secrets, open) = Secrets::for_call(author.clone());
+        first.secrets = secrets;
         let deployed = self.bounded(remote.deploy(&first)).await;
+        drop(open);
+        first.secrets = Secrets::none();
         let deploy_ok = deployed
             .as_ref()
             .is_ok_and(|r| self.answers_every_target(r).is_ok());
@@ -644,6 +683,8 @@ impl Kit {
                 "Deploy did not succeed on the kit's request (see `deploy`)",
             )
         };
+        self.push(c);
+        let c = self.secret_leak(&author).await;
         self.push(c);
         let c = self.dry_run(&remote, p, deploy_ok).await;
         self.push(c);
@@ -1228,6 +1269,55 @@ impl Kit {
                 "the call succeeded but the plugin never said it read the secret",
             ),
         }
+    }
+
+    /// The author's Deploy read the kit's secret: its value, as it is or base64 or hex, must be
+    /// in none of the plugin's lines (stderr, stdout, their attributes).
+    async fn secret_leak(&self, author: &AuthorSecret) -> Check {
+        let reads = author.reads.load(std::sync::atomic::Ordering::Relaxed);
+        if reads == 0 {
+            return check(
+                "secret-leak",
+                Outcome::Skip,
+                "the plugin's Deploy read no secret; name one in the kit file's `params:` as your \
+                 plugin expects (any name reads a value the kit makes up)",
+            );
+        }
+        // What the plugin wrote during the call has arrived by now or very soon.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let forms = leaked_forms(&author.value);
+        let names = ["its value", "its value in base64", "its value in hex"];
+        for line in self.capture.lines() {
+            let text = format!(
+                "{} {}",
+                line.message,
+                serde_json::to_string(&line.attrs).unwrap_or_default()
+            );
+            if let Some(i) = forms.iter().position(|f| text.contains(f.as_str())) {
+                let shown = forms.iter().fold(line.message.clone(), |m, f| {
+                    m.replace(f.as_str(), "[the secret]")
+                });
+                return check(
+                    "secret-leak",
+                    Outcome::Fail,
+                    format!(
+                        "the secret the plugin's Deploy read ({reads} read(s)) is in its log \
+                         line ({}): {shown:?} — never log a secret's value; manent redacts what \
+                         reaches it, but another host, a debug log or the plugin's own files \
+                         would keep it",
+                        names[i]
+                    ),
+                );
+            }
+        }
+        check(
+            "secret-leak",
+            Outcome::Pass,
+            format!(
+                "the plugin's Deploy read a secret ({reads} read(s)); its value (as it is, base64, \
+                 hex) is in none of its lines"
+            ),
+        )
     }
 
     async fn cancellation(&self, remote: &Remote) -> Check {
