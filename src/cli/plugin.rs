@@ -33,6 +33,8 @@ struct KitFile {
     #[serde(default)]
     params: Option<serde_json::Value>,
     #[serde(default)]
+    invalid: Option<serde_json::Value>,
+    #[serde(default)]
     start_timeout: Option<Dur>,
     #[serde(default)]
     call_timeout: Option<Dur>,
@@ -74,6 +76,7 @@ fn spec(a: &crate::cli::PluginTestArgs, file: Option<&Path>) -> Result<KitSpec, 
         }
         spec.args = f.args;
         spec.env = f.env;
+        spec.invalid = f.invalid;
         if let Some(artifact) = f.artifact {
             if artifact.version.is_empty() {
                 return Err(format!(

@@ -82,7 +82,7 @@ pub fn outcome(report: &serde_json::Value, name: &str) -> (String, String) {
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
-const EVERY_CHECK: [&str; 24] = [
+const EVERY_CHECK: [&str; 25] = [
     "cookie",
     "handshake",
     "protocol",
@@ -94,6 +94,7 @@ const EVERY_CHECK: [&str; 24] = [
     "unannounced",
     "validate",
     "validate-refuses",
+    "invalid-input",
     "deploy",
     "idempotency",
     "secret-leak",
@@ -126,8 +127,9 @@ fn a_plugin_built_with_the_rust_sdk_passes_every_check() {
     assert!(stdout.contains("became a stderr line"), "{stdout}");
 }
 
-/// The kit's file for the Rust fixture: its Deploy reads the secret `token`.
-const READS_A_SECRET: &str = "params: {secret: token}\n";
+/// The kit's file for the Rust fixture: its Deploy reads the secret `token`, and `permanent`
+/// is what it must refuse.
+const READS_A_SECRET: &str = "params: {secret: token}\ninvalid: {permanent: true}\n";
 
 /// A Deploy that logs the secret it read fails `secret-leak`, whatever else it does right.
 #[test]
@@ -146,6 +148,22 @@ fn a_deploy_that_logs_its_secret_fails_the_kit() {
     assert!(
         !why.contains("kit-secret-"),
         "the report shows no value: {why}"
+    );
+}
+
+/// Bad input refused as retryable fails `invalid-input`: manent would retry what cannot work.
+#[test]
+fn invalid_input_refused_as_retryable_fails_the_kit() {
+    let (code, report) = kit(
+        Path::new(FIXTURE),
+        Some("params: {secret: token}\ninvalid: {retryable_invalid: true}\n"),
+    );
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["invalid-input"], "{report:#}");
+    let (_, why) = outcome(&report, "invalid-input");
+    assert!(
+        why.contains("as retryable") && why.contains("params.path is required"),
+        "{why}"
     );
 }
 
@@ -171,7 +189,7 @@ fn the_text_report_names_every_check_and_counts_them() {
         );
     }
     assert!(
-        stdout.ends_with("24 passed, 0 failed, 0 skipped\n"),
+        stdout.ends_with("25 passed, 0 failed, 0 skipped\n"),
         "{stdout}"
     );
 }
@@ -443,6 +461,7 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
         skipped,
         [
             "validate-refuses",
+            "invalid-input",
             "secret-leak",
             "dry-run",
             "current-release",

@@ -56,6 +56,9 @@ pub struct KitSpec {
     pub targets: Vec<Target>,
     /// `deploy.params` of the kit's calls.
     pub params: serde_json::Value,
+    /// Params the plugin must refuse as permanent (`invalid:`); none given: empty params,
+    /// which a plugin that needs none may accept.
+    pub invalid: Option<serde_json::Value>,
     /// The limit on start and handshake.
     pub start_timeout: Duration,
     /// The limit on each call.
@@ -82,6 +85,7 @@ impl KitSpec {
                 .filter_map(|n| target(n, n, BTreeMap::new()))
                 .collect(),
             params: serde_json::json!({}),
+            invalid: None,
             start_timeout: Duration::from_secs(10),
             call_timeout: Duration::from_secs(60),
         }
@@ -624,6 +628,8 @@ impl Kit {
             }
             _ => check("validate-refuses", Outcome::Skip, NOT_HONOURED),
         };
+        self.push(c);
+        let c = self.invalid_input(&remote, &version).await;
         self.push(c);
 
         // Deploy, then the same idempotency key again. The author's own Deploy is offered a
@@ -1267,6 +1273,61 @@ impl Kit {
                 "secret",
                 Outcome::Fail,
                 "the call succeeded but the plugin never said it read the secret",
+            ),
+        }
+    }
+
+    /// Params the plugin cannot deploy with (`invalid:`, or empty) must fail as permanent, in
+    /// Validate or in Deploy: a retry cannot fix them, and a retryable error makes manent try
+    /// again and again.
+    async fn invalid_input(&self, remote: &Remote, version: &str) -> Check {
+        let given = self.spec.invalid.is_some();
+        let mut req = self.request("invalid", 1, version, None);
+        req.params = self
+            .spec
+            .invalid
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let what = if given {
+            "the kit file's `invalid:` params"
+        } else {
+            "empty params"
+        };
+        let judged = |call: &str, e: &PluginError| match e {
+            PluginError::Permanent(_) => check(
+                "invalid-input",
+                Outcome::Pass,
+                format!("{what} are refused at {call} as permanent: {e}"),
+            ),
+            PluginError::Failed(_) => check(
+                "invalid-input",
+                Outcome::Fail,
+                format!(
+                    "{what} failed at {call} as retryable ({e}): a retry cannot fix bad input — \
+                     return a permanent error (Permanent / ABORTED / INVALID_ARGUMENT)"
+                ),
+            ),
+            PluginError::Unimplemented(_) => check(
+                "invalid-input",
+                Outcome::Fail,
+                format!("{call} answered UNIMPLEMENTED to {what}: {e}"),
+            ),
+        };
+        if let Err(e) = self.bounded(remote.validate(&req)).await {
+            return judged("Validate", &e);
+        }
+        match self.bounded(remote.deploy(&req)).await {
+            Err(e) => judged("Deploy", &e),
+            Ok(_) if given => check(
+                "invalid-input",
+                Outcome::Fail,
+                "the plugin accepted the kit file's `invalid:` params, which it must refuse",
+            ),
+            Ok(_) => check(
+                "invalid-input",
+                Outcome::Skip,
+                "the plugin accepts empty params (it may need none); give `invalid:` params it \
+                 must refuse in the kit file to check how it fails",
             ),
         }
     }
