@@ -168,6 +168,12 @@ pub enum Command {
     /// An engine's watchdog (an engine on a shared database starts this itself).
     #[command(hide = true)]
     Watchdog {
+        /// The engine's process records (`<database>.processes`).
+        #[arg(long)]
+        records: std::path::PathBuf,
+        /// The engine's `engine.shared_group`, whose files rules the records follow.
+        #[arg(long)]
+        shared_group: Option<String>,
         /// Kill the engine's recorded processes after this long without a lease renewal.
         #[arg(long)]
         within_ms: u64,
@@ -881,9 +887,14 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
             ));
             exit::BAD_INPUT
         }
-        Command::Watchdog { within_ms } => {
+        Command::Watchdog {
+            records,
+            shared_group,
+            within_ms,
+        } => {
             match crate::engine::watchdog::main(
-                &cli.config,
+                &records,
+                shared_group.as_deref(),
                 std::time::Duration::from_millis(within_ms),
             ) {
                 Ok(()) => exit::OK,

@@ -193,16 +193,19 @@ impl Engine {
         // On a shared database the lease is renewed, and what dead engines left is taken over.
         // Its steps stop when its lease does, even if the engine itself cannot stop them (frozen,
         // swapped out): a watchdog process kills them once the renewals stop.
-        let watchdog = if config.postgres.is_some() {
-            match watchdog::Watchdog::spawn(&config.file, config.engine.lease) {
+        let watchdog = match (config.postgres.is_some(), processes.dir()) {
+            (true, Some(records)) => match watchdog::Watchdog::spawn(
+                records,
+                config.engine.shared_group.as_deref(),
+                config.engine.lease,
+            ) {
                 Ok(w) => Some(Arc::new(w)),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not start the engine's watchdog: a frozen engine's steps would run on until it thaws");
                     None
                 }
-            }
-        } else {
-            None
+            },
+            _ => None,
         };
         let heartbeat = config.postgres.is_some().then(|| {
             spawn_heartbeat(

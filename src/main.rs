@@ -22,10 +22,15 @@ fn main() -> ExitCode {
         // A built-in served as an external plugin process (the demo's fleet); never returns.
         manent::plugin::external::serve(factory);
     }
-    if let Command::Watchdog { within_ms } = &cli.command {
+    if let Command::Watchdog {
+        records,
+        shared_group,
+        within_ms,
+    } = &cli.command
+    {
         // An engine's watchdog: no runtime, no tracing, one thread reading the engine's beats.
         let within = std::time::Duration::from_millis(*within_ms);
-        return match manent::engine::watchdog::main(&cli.config, within) {
+        return match manent::engine::watchdog::main(records, shared_group.as_deref(), within) {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::from(exit::ENGINE),
         };

@@ -22,6 +22,8 @@ pub struct Watchdog {
     beats: Mutex<Option<std::sync::mpsc::SyncSender<u8>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     child: Mutex<std::process::Child>,
+    /// Its going away was said (once).
+    lost: std::sync::atomic::AtomicBool,
 }
 
 /// How long after the last beat the watchdog kills: nine tenths of the lease (the engine fences
@@ -31,17 +33,27 @@ pub fn silence_for(lease: Duration) -> Duration {
 }
 
 impl Watchdog {
-    /// Starts `manent --config CONFIG watchdog` for an engine whose lease is `lease`.
-    pub fn spawn(config: &Path, lease: Duration) -> std::io::Result<Watchdog> {
+    /// Starts `manent watchdog` on the engine's process records in `records` (under the files
+    /// rules of `shared_group`), for an engine whose lease is `lease`. It is given what it
+    /// watches, not the configuration to read again.
+    pub fn spawn(
+        records: &Path,
+        shared_group: Option<&str>,
+        lease: Duration,
+    ) -> std::io::Result<Watchdog> {
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe()?;
         let within = silence_for(lease);
-        let mut child = std::process::Command::new(exe)
-            .arg("--config")
-            .arg(config)
-            .arg("watchdog")
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg("watchdog")
+            .arg("--records")
+            .arg(records)
             .arg("--within-ms")
-            .arg(within.as_millis().to_string())
+            .arg(within.as_millis().to_string());
+        if let Some(g) = shared_group {
+            cmd.arg("--shared-group").arg(g);
+        }
+        let mut child = cmd
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -66,17 +78,35 @@ impl Watchdog {
             beats: Mutex::new(Some(beats)),
             writer: Mutex::new(Some(writer)),
             child: Mutex::new(child),
+            lost: std::sync::atomic::AtomicBool::new(false),
         };
         w.beat();
         Ok(w)
     }
 
-    /// The lease was renewed just now.
+    /// The lease was renewed just now. A watchdog that went away (its pipe closed) is said
+    /// once: the engine goes on, but its steps would run on through a freeze.
     pub fn beat(&self) {
-        if let Ok(b) = self.beats.lock()
-            && let Some(b) = b.as_ref()
-        {
-            let _ = b.try_send(b'.');
+        let gone = match self.beats.lock() {
+            Ok(b) => b.as_ref().is_some_and(|b| {
+                matches!(
+                    b.try_send(b'.'),
+                    Err(std::sync::mpsc::TrySendError::Disconnected(_))
+                )
+            }),
+            Err(_) => false,
+        };
+        if gone && !self.lost.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let how = self
+                .child
+                .lock()
+                .ok()
+                .and_then(|mut c| c.try_wait().ok().flatten())
+                .map_or_else(|| "it stopped reading".to_owned(), |s| s.to_string());
+            tracing::error!(
+                "the engine's watchdog went away ({how}): were this engine frozen, its steps would \
+                 run on past its lease; restart the engine to start a new one"
+            );
         }
     }
 
@@ -172,13 +202,11 @@ pub fn run(processes: &Processes, within: Duration) {
     }
 }
 
-/// `manent --config FILE watchdog --within-ms N`: the watchdog of the engine of `FILE`; an
-/// error when it cannot reach the engine's process records.
-pub fn main(config: &Path, within: Duration) -> Result<(), String> {
-    let config = crate::config::Config::load_settings(config, &crate::plugin::catalog())
-        .map_err(|e| format!("{e:?}"))?;
-    let trust = crate::deploy::records::trust(&config)?;
-    let processes = Processes::beside(&config.database, &trust).map_err(|e| e.to_string())?;
+/// `manent watchdog --records DIR [--shared-group G] --within-ms N`: the watchdog of the
+/// engine recording its processes in `DIR`; an error when the directory is not one to trust.
+pub fn main(records: &Path, shared_group: Option<&str>, within: Duration) -> Result<(), String> {
+    let trust = crate::sys::files::Trust::new(shared_group)?;
+    let processes = Processes::in_dir(records.to_owned(), &trust).map_err(|e| e.to_string())?;
     run(&processes, within);
     Ok(())
 }

@@ -217,6 +217,11 @@ impl Processes {
         })
     }
 
+    /// Where the records are (none: nothing is recorded).
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.as_ref().map(|i| i.dir.as_path())
+    }
+
     /// The directory beside database `db`.
     pub fn beside(db: &Path, trust: &Trust) -> Result<Self, Refused> {
         let mut name = db.file_name().unwrap_or_default().to_os_string();

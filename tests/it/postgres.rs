@@ -561,6 +561,36 @@ fn an_engine_frozen_alone_mid_plugin_call_has_its_plugin_stopped_before_another_
     assert!(!done_by_a, "A's plugin finished its call: {:?}", lines());
 }
 
+/// The watchdog killed under a running engine: the engine says so (its steps would run on
+/// through a freeze) and the deploy goes on.
+#[test]
+fn an_engine_whose_watchdog_dies_says_so() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let url = pg.create_db("nowatchdog");
+    let a = host(&url, "host-a");
+    let deploy = deploy_on(&a, "1");
+    let watchdogs = || {
+        family(deploy.id())
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("watchdog"))
+            })
+            .collect::<Vec<u32>>()
+    };
+    wait_until(Duration::from_secs(30), "the engine's watchdog", || {
+        !watchdogs().is_empty()
+    });
+    kill_all(&watchdogs(), "-KILL");
+    let mut deploy = deploy;
+    let out = wait_bounded(&mut deploy, Duration::from_secs(120));
+    let said = text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("the engine's watchdog went away"), "{said}");
+}
+
 /// Host A's deploy of 1 s targets loses the database just after a target started, for
 /// `outage`: the target finishes during the outage, the engine's lease lapses (2 s) with
 /// nothing running, and no other engine takes anything. Once the database is back the step
