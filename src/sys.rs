@@ -78,6 +78,31 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Kills a process group when dropped, unless disarmed first: what a start or a call that did
+/// not finish (failed, or its future dropped) leaves running.
+#[derive(Debug)]
+pub struct GroupKill(Option<u32>);
+
+impl GroupKill {
+    /// Armed for the group led by `pgid` (0 or none: nothing).
+    pub fn armed(pgid: impl Into<Option<u32>>) -> Self {
+        GroupKill(pgid.into().filter(|p| *p > 0))
+    }
+
+    /// The group goes on: nothing is killed.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            kill_group(pid);
+        }
+    }
+}
+
 /// SIGKILL to every process of group `pgid` (a command started in its own group).
 pub fn kill_group(pgid: u32) {
     if let Ok(pgid) = libc::pid_t::try_from(pgid) {

@@ -104,7 +104,8 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
                     if a.force {
                         "this deploys it again (--force)"
                     } else {
-                        "every target stays unchanged (--force deploys it again)"
+                        "each target recorded on it stays unchanged where the plugin reads it \
+                         back live (--force deploys it again)"
                     }
                 ));
             }
@@ -427,7 +428,7 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
             },
         }
     }
-    out.note("manent worker: draining: waiting for running deployments to finish or pause (again to stop at once)");
+    out.note("manent worker: stopping: steps in flight finish (up to engine.drain_timeout), nothing new starts (again to stop at once)");
     engine.exit_on_second_signal(i32::from(exit::INTERRUPTED));
     let (store, ran) = (engine.store().clone(), engine.active());
     let left = engine.shutdown().await;

@@ -73,8 +73,8 @@ pub async fn send(
         WorkflowStatus::Cancelled | WorkflowStatus::MaxRecoveryAttemptsExceeded
     );
     if stopped
-        && let Some(row) = db.workflow(&v.id).await?
-        && let Some(newer) = super::lineage::superseded_by(db, &row).await?
+        && let Some(newer) =
+            super::lineage::superseded_by(db, &v.subject(), &v.id, v.created_at).await?
     {
         let version = |inputs: &str| {
             serde_json::from_str::<serde_json::Value>(inputs)
@@ -82,18 +82,25 @@ pub async fn send(
                 .and_then(|i| i["spec"]["artifact"]["version"].as_str().map(str::to_owned))
                 .unwrap_or_default()
         };
-        let (mine, theirs) = (version(&row.inputs), version(&newer.inputs));
+        // The view has this one's version; the newer one's is in its inputs' head.
+        let (mine, theirs) = (v.version.clone(), version(&newer.inputs));
         let when = crate::format::time(newer.completed_at.unwrap_or(newer.updated_at));
-        let why = if newer.name == row.name && mine == theirs {
+        let why = if newer.name == v.kind.workflow() && mine == theirs {
             format!(
                 "{} deployed {mine} since (finished {when}): nothing is left for {} to do",
                 newer.id, v.id
             )
         } else {
+            // A rollback's inputs name the descriptor's version, not where it went: not said.
+            let what = if newer.name == Kind::Rollback.workflow() {
+                "a rollback".to_owned()
+            } else {
+                format!("{} of {theirs}", newer.name)
+            };
             format!(
-                "{} ({} of {theirs}) finished since, at {when}: continuing {} would take its \
-                 targets back to {mine}; start a new deploy of {mine} if that is what you want",
-                newer.id, newer.name, v.id
+                "{} ({what}) finished since, at {when}: continuing {} would take its targets \
+                 back to {mine}; start a new deploy of {mine} if that is what you want",
+                newer.id, v.id
             )
         };
         return Err(CommandError::Refused(format!(

@@ -8,28 +8,28 @@ use crate::config::EnvSpec;
 use crate::workflow::StoreError;
 use crate::workflow::store::{WorkflowQuery, WorkflowRow, WorkflowStatus};
 
-/// The newest deployment of `row`'s subject started after it that finished and moved its
-/// releases (a deploy, canary or rollback that succeeded): resuming `row` would undo it.
+/// The newest deployment of `subject` started after deployment `id` (made at `created_at`) that
+/// finished and moved its releases (a deploy, canary or rollback that succeeded): resuming `id`
+/// would undo it.
 pub async fn superseded_by(
     db: &dyn Db,
-    row: &WorkflowRow,
+    subject: &str,
+    id: &str,
+    created_at: i64,
 ) -> Result<Option<WorkflowRow>, StoreError> {
-    let Some(subject) = row.subject.clone() else {
-        return Ok(None);
-    };
     let rows = db
         .workflows(WorkflowQuery {
-            subject: Some(subject),
+            subject: Some(subject.to_owned()),
             live_only: false,
             limit: 200,
             heads: true,
         })
         .await?;
     Ok(rows.into_iter().find(|r| {
-        r.id != row.id
-            && r.created_at > row.created_at
+        r.id != id
+            && r.created_at > created_at
             && r.status == WorkflowStatus::Success
-            && (changes_releases(&r.name) || r.name == Kind::Rollback.workflow())
+            && moves_releases(r)
     }))
 }
 
@@ -83,10 +83,7 @@ pub async fn unfinished_same(
             heads: true,
         })
         .await?;
-    let Some(last) = rows
-        .into_iter()
-        .find(|r| changes_releases(&r.name) || r.name == Kind::Rollback.workflow())
-    else {
+    let Some(last) = rows.into_iter().find(moves_releases) else {
         return Ok(None);
     };
     let how = match last.status {
@@ -95,11 +92,9 @@ pub async fn unfinished_same(
         WorkflowStatus::Cancelled => "was cancelled",
         _ => return Ok(None),
     };
-    // A list's row holds its inputs' head (no targets): read as JSON, not as a spec.
     let same = changes_releases(&last.name)
-        && serde_json::from_str::<serde_json::Value>(&last.inputs).is_ok_and(|i| {
-            i["dry_run"] != true && i["spec"]["artifact"]["version"] == *spec.artifact.version
-        });
+        && serde_json::from_str::<serde_json::Value>(&last.inputs)
+            .is_ok_and(|i| i["spec"]["artifact"]["version"] == *spec.artifact.version);
     if !same {
         return Ok(None);
     }
@@ -114,6 +109,14 @@ pub async fn unfinished_same(
         how,
         done,
     }))
+}
+
+/// A deploy, canary or rollback — not a dry run, which moves nothing. A list's row holds its
+/// inputs' head (no targets): read as JSON, not as a spec.
+fn moves_releases(r: &WorkflowRow) -> bool {
+    let dry =
+        || serde_json::from_str::<serde_json::Value>(&r.inputs).is_ok_and(|i| i["dry_run"] == true);
+    (changes_releases(&r.name) && !dry()) || r.name == Kind::Rollback.workflow()
 }
 
 /// A deploy's or a canary's workflow: one that puts a version on targets.

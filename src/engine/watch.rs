@@ -58,6 +58,11 @@ pub(super) fn spawn_heartbeat(
                     continue;
                 }
             };
+            // A freeze during the renewal itself is a lapse too: fenced before anything goes on.
+            if beat.lapsed() && !beat.fenced {
+                fence(&runtime, &processes, &log, lease);
+                beat.fenced = true;
+            }
             if let Some(w) = &watchdog {
                 w.beat();
             }
@@ -68,7 +73,8 @@ pub(super) fn spawn_heartbeat(
                     log.for_deployment(&id).warn(
                         "this engine renewed its lease and no other engine took this deployment \
                          meanwhile: it goes on where it was (a step that finished meanwhile is \
-                         kept; one whose processes were killed runs again)",
+                         kept; one whose processes were killed is retried, the attempt counting \
+                         against its retries)",
                     );
                 }
                 for id in cut {
@@ -106,7 +112,7 @@ pub(super) struct Heartbeat {
     /// workflows over only after a whole lease of it — an outage both saw moves nothing.
     connected_since: Option<std::time::Instant>,
     failing: bool,
-    /// Its runs were cut off after a lapse; not yet taken back.
+    /// It fenced itself after a lapse (its runs start nothing) and has not renewed since.
     fenced: bool,
 }
 

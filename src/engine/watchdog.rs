@@ -6,7 +6,8 @@
 //! the engine recorded (its steps' commands and its plugins), checked as a restarted engine
 //! checks them, so nothing it started runs on when another engine may take its work over (one
 //! lease and a grace after its last renewal). A `q` says the engine stops cleanly; end of file
-//! without one (the engine was killed) still waits out the lease before the kill.
+//! without one (the engine was killed) kills what it recorded at once — before a new engine on
+//! the same records could start steps a later kill would hit.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -115,8 +116,8 @@ impl Watchdog {
         if let Ok(mut b) = self.beats.lock()
             && let Some(b) = b.take()
         {
-            // Never waits: without its goodbye the watchdog sees the pipe close, waits out the
-            // lease and finds nothing left to kill.
+            // Never waits: without its goodbye the watchdog sees the pipe close and kills what
+            // is recorded — nothing, the engine having stopped its processes already.
             let _ = b.try_send(b'q');
         }
         if let Some(w) = self.writer.lock().ok().and_then(|mut w| w.take()) {
@@ -167,37 +168,31 @@ pub fn run(processes: &Processes, within: Duration) {
         }
     });
     let mut last = Instant::now();
-    let mut gone = false;
     let mut fired = false;
     loop {
-        let wait = if gone || fired {
+        let wait = if fired {
             // Silent already: the records are checked again every 200 ms.
             Duration::from_millis(200)
         } else {
             within.saturating_sub(last.elapsed())
         };
-        if gone {
-            std::thread::sleep(wait);
-        } else {
-            match rx.recv_timeout(wait) {
-                Ok(Heard::Beat) => {
-                    last = Instant::now();
-                    fired = false;
-                }
-                Ok(Heard::Quit) => return,
-                Ok(Heard::Gone) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    gone = true;
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        match rx.recv_timeout(wait) {
+            Ok(Heard::Beat) => {
+                last = Instant::now();
+                fired = false;
             }
+            Ok(Heard::Quit) => return,
+            Ok(Heard::Gone) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // The engine is dead (killed): what it started dies now, before a new engine
+                // on the same records starts steps of its own that a later kill would hit.
+                let _ = processes.kill_recorded();
+                return;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
         if last.elapsed() >= within {
             let _ = processes.kill_recorded();
             fired = true;
-            if gone {
-                // The engine is dead: what it started is killed; the next engine reaps the rest.
-                return;
-            }
         }
     }
 }

@@ -184,12 +184,6 @@ impl Logger {
         });
     }
 
-    /// The sink is behind but moving ([`LogSink::congested`]): a reader of a flooding
-    /// command's output waits before passing it more.
-    pub fn congested(&self) -> bool {
-        self.sink.congested()
-    }
-
     /// Waits while the sink is congested: a flooding command waits on its pipe instead of its
     /// lines being dropped. Bounded: a sink that stops moving is not congested.
     pub async fn wait_for_room(&self) {

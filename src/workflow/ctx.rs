@@ -532,8 +532,6 @@ impl WfCtx {
         })
     }
 
-    /// Ends attempt `attempt` as retryable (durably, with its redacted error), says so, and
-    /// waits the policy's backoff.
     /// Ends attempt `attempt` of step `id` as interrupted by the engine's stop.
     async fn end_interrupted(
         &self,
@@ -553,6 +551,8 @@ impl WfCtx {
             .await
     }
 
+    /// Ends attempt `attempt` as retryable (durably, with its redacted error), says so, and
+    /// waits the policy's backoff.
     async fn retry_later(
         &self,
         id: u32,

@@ -421,10 +421,9 @@ impl Runtime {
         let (mut kept, mut cut) = (Vec::new(), Vec::new());
         for (id, token) in runs {
             let ours = match self.store.workflow(&id).await {
-                Ok(Some(row)) => {
-                    row.status == WorkflowStatus::Pending
-                        && row.run_token.as_deref() == Some(token.as_str())
-                }
+                // Its token still there: no engine took it (an operator's cancel meanwhile is
+                // the run's own to meet at its next step).
+                Ok(Some(row)) => row.run_token.as_deref() == Some(token.as_str()),
                 Ok(None) => false,
                 // Unread: kept; its next write is checked against its token all the same.
                 Err(_) => true,

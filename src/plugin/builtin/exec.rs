@@ -253,7 +253,7 @@ impl Exec {
         // Dropping this future (a timeout, a cancelled deploy) kills the command's whole group;
         // an engine that dies leaves a record for the next one to kill it.
         let _tracked = child.id().map(|pid| req.processes.track(pid));
-        let group = GroupKill(child.id());
+        let group = crate::sys::GroupKill::armed(child.id());
         // Its copies of the pipe's write end: the pipe ends when the command's do.
         drop(cmd);
         let (last_out, status) = tokio::join!(lines(Some(output), &log), child.wait());
@@ -319,22 +319,6 @@ async fn lines<R: AsyncRead + Unpin>(stream: Option<R>, log: &Logger) -> String 
         }
     }
     last
-}
-
-struct GroupKill(Option<u32>);
-
-impl GroupKill {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0 {
-            crate::sys::kill_group(pid);
-        }
-    }
 }
 
 #[async_trait]

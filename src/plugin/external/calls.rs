@@ -54,7 +54,7 @@ pub struct Attributed {
 }
 
 impl Calls {
-    /// A call of `req` starts (a request with no deployment, as the kit sends, counts for none).
+    /// A call of `req` starts (a request with no deployment counts for none).
     pub fn begin(&self, req: &crate::plugin::Request) -> Option<InCall<'_>> {
         if req.deployment_id.is_empty() {
             return None;

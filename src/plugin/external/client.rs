@@ -107,7 +107,8 @@ impl Deployer for Remote {
     }
 
     async fn supports(&self, artifact: &Artifact) -> Result<bool, PluginError> {
-        // A transport error counts as "not supported" (the seed's rule for selection).
+        // UNIMPLEMENTED: the plugin does not say, and is taken to support everything (as the
+        // kit and the SDKs say); any other error counts as "not supported".
         let r = self
             .call("Supports", None, |mut c, _| async move {
                 c.supports(v1::SupportsRequest {
@@ -116,7 +117,11 @@ impl Deployer for Remote {
                 .await
             })
             .await;
-        Ok(r.is_ok_and(|r| r.supported))
+        Ok(match r {
+            Ok(r) => r.supported,
+            Err(PluginError::Unimplemented(_)) => true,
+            Err(_) => false,
+        })
     }
 
     fn dry_runner(&self) -> Option<&dyn DryRunner> {

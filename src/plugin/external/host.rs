@@ -261,7 +261,7 @@ impl Host {
         }
         let p = tokio::select! {
             started = self.start() => Arc::new(started?),
-            // Its process is killed with the engine's other plugins as the engine stops.
+            // The start's future is dropped: its plugin's group is killed with it.
             () = stop => return Err(self.stopping_error()),
         };
         crate::telemetry::metrics::get().plugin_started(&self.spec.name, again);
@@ -343,6 +343,9 @@ impl Host {
             .spawn()
             .map_err(|e| self.fail(format!("cannot start it: {e}")))?;
         let pid = child.id().unwrap_or(0);
+        // A start that does not finish — failed, or abandoned as the engine stops (its future
+        // dropped) — leaves nothing of the plugin running: its whole group is killed.
+        let unfinished = crate::sys::GroupKill::armed(pid);
         let tracked = self.processes.track(pid);
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let handshaken = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -475,6 +478,7 @@ impl Host {
             ),
         );
         self.reach(StartPhase::Ready);
+        unfinished.disarm();
         Ok(Process {
             pid,
             capabilities,

@@ -629,7 +629,7 @@ impl Kit {
             _ => check("validate-refuses", Outcome::Skip, NOT_HONOURED),
         };
         self.push(c);
-        let c = self.invalid_input(&remote, &version).await;
+        let c = self.invalid_input(&remote, p, &version).await;
         self.push(c);
 
         // Deploy, then the same idempotency key again. The author's own Deploy is offered a
@@ -643,11 +643,10 @@ impl Kit {
             reads: std::sync::atomic::AtomicUsize::new(0),
         });
         let mut first = self.request("deploy", 1, &version, None);
-        let (secrets, open) = Secrets::for_call(author.clone());
+        let (secrets, open) = Secrets::for_call_unredacted(author.clone());
         first.secrets = secrets;
         let deployed = self.bounded(remote.deploy(&first)).await;
         drop(open);
-        first.secrets = Secrets::none();
         let deploy_ok = deployed
             .as_ref()
             .is_ok_and(|r| self.answers_every_target(r).is_ok());
@@ -679,6 +678,9 @@ impl Kit {
             ),
         };
         self.push(c);
+        // The same key again, with the same secret open for it as for the first call.
+        let (secrets, open) = Secrets::for_call_unredacted(author.clone());
+        first.secrets = secrets;
         let c = if deploy_ok {
             self.idempotency(&remote, &first, announced(Capability::CurrentRelease))
                 .await
@@ -689,6 +691,8 @@ impl Kit {
                 "Deploy did not succeed on the kit's request (see `deploy`)",
             )
         };
+        drop(open);
+        first.secrets = Secrets::none();
         self.push(c);
         let c = self.secret_leak(&author).await;
         self.push(c);
@@ -1280,7 +1284,7 @@ impl Kit {
     /// Params the plugin cannot deploy with (`invalid:`, or empty) must fail as permanent, in
     /// Validate or in Deploy: a retry cannot fix them, and a retryable error makes manent try
     /// again and again.
-    async fn invalid_input(&self, remote: &Remote, version: &str) -> Check {
+    async fn invalid_input(&self, remote: &Remote, p: &Process, version: &str) -> Check {
         let given = self.spec.invalid.is_some();
         let mut req = self.request("invalid", 1, version, None);
         req.params = self
@@ -1316,18 +1320,27 @@ impl Kit {
         if let Err(e) = self.bounded(remote.validate(&req)).await {
             return judged("Validate", &e);
         }
+        if !given {
+            // Empty params Validate accepts are not known to be wrong: no Deploy is run on
+            // them (it would deploy for real, and fail for any reason at all).
+            return check(
+                "invalid-input",
+                Outcome::Skip,
+                "Validate accepts empty params (the plugin may need none); give `invalid:` \
+                 params it must refuse in the kit file to check how it fails",
+            );
+        }
         match self.bounded(remote.deploy(&req)).await {
+            Err(e) if self.died(p).await => check(
+                "invalid-input",
+                Outcome::Fail,
+                format!("the plugin died on the kit file's `invalid:` params: {e}"),
+            ),
             Err(e) => judged("Deploy", &e),
-            Ok(_) if given => check(
+            Ok(_) => check(
                 "invalid-input",
                 Outcome::Fail,
                 "the plugin accepted the kit file's `invalid:` params, which it must refuse",
-            ),
-            Ok(_) => check(
-                "invalid-input",
-                Outcome::Skip,
-                "the plugin accepts empty params (it may need none); give `invalid:` params it \
-                 must refuse in the kit file to check how it fails",
             ),
         }
     }

@@ -15,8 +15,12 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
-/// Lines queued at most (about 64,000 lines of a few hundred bytes: tens of MB at worst).
+/// Lines queued at most.
 pub const QUEUE: usize = 64_000;
+
+/// Bytes queued at most: lines may be up to 16 KiB each, so the count alone does not bound the
+/// memory.
+pub const QUEUE_BYTES: usize = 64 << 20;
 
 /// How long closing waits for the queue to be written.
 pub const DRAIN: Duration = Duration::from_secs(5);
@@ -42,6 +46,7 @@ struct Gap {
 #[derive(Debug)]
 struct Shared {
     queued: AtomicUsize,
+    queued_bytes: AtomicUsize,
     dropped: AtomicU64,
     /// Epoch ms of the first and last line dropped since the last notice.
     first_drop: AtomicI64,
@@ -68,17 +73,23 @@ impl Shared {
         crate::telemetry::metrics::get().log_lines_dropped("file", 1);
     }
 
-    /// The lines dropped since the last gap taken.
+    /// The lines dropped since the last gap taken (read first: nothing to take is the usual
+    /// case, and costs no write).
     fn take_gap(&self) -> Gap {
+        if self.dropped.load(Ordering::Relaxed) == 0 {
+            return Gap::default();
+        }
         let n = self.dropped.swap(0, Ordering::Relaxed);
         if n == 0 {
             return Gap::default();
         }
-        Gap {
-            n,
-            first: self.first_drop.swap(0, Ordering::Relaxed),
-            last: self.last_drop.load(Ordering::Relaxed),
-        }
+        let last = self.last_drop.load(Ordering::Relaxed);
+        // A drop between the two swaps left no first time: the gap starts at its last.
+        let first = match self.first_drop.swap(0, Ordering::Relaxed) {
+            0 => last,
+            f => f,
+        };
+        Gap { n, first, last }
     }
 
     /// A gap taken whose line could not be queued: it is the next one's.
@@ -110,12 +121,19 @@ impl Sender {
     /// last one queued go with it, so the file says so exactly where they are missing.
     pub fn line(&self, text: Vec<u8>) {
         let s = &self.shared;
+        let len = text.len();
+        if s.queued_bytes.load(Ordering::Relaxed).saturating_add(len) > QUEUE_BYTES {
+            s.dropped_now();
+            return;
+        }
         let gap = s.take_gap();
         s.queued.fetch_add(1, Ordering::Relaxed);
+        s.queued_bytes.fetch_add(len, Ordering::Relaxed);
         if let Err(TrySendError::Full(m) | TrySendError::Disconnected(m)) =
             self.tx.try_send(Msg::Line(text, gap))
         {
             s.queued.fetch_sub(1, Ordering::Relaxed);
+            s.queued_bytes.fetch_sub(len, Ordering::Relaxed);
             if let Msg::Line(_, gap) = m {
                 s.put_gap(gap);
             }
@@ -126,7 +144,8 @@ impl Sender {
     /// Nine tenths of the queue are taken and the thread wrote within the last second.
     pub fn congested(&self) -> bool {
         let s = &self.shared;
-        s.queued.load(Ordering::Relaxed) > QUEUE / 10 * 9
+        (s.queued.load(Ordering::Relaxed) > QUEUE / 10 * 9
+            || s.queued_bytes.load(Ordering::Relaxed) > QUEUE_BYTES / 10 * 9)
             && s.since_start() - s.wrote_at.load(Ordering::Relaxed)
                 < i64::try_from(STUCK.as_millis()).unwrap_or(i64::MAX)
     }
@@ -150,6 +169,7 @@ impl Writer {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let shared = Arc::new(Shared {
             queued: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             first_drop: AtomicI64::new(0),
             last_drop: AtomicI64::new(0),
@@ -264,6 +284,7 @@ fn run<W: Write>(mut out: W, rx: &Receiver<Msg>, s: &Shared) {
         notice(&mut out, gap);
         let _ = out.write_all(&text);
         s.queued.fetch_sub(1, Ordering::Relaxed);
+        s.queued_bytes.fetch_sub(text.len(), Ordering::Relaxed);
         s.wrote_at.store(s.since_start(), Ordering::Relaxed);
     }
     notice(&mut out, s.take_gap());
