@@ -269,8 +269,9 @@ pub struct DbCopyArgs {
 /// `plugin …`
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
-    /// Write a working plugin project: a main, a deployer whose every call says "not
-    /// implemented", a README and a test; it builds and passes `manent plugin test` as written.
+    /// Write a plugin project: a main, a deployer whose every call says "not implemented", a
+    /// README, a test and a kit file; it builds as written, and `manent plugin test` fails its
+    /// `deploy` check until Deploy is written.
     New(PluginNewArgs),
     /// The conformance kit: start a plugin binary as the engine would and check the contract,
     /// each check named with pass, fail or skip and why.
@@ -282,7 +283,10 @@ const KIT_HELP: &str = "Here `--config FILE` names the kit's file (YAML, every k
 manent.yml:\n  options: {dir: /srv/app}      # the plugin's options, as manent.yml gives them\n  \
 args: []  env: {}\n  artifact: {type: tarball, name: web, version: \"1.4.2\", uri: \"file:///tmp/web.tgz\"}\n  \
 targets: [{name: web-1, host: 10.0.0.5, labels: {}}]   # default: conformance-1, conformance-2\n  \
-params: {}                     # deploy.params\n  start_timeout: 10s  call_timeout: 60s\n\
+params: {}                     # deploy.params\n  invalid: {}                    # params it must refuse\n  \
+slow: {delay_ms: 30000}        # params that make Deploy slow (cancellation)\n  \
+not_idempotent: WHY            # it cannot tell a key's work is done\n  \
+start_timeout: 10s  call_timeout: 60s\n\
 Exit codes: 0 no check failed, 1 a check failed, 2 bad input. docs/plugins.md lists the checks.";
 
 /// The languages `plugin new` writes.

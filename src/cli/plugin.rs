@@ -35,6 +35,10 @@ struct KitFile {
     #[serde(default)]
     invalid: Option<serde_json::Value>,
     #[serde(default)]
+    slow: Option<serde_json::Value>,
+    #[serde(default)]
+    not_idempotent: Option<String>,
+    #[serde(default)]
     start_timeout: Option<Dur>,
     #[serde(default)]
     call_timeout: Option<Dur>,
@@ -77,6 +81,8 @@ fn spec(a: &crate::cli::PluginTestArgs, file: Option<&Path>) -> Result<KitSpec, 
         spec.args = f.args;
         spec.env = f.env;
         spec.invalid = f.invalid;
+        spec.slow = f.slow;
+        spec.not_idempotent = f.not_idempotent;
         if let Some(artifact) = f.artifact {
             if artifact.version.is_empty() {
                 return Err(format!(

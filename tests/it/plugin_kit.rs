@@ -82,7 +82,7 @@ pub fn outcome(report: &serde_json::Value, name: &str) -> (String, String) {
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
-const EVERY_CHECK: [&str; 25] = [
+const EVERY_CHECK: [&str; 26] = [
     "cookie",
     "handshake",
     "protocol",
@@ -96,6 +96,7 @@ const EVERY_CHECK: [&str; 25] = [
     "validate-refuses",
     "invalid-input",
     "deploy",
+    "call-logs",
     "idempotency",
     "secret-leak",
     "dry-run",
@@ -129,7 +130,8 @@ fn a_plugin_built_with_the_rust_sdk_passes_every_check() {
 
 /// The kit's file for the Rust fixture: its Deploy reads the secret `token`, and `permanent`
 /// is what it must refuse.
-const READS_A_SECRET: &str = "params: {secret: token}\ninvalid: {permanent: true}\n";
+const READS_A_SECRET: &str =
+    "params: {secret: token}\ninvalid: {permanent: true}\nslow: {sleep_ms: 30000}\n";
 
 /// A Deploy that logs the secret it read fails `secret-leak`, whatever else it does right.
 #[test]
@@ -139,7 +141,8 @@ fn a_deploy_that_logs_its_secret_fails_the_kit() {
         Some("params: {secret: token, log_secret: true}\n"),
     );
     assert_eq!(code, Some(1), "{report:#}");
-    assert_eq!(failed(&report), ["secret-leak"], "{report:#}");
+    // Written raw to stderr, the line names no deployment either.
+    assert_eq!(failed(&report), ["call-logs", "secret-leak"], "{report:#}");
     let (_, why) = outcome(&report, "secret-leak");
     assert!(
         why.contains("[the secret]") && why.contains("never log"),
@@ -189,7 +192,7 @@ fn the_text_report_names_every_check_and_counts_them() {
         );
     }
     assert!(
-        stdout.ends_with("25 passed, 0 failed, 0 skipped\n"),
+        stdout.ends_with("26 passed, 0 failed, 0 skipped\n"),
         "{stdout}"
     );
 }
@@ -219,17 +222,44 @@ fn a_plugin_that_writes_on_stdout_fails_the_stdout_check_with_what_it_wrote() {
 
 #[test]
 fn a_plugin_that_ignores_cancellation_fails_the_cancellation_check() {
-    // It answers the kit's probes itself, and sleeps through a cancelled call.
+    // Its own Deploy, slowed by the kit file's `slow:` params, blocks its thread through the
+    // cancel: the kit times the plugin's code, not an answer the SDK gives for it.
     let (code, report) = kit(
         Path::new(FIXTURE),
-        Some("env: {FIXTURE_START: ignore_cancel, MANENT_PLUGIN_CONFORMANCE: \"0\"}\n"),
+        Some("env: {FIXTURE_START: ignore_cancel}\nslow: {sleep_ms: 30000}\n"),
     );
     assert_eq!(code, Some(1), "{report:#}");
-    let (cancel, why) = outcome(&report, "cancellation");
-    assert_eq!(cancel, "fail", "{report:#}");
-    assert!(why.contains("did not stop within 2s"), "{why}");
-    let (refuses, _) = outcome(&report, "validate-refuses");
-    assert_eq!(refuses, "pass");
+    assert_eq!(failed(&report), ["cancellation"], "{report:#}");
+    let (_, why) = outcome(&report, "cancellation");
+    assert!(why.contains("still running 2s later"), "{why}");
+    // Without `slow:` the kit cannot slow the author's code: a skip saying how.
+    let (code, report) = kit(Path::new(FIXTURE), Some("params: {}\n"));
+    assert_eq!(code, Some(0), "{report:#}");
+    let (o, why) = outcome(&report, "cancellation");
+    assert_eq!(o, "skip", "{why}");
+    assert!(why.contains("give `slow:` params"), "{why}");
+}
+
+/// A Deploy that does its work again under the same idempotency key fails `idempotency`;
+/// declaring that it cannot tell makes it a skip.
+#[test]
+fn a_deploy_that_redoes_its_work_fails_idempotency() {
+    let (code, report) = kit(Path::new(FIXTURE), Some("params: {redo: true}\n"));
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["idempotency"], "{report:#}");
+    let (_, why) = outcome(&report, "idempotency");
+    assert!(
+        why.contains("answered `deployed` on conformance-1, conformance-2"),
+        "{why}"
+    );
+    let (code, report) = kit(
+        Path::new(FIXTURE),
+        Some("params: {redo: true}\nnot_idempotent: it keeps no record of its work\n"),
+    );
+    assert_eq!(code, Some(0), "{report:#}");
+    let (o, why) = outcome(&report, "idempotency");
+    assert_eq!(o, "skip");
+    assert!(why.contains("it keeps no record of its work"), "{why}");
 }
 
 #[test]
@@ -254,13 +284,35 @@ fn a_missing_binary_or_a_broken_kit_file_is_bad_input_named() {
     assert!(err.contains("kit.yml:3:") && err.contains("hots"), "{err}");
 }
 
+/// Over a real sshd on loopback: the kit deploys a directory to two paths of it, deploys it
+/// again under the same key, dry-runs and rolls back, reading each back.
 #[test]
 fn the_bundled_remote_copy_plugin_passes() {
+    let Some(server) = crate::support::sshd::sshd() else {
+        assert!(std::env::var_os("CI").is_none(), "sshd is required in CI");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("build")).unwrap();
+    std::fs::write(dir.path().join("build/index.html"), "hello").unwrap();
+    let file = format!(
+        "options: {{ssh: {{port: {}, identity: \"{}\", options: [StrictHostKeyChecking=no, \
+         UserKnownHostsFile=/dev/null, LogLevel=ERROR]}}}}\n\
+         artifact: {{type: directory, name: web, version: \"1.0.0\", uri: \"{d}/build\"}}\n\
+         targets: [{{name: web-1, host: 127.0.0.1}}, {{name: web-2, host: 127.0.0.1}}]\n\
+         params: {{path: \"{d}/remote/{{target}}\"}}\n",
+        server.port,
+        server.key.display(),
+        d = dir.path().display()
+    );
     let (code, report) = kit(
         Path::new(env!("CARGO_BIN_EXE_manent-plugin-remote-copy")),
-        None,
+        Some(&file),
     );
     assert_eq!(code, Some(0), "{report:#}");
+    for check in ["deploy", "idempotency", "rollback"] {
+        assert_eq!(outcome(&report, check).0, "pass", "{check}: {report:#}");
+    }
 }
 
 /// The router plugin's options, as its manent.yml entry gives them, and its targets.
@@ -271,7 +323,9 @@ fn router_kit<R: Router>(r: &R) -> String {
     let targets: serde_json::Value =
         yaml_serde::from_str(&r.targets_yml().replace("\n      ", "\n")[6..]).unwrap();
     format!(
-        "options: {options}\ntargets: {targets}\nartifact: {{type: directory, version: \"1.0.0\", uri: \"{}\"}}\n",
+        "options: {options}\ntargets: {targets}\nartifact: {{type: directory, version: \"1.0.0\", uri: \"{}\"}}\n\
+         not_idempotent: a router's deploy puts the release in the idle slot and promotes it, \
+         whichever release the live slot holds\n",
         r.artifact_uri()
     )
 }
@@ -306,9 +360,23 @@ fn a_plugin_built_with_the_python_sdk_passes_every_check() {
     let Some(plugin) = crate::support::python::python_fixture() else {
         return;
     };
-    let (code, report) = kit(&plugin, None);
+    sdk_fixture_passes(&plugin);
+}
+
+/// The Go or Python SDK's fixture passes every check but `secret-leak` (its Deploy reads a
+/// secret only when asked, and logs only a digest of it) and `call-logs` without log lines;
+/// its own Deploy stops when cancelled.
+fn sdk_fixture_passes(plugin: &Path) {
+    let (code, report) = kit(
+        plugin,
+        Some("invalid: {abort: true}\nslow: {sleep_ms: 30000}\nparams: {secret: token}\n"),
+    );
     assert_eq!(code, Some(0), "{report:#}");
-    assert_eq!(report["passed"], 23, "{report:#}");
+    assert_eq!(report["skipped"], 0, "{report:#}");
+    let (_, cancel) = outcome(&report, "cancellation");
+    assert!(cancel.contains("stopped"), "{cancel}");
+    let (_, logs) = outcome(&report, "call-logs");
+    assert!(logs.contains("naming the call's deployment"), "{logs}");
 }
 
 /// `manent plugin new` into `p` in a fresh directory; the directory.
@@ -335,13 +403,14 @@ fn plugin_new_in(lang: &str, sub: &str) -> tempfile::TempDir {
     dir
 }
 
-/// A plugin project as written: every call "not implemented" (permanent), which the kit
-/// accepts as an answer; the checks that need a working deploy are skipped, none fails.
-fn passes_as_written(binary: &Path) {
-    let (code, report) = kit(binary, None);
-    assert_eq!(code, Some(0), "{report:#}");
-    let (deploy, why) = outcome(&report, "deploy");
-    assert_eq!(deploy, "pass");
+/// A plugin project as written, with its kit file: its Deploy refuses every request ("not
+/// implemented"), so the kit fails `deploy` and nothing else; its Deploy stops when cancelled.
+fn fails_deploy_as_written(binary: &Path, project: &Path) {
+    let file = std::fs::read_to_string(project.join("kit.yml")).unwrap();
+    let (code, report) = kit(binary, Some(&file));
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["deploy"], "{report:#}");
+    let (_, why) = outcome(&report, "deploy");
     assert!(why.contains("deploy is not implemented yet"), "{why}");
     assert_eq!(outcome(&report, "cancellation").0, "pass", "{report:#}");
 }
@@ -376,7 +445,7 @@ fn plugin_new_python_installs_and_passes_the_kit_as_written() {
         text(&out.stdout),
         text(&out.stderr)
     );
-    passes_as_written(&p.join("manent-plugin-hello-kit"));
+    fails_deploy_as_written(&p.join("manent-plugin-hello-kit"), &p);
     // Started from a directory another user can write, the plugin takes no module from it.
     let elsewhere = tempfile::tempdir().unwrap();
     let ran = elsewhere.path().join("planted module ran");
@@ -393,7 +462,8 @@ fn plugin_new_python_installs_and_passes_the_kit_as_written() {
         None,
         Some(elsewhere.path()),
     );
-    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(failed(&report), ["deploy"], "{report:#}");
     assert!(
         !ran.exists(),
         "a json.py in the working directory was imported"
@@ -432,7 +502,7 @@ fn plugin_new_rust_builds_and_passes_the_kit_as_written() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
-    passes_as_written(&target.join("debug/manent-plugin-hello-kit"));
+    fails_deploy_as_written(&target.join("debug/manent-plugin-hello-kit"), &p);
 }
 
 #[test]
@@ -440,9 +510,7 @@ fn a_plugin_built_with_the_go_sdk_passes_every_check() {
     let Some(go) = crate::support::go::go_fixture() else {
         return;
     };
-    let (code, report) = kit(&go.plugin, None);
-    assert_eq!(code, Some(0), "{report:#}");
-    assert_eq!(report["passed"], 23, "{report:#}");
+    sdk_fixture_passes(&go.plugin);
 }
 
 #[test]
@@ -462,6 +530,7 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
         [
             "validate-refuses",
             "invalid-input",
+            "call-logs",
             "secret-leak",
             "dry-run",
             "current-release",
@@ -487,7 +556,7 @@ fn a_minimal_raw_go_plugin_passes_with_what_it_lacks_skipped() {
     assert_eq!(code, Some(0), "{report:#}");
     let (o, why) = outcome(&report, "supports");
     assert_eq!(o, "skip", "{why}");
-    assert!(why.contains("support every artifact"), "{why}");
+    assert!(why.contains("never chosen"), "{why}");
 }
 
 #[test]
@@ -516,14 +585,27 @@ fn plugin_new_go_builds_and_passes_the_kit_as_written() {
         return;
     }
     let dir = plugin_new("go");
-    let binary =
-        crate::support::go::build_project(&dir.path().join("p"), "manent-plugin-hello-kit");
-    passes_as_written(&binary);
+    let p = dir.path().join("p");
+    // The project's own offline build (GOPATH mode, Debian's packages), then its tests.
+    let out = Command::new(p.join("build.sh"))
+        .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build-cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    crate::support::go::build_project(&p, "manent-plugin-hello-kit");
+    fails_deploy_as_written(&p.join("manent-plugin-hello-kit"), &p);
 }
 
 #[test]
 fn the_built_in_plugins_pass_when_served_as_external_ones() {
-    for (plugin, extra) in [("exec", "params: {deploy: \"true\"}\n"), ("simulate", "")] {
+    for (plugin, extra) in [
+        (
+            "exec",
+            "params: {deploy: \"true\"}\nnot_idempotent: exec runs the operator's commands, as \
+             idempotent as they are\n",
+        ),
+        ("simulate", ""),
+    ] {
         let (code, report) = kit(
             Path::new(MANENT),
             Some(&format!("args: [plugin-serve, {plugin}]\n{extra}")),

@@ -238,6 +238,7 @@ func (p *stopper) intercept(srv *server) grpc.UnaryServerInterceptor {
 		if strings.HasPrefix(info.FullMethod, "/manent.plugin.v1.Deployer/") {
 			p.calls.Add(1)
 			defer p.calls.Done()
+			defer callEnded(ctx, srv.log, info.FullMethod, req, time.Now())
 			defer func() {
 				if v := recover(); v != nil {
 					resp = nil
@@ -247,6 +248,32 @@ func (p *stopper) intercept(srv *server) grpc.UnaryServerInterceptor {
 		}
 		return handler(ctx, req)
 	}
+}
+
+// CallEnded is what the SDK logs (at debug) when a call returns, with call, idempotency_key,
+// ms and cancelled: the conformance kit reads how long a cancelled call ran on from it.
+const CallEnded = "call ended"
+
+// callEnded logs CallEnded for a call of req that started at started.
+func callEnded(ctx context.Context, log hclog.Logger, method string, req interface{}, started time.Time) {
+	var w *pb.DeployRequest
+	switch r := req.(type) {
+	case *pb.DeployRequest:
+		w = r
+	case *pb.RollbackRequest:
+		w = r.GetRequest()
+	case *pb.WeightRequest:
+		w = r.GetRequest()
+	case *pb.TrafficRequest:
+		w = r.GetRequest()
+	}
+	if w.GetDeploymentId() == "" {
+		return
+	}
+	log.Debug(CallEnded, "deployment_id", w.GetDeploymentId(),
+		"call", strings.TrimPrefix(method, "/manent.plugin.v1.Deployer/"),
+		"idempotency_key", w.GetIdempotencyKey(), "ms", time.Since(started).Milliseconds(),
+		"cancelled", ctx.Err() != nil)
 }
 
 // watchParent stops the plugin when its parent changes: a host killed outright never says

@@ -45,7 +45,7 @@ func unimplemented(call string) error {
 
 // open converts a request and, when it carries secrets, opens them for the call; done closes them.
 func (s *server) open(w *pb.DeployRequest) (r *plugin.Request, done func()) {
-	r = requestFromWire(w)
+	r = s.request(w)
 	s.mu.RLock()
 	b := s.broker
 	s.mu.RUnlock()
@@ -55,6 +55,25 @@ func (s *server) open(w *pb.DeployRequest) (r *plugin.Request, done func()) {
 		return r, sec.close
 	}
 	return r, func() {}
+}
+
+// request converts a request and gives it the call's logger.
+func (s *server) request(w *pb.DeployRequest) *plugin.Request {
+	r := requestFromWire(w)
+	r.Log = callLogger(s.log, r)
+	return r
+}
+
+// callLogger is log naming r's deployment, and its target when r has one.
+func callLogger(log hclog.Logger, r *plugin.Request) hclog.Logger {
+	if r.DeploymentID == "" {
+		return log
+	}
+	log = log.With("deployment_id", r.DeploymentID)
+	if len(r.Targets) == 1 {
+		log = log.With("target", r.Targets[0].Name(), "moniker", r.Targets[0].Moniker)
+	}
+	return log
 }
 
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
@@ -101,7 +120,7 @@ func (s *server) Validate(ctx context.Context, req *pb.DeployRequest) (*pb.Empty
 		return nil, err
 	}
 	// Validate never carries secrets.
-	r := requestFromWire(req)
+	r := s.request(req)
 	if c, ok := s.conformanceOf(r); ok {
 		return &pb.Empty{}, c.validate()
 	}

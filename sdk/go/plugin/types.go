@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
 )
 
 // Artifact is what to deploy.
@@ -98,8 +100,19 @@ type Request struct {
 	// Parallelism is how many targets the plugin may work on at once (1 unless it announces
 	// parallel_targets).
 	Parallelism uint32
+	// Log is the call's logger: every line names the call's deployment (and its target when
+	// the call has one), so `manent logs DEP` shows it. Log per target with TargetLog.
+	Log hclog.Logger
 
 	secrets SecretReader
+}
+
+// TargetLog is the call's logger for lines about target t.
+func (r *Request) TargetLog(t Target) hclog.Logger {
+	if r.Log == nil {
+		return hclog.NewNullLogger()
+	}
+	return r.Log.With("target", t.Name(), "moniker", t.Moniker)
 }
 
 // DecodeParams unmarshals Params into v (no params decode as an empty object).

@@ -15,7 +15,7 @@
 from ._proto import deployer_pb2 as pb
 from .deployer import Deployer, capabilities
 from .errors import Permanent
-from .log import TRACE, HclogFormatter, logger
+from .log import CALL_ENDED, TRACE, HclogFormatter, TargetLog, logger
 from .server import negotiate, serve
 from .types import (Artifact, Pool, Release, Request, Result, Routing, RoutingState, Target,
                     TargetRelease, TargetResult)
@@ -23,7 +23,7 @@ from .types import (Artifact, Pool, Release, Request, Result, Routing, RoutingSt
 __version__ = "0.1.0"
 
 __all__ = [
-    "Artifact", "Deployer", "HclogFormatter", "Permanent", "Pool", "Release", "Request",
-    "Result", "Routing", "RoutingState", "TRACE", "Target", "TargetRelease", "TargetResult",
+    "Artifact", "CALL_ENDED", "Deployer", "HclogFormatter", "Permanent", "Pool", "Release", "Request",
+    "Result", "Routing", "RoutingState", "TRACE", "Target", "TargetLog", "TargetRelease", "TargetResult",
     "capabilities", "logger", "negotiate", "pb", "serve",
 ]

@@ -6,13 +6,14 @@ record's `extra=` attributes as top-level keys: JSON values stay what they are (
 lists), anything else becomes its text.
 """
 
+import contextvars
 import json
 import logging
 import os
 import sys
 import traceback
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -22,6 +23,24 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message
                                                                          "taskName"}
 # Keys hclog reserves; an extra with one of these names is renamed rather than overwrite it.
 _RESERVED = {"@level", "@message", "@module", "@timestamp"}
+
+
+# The call the running task serves (its deployment, and its target when it has one): a line
+# logged during the call names it unless the line names its own, whichever logger logged it.
+CALL: "contextvars.ContextVar[Optional[Dict[str, str]]]" = contextvars.ContextVar(
+    "manent_plugin_call", default=None)
+
+# Logged (at debug) when a call returns or is cancelled, with call, idempotency_key, ms and
+# cancelled: the conformance kit reads how long a cancelled call ran on from it.
+CALL_ENDED = "call ended"
+
+
+class TargetLog(logging.LoggerAdapter):
+    """A logger whose lines name one target (`req.target_log(t)`)."""
+
+    def process(self, msg: Any, kwargs: Any) -> Any:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
 
 
 def level_name(levelno: int) -> str:
@@ -79,6 +98,12 @@ class HclogFormatter(logging.Formatter):
             if key in _RESERVED:
                 key = key[1:]
             entry[key] = _value(value)
+        call = CALL.get()
+        if call and "deployment" not in entry and "deployment_id" not in entry:
+            entry["deployment_id"] = call["deployment_id"]
+            if "target" not in entry and "target" in call:
+                entry["target"] = call["target"]
+                entry["moniker"] = call["moniker"]
         if record.exc_info:
             entry["stacktrace"] = "".join(traceback.format_exception(*record.exc_info))
         if record.stack_info:

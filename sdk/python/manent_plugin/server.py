@@ -36,7 +36,7 @@ from ._proto.grpc_controller_grpc import GRPCControllerBase
 from ._proto.grpc_stdio_grpc import GRPCStdioBase
 from .deployer import CALLS, NotImplementedCall, capabilities, overrides
 from .errors import Permanent
-from .log import TRACE, logger, module_name
+from .log import CALL, CALL_ENDED, TRACE, logger, module_name
 from .types import Release, Request, Result, RoutingState, TargetRelease, TargetResult
 
 MAGIC_COOKIE_KEY = "MANENT_PLUGIN"
@@ -303,11 +303,33 @@ class _Service(DeployerBase):
                             with_secrets: bool = True) -> Any:
         async def work() -> Any:
             req = self._request(w, with_secrets)
+            tags = None
+            if req.deployment_id:
+                tags = {"deployment_id": req.deployment_id}
+                if len(req.targets) == 1:
+                    tags["target"] = req.targets[0].name
+                    tags["moniker"] = req.targets[0].moniker
+            token = CALL.set(tags)
+            started = time.monotonic()
+            cancelled = True
             try:
-                return await fn(req)
+                result = await fn(req)
+                cancelled = False
+                return result
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                cancelled = False
+                raise
             finally:
                 if req._secrets is not None:  # pylint: disable=protected-access
                     req._secrets.close()  # pylint: disable=protected-access
+                if tags:
+                    self.log.debug(CALL_ENDED, extra={
+                        "call": call, "idempotency_key": req.idempotency_key,
+                        "ms": int((time.monotonic() - started) * 1000),
+                        "cancelled": cancelled})
+                CALL.reset(token)
         return await self._call(call, work)
 
     def _conformance(self, w: Any) -> Optional[Dict[str, Any]]:

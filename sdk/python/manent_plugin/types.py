@@ -177,6 +177,18 @@ class Request:
         self.secrets_broker_id: int = wire.secrets_broker_id
         self._secrets = secrets
 
+    @property
+    def log(self) -> Any:
+        """The plugin's logger; during a call every line it logs names the call's deployment
+        (and its target when the call has one), as any logger of the plugin's does."""
+        from .log import logger
+        return logger()
+
+    def target_log(self, target: "Target") -> Any:
+        """The plugin's logger for lines about `target`."""
+        from .log import TargetLog, logger
+        return TargetLog(logger(), {"target": target.name, "moniker": target.moniker})
+
     async def secret(self, name: str) -> str:
         """The secret `name` (declared under the deploy's `secrets:`), read from manent.
 

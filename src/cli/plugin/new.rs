@@ -18,10 +18,13 @@ const RUST: &[File] = &[
         include_str!("templates/rust/deployer.rs"),
     ),
     ("README.md", include_str!("templates/rust/README.md")),
+    ("kit.yml", include_str!("templates/kit.yml")),
 ];
 
 const GO: &[File] = &[
     ("go.mod", include_str!("templates/go/go.mod")),
+    ("build.sh", include_str!("templates/go/build.sh")),
+    ("kit.yml", include_str!("templates/kit.yml")),
     ("main.go", include_str!("templates/go/main.go")),
     ("deployer.go", include_str!("templates/go/deployer.go")),
     (
@@ -38,6 +41,7 @@ const PYTHON: &[File] = &[
         include_str!("templates/python/test_plugin.py"),
     ),
     ("install.sh", include_str!("templates/python/install.sh")),
+    ("kit.yml", include_str!("templates/kit.yml")),
     ("README.md", include_str!("templates/python/README.md")),
 ];
 
@@ -137,7 +141,8 @@ pub fn new(a: &PluginNewArgs, out: &mut Out) -> u8 {
     let binary = format!("manent-plugin-{}", a.name);
     let (build, test) = match a.lang {
         PluginLang::Rust => ("cargo build".to_owned(), format!("target/debug/{binary}")),
-        PluginLang::Go => (format!("go build -o {binary} ."), format!("./{binary}")),
+        // Offline, with Debian's Go packages: GOPATH mode in a temporary workspace.
+        PluginLang::Go => ("./build.sh".to_owned(), format!("./{binary}")),
         PluginLang::Python => ("./install.sh".to_owned(), format!("./{binary}")),
     };
     out.line(format!("wrote {} ({:?})", dir.display(), a.lang));
@@ -148,7 +153,7 @@ pub fn new(a: &PluginNewArgs, out: &mut Out) -> u8 {
         );
     }
     out.line(format!(
-        "  cd {} && {build} && manent plugin test {test}",
+        "  cd {} && {build} && manent plugin test --config kit.yml {test}",
         dir.display()
     ));
     exit::OK

@@ -184,6 +184,7 @@ pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deplo
         fleet: Mutex::new(HashMap::new()),
         routers: Mutex::new(HashMap::new()),
         live_since: Mutex::new(HashMap::new()),
+        done: Mutex::default(),
     }))
 }
 
@@ -250,6 +251,8 @@ struct Simulate {
     routers: Mutex<HashMap<String, Routing>>,
     /// When each environment's candidate first took traffic (epoch ms), for `burst`.
     live_since: Mutex<HashMap<String, i64>>,
+    /// The idempotency keys (and monikers) whose deploy is done: the same key again finds it.
+    done: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 enum Fate {
@@ -466,8 +469,18 @@ impl Deployer for Simulate {
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
         let outcome = for_each_target(req, |t| async move {
+            let key = (req.idempotency_key.clone(), t.moniker.to_string());
+            if self.done.lock().is_ok_and(|d| d.contains(&key)) {
+                return Ok(TargetResult::new(TargetStatus::Unchanged).with_message(format!(
+                    "{} deployed already under this step's key",
+                    req.artifact.version
+                )));
+            }
             let took = self.work(req, &t, "deploy").await?;
             self.set_live(&t, &req.artifact.version);
+            if let Ok(mut d) = self.done.lock() {
+                d.insert(key);
+            }
             Ok(
                 TargetResult::new(TargetStatus::Deployed).with_message(format!(
                     "simulated deploy of {} ({} ms simulated latency)",

@@ -25,6 +25,8 @@ struct Call {
 #[derive(Debug, Default)]
 pub struct Calls {
     calls: Mutex<(u64, Vec<Call>)>,
+    /// Attributes nothing: every line stays as the plugin tagged it (the kit's view).
+    off: bool,
 }
 
 /// A call in flight; dropping it ends it.
@@ -56,7 +58,7 @@ pub struct Attributed {
 impl Calls {
     /// A call of `req` starts (a request with no deployment counts for none).
     pub fn begin(&self, req: &crate::plugin::Request) -> Option<InCall<'_>> {
-        if req.deployment_id.is_empty() {
+        if self.off || req.deployment_id.is_empty() {
             return None;
         }
         let target = match req.targets.as_slice() {
@@ -75,6 +77,14 @@ impl Calls {
             ended: None,
         });
         Some(InCall { calls: self, id })
+    }
+
+    /// Calls that attribute no line: what a plugin tagged is all a line says.
+    pub fn off() -> Self {
+        Calls {
+            off: true,
+            ..Calls::default()
+        }
     }
 
     /// The deployment (and target) an untagged line read now belongs to, if only one can be meant.

@@ -206,6 +206,14 @@ impl Host {
         self.calls.begin(req)
     }
 
+    /// The same host, its plugin's untagged lines left untagged (the conformance kit judges
+    /// what the plugin itself says).
+    #[must_use]
+    pub fn keeps_untagged(mut self) -> Self {
+        self.calls = Arc::new(super::calls::Calls::off());
+        self
+    }
+
     /// The same host, its starts abandoned once `stopping` turns true (the engine stops).
     #[must_use]
     pub fn stopped_by(mut self, stopping: watch::Receiver<bool>) -> Self {

@@ -30,10 +30,96 @@ struct Stderr {
 }
 
 impl LogSink for Stderr {
-    fn log(&self, line: LogLine) {
+    fn log(&self, mut line: LogLine) {
+        // A line logged during a call names the call's deployment (and its target when the
+        // call has one) unless it names its own: `manent logs DEP` shows it whichever logger
+        // the plugin used.
+        let _ = CALL.try_with(|c| {
+            if line.deployment_id.is_none() {
+                line.deployment_id = Some(c.deployment.clone());
+                if line.target.is_none()
+                    && let Some((t, m)) = &c.target
+                {
+                    line.target = Some(t.clone());
+                    line.moniker = Some(m.clone());
+                }
+            }
+        });
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "{}", hclog::format(&line, &self.module));
     }
+}
+
+/// The call a task serves: its lines are tagged with it.
+#[derive(Debug, Clone)]
+struct CallTags {
+    deployment: String,
+    /// The target and its moniker, when the call has one.
+    target: Option<(String, String)>,
+}
+
+tokio::task_local! {
+    static CALL: CallTags;
+}
+
+/// What the SDK logs (at debug) when a call's handler returns or is dropped because the host
+/// cancelled it, with `call`, `idempotency_key`, `ms` and `cancelled`: the conformance kit
+/// reads how long a cancelled call ran on from it.
+pub const CALL_ENDED: &str = "call ended";
+
+/// Logs [`CALL_ENDED`] when dropped.
+struct Ended {
+    call: &'static str,
+    deployment: String,
+    key: String,
+    started: std::time::Instant,
+    answered: bool,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        logger().for_deployment(&self.deployment).log(
+            crate::plugin::logger::Level::Debug,
+            CALL_ENDED,
+            &[
+                ("call", self.call.into()),
+                ("idempotency_key", self.key.clone().into()),
+                ("ms", ms.into()),
+                ("cancelled", (!self.answered).into()),
+            ],
+        );
+    }
+}
+
+/// Runs the plugin's `call` of `r`: every line it logs names the call's deployment (and
+/// target), and [`CALL_ENDED`] is logged when it returns or is cancelled.
+async fn in_call<T>(
+    r: &crate::plugin::Request,
+    call: &'static str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let mut ended = Ended {
+        call,
+        deployment: r.deployment_id.clone(),
+        key: r.idempotency_key.clone(),
+        started: std::time::Instant::now(),
+        answered: false,
+    };
+    let tags = CallTags {
+        deployment: r.deployment_id.clone(),
+        target: match r.targets.as_slice() {
+            [t] => Some((t.name().to_owned(), t.moniker.to_string())),
+            _ => None,
+        },
+    };
+    let out = if r.deployment_id.is_empty() {
+        work.await
+    } else {
+        CALL.scope(tags, work).await
+    };
+    ended.answered = true;
+    out
 }
 
 /// The binary's file name: the plugin's name in its log lines and in Configure's answer.
@@ -364,7 +450,7 @@ impl DeployerRpc for PluginService {
         let d = self.deployer()?;
         match conformance::probe(&r.params) {
             Some(probe) => conformance::validate(probe)?,
-            None => d.validate(&r).await?,
+            None => in_call(&r, "validate", d.validate(&r)).await?,
         }
         Ok(Response::new(v1::Empty {}))
     }
@@ -380,7 +466,7 @@ impl DeployerRpc for PluginService {
                 .await
                 .map(Response::new);
         }
-        let result = d.deploy(&r).await?;
+        let result = in_call(&r, "deploy", d.deploy(&r)).await?;
         Ok(Response::new(proto::result_to_wire(result)))
     }
 
@@ -391,7 +477,7 @@ impl DeployerRpc for PluginService {
         let d = self.deployer()?;
         let dr = d.dry_runner().ok_or_else(|| unimplemented("DryRun"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        Ok(Response::new(proto::result_to_wire(dr.dry_run(&r).await?)))
+        Ok(Response::new(proto::result_to_wire(in_call(&r, "dry_run", dr.dry_run(&r)).await?)))
     }
 
     async fn current_release(
@@ -404,7 +490,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("CurrentRelease"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(proto::releases_to_wire(
-            ri.current_release(&r).await?,
+            in_call(&r, "current_release", ri.current_release(&r)).await?,
         )))
     }
 
@@ -418,7 +504,7 @@ impl DeployerRpc for PluginService {
         let to = proto::release_from_wire(w.to.unwrap_or_default());
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
         Ok(Response::new(proto::result_to_wire(
-            rb.rollback(&r, &to).await?,
+            in_call(&r, "rollback", rb.rollback(&r, &to)).await?,
         )))
     }
 
@@ -431,7 +517,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("PrepareSlots"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        let state = s.prepare_slots(&r).await?;
+        let state = in_call(&r, "prepare_slots", s.prepare_slots(&r)).await?;
         Ok(Response::new(v1::StateResponse {
             state_json: serde_json::to_vec(&state).unwrap_or_default(),
         }))
@@ -447,7 +533,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("DeployCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(proto::result_to_wire(
-            s.deploy_candidate(&r).await?,
+            in_call(&r, "deploy_candidate", s.deploy_candidate(&r)).await?,
         )))
     }
 
@@ -460,7 +546,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("PromoteCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.promote_candidate(&r).await?;
+        in_call(&r, "promote_candidate", s.promote_candidate(&r)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -473,7 +559,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("RevertCandidate"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.revert_candidate(&r).await?;
+        in_call(&r, "revert_candidate", s.revert_candidate(&r)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -486,7 +572,7 @@ impl DeployerRpc for PluginService {
             .slot_deployer()
             .ok_or_else(|| unimplemented("RetirePrevious"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        s.retire_previous(&r).await?;
+        in_call(&r, "retire_previous", s.retire_previous(&r)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -500,7 +586,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("SetCandidateWeight"))?;
         let w = req.into_inner();
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
-        t.set_candidate_weight(&r, w.weight).await?;
+        in_call(&r, "set_candidate_weight", t.set_candidate_weight(&r, w.weight)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -514,7 +600,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("CandidateWeight"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(v1::WeightResponse {
-            weight: t.candidate_weight(&r).await?,
+            weight: in_call(&r, "candidate_weight", t.candidate_weight(&r)).await?,
         }))
     }
 
@@ -528,7 +614,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("RoutingState"))?;
         let (r, _open) = self.request(req.into_inner())?;
         Ok(Response::new(proto::routing_state_to_wire(
-            &t.routing_state(&r).await?,
+            &in_call(&r, "routing_state", t.routing_state(&r)).await?,
         )))
     }
 
@@ -545,7 +631,7 @@ impl DeployerRpc for PluginService {
                 .ok_or_else(|| Status::invalid_argument("Traffic without its request"))?,
         )?;
         Ok(Response::new(proto::traffic_to_wire(
-            &t.traffic(&r, window).await?,
+            &in_call(&r, "traffic", t.traffic(&r, window)).await?,
         )))
     }
 
@@ -558,7 +644,7 @@ impl DeployerRpc for PluginService {
             .tester_router()
             .ok_or_else(|| unimplemented("RouteTesters"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        let details = t.route_testers(&r).await?.into_iter().collect();
+        let details = in_call(&r, "route_testers", t.route_testers(&r)).await?.into_iter().collect();
         Ok(Response::new(v1::DetailsResponse { details }))
     }
 
@@ -572,7 +658,7 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("ScaleCandidate"))?;
         let w = req.into_inner();
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
-        s.scale_candidate(&r, w.weight).await?;
+        in_call(&r, "scale_candidate", s.scale_candidate(&r, w.weight)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 }

@@ -156,7 +156,7 @@ func (u *Unit) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result,
 			return nil, err
 		}
 		if same {
-			u.log.Info("already in place", "target", t.Name(), "file", dest, "sha256", sum)
+			req.TargetLog(t).Info("already in place", "file", dest, "sha256", sum)
 			res.Targets = append(res.Targets, plugin.TargetResult{Host: t.Host, Status: plugin.StatusUnchanged,
 				Message: fmt.Sprintf("%s %s already in place", dest, req.Artifact.Version), Duration: time.Since(began)})
 			continue
@@ -171,11 +171,11 @@ func (u *Unit) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result,
 		if err := install(src, dest); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.Name(), err)
 		}
-		u.log.Info("installed", "target", t.Name(), "file", dest, "sha256", sum, "version", req.Artifact.Version)
-		if err := u.run(ctx, "restart", argv(u.opt.Restart, t), t); err != nil {
+		req.TargetLog(t).Info("installed", "file", dest, "sha256", sum, "version", req.Artifact.Version)
+		if err := u.run(ctx, req, "restart", argv(u.opt.Restart, t), t); err != nil {
 			return nil, err
 		}
-		if err := u.run(ctx, "health", argv(u.opt.Health, t), t); err != nil {
+		if err := u.run(ctx, req, "health", argv(u.opt.Health, t), t); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(u.dir(t), "VERSION"), []byte(req.Artifact.Version+"\n"), 0o644); err != nil {
@@ -222,13 +222,13 @@ func install(src, dest string) error {
 }
 
 // run runs a configured command; its output goes to the log, a failure is retryable.
-func (u *Unit) run(ctx context.Context, what string, args []string, t plugin.Target) error {
+func (u *Unit) run(ctx context.Context, req *plugin.Request, what string, args []string, t plugin.Target) error {
 	if len(args) == 0 {
 		return nil
 	}
 	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
 	if len(out) > 0 {
-		u.log.Debug(what+" output", "target", t.Name(), "output", strings.TrimSpace(string(out)))
+		req.TargetLog(t).Debug(what+" output", "output", strings.TrimSpace(string(out)))
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %s %s: %w", t.Name(), what, strings.Join(args, " "), err)

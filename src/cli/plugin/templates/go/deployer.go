@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 
@@ -25,15 +26,37 @@ func factory(options json.RawMessage, log hclog.Logger) (plugin.Deployer, error)
 	return &deployer{log: log}, nil
 }
 
-// Validate checks a request before any target is touched (no secrets, 30 s at most).
+// params is what a descriptor's deploy.params may hold.
+type params struct {
+	// DelayMs waits before the work: what the kit file's `slow:` sets to check that a cancelled
+	// Deploy stops.
+	DelayMs int `json:"delay_ms"`
+}
+
+// Validate checks a request before any target is touched (no secrets, 30 s at most). Log
+// through req.Log: its lines name the deployment, so `manent logs` shows them.
 func (d *deployer) Validate(ctx context.Context, req *plugin.Request) error {
-	d.log.Debug("validate", "application", req.Application)
-	return plugin.Permanent(errors.New("{{name}}: validate is not implemented yet"))
+	var p params
+	if err := req.DecodeParams(&p); err != nil {
+		return plugin.Permanent(err)
+	}
+	req.Log.Debug("validate", "application", req.Application)
+	return nil
 }
 
 // Deploy deploys req.Artifact to req.Targets; the same req.IdempotencyKey may come again after
-// a crash, and must then find the work done.
+// a crash, and must then find the work done (answer plugin.StatusUnchanged).
 func (d *deployer) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Result, error) {
-	d.log.Info("deploy", "targets", len(req.Targets))
+	var p params
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	req.Log.Info("deploy", "targets", len(req.Targets))
+	// Wait without ignoring cancellation: a cancelled call must stop.
+	select {
+	case <-time.After(time.Duration(p.DelayMs) * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return nil, plugin.Permanent(errors.New("{{name}}: deploy is not implemented yet"))
 }

@@ -5,7 +5,14 @@
 set -eu
 cd "$(dirname "$0")"
 python3 -m venv .venv
-.venv/bin/pip install --quiet "${MANENT_PYTHON_SDK:-{{sdk}}/sdk/python}"
+# pip builds a local package inside its directory (build/, *.egg-info): build a copy in a
+# temporary directory instead, so the SDK's checkout is left as it is (and may be read-only).
+sdk="${MANENT_PYTHON_SDK:-{{sdk}}/sdk/python}"
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+cp -R "$sdk/." "$build/"
+rm -rf "$build/build" "$build"/*.egg-info
+.venv/bin/pip install --quiet "$build"
 here=$(pwd)
 # A shebang line ends its interpreter's path at the first space, so the executable is a shell
 # script that starts the venv's python by its absolute path, quoted whatever characters the

@@ -11,7 +11,7 @@ import plugin
 class PluginTest(unittest.TestCase):
     def test_deploy_is_not_implemented_yet(self):
         d = plugin.factory({}, logging.getLogger("test"))
-        req = types.SimpleNamespace(application="a", targets=[])
+        req = types.SimpleNamespace(application="a", targets=[], params={})
         with self.assertRaises(Permanent):
             asyncio.run(d.deploy(req))
 

@@ -25,14 +25,22 @@ pub fn factory(options: &serde_json::Value, log: Logger) -> Result<Arc<dyn Deplo
 impl Deployer for {{type}} {
     /// Checks a request before any target is touched (no secrets, 30 s at most).
     async fn validate(&self, req: &Request) -> Result<(), PluginError> {
+        if req.params.get("delay_ms").is_some_and(|v| !v.is_u64()) {
+            return Err(Permanent("params.delay_ms: a number of milliseconds"));
+        }
         self.log.debug(&format!("validate {} {}", req.application, req.artifact.version));
-        Err(Permanent("{{name}}: validate is not implemented yet"))
+        Ok(())
     }
 
     /// Deploys `req.artifact` to `req.targets`; the same `req.idempotency_key` may come again
-    /// after a crash, and must then find the work done.
+    /// after a crash, and must then find the work done (answer `TargetStatus::Unchanged`).
+    /// Lines logged during a call name its deployment, so `manent logs` shows them.
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
         self.log.info(&format!("deploy {} to {} targets", req.artifact.version, req.targets.len()));
+        // `delay_ms` (the kit file's `slow:`) waits before the work. A cancelled call is
+        // dropped at an await: never block the task (std::thread::sleep, blocking I/O).
+        let delay = req.params.get("delay_ms").and_then(serde_json::Value::as_u64);
+        tokio::time::sleep(std::time::Duration::from_millis(delay.unwrap_or(0))).await;
         Err(Permanent("{{name}}: deploy is not implemented yet"))
     }
 }
