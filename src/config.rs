@@ -198,8 +198,14 @@ pub struct EnvSpec {
     /// The file of expected digests by version (`artifact.sha256s`), absolute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digests: Option<PathBuf>,
-    /// Plugin name.
+    /// Plugin name (with `plugins:`, the one a deployment chose).
     pub plugin: String,
+    /// `plugins:`: the plugins to choose from, in order (empty when one plugin is named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<String>,
+    /// Why `plugin` was chosen from `plugins`, once a deployment chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
     /// Moniker resource type.
     pub resource_type: String,
     /// Plugin parameters.
@@ -653,9 +659,10 @@ impl Config {
                         env.deploy
                             .as_ref()
                             .unwrap_or(&d.spec.deploy)
-                            .plugin
-                            .0
-                            .clone()
+                            .plugin_names()
+                            .first()
+                            .cloned()
+                            .unwrap_or_default()
                     });
                 for t in &env.targets {
                     let Ok(m) = Moniker::new(env_name, &d.spec.application, &kind, &t.name) else {

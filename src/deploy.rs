@@ -18,6 +18,7 @@ pub mod probe;
 pub mod records;
 pub mod releases;
 pub mod run;
+pub mod select;
 pub mod state;
 pub mod steps;
 pub mod submit;

@@ -74,7 +74,12 @@ pub struct ArtifactSpec {
 #[serde(deny_unknown_fields)]
 pub struct DeploySpec {
     /// The plugin, by its name in `manent.yml` (or a built-in's).
-    pub plugin: PluginRef,
+    #[serde(default)]
+    pub plugin: Option<PluginRef>,
+    /// Or plugins to choose from, per deployment: the first whose `Supports` says it can
+    /// deploy the artifact (an error or no answer counts as "no").
+    #[serde(default)]
+    pub plugins: Vec<PluginRef>,
     /// Parameters for the plugin (`DeployRequest.params_json`).
     #[serde(default)]
     pub params: Option<ParamsSpec>,
@@ -84,6 +89,17 @@ pub struct DeploySpec {
     /// Secrets the plugin may read for this application (others are refused).
     #[serde(default)]
     pub secrets: Vec<SecretName>,
+}
+
+impl DeploySpec {
+    /// The plugins it may deploy with, in the order they are asked.
+    pub fn plugin_names(&self) -> Vec<String> {
+        self.plugin
+            .iter()
+            .chain(&self.plugins)
+            .map(|p| p.0.clone())
+            .collect()
+    }
 }
 
 /// The settings both levels carry; an environment's win over the descriptor's.

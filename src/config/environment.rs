@@ -127,6 +127,28 @@ pub(super) fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
         });
         return problems;
     }
+    let deploys = std::iter::once(("deploy", &d.spec.deploy)).chain(
+        d.spec
+            .environments
+            .values()
+            .filter_map(|e| e.deploy.as_ref().map(|dep| ("deploy", dep))),
+    );
+    for (key, deploy) in deploys {
+        let message = match (&deploy.plugin, deploy.plugins.is_empty()) {
+            (None, true) => "deploy: name the plugin (`plugin: NAME`), or plugins to choose from \
+                             (`plugins: [a, b]`)",
+            (Some(_), false) => "deploy: `plugin:` and `plugins:` both given: name one plugin, \
+                                 or the list to choose from",
+            _ => continue,
+        };
+        problems.push(ConfigError {
+            file: d.file.clone(),
+            position: at(&format!("{key}:"), 0),
+            message: message.into(),
+            hint: None,
+        });
+        return problems;
+    }
     for (env_name, env) in &d.spec.environments {
         let resolved = resolve(d, env_name, env);
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -247,11 +269,19 @@ fn resolve(d: &Descriptor, env_name: &str, env: &descriptor::EnvironmentSpec) ->
             std::path::absolute(dir.unwrap_or(Path::new(".")).join(f)).unwrap_or_default()
         }),
         artifact,
-        plugin: deploy.plugin.0.clone(),
+        // With `plugins:`, the first until a deployment chooses (`deploy::select`); its
+        // monikers keep the first's name whichever is chosen.
+        plugin: deploy.plugin_names().first().cloned().unwrap_or_default(),
+        plugins: if deploy.plugins.is_empty() {
+            Vec::new()
+        } else {
+            deploy.plugin_names()
+        },
+        chosen: None,
         resource_type: deploy
             .resource_type
             .clone()
-            .unwrap_or_else(|| deploy.plugin.0.clone()),
+            .unwrap_or_else(|| deploy.plugin_names().first().cloned().unwrap_or_default()),
         params,
         secrets: deploy.secrets.iter().map(|s| s.0.clone()).collect(),
         strategy: mine.strategy.or(top.strategy).unwrap_or(Strategy::All),

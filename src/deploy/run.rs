@@ -365,6 +365,12 @@ impl<'a> Run<'a> {
     /// validation time limit; a refusal fails the deployment before anything is touched.
     pub async fn validate(&self) -> Result<(), Stop> {
         self.phase(Phase::Validating).await?;
+        if let Some(why) = &self.spec.chosen {
+            self.env
+                .log
+                .for_deployment(self.ctx.id())
+                .info(&format!("plugin {} chosen from deploy.plugins: {why}", self.spec.plugin));
+        }
         let policy = RetryPolicy {
             timeout: Some(self.spec.validate_timeout),
             ..steps::target_policy(self.spec)

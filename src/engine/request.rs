@@ -102,6 +102,8 @@ impl<'a> Requests<'a> {
         request: Request<'_>,
         asked: Asked<'a>,
     ) -> Result<Submitted, SubmitError> {
+        let chosen = self.choose_plugin(spec).await?;
+        let spec = &chosen;
         let sub = self.submission(asked);
         match request {
             Request::Deploy | Request::DryRun => {
@@ -126,6 +128,27 @@ impl<'a> Requests<'a> {
             },
             Request::Test { candidate } => submit::test(self.store, spec, &sub, candidate).await,
         }
+    }
+
+    /// `spec` with its plugin chosen from `deploy.plugins` (asked by the engine here, or by a
+    /// registry started for that and stopped after); `spec` when it names one plugin.
+    async fn choose_plugin(&self, spec: &EnvSpec) -> Result<EnvSpec, SubmitError> {
+        if spec.plugins.is_empty() {
+            return Ok(spec.clone());
+        }
+        let chosen = match self.here {
+            Some(engine) => crate::deploy::select::choose(engine.registry(), spec).await,
+            None => {
+                let registry = crate::plugin::Registry::new(
+                    self.config,
+                    std::sync::Arc::new(crate::plugin::logger::Discard),
+                );
+                let chosen = crate::deploy::select::choose(&registry, spec).await;
+                registry.shutdown().await;
+                chosen
+            }
+        };
+        chosen.map_err(|e| SubmitError::BadInput(format!("{e}; nothing was started")))
     }
 
     /// How a rollback goes back: `None` in place (the plugin rolls targets back); on a router

@@ -693,3 +693,71 @@ fn plugin_sockets_are_private_whatever_the_umask() {
     }
     assert!(deploy.wait().unwrap().success());
 }
+
+/// `deploy: {plugins: [picky, fallback]}`: a deployment uses the first plugin whose Supports
+/// says yes for its artifact; `plan` says which and why the others were not; none saying yes
+/// refuses the deploy before anything is recorded.
+#[test]
+fn a_deploy_chooses_the_first_plugin_that_supports_its_artifact() {
+    let manent = format!(
+        "plugins:\n  picky:\n    external:\n      command: {FIXTURE}\n    supports: [tarball]\n  \
+         fallback:\n    external:\n      command: {FIXTURE}\n    supports: [file, tarball]\n"
+    );
+    let descriptor = |kind: &str| {
+        format!(
+            "application: a\nartifact: {{type: {kind}, version: \"1\"}}\ndeploy:\n  plugins: \
+             [picky, fallback]\n  params: {{ledger: \"$LEDGER\"}}\nenvironments:\n  prod:\n    \
+             targets: [{{name: t1}}]\n"
+        )
+    };
+    let fx = fixture(&manent, &descriptor("file"));
+    let out = fx.run(&["plan", "a", "prod"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        text(&out.stdout).contains(
+            "plugin fallback chosen from deploy.plugins: fallback supports the file artifact a 1; \
+             not picky: Supports says no"
+        ),
+        "{}",
+        said(&out)
+    );
+    let out = fx.run(&["deploy", "a", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let id = fx.deployments().pop().unwrap();
+    let logs = fx.run(&["logs", &id]);
+    assert!(
+        text(&logs.stdout).contains("plugin fallback chosen from deploy.plugins"),
+        "{}",
+        said(&logs)
+    );
+    // A tarball: the first says yes.
+    std::fs::write(
+        fx.path().join("apps/a.yml"),
+        descriptor("tarball").replace("$LEDGER", &fx.path().join("ledger").display().to_string()),
+    )
+    .unwrap();
+    let out = fx.run(&["plan", "a", "prod"]);
+    assert!(
+        text(&out.stdout).contains("plugin picky chosen from deploy.plugins: picky supports"),
+        "{}",
+        said(&out)
+    );
+    // An image: neither; the deploy is refused, saying why each said no.
+    std::fs::write(
+        fx.path().join("apps/a.yml"),
+        descriptor("image").replace("$LEDGER", &fx.path().join("ledger").display().to_string()),
+    )
+    .unwrap();
+    let before = fx.deployments().len();
+    let out = fx.run(&["deploy", "a", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        text(&out.stderr).contains(
+            "no plugin of deploy.plugins [picky, fallback] supports the image artifact a 1: \
+             picky: Supports says no; fallback: Supports says no"
+        ),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(fx.deployments().len(), before, "nothing was recorded");
+}

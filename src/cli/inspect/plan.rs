@@ -17,6 +17,9 @@ struct PlanOut<'a> {
     production: bool,
     version: &'a str,
     plugin: &'a str,
+    /// Why `plugin` was chosen from `deploy.plugins`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chosen: Option<&'a str>,
     strategy: &'a crate::config::Strategy,
     parallelism: u32,
     batches: Vec<BatchOut>,
@@ -50,6 +53,24 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
     ) else {
         return exit::BAD_INPUT;
     };
+    // With `deploy.plugins`, the plugin a deploy now would choose, and why.
+    let spec = if spec.plugins.is_empty() {
+        spec
+    } else {
+        let registry = crate::plugin::Registry::new(
+            &config,
+            std::sync::Arc::new(crate::plugin::logger::Discard),
+        );
+        let chosen = crate::deploy::select::choose(&registry, &spec).await;
+        registry.shutdown().await;
+        match chosen {
+            Ok(s) => s,
+            Err(e) => {
+                out.error(e);
+                return exit::FAILED;
+            }
+        }
+    };
     let live = match existing_store(&config).await {
         Ok(Some(store)) => match store.releases(&spec.subject()).await {
             Ok(rows) => releases::live_versions(rows),
@@ -81,6 +102,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
             production: spec.production,
             version: &spec.artifact.version,
             plugin: &spec.plugin,
+            chosen: spec.chosen.as_deref(),
             strategy: &spec.strategy,
             parallelism: spec.parallelism,
             batches,
@@ -115,6 +137,9 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
             };
             out.line(format!("  {:<40} {:<20} {change}", t.moniker, t.host));
         }
+    }
+    if let Some(why) = &spec.chosen {
+        out.line(format!("plugin {} chosen from deploy.plugins: {why}", spec.plugin));
     }
     print_hooks_plan(&p, out);
     exit::OK

@@ -35,10 +35,10 @@ pub async fn plugins(config_path: &Path, a: &crate::cli::PluginsArgs, out: &mut 
         config.plugin_dir.as_deref(),
     ));
     for d in &config.descriptors {
-        names.push(d.spec.deploy.plugin.0.clone());
+        names.extend(d.spec.deploy.plugin_names());
         for env in d.spec.environments.values() {
             if let Some(deploy) = &env.deploy {
-                names.push(deploy.plugin.0.clone());
+                names.extend(deploy.plugin_names());
             }
         }
     }

@@ -107,8 +107,8 @@ impl Deployer for Remote {
     }
 
     async fn supports(&self, artifact: &Artifact) -> Result<bool, PluginError> {
-        // UNIMPLEMENTED: the plugin does not say, and is taken to support everything (as the
-        // kit and the SDKs say); any other error counts as "not supported".
+        // An error — UNIMPLEMENTED included — is the caller's to count as "not supported"
+        // (the selection policy does, and says which).
         let r = self
             .call("Supports", None, |mut c, _| async move {
                 c.supports(v1::SupportsRequest {
@@ -117,11 +117,7 @@ impl Deployer for Remote {
                 .await
             })
             .await;
-        Ok(match r {
-            Ok(r) => r.supported,
-            Err(PluginError::Unimplemented(_)) => true,
-            Err(_) => false,
-        })
+        r.map(|r| r.supported)
     }
 
     fn dry_runner(&self) -> Option<&dyn DryRunner> {
