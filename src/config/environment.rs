@@ -135,10 +135,14 @@ pub(super) fn check_descriptor(d: &Descriptor) -> Vec<ConfigError> {
     );
     for (key, deploy) in deploys {
         let message = match (&deploy.plugin, deploy.plugins.is_empty()) {
-            (None, true) => "deploy: name the plugin (`plugin: NAME`), or plugins to choose from \
-                             (`plugins: [a, b]`)",
-            (Some(_), false) => "deploy: `plugin:` and `plugins:` both given: name one plugin, \
-                                 or the list to choose from",
+            (None, true) => {
+                "deploy: name the plugin (`plugin: NAME`), or plugins to choose from \
+                             (`plugins: [a, b]`)"
+            }
+            (Some(_), false) => {
+                "deploy: `plugin:` and `plugins:` both given: name one plugin, \
+                                 or the list to choose from"
+            }
             _ => continue,
         };
         problems.push(ConfigError {

@@ -366,10 +366,10 @@ impl<'a> Run<'a> {
     pub async fn validate(&self) -> Result<(), Stop> {
         self.phase(Phase::Validating).await?;
         if let Some(why) = &self.spec.chosen {
-            self.env
-                .log
-                .for_deployment(self.ctx.id())
-                .info(&format!("plugin {} chosen from deploy.plugins: {why}", self.spec.plugin));
+            self.env.log.for_deployment(self.ctx.id()).info(&format!(
+                "plugin {} chosen from deploy.plugins: {why}",
+                self.spec.plugin
+            ));
         }
         let policy = RetryPolicy {
             timeout: Some(self.spec.validate_timeout),

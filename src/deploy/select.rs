@@ -31,10 +31,7 @@ pub async fn choose(registry: &Registry, spec: &EnvSpec) -> Result<EnvSpec, Stri
                     chosen.chosen = Some(if said_no.is_empty() {
                         format!("{name} supports the {what}")
                     } else {
-                        format!(
-                            "{name} supports the {what}; not {}",
-                            said_no.join("; not ")
-                        )
+                        format!("{name} supports the {what}; not {}", said_no.join("; not "))
                     });
                     return Ok(chosen);
                 }

@@ -588,7 +588,10 @@ fn plugin_new_go_builds_and_passes_the_kit_as_written() {
     let p = dir.path().join("p");
     // The project's own offline build (GOPATH mode, Debian's packages), then its tests.
     let out = Command::new(p.join("build.sh"))
-        .env("GOCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build-cache"))
+        .env(
+            "GOCACHE",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build-cache"),
+        )
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));

@@ -162,6 +162,33 @@ fn deploys_and_its_hclog_lines_keep_their_levels<F: SdkFixture>() {
     }
 }
 
+/// What the plugin logged through the SDK's call logger (`deployed`, per target) is in
+/// `manent logs DEP`, each line naming its target, and stored with the deployment.
+fn its_call_logger_lines_are_in_manent_logs<F: SdkFixture>() {
+    let Some(plugin) = F::plugin() else { return };
+    let fx = fixture(&plugin, "", "", "");
+    deploy(&fx, "7");
+    let id = fx.deployments().pop().unwrap();
+    let logs = text(&fx.run(&["logs", &id]).stdout);
+    for t in ["t1", "t2"] {
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("deployed") && l.contains(t)),
+            "{t}: {logs}"
+        );
+    }
+    let db = fx.db();
+    let stored: i64 = db
+        .query_row(
+            "SELECT count(*) FROM logs WHERE message LIKE 'deployed%' AND workflow_id = ?1 \
+             AND target IN ('t1', 't2')",
+            [&id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, 2, "{logs}");
+}
+
 fn answers_a_dry_run_that_changes_nothing<F: SdkFixture>() {
     let Some(plugin) = F::plugin() else { return };
     let fx = fixture(&plugin, "", "", "");
@@ -344,6 +371,10 @@ macro_rules! suite {
             #[test]
             fn answers_a_dry_run_that_changes_nothing() {
                 super::super::answers_a_dry_run_that_changes_nothing::<$fixture>();
+            }
+            #[test]
+            fn its_call_logger_lines_are_in_manent_logs() {
+                super::super::its_call_logger_lines_are_in_manent_logs::<$fixture>();
             }
             #[test]
             fn rolls_back_to_the_release_it_reports() {

@@ -139,7 +139,10 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
         }
     }
     if let Some(why) = &spec.chosen {
-        out.line(format!("plugin {} chosen from deploy.plugins: {why}", spec.plugin));
+        out.line(format!(
+            "plugin {} chosen from deploy.plugins: {why}",
+            spec.plugin
+        ));
     }
     print_hooks_plan(&p, out);
     exit::OK

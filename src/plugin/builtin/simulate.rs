@@ -471,10 +471,12 @@ impl Deployer for Simulate {
         let outcome = for_each_target(req, |t| async move {
             let key = (req.idempotency_key.clone(), t.moniker.to_string());
             if self.done.lock().is_ok_and(|d| d.contains(&key)) {
-                return Ok(TargetResult::new(TargetStatus::Unchanged).with_message(format!(
-                    "{} deployed already under this step's key",
-                    req.artifact.version
-                )));
+                return Ok(
+                    TargetResult::new(TargetStatus::Unchanged).with_message(format!(
+                        "{} deployed already under this step's key",
+                        req.artifact.version
+                    )),
+                );
             }
             let took = self.work(req, &t, "deploy").await?;
             self.set_live(&t, &req.artifact.version);

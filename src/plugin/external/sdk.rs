@@ -477,7 +477,9 @@ impl DeployerRpc for PluginService {
         let d = self.deployer()?;
         let dr = d.dry_runner().ok_or_else(|| unimplemented("DryRun"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        Ok(Response::new(proto::result_to_wire(in_call(&r, "dry_run", dr.dry_run(&r)).await?)))
+        Ok(Response::new(proto::result_to_wire(
+            in_call(&r, "dry_run", dr.dry_run(&r)).await?,
+        )))
     }
 
     async fn current_release(
@@ -586,7 +588,12 @@ impl DeployerRpc for PluginService {
             .ok_or_else(|| unimplemented("SetCandidateWeight"))?;
         let w = req.into_inner();
         let (r, _open) = self.request(w.request.unwrap_or_default())?;
-        in_call(&r, "set_candidate_weight", t.set_candidate_weight(&r, w.weight)).await?;
+        in_call(
+            &r,
+            "set_candidate_weight",
+            t.set_candidate_weight(&r, w.weight),
+        )
+        .await?;
         Ok(Response::new(v1::Empty {}))
     }
 
@@ -644,7 +651,10 @@ impl DeployerRpc for PluginService {
             .tester_router()
             .ok_or_else(|| unimplemented("RouteTesters"))?;
         let (r, _open) = self.request(req.into_inner())?;
-        let details = in_call(&r, "route_testers", t.route_testers(&r)).await?.into_iter().collect();
+        let details = in_call(&r, "route_testers", t.route_testers(&r))
+            .await?
+            .into_iter()
+            .collect();
         Ok(Response::new(v1::DetailsResponse { details }))
     }
 

@@ -5,7 +5,12 @@ use super::*;
 use crate::plugin::types::TargetStatus;
 
 impl Kit {
-    pub(super) async fn idempotency(&self, remote: &Remote, first: &Request, inspect: bool) -> Check {
+    pub(super) async fn idempotency(
+        &self,
+        remote: &Remote,
+        first: &Request,
+        inspect: bool,
+    ) -> Check {
         let mut again = first.clone();
         again.attempt = 2;
         let r = match self.bounded(remote.deploy(&again)).await {
@@ -116,7 +121,11 @@ impl Kit {
     }
 
     /// What CurrentRelease reads, per host.
-    pub(super) async fn live(&self, remote: &Remote, key: &str) -> Result<Vec<(String, String)>, PluginError> {
+    pub(super) async fn live(
+        &self,
+        remote: &Remote,
+        key: &str,
+    ) -> Result<Vec<(String, String)>, PluginError> {
         let req = self.request(key, 1, &self.spec.artifact.version, None);
         let inspector = remote
             .release_inspector()
@@ -157,7 +166,9 @@ impl Kit {
                                 .targets
                                 .iter()
                                 .filter(|t| t.status != TargetStatus::Unchanged)
-                                .map(|t| format!("{} {} ({})", t.host, t.status.as_str(), t.message))
+                                .map(|t| {
+                                    format!("{} {} ({})", t.host, t.status.as_str(), t.message)
+                                })
                                 .collect();
                             if !changes.is_empty() {
                                 return check(
@@ -340,5 +351,4 @@ impl Kit {
             ),
         }
     }
-
 }

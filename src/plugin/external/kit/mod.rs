@@ -304,21 +304,23 @@ pub async fn run(spec: KitSpec) -> Report {
     // The SDKs answer the kit's probes (a kit file may turn that off with `0`).
     env.entry(conformance::ENV.into())
         .or_insert_with(|| "1".into());
-    let host = Arc::new(Host::new(
-        ExternalSpec {
-            name,
-            command: spec.command.clone(),
-            args: spec.args.clone(),
-            sha256: None,
-            env,
-            start_timeout: spec.start_timeout,
-            options: spec.options.clone(),
-        },
-        capture.clone(),
-        Processes::default(),
-    )
-    // The kit judges what the plugin tags its lines with, not what the engine would guess.
-    .keeps_untagged());
+    let host = Arc::new(
+        Host::new(
+            ExternalSpec {
+                name,
+                command: spec.command.clone(),
+                args: spec.args.clone(),
+                sha256: None,
+                env,
+                start_timeout: spec.start_timeout,
+                options: spec.options.clone(),
+            },
+            capture.clone(),
+            Processes::default(),
+        )
+        // The kit judges what the plugin tags its lines with, not what the engine would guess.
+        .keeps_untagged(),
+    );
     let author = Arc::new(AuthorSecret {
         value: format!(
             "kit-secret-{:016x}{:08x}",
@@ -480,7 +482,6 @@ impl Kit {
             .collect::<Vec<_>>()
             .join(", "))
     }
-
 }
 
 /// The optional calls and what announces each.

@@ -171,7 +171,6 @@ impl Kit {
             ),
         }
     }
-
 }
 
 /// True when the plugin answers an HTTP/2 preface in the clear (a SETTINGS frame).
