@@ -63,9 +63,11 @@ class ScriptDeployer(mp.Deployer):
         except FileNotFoundError:
             return {}
 
-    def _record(self, host, version):
+    def _record(self, host, version, key):
         state = self._read_state()
         state[host] = version
+        # The step whose work this was: the same key again (a retry after a crash) finds it.
+        state.setdefault("_done", {})[host] = key
         tmp = self.state_file + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(state, f, indent=1, sort_keys=True)
@@ -112,10 +114,15 @@ class ScriptDeployer(mp.Deployer):
 
     async def deploy(self, req):
         results = []
+        done = self._read_state().get("_done", {})
         for t in req.targets:
+            if done.get(t.host) == req.idempotency_key:
+                results.append(mp.TargetResult(t.host, mp.TargetResult.UNCHANGED,
+                                               "done already under this step's key"))
+                continue
             self.log.debug("running the command", extra={"target": t.name})
             ms = await self._run(req, t)
-            self._record(t.host, req.artifact.version)
+            self._record(t.host, req.artifact.version, req.idempotency_key)
             results.append(mp.TargetResult(t.host, mp.TargetResult.DEPLOYED,
                                            "command done", duration_ms=ms))
         return mp.Result(release=req.artifact.version, targets=results)
