@@ -422,6 +422,15 @@ impl Host {
             rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
         tokio::spawn(drain_stdout(stdout, self.logger.clone(), s.name.clone()));
         let (name, log) = (s.name.clone(), self.logger.clone());
+        // A socket the plugin made outside the directory given to it (go-plugin before 1.4
+        // ignores PLUGIN_UNIX_SOCKET_DIR) is left behind when it is killed: removed once it
+        // has exited, if it is still a socket of this user's.
+        let own_socket = match &shake.addr {
+            handshake::Addr::Unix(path) if !path.starts_with(socket_dir.path()) => {
+                Some(path.clone())
+            }
+            _ => None,
+        };
         tokio::spawn(async move {
             let how = match child.wait().await {
                 Ok(st) => {
@@ -433,6 +442,9 @@ impl Host {
                 Err(e) => e.to_string(),
             };
             log.info(&format!("plugin {name} exited ({how})"));
+            if let Some(path) = own_socket {
+                remove_stale_socket(&path);
+            }
             let _ = exit_tx.send(Some(how));
         });
         let client_tls =
@@ -651,6 +663,17 @@ impl Host {
             ));
         }
         Ok(())
+    }
+}
+
+/// Removes `path` if it is a socket (not followed) owned by this user; anything else stays.
+fn remove_stale_socket(path: &std::path::Path) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && m.file_type().is_socket()
+        && m.uid() == crate::sys::euid()
+    {
+        let _ = std::fs::remove_file(path);
     }
 }
 
