@@ -28,6 +28,9 @@ use crate::plugin::error::PluginError;
 use crate::plugin::logger::{Level, LogLine, LogSink, Logger};
 use crate::plugin::processes::{Processes, Tracked};
 
+mod output;
+use output::*;
+
 /// How to run one external plugin (from its `plugins:` entry, or discovered on PATH).
 #[derive(Debug, Clone)]
 pub struct ExternalSpec {
@@ -54,55 +57,6 @@ const STDERR_TAIL: usize = 20;
 /// The start phases that are named in a stuck start's error.
 const HEALTH: &str = "its health check";
 const CONFIGURE: &str = "Configure";
-/// The plugin's stderr pipe: room for a burst of log lines.
-const PIPE_BYTES: usize = 1 << 20;
-/// What the engine's grown plugin stderr pipes may take together, each counted at its full
-/// size: a quarter of a user's default pipe allowance (`pipe-user-pages-soft`, 64 MiB). Past that
-/// allowance the kernel gives each new pipe of the user a page or two — the operator's shell
-/// pipelines included — so plugins past the budget keep the default size.
-const PIPES_BUDGET: usize = 16 << 20;
-
-/// The bytes the engine's pipes took beyond their default, against the most they may.
-#[derive(Debug)]
-struct PipeBudget {
-    grown: std::sync::atomic::AtomicUsize,
-    most: usize,
-}
-
-static PIPES: PipeBudget = PipeBudget::new(PIPES_BUDGET);
-
-impl PipeBudget {
-    const fn new(most: usize) -> Self {
-        PipeBudget {
-            grown: std::sync::atomic::AtomicUsize::new(0),
-            most,
-        }
-    }
-}
-
-/// A share of a [`PipeBudget`], given back when dropped (the plugin's stderr closed).
-#[derive(Debug)]
-struct PipeShare(&'static PipeBudget, usize);
-
-impl PipeShare {
-    fn take(budget: &'static PipeBudget, bytes: usize) -> Option<PipeShare> {
-        use std::sync::atomic::Ordering::SeqCst;
-        budget
-            .grown
-            .fetch_update(SeqCst, SeqCst, |g| {
-                (g + bytes <= budget.most).then_some(g + bytes)
-            })
-            .ok()
-            .map(|_| PipeShare(budget, bytes))
-    }
-}
-
-impl Drop for PipeShare {
-    fn drop(&mut self) {
-        (self.0.grown).fetch_sub(self.1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// A running plugin process.
 pub struct Process {
     /// Its pid.
@@ -144,11 +98,28 @@ impl Process {
     }
 }
 
-fn tail(lines: &Mutex<VecDeque<String>>) -> String {
-    lines
-        .lock()
-        .map(|l| l.iter().cloned().collect::<Vec<_>>().join("\n    "))
-        .unwrap_or_default()
+/// A plugin spawned, on its way up.
+struct Spawned {
+    identity: tls::Identity,
+    socket_dir: tempfile::TempDir,
+    /// Until its exit is watched.
+    child: Option<tokio::process::Child>,
+    /// Until its handshake is read; drained after.
+    stdout: Option<BufReader<tokio::process::ChildStdout>>,
+    pid: u32,
+    started: std::time::Instant,
+    unfinished: crate::sys::GroupKill,
+    tracked: Tracked,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    handshaken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A plugin spoken to: its connection, Configure's answer, the broker's TLS.
+struct Dialed {
+    channel: H2,
+    deployer: DeployerClient<H2>,
+    configured: v1::ConfigureResponse,
+    broker_tls: Arc<rustls::ServerConfig>,
 }
 
 /// How far a plugin's start got, in order; a failed start stopped in the phase it names.
@@ -326,10 +297,23 @@ impl Host {
         ))
     }
 
+    /// A start, phase by phase: the binary checked, spawned, its handshake line read and
+    /// checked, its exit watched, then mutual TLS, health and Configure, all within
+    /// `start_timeout` from the spawn.
     async fn start(&self) -> Result<Process, PluginError> {
-        let s = &self.spec;
         self.reach(StartPhase::Handshake);
         self.activate().await?;
+        let mut spawned = self.spawn()?;
+        let shake = self.handshake(&mut spawned).await?;
+        let exited = self.watch_exit(&mut spawned, &shake);
+        let dialed = self.dial(&spawned, &shake).await?;
+        Ok(self.ready(spawned, shake, exited, dialed))
+    }
+
+    /// The plugin spawned in a cleared environment with a fresh 0700 socket directory and this
+    /// host's certificate; its stderr forwarded from now on.
+    fn spawn(&self) -> Result<Spawned, PluginError> {
+        let s = &self.spec;
         let identity = tls::Identity::generate().map_err(|e| self.fail(e))?;
         // 0700 whatever the umask: the plugin's socket and the broker's are reached by no one
         // else.
@@ -371,9 +355,28 @@ impl Host {
                 share,
             ));
         }
-        let mut stdout = BufReader::new(child.stdout.take().ok_or_else(|| self.fail("no stdout"))?);
-        let (exit_tx, exited) = watch::channel(None);
+        let stdout = BufReader::new(child.stdout.take().ok_or_else(|| self.fail("no stdout"))?);
+        Ok(Spawned {
+            identity,
+            socket_dir,
+            child: Some(child),
+            stdout: Some(stdout),
+            pid,
+            started,
+            unfinished,
+            tracked,
+            tail,
+            handshaken,
+        })
+    }
+
+    /// Its first stdout line, within `start_timeout`: a go-plugin handshake whose versions,
+    /// protocol and certificate this host takes.
+    async fn handshake(&self, p: &mut Spawned) -> Result<Handshake, PluginError> {
+        let s = &self.spec;
+        let pid = p.pid;
         let mut first = String::new();
+        let stdout = p.stdout.as_mut().ok_or_else(|| self.fail("no stdout"))?;
         let read = tokio::time::timeout(s.start_timeout, stdout.read_line(&mut first)).await;
         let line = match read {
             Err(_) => {
@@ -385,48 +388,64 @@ impl Host {
                     humantime::format_duration(s.start_timeout)
                 )));
             }
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                let status = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
-                let how = match status {
-                    Ok(Ok(st)) => st.to_string(),
-                    _ => "no exit status".into(),
+            Ok(Ok(0) | Err(_)) => {
+                let status = match p.child.as_mut() {
+                    Some(child) => tokio::time::timeout(Duration::from_secs(2), child.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok),
+                    None => None,
                 };
+                let how = status.map_or_else(|| "no exit status".into(), |st| st.to_string());
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 return Err(PluginError::Failed(format!(
                     "plugin {} ({}) exited before the go-plugin handshake ({how}); its last \
                      stderr lines:\n    {}",
                     s.name,
                     s.command.display(),
-                    self::tail(&tail)
+                    output::tail(&p.tail)
                 )));
             }
             Ok(Ok(_)) => first,
         };
-        let kill = |e: PluginError| {
-            crate::sys::kill_group(pid);
-            e
-        };
         let shake = Handshake::parse(&line).map_err(|why| {
-            kill(PluginError::Permanent(format!(
+            crate::sys::kill_group(pid);
+            PluginError::Permanent(format!(
                 "plugin {} ({}) printed {:?} where the go-plugin handshake line belongs ({why}): \
                  nothing may be printed on stdout before it",
                 s.name,
                 s.command.display(),
                 line.trim()
-            )))
+            ))
         })?;
         self.reach(StartPhase::Protocol);
-        self.check_handshake(&shake).map_err(kill)?;
-        handshaken.store(true, std::sync::atomic::Ordering::Relaxed);
-        let plugin_cert =
-            rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
-        tokio::spawn(drain_stdout(stdout, self.logger.clone(), s.name.clone()));
-        let (name, log) = (s.name.clone(), self.logger.clone());
+        self.check_handshake(&shake)
+            .inspect_err(|_| crate::sys::kill_group(pid))?;
+        p.handshaken
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(shake)
+    }
+
+    /// From the handshake on: stdout drained (nothing may come on it) and the exit watched —
+    /// said in the log, and a socket the plugin made outside its directory removed after.
+    fn watch_exit(&self, p: &mut Spawned, shake: &Handshake) -> watch::Receiver<Option<String>> {
+        let (exit_tx, exited) = watch::channel(None);
+        if let Some(stdout) = p.stdout.take() {
+            tokio::spawn(drain_stdout(
+                stdout,
+                self.logger.clone(),
+                self.spec.name.clone(),
+            ));
+        }
+        let Some(mut child) = p.child.take() else {
+            return exited;
+        };
+        let (name, log) = (self.spec.name.clone(), self.logger.clone());
         // A socket the plugin made outside the directory given to it (go-plugin before 1.4
         // ignores PLUGIN_UNIX_SOCKET_DIR) is left behind when it is killed: removed once it
         // has exited, if it is still a socket of this user's.
         let own_socket = match &shake.addr {
-            handshake::Addr::Unix(path) if !path.starts_with(socket_dir.path()) => {
+            handshake::Addr::Unix(path) if !path.starts_with(p.socket_dir.path()) => {
                 Some(path.clone())
             }
             _ => None,
@@ -447,38 +466,74 @@ impl Host {
             }
             let _ = exit_tx.send(Some(how));
         });
+        exited
+    }
+
+    /// Mutual TLS, health and Configure, within what is left of `start_timeout`; a start stuck
+    /// on the way names the phase it is stuck in.
+    async fn dial(&self, p: &Spawned, shake: &Handshake) -> Result<Dialed, PluginError> {
+        let s = &self.spec;
+        let kill = |e: PluginError| {
+            crate::sys::kill_group(p.pid);
+            e
+        };
+        let plugin_cert =
+            rustls::pki_types::CertificateDer::from(shake.cert.clone().unwrap_or_default());
         let client_tls =
-            tls::client_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
+            tls::client_config(&p.identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
         let broker_tls =
-            tls::server_config(&identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
+            tls::server_config(&p.identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
         // Every phase of a start lives within start_timeout, counted from the spawn: a plugin
         // that prints its handshake and then never speaks must not hang the engine.
-        let left = s.start_timeout.saturating_sub(started.elapsed());
+        let left = s.start_timeout.saturating_sub(p.started.elapsed());
         let phase = std::sync::Mutex::new("dialing its socket");
-        let at = |p: &'static str| {
-            self.reach(match p {
+        let at = |name: &'static str| {
+            self.reach(match name {
                 HEALTH => StartPhase::Health,
                 CONFIGURE => StartPhase::Configure,
                 _ => StartPhase::AutoMtls,
             });
             if let Ok(mut cur) = phase.lock() {
-                *cur = p;
+                *cur = name;
             }
         };
-        let connect = self.connect(&shake, client_tls, &at);
-        let (channel, deployer, configured) = match tokio::time::timeout(left, connect).await {
-            Ok(r) => r.map_err(kill)?,
+        let connect = self.connect(shake, client_tls, &at);
+        match tokio::time::timeout(left, connect).await {
+            Ok(r) => r
+                .map(|(channel, deployer, configured)| Dialed {
+                    channel,
+                    deployer,
+                    configured,
+                    broker_tls,
+                })
+                .map_err(kill),
             Err(_) => {
                 let stuck = phase.lock().map_or("starting", |p| *p);
-                return Err(kill(self.fail(format!(
+                Err(kill(self.fail(format!(
                     "no answer within {} (start_timeout) after its handshake: stuck at {stuck}; \
                      the plugin accepted the connection but does not speak gRPC over mutual \
                      TLS — check that it is a manent plugin, or raise `start_timeout` if it is \
                      just slow",
                     humantime::format_duration(s.start_timeout)
-                ))));
+                ))))
             }
-        };
+        }
+    }
+
+    /// Started: its stdio and broker streams open, and the process as the host keeps it.
+    fn ready(
+        &self,
+        p: Spawned,
+        shake: Handshake,
+        exited: watch::Receiver<Option<String>>,
+        dialed: Dialed,
+    ) -> Process {
+        let Dialed {
+            channel,
+            deployer,
+            configured,
+            broker_tls,
+        } = dialed;
         tokio::spawn(forward_stdio(channel.clone(), self.logger.clone()));
         let (broker_tx, broker_rx) = mpsc::channel(16);
         let mut broker = GrpcBrokerClient::with_origin(channel.clone(), conn::origin());
@@ -493,25 +548,25 @@ impl Host {
         self.log(
             Level::Debug,
             format!(
-                "plugin {} started (pid {pid}, protocol {}), capabilities: [{}]",
-                s.name, shake.app, capabilities
+                "plugin {} started (pid {}, protocol {}), capabilities: [{}]",
+                self.spec.name, p.pid, shake.app, capabilities
             ),
         );
         self.reach(StartPhase::Ready);
-        unfinished.disarm();
-        Ok(Process {
-            pid,
+        p.unfinished.disarm();
+        Process {
+            pid: p.pid,
             capabilities,
             deployer,
-            broker: HostBroker::new(broker_tx, broker_tls, socket_dir.path().to_owned()),
+            broker: HostBroker::new(broker_tx, broker_tls, p.socket_dir.path().to_owned()),
             handshake: shake,
             controller: GrpcControllerClient::with_origin(channel.clone(), conn::origin()),
             connection: channel,
             exited,
-            stderr_tail: tail,
-            _socket_dir: socket_dir,
-            _tracked: tracked,
-        })
+            stderr_tail: p.tail,
+            _socket_dir: p.socket_dir,
+            _tracked: p.tracked,
+        }
     }
 
     /// Activation, at every start: the binary exists, is executable and matches its pin
@@ -663,190 +718,5 @@ impl Host {
             ));
         }
         Ok(())
-    }
-}
-
-/// Removes `path` if it is a socket (not followed) owned by this user; anything else stays.
-fn remove_stale_socket(path: &std::path::Path) {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && m.file_type().is_socket()
-        && m.uid() == crate::sys::euid()
-    {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// Lines a plugin may write on stderr before its handshake that are kept (shown and stored);
-/// past it they only count, so a plugin flooding stderr on its way up cannot fill the database.
-const BEFORE_HANDSHAKE: usize = 1_000;
-
-async fn forward_stderr(
-    stderr: tokio::process::ChildStderr,
-    (sink, calls): (Arc<dyn LogSink>, Arc<super::calls::Calls>),
-    plugin: String,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    handshaken: Arc<std::sync::atomic::AtomicBool>,
-    // Held while the pipe is read: given back when it closes.
-    _share: Option<PipeShare>,
-) {
-    use std::sync::atomic::Ordering;
-    // The pipe's whole capacity per read: a flooding plugin is drained in one syscall.
-    let mut lines = crate::plugin::lines::Lines::new(BufReader::with_capacity(1 << 16, stderr));
-    let mut in_panic = false;
-    let (mut early, mut dropped) = (0usize, 0u64);
-    let mut read = 0u32;
-    while let Some(line) = lines.next().await {
-        // Every 64 lines: while the database is behind but moving, the plugin waits on its
-        // pipe rather than its lines going unstored.
-        read = read.wrapping_add(1);
-        if read.is_multiple_of(64) {
-            while sink.congested() {
-                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-            }
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let p = hclog::parse(&line, &mut in_panic);
-        if let Ok(mut t) = tail.lock() {
-            if t.len() == STDERR_TAIL {
-                t.pop_front();
-            }
-            t.push_back(p.message.clone());
-        }
-        let up = handshaken.load(Ordering::Relaxed);
-        if !up {
-            early += 1;
-            if early > BEFORE_HANDSHAKE {
-                dropped += 1;
-                continue;
-            }
-        }
-        if up && dropped > 0 {
-            sink.log(LogLine {
-                at: crate::sys::now_ms(),
-                level: Level::Warn,
-                source: plugin.clone(),
-                deployment_id: None,
-                target: None,
-                moniker: None,
-                message: format!(
-                    "{dropped} more stderr lines the plugin wrote before its handshake were not \
-                     kept (more than {BEFORE_HANDSHAKE})"
-                ),
-                attrs: BTreeMap::new(),
-            });
-            dropped = 0;
-        }
-        // A line that names no deployment is the call's in flight, if only one can be meant.
-        let (deployment_id, target, moniker) = match p.deployment {
-            Some(d) => (Some(d), p.target, p.moniker),
-            None => {
-                let a = calls.attribute();
-                // The call's moniker only where the line names no other target.
-                let (target, moniker) = match (p.target, a.target) {
-                    (Some(own), Some((t, m))) if own == t => (Some(own), p.moniker.or(Some(m))),
-                    (None, Some((t, m))) => (Some(t), p.moniker.or(Some(m))),
-                    (own, _) => (own, p.moniker),
-                };
-                (a.deployment, target, moniker)
-            }
-        };
-        sink.log(LogLine {
-            at: crate::sys::now_ms(),
-            level: p.level,
-            source: plugin.clone(),
-            deployment_id,
-            target,
-            moniker,
-            message: p.message,
-            attrs: p.attrs,
-        });
-    }
-    if dropped > 0 {
-        sink.log(LogLine {
-            at: crate::sys::now_ms(),
-            level: Level::Warn,
-            source: plugin,
-            deployment_id: None,
-            target: None,
-            moniker: None,
-            message: format!(
-                "{dropped} more stderr lines the plugin wrote before its handshake were not kept \
-                 (more than {BEFORE_HANDSHAKE})"
-            ),
-            attrs: BTreeMap::new(),
-        });
-    }
-}
-
-/// Nothing a plugin writes on stdout after the handshake is accepted: it is drained (so the
-/// plugin never blocks) and reported once, with the start of what it wrote.
-async fn drain_stdout(
-    mut stdout: BufReader<tokio::process::ChildStdout>,
-    log: Logger,
-    plugin: String,
-) {
-    let mut buf = vec![0u8; 8192];
-    let mut warned = false;
-    while let Ok(n) = stdout.read(&mut buf).await {
-        if n == 0 {
-            return;
-        }
-        if !warned {
-            warned = true;
-            let text = String::from_utf8_lossy(&buf[..n]);
-            let first: String = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or_default()
-                .chars()
-                .filter(|c| !c.is_control())
-                .take(80)
-                .collect();
-            log.warn(&format!(
-                "plugin {plugin} wrote to stdout after the handshake ({first:?}…); it is ignored \
-                 (stdout is reserved for the handshake: log through the plugin's logger)"
-            ));
-        }
-    }
-}
-
-/// go-plugin's GRPCStdio: what a Go plugin prints after Serve. Older plugins (go-plugin 1.0.1)
-/// do not have it.
-async fn forward_stdio(channel: H2, log: Logger) {
-    let mut client = GrpcStdioClient::with_origin(channel, conn::origin());
-    let Ok(resp) = client.stream_stdio(()).await else {
-        return;
-    };
-    let mut stream = resp.into_inner();
-    while let Ok(Some(data)) = stream.message().await {
-        let text = String::from_utf8_lossy(&data.data);
-        let level = if data.channel == StdioChannel::Stderr as i32 {
-            Level::Info
-        } else {
-            Level::Warn
-        };
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            log.log(level, line, &[]);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plugin_pipes_grow_within_the_engines_budget_and_give_it_back() {
-        static BUDGET: PipeBudget = PipeBudget::new(3 << 20);
-        let shares: Vec<PipeShare> = std::iter::from_fn(|| PipeShare::take(&BUDGET, 1 << 20))
-            .take(10)
-            .collect();
-        assert_eq!(shares.len(), 3);
-        assert!(PipeShare::take(&BUDGET, 1).is_none());
-        drop(shares);
-        assert!(PipeShare::take(&BUDGET, 3 << 20).is_some());
     }
 }
