@@ -13,55 +13,7 @@ impl Kit {
         self.push(unannounced);
         let version = self.spec.artifact.version.clone();
 
-        // Validate: the kit's own request, then one it must refuse.
-        let plain = self.request("validate", 1, &version, None);
-        let c = match self.bounded(remote.validate(&plain)).await {
-            Ok(()) => check("validate", Outcome::Pass, "accepts the kit's request"),
-            Err(e) if self.died(p).await => check(
-                "validate",
-                Outcome::Fail,
-                format!("the plugin died answering Validate: {e}"),
-            ),
-            Err(e) => check(
-                "validate",
-                Outcome::Pass,
-                format!(
-                    "answers the kit's request with a refusal: {e} (give the kit a request it \
-                     accepts with --config)"
-                ),
-            ),
-        };
-        self.push(c);
-        let bad = self.request(
-            "refuse",
-            1,
-            &version,
-            Some(serde_json::json!({"refuse": "the kit sent a request to refuse"})),
-        );
-        let mut honours = false;
-        let c = match self.bounded(remote.validate(&bad)).await {
-            Err(PluginError::Permanent(m)) if m.contains("conformance:") => {
-                honours = true;
-                check(
-                    "validate-refuses",
-                    Outcome::Pass,
-                    "a request it refuses fails at once, as permanent (not retried)",
-                )
-            }
-            Err(PluginError::Failed(m)) if m.contains("conformance:") => {
-                honours = true;
-                check(
-                    "validate-refuses",
-                    Outcome::Fail,
-                    format!(
-                        "a refused request came back retryable ({m}): the engine would retry a \
-                         request that can never pass; refuse with INVALID_ARGUMENT or ABORTED"
-                    ),
-                )
-            }
-            _ => check("validate-refuses", Outcome::Skip, NOT_HONOURED),
-        };
-        self.push(c);
+        let honours = self.validate(&remote, p, &version).await;
         let c = self.invalid_input(&remote, p, &version).await;
         self.push(c);
 
@@ -72,39 +24,8 @@ impl Kit {
         let called = crate::sys::now_ms();
         let deployed = self.bounded(remote.deploy(&first)).await;
         let answered = crate::sys::now_ms();
-        let deploy_ok = deployed
-            .as_ref()
-            .is_ok_and(|r| self.answers_every_target(r).is_ok());
-        let c = match &deployed {
-            Ok(r) => match self.answers_every_target(r) {
-                Ok(statuses) => check(
-                    "deploy",
-                    Outcome::Pass,
-                    format!(
-                        "{version} on {} targets: {statuses}",
-                        self.spec.targets.len()
-                    ),
-                ),
-                Err(why) => check("deploy", Outcome::Fail, why),
-            },
-            Err(e) if self.died(p).await => check(
-                "deploy",
-                Outcome::Fail,
-                format!("the plugin died answering Deploy: {e}"),
-            ),
-            // The kit's checks of what is live need a Deploy that works: a stub that refuses
-            // every deploy is not a plugin yet.
-            Err(e) => check(
-                "deploy",
-                Outcome::Fail,
-                format!(
-                    "Deploy failed on the kit's request with a {} error: {e} (implement Deploy, \
-                     or give the kit targets, params and options it can deploy with in its \
-                     file: manent plugin test --config FILE)",
-                    kind(e)
-                ),
-            ),
-        };
+        let c = self.deploy(p, &version, &deployed).await;
+        let deploy_ok = c.outcome == Outcome::Pass;
         self.push(c);
         let c = self.call_logs(called, answered, deployed.is_ok()).await;
         self.push(c);
@@ -174,6 +95,99 @@ impl Kit {
         self.push(c);
         let c = self.shutdown().await;
         self.push(c);
+    }
+
+    /// The kit's own request, then one it must refuse: whether the plugin honours the
+    /// conformance protocol (its refusal says so).
+    pub(super) async fn validate(&mut self, remote: &Remote, p: &Process, version: &str) -> bool {
+        let plain = self.request("validate", 1, version, None);
+        let c = match self.bounded(remote.validate(&plain)).await {
+            Ok(()) => check("validate", Outcome::Pass, "accepts the kit's request"),
+            Err(e) if self.died(p).await => check(
+                "validate",
+                Outcome::Fail,
+                format!("the plugin died answering Validate: {e}"),
+            ),
+            Err(e) => check(
+                "validate",
+                Outcome::Pass,
+                format!(
+                    "answers the kit's request with a refusal: {e} (give the kit a request it \
+                     accepts with --config)"
+                ),
+            ),
+        };
+        self.push(c);
+        let bad = self.request(
+            "refuse",
+            1,
+            version,
+            Some(serde_json::json!({"refuse": "the kit sent a request to refuse"})),
+        );
+        let mut honours = false;
+        let c = match self.bounded(remote.validate(&bad)).await {
+            Err(PluginError::Permanent(m)) if m.contains("conformance:") => {
+                honours = true;
+                check(
+                    "validate-refuses",
+                    Outcome::Pass,
+                    "a request it refuses fails at once, as permanent (not retried)",
+                )
+            }
+            Err(PluginError::Failed(m)) if m.contains("conformance:") => {
+                honours = true;
+                check(
+                    "validate-refuses",
+                    Outcome::Fail,
+                    format!(
+                        "a refused request came back retryable ({m}): the engine would retry a \
+                         request that can never pass; refuse with INVALID_ARGUMENT or ABORTED"
+                    ),
+                )
+            }
+            _ => check("validate-refuses", Outcome::Skip, NOT_HONOURED),
+        };
+        self.push(c);
+        honours
+    }
+
+    /// The kit's Deploy must succeed: one result per target of the request.
+    pub(super) async fn deploy(
+        &self,
+        p: &Process,
+        version: &str,
+        deployed: &Result<DeployResult, PluginError>,
+    ) -> Check {
+        match deployed {
+            Ok(r) => match self.answers_every_target(r) {
+                Ok(statuses) => check(
+                    "deploy",
+                    Outcome::Pass,
+                    format!(
+                        "{version} on {} targets: {statuses}",
+                        self.spec.targets.len()
+                    ),
+                ),
+                Err(why) => check("deploy", Outcome::Fail, why),
+            },
+            Err(e) if self.died(p).await => check(
+                "deploy",
+                Outcome::Fail,
+                format!("the plugin died answering Deploy: {e}"),
+            ),
+            // The kit's checks of what is live need a Deploy that works: a stub that refuses
+            // every deploy is not a plugin yet.
+            Err(e) => check(
+                "deploy",
+                Outcome::Fail,
+                format!(
+                    "Deploy failed on the kit's request with a {} error: {e} (implement Deploy, \
+                     or give the kit targets, params and options it can deploy with in its \
+                     file: manent plugin test --config FILE)",
+                    kind(e)
+                ),
+            ),
+        }
     }
 
     pub(super) async fn supports(&self, p: &Process) -> Check {
