@@ -513,13 +513,19 @@ fn apply_report(targets: &mut [TargetView], r: &Report, canary: bool) {
         });
         if let Some(i) = open {
             // A target no step touched was never started; an operator's skip is a step.
-            let state = match line.status {
-                TargetState::Skipped if line.message.starts_with("not started") => {
-                    TargetState::NotStarted
-                }
-                other => other,
+            // The state says "not started"; the message says why (a line printing both read
+            // "not started: not started: …").
+            let (state, message) = match line.status {
+                TargetState::Skipped if line.message.starts_with("not started") => (
+                    TargetState::NotStarted,
+                    line.message
+                        .trim_start_matches("not started")
+                        .trim_start_matches(':')
+                        .trim_start(),
+                ),
+                other => (other, line.message.as_str()),
             };
-            words.push((i, state, &line.message));
+            words.push((i, state, message));
         }
     }
     drop(by_moniker);

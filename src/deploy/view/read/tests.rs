@@ -90,10 +90,7 @@ fn the_report_speaks_only_for_targets_no_step_touched() {
         seen,
         [
             (TargetState::Deployed, "deployed"),
-            (
-                TargetState::NotStarted,
-                "not started: the deploy stopped first"
-            ),
+            (TargetState::NotStarted, "the deploy stopped first"),
             (TargetState::Skipped, "skipped by alice"),
         ]
     );
