@@ -413,6 +413,9 @@ fn fails_deploy_as_written(binary: &Path, project: &Path) {
     let (_, why) = outcome(&report, "deploy");
     assert!(why.contains("deploy is not implemented yet"), "{why}");
     assert_eq!(outcome(&report, "cancellation").0, "pass", "{report:#}");
+    let (o, why) = outcome(&report, "invalid-input");
+    assert_eq!(o, "pass", "{why}");
+    assert!(why.contains("refused at Validate"), "{why}");
 }
 
 #[test]

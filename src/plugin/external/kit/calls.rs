@@ -27,7 +27,7 @@ impl Kit {
         let c = self.deploy(p, &version, &deployed).await;
         let deploy_ok = c.outcome == Outcome::Pass;
         self.push(c);
-        let c = self.call_logs(called, answered, deployed.is_ok()).await;
+        let c = self.call_logs(called, answered).await;
         self.push(c);
         // Whether the plugin says when a call ends (manent's SDKs do): the cancellation check
         // needs it.
