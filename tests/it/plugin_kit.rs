@@ -703,3 +703,56 @@ fn a_fifo_given_as_the_kit_file_is_refused_at_once() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+/// A "debugger": attaches to `pid` with ptrace (PTRACE_SEIZE: the process runs on), stays a
+/// moment, and detaches by exiting.
+fn attach_a_debugger(pid: u32) {
+    let script = "import ctypes, sys, time\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  if libc.ptrace(0x4206, int(sys.argv[1]), 0, 0) != 0:\n\
+                  \x20   sys.exit('ptrace: errno %d' % ctypes.get_errno())\n\
+                  time.sleep(1)\n";
+    let out = Command::new("python3")
+        .args(["-c", script, &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+}
+
+/// `MANENT_PLUGIN_DEBUG=NAME`: each start of the plugin waits for a debugger before it serves,
+/// saying its pid; once one attaches, the run goes on (the kit's crash check starts it twice).
+#[test]
+fn a_plugin_started_for_a_debugger_waits_until_one_attaches() {
+    use std::io::BufRead;
+    let mut kit = Command::new(MANENT)
+        .args(["plugin", "test", FIXTURE])
+        .env("MANENT_PLUGIN_DEBUG", "manent-fixture-plugin")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(kit.stderr.take().unwrap());
+    let mut starts = 0;
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        let Some(pid) = line
+            .split("(pid ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .and_then(|p| p.parse::<u32>().ok())
+            .filter(|_| line.contains("waits for a debugger"))
+        else {
+            continue;
+        };
+        starts += 1;
+        // Nothing goes on while it waits.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(kit.try_wait().unwrap().is_none(), "the kit went on");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(status.contains("TracerPid:\t0"), "{status}");
+        attach_a_debugger(pid);
+    }
+    let out = kit.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(starts, 2, "the first start and the crash check's");
+}

@@ -78,6 +78,7 @@ func Serve(factory plugin.Factory) {
 			"`plugins:` in manent.yml and manent starts it when a deploy needs it.\n")
 		os.Exit(1)
 	}
+	waitForDebugger(Logger())
 	log := Logger()
 	srv := &server{
 		name:        Name(),
@@ -248,6 +249,34 @@ func (p *stopper) intercept(srv *server) grpc.UnaryServerInterceptor {
 		}
 		return handler(ctx, req)
 	}
+}
+
+// waitForDebugger, when manent started the plugin for a debugger (MANENT_PLUGIN_WAIT_FOR_DEBUGGER=1:
+// its MANENT_PLUGIN_DEBUG names this plugin), waits until one is attached (a tracer in
+// /proc/self/status, as delve's `dlv attach PID` makes) before anything else.
+func waitForDebugger(log hclog.Logger) {
+	if os.Getenv("MANENT_PLUGIN_WAIT_FOR_DEBUGGER") != "1" {
+		return
+	}
+	log.Warn("waiting for a debugger to attach", "pid", os.Getpid())
+	for !traced() {
+		time.Sleep(100 * time.Millisecond)
+	}
+	log.Info("a debugger is attached: serving")
+}
+
+// traced is true while a debugger (a tracer) is attached to the process.
+func traced() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v := strings.TrimPrefix(l, "TracerPid:"); v != l {
+			return strings.TrimSpace(v) != "0"
+		}
+	}
+	return false
 }
 
 // CallEnded is what the SDK logs (at debug) when a call returns, with call, idempotency_key,

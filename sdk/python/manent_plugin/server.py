@@ -547,6 +547,29 @@ def _releases(releases: Iterable[Any]) -> List[Any]:
 # -------------------------------------------------------------------------------------- serve
 
 
+def _traced() -> bool:
+    """True while a debugger (a tracer: gdb, or debugpy's attach through it) is attached."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return line.split(":", 1)[1].strip() != "0"
+    except OSError:
+        pass
+    return False
+
+
+def _wait_for_debugger(log: logging.Logger) -> None:
+    """Started for a debugger (MANENT_PLUGIN_WAIT_FOR_DEBUGGER=1: manent's MANENT_PLUGIN_DEBUG
+    names this plugin), waits until one is attached before anything else."""
+    if os.environ.get("MANENT_PLUGIN_WAIT_FOR_DEBUGGER") != "1":
+        return
+    log.warning("waiting for a debugger to attach", extra={"pid": os.getpid()})
+    while not _traced():
+        time.sleep(0.1)
+    log.info("a debugger is attached: serving")
+
+
 def serve(factory: Factory, versions: Sequence[int] = (APP_PROTOCOL_VERSION,)) -> None:
     """Serves the plugin `factory(config, log)` builds until manent shuts it down, then exits.
 
@@ -559,6 +582,7 @@ def serve(factory: Factory, versions: Sequence[int] = (APP_PROTOCOL_VERSION,)) -
         sys.stderr.flush()
         os._exit(1)  # pylint: disable=protected-access
     log = logger()
+    _wait_for_debugger(log)
     try:
         code = asyncio.run(_run(factory, versions, log))
     except Exception as e:  # noqa: BLE001

@@ -25,6 +25,11 @@ pub const ENV_MIN_PORT: &str = "PLUGIN_MIN_PORT";
 pub const ENV_MAX_PORT: &str = "PLUGIN_MAX_PORT";
 /// Where the plugin creates its socket.
 pub const ENV_UNIX_SOCKET_DIR: &str = "PLUGIN_UNIX_SOCKET_DIR";
+/// In manent's environment: the plugins (names, comma-separated, or `*`) to start waiting for a
+/// debugger.
+pub const ENV_DEBUG: &str = "MANENT_PLUGIN_DEBUG";
+/// In a plugin's environment (`1`): wait for a debugger to attach before serving; the SDKs do.
+pub const ENV_WAIT_FOR_DEBUGGER: &str = "MANENT_PLUGIN_WAIT_FOR_DEBUGGER";
 
 /// Where the plugin listens.
 #[derive(Debug, Clone, PartialEq, Eq)]

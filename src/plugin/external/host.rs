@@ -57,6 +57,8 @@ const STDERR_TAIL: usize = 20;
 /// The start phases that are named in a stuck start's error.
 const HEALTH: &str = "its health check";
 const CONFIGURE: &str = "Configure";
+/// How long a plugin started for a debugger may take to start.
+const DEBUG_WAIT: Duration = Duration::from_secs(3600);
 /// A running plugin process.
 pub struct Process {
     /// Its pid.
@@ -310,6 +312,45 @@ impl Host {
         Ok(self.ready(spawned, shake, exited, dialed))
     }
 
+    /// True when manent's environment asks for this plugin to wait for a debugger
+    /// (`MANENT_PLUGIN_DEBUG=NAME[,NAME…]` or `*`).
+    fn debugging(&self) -> bool {
+        std::env::var(handshake::ENV_DEBUG).is_ok_and(|names| {
+            names
+                .split(',')
+                .map(str::trim)
+                .any(|n| n == "*" || n == self.spec.name)
+        })
+    }
+
+    /// `start_timeout`, or an hour for a plugin waiting for a debugger.
+    fn start_timeout(&self) -> Duration {
+        if self.debugging() {
+            self.spec.start_timeout.max(DEBUG_WAIT)
+        } else {
+            self.spec.start_timeout
+        }
+    }
+
+    /// Says where the plugin waits for a debugger: in the log, and on stderr, where the
+    /// developer who asked for it is looking.
+    #[allow(
+        clippy::print_stderr,
+        reason = "the developer who set MANENT_PLUGIN_DEBUG is told the pid to attach to"
+    )]
+    fn waits_for_debugger(&self, pid: u32) {
+        let said = format!(
+            "plugin {} (pid {pid}) waits for a debugger before it serves ({}): attach one — \
+             `dlv attach {pid}`, `gdb -p {pid}`, `lldb -p {pid}` — and continue; it has up to {} \
+             to start",
+            self.spec.name,
+            handshake::ENV_DEBUG,
+            humantime::format_duration(self.start_timeout())
+        );
+        eprintln!("manent: {said}");
+        self.log(Level::Warn, said);
+    }
+
     /// The plugin spawned in a cleared environment with a fresh 0700 socket directory and this
     /// host's certificate; its stderr forwarded from now on.
     fn spawn(&self) -> Result<Spawned, PluginError> {
@@ -335,6 +376,9 @@ impl Host {
             .spawn()
             .map_err(|e| self.fail(format!("cannot start it: {e}")))?;
         let pid = child.id().unwrap_or(0);
+        if self.debugging() {
+            self.waits_for_debugger(pid);
+        }
         // A start that does not finish — failed, or abandoned as the engine stops (its future
         // dropped) — leaves nothing of the plugin running: its whole group is killed.
         let unfinished = crate::sys::GroupKill::armed(pid);
@@ -377,7 +421,7 @@ impl Host {
         let pid = p.pid;
         let mut first = String::new();
         let stdout = p.stdout.as_mut().ok_or_else(|| self.fail("no stdout"))?;
-        let read = tokio::time::timeout(s.start_timeout, stdout.read_line(&mut first)).await;
+        let read = tokio::time::timeout(self.start_timeout(), stdout.read_line(&mut first)).await;
         let line = match read {
             Err(_) => {
                 crate::sys::kill_group(pid);
@@ -485,7 +529,7 @@ impl Host {
             tls::server_config(&p.identity, &plugin_cert).map_err(|e| kill(self.fail(e)))?;
         // Every phase of a start lives within start_timeout, counted from the spawn: a plugin
         // that prints its handshake and then never speaks must not hang the engine.
-        let left = s.start_timeout.saturating_sub(p.started.elapsed());
+        let left = self.start_timeout().saturating_sub(p.started.elapsed());
         let phase = std::sync::Mutex::new("dialing its socket");
         let at = |name: &'static str| {
             self.reach(match name {
@@ -618,6 +662,10 @@ impl Host {
             )
             .env(handshake::ENV_CLIENT_CERT, &identity.cert_pem)
             .env(handshake::ENV_UNIX_SOCKET_DIR, socket_dir)
+            .env(
+                handshake::ENV_WAIT_FOR_DEBUGGER,
+                if self.debugging() { "1" } else { "0" },
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

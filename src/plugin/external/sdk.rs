@@ -171,6 +171,7 @@ pub fn serve_with_versions(factory: Factory, versions: &[u32]) -> ! {
         );
         std::process::exit(1);
     }
+    wait_for_debugger();
     let code = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -188,6 +189,34 @@ pub fn serve_with_versions(factory: Factory, versions: &[u32]) -> ! {
         }
     };
     std::process::exit(code)
+}
+
+/// Started for a debugger (`MANENT_PLUGIN_WAIT_FOR_DEBUGGER=1`: manent's `MANENT_PLUGIN_DEBUG`
+/// names this plugin), waits until one is attached — a tracer in `/proc/self/status` — before
+/// anything else, so a breakpoint in the factory or any call is reached.
+fn wait_for_debugger() {
+    if std::env::var(handshake::ENV_WAIT_FOR_DEBUGGER).as_deref() != Ok("1") {
+        return;
+    }
+    logger().warn(&format!(
+        "waiting for a debugger to attach to pid {}",
+        std::process::id()
+    ));
+    while !traced() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    logger().info("a debugger is attached: serving");
+}
+
+/// True while a debugger (a tracer) is attached to this process.
+fn traced() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("TracerPid:").map(|v| v.trim() != "0"))
+        })
+        .unwrap_or(false)
 }
 
 async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
