@@ -756,3 +756,230 @@ fn a_plugin_started_for_a_debugger_waits_until_one_attaches() {
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(starts, 2, "the first start and the crash check's");
 }
+
+/// A template's Deploy written for real — it answers every target, `unchanged` for a key it has
+/// done — and the mistakes the kit must catch in it, each as (name, edits to the base, the
+/// check that must fail). Each edit is (text in the base, replacement).
+type Variant = (
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+/// The Go template's deployer.go, implemented: edits from the file `plugin new` writes.
+const GO_BASE: &[(&str, &str)] = &[
+    ("\t\"errors\"\n", ""),
+    (
+        "type deployer struct {\n\tlog hclog.Logger\n}",
+        "type deployer struct {\n\tlog  hclog.Logger\n\tdone map[string]bool\n}",
+    ),
+    (
+        "return &deployer{log: log}, nil",
+        "return &deployer{log: log, done: map[string]bool{}}, nil",
+    ),
+    (
+        "\treturn nil, plugin.Permanent(errors.New(\"hello-kit: deploy is not implemented yet\"))",
+        "\tres := &plugin.Result{}\n\
+         \tfor _, t := range req.Targets {\n\
+         \t\tst := plugin.StatusDeployed\n\
+         \t\tif d.done[req.IdempotencyKey+t.Host] {\n\
+         \t\t\tst = plugin.StatusUnchanged\n\
+         \t\t}\n\
+         \t\td.done[req.IdempotencyKey+t.Host] = true\n\
+         \t\tres.Targets = append(res.Targets, plugin.TargetResult{Host: t.Host, Status: st})\n\
+         \t}\n\
+         \treturn res, nil",
+    ),
+];
+
+const GO_VARIANTS: &[Variant] = &[
+    (
+        "logs its secret",
+        &[(
+            "\treq.Log.Info(\"deploy\", \"targets\", len(req.Targets))",
+            "\ttoken, _ := req.Secret(ctx, \"token\")\n\treq.Log.Info(\"deploy\", \"token\", token)",
+        )],
+        "secret-leak",
+    ),
+    (
+        "ignores cancellation",
+        &[(
+            "\tselect {\n\tcase <-time.After(time.Duration(p.DelayMs) * time.Millisecond):\n\tcase <-ctx.Done():\n\t\treturn nil, ctx.Err()\n\t}",
+            "\ttime.Sleep(time.Duration(p.DelayMs) * time.Millisecond)",
+        )],
+        "cancellation",
+    ),
+    (
+        "refuses invalid input as retryable",
+        &[(
+            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn plugin.Permanent(err)\n\t}\n\treq.Log.Debug",
+            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn err\n\t}\n\treq.Log.Debug",
+        )],
+        "invalid-input",
+    ),
+    (
+        "redoes its work",
+        &[(
+            "\t\tif d.done[req.IdempotencyKey+t.Host] {\n\t\t\tst = plugin.StatusUnchanged\n\t\t}\n",
+            "",
+        )],
+        "idempotency",
+    ),
+];
+
+/// The Python template's plugin.py, implemented.
+const PYTHON_BASE: &[(&str, &str)] = &[
+    (
+        "        self.log = log\n",
+        "        self.log = log\n        self.done = set()\n",
+    ),
+    (
+        "        raise Permanent(\"hello-kit: deploy is not implemented yet\")",
+        "        from manent_plugin import Result, TargetResult\n\
+         \x20       results = []\n\
+         \x20       for t in req.targets:\n\
+         \x20           key = (req.idempotency_key, t.host)\n\
+         \x20           status = TargetResult.UNCHANGED if key in self.done else TargetResult.DEPLOYED\n\
+         \x20           self.done.add(key)\n\
+         \x20           results.append(TargetResult(t.host, status))\n\
+         \x20       return Result(targets=results, release=req.artifact.version)",
+    ),
+];
+
+const PYTHON_VARIANTS: &[Variant] = &[
+    (
+        "logs its secret",
+        &[(
+            "        self.log.info(\"deploy to %d targets\", len(req.targets))",
+            "        self.log.info(\"deploy with %s\", await req.secret(\"token\"))",
+        )],
+        "secret-leak",
+    ),
+    (
+        "swallows its cancellation",
+        &[(
+            "        await asyncio.sleep(req.params.get(\"delay_ms\", 0) / 1000)",
+            "        try:\n            await asyncio.sleep(req.params.get(\"delay_ms\", 0) / 1000)\n        except asyncio.CancelledError:\n            await asyncio.sleep(30)",
+        )],
+        "cancellation",
+    ),
+    (
+        "blocks its event loop",
+        &[(
+            "        await asyncio.sleep(req.params.get(\"delay_ms\", 0) / 1000)",
+            "        import time\n        time.sleep(req.params.get(\"delay_ms\", 0) / 1000)",
+        )],
+        "cancellation",
+    ),
+    (
+        "refuses invalid input as retryable",
+        &[(
+            "            raise Permanent(\"params.delay_ms: a number of milliseconds\")",
+            "            raise RuntimeError(\"params.delay_ms: a number of milliseconds\")",
+        )],
+        "invalid-input",
+    ),
+    (
+        "redoes its work",
+        &[(
+            "TargetResult.UNCHANGED if key in self.done else TargetResult.DEPLOYED",
+            "TargetResult.DEPLOYED",
+        )],
+        "idempotency",
+    ),
+];
+
+/// `text` with each edit made; an edit whose text is not there fails the test (the template
+/// changed under it).
+fn edited(text: &str, edits: &[(&str, &str)]) -> String {
+    edits.iter().fold(text.to_owned(), |t, (from, to)| {
+        assert!(
+            t.contains(from),
+            "the template no longer has {from:?}:\n{t}"
+        );
+        t.replacen(from, to, 1)
+    })
+}
+
+/// The base passes every check it can judge; each variant fails its check and no other.
+fn variants_fail_their_checks(
+    project: &Path,
+    file: &str,
+    build: &dyn Fn(),
+    binary: &Path,
+    base: &[(&str, &str)],
+    variants: &[Variant],
+) {
+    let written = std::fs::read_to_string(project.join(file)).unwrap();
+    let implemented = edited(&written, base);
+    let kit_file = std::fs::read_to_string(project.join("kit.yml")).unwrap();
+    std::fs::write(project.join(file), &implemented).unwrap();
+    build();
+    let (code, report) = kit(binary, Some(&kit_file));
+    assert_eq!(code, Some(0), "implemented: {report:#}");
+    for check in [
+        "deploy",
+        "call-logs",
+        "idempotency",
+        "cancellation",
+        "invalid-input",
+    ] {
+        assert_eq!(outcome(&report, check).0, "pass", "{check}: {report:#}");
+    }
+    for (name, edits, check) in variants {
+        std::fs::write(project.join(file), edited(&implemented, edits)).unwrap();
+        build();
+        let (code, report) = kit(binary, Some(&kit_file));
+        assert_eq!(code, Some(1), "{name}: {report:#}");
+        assert_eq!(failed(&report), [*check], "{name}: {report:#}");
+    }
+}
+
+#[test]
+fn go_template_mistakes_each_fail_their_check() {
+    if crate::support::go::go_fixture().is_none() {
+        return;
+    }
+    let dir = plugin_new("go");
+    let p = dir.path().join("p");
+    let build = || {
+        let out = Command::new(p.join("build.sh"))
+            .env(
+                "GOCACHE",
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build-cache"),
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+    };
+    variants_fail_their_checks(
+        &p,
+        "deployer.go",
+        &build,
+        &p.join("manent-plugin-hello-kit"),
+        GO_BASE,
+        GO_VARIANTS,
+    );
+}
+
+#[test]
+fn python_template_mistakes_each_fail_their_check() {
+    if crate::support::python::python_fixture().is_none() {
+        return;
+    }
+    let dir = plugin_new("python");
+    let p = dir.path().join("p");
+    let out = Command::new(p.join("install.sh"))
+        .env("MANENT_PYTHON_SDK", crate::support::python::sdk_copy())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    variants_fail_their_checks(
+        &p,
+        "plugin.py",
+        &|| {},
+        &p.join("manent-plugin-hello-kit"),
+        PYTHON_BASE,
+        PYTHON_VARIANTS,
+    );
+}
