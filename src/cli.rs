@@ -1,4 +1,4 @@
-//! The headless commands (DESIGN §8): what the console does, for scripts and CI. Human output
+//! The headless commands (design/architecture.md "Headless commands"): what the console does, for scripts and CI. Human output
 //! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
 
 mod control;

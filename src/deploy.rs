@@ -1,4 +1,4 @@
-//! The deploy workflows (DESIGN §6): deploy (plan → validate → batches → releases, guided
+//! The deploy workflows (design/architecture.md "Workflows"): deploy (plan → validate → batches → releases, guided
 //! failure or an atomic undo on failure), rollback to the previous release, dry-run, canary and
 //! test. They are durable workflows ([`flows`]) over one run ([`run`]): every plugin call is a
 //! step, every target its own step with its own retries, and the operator's commands
@@ -68,7 +68,7 @@ impl std::fmt::Debug for DeployEnv {
     }
 }
 
-/// Definition version of both (B.8): bump it when durable steps change order or names.
+/// Definition version of both (design/durable-workflows.md B.8): bump it when durable steps change order or names.
 /// 2: phases with the commands they take, guided failure, operator aborts.
 pub const VERSION: u32 = 2;
 

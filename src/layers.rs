@@ -1,4 +1,4 @@
-//! The layer rule (DESIGN §3), checked on the code's own imports: every `crate::…` path and
+//! The layer rule (design/architecture.md "Layers"), checked on the code's own imports: every `crate::…` path and
 //! every `super::…` that reaches a sibling file, in every file of the library. A top-level
 //! module may use the modules of lower layers only, and its children (its files and
 //! directories) may not use each other in a loop. A new import that runs up a layer or closes
@@ -248,7 +248,7 @@ fn every_top_level_module_has_a_layer() {
             let m = m.trim_end_matches(';');
             assert!(
                 layer_of(m).is_some(),
-                "module `{m}` has no layer: add it to LAYERS in src/layers.rs and to DESIGN §3"
+                "module `{m}` has no layer: add it to LAYERS in src/layers.rs and to design/architecture.md \"Layers\""
             );
         }
     }
@@ -273,7 +273,7 @@ fn no_import_runs_up_a_layer() {
     }
     assert!(
         wrong.is_empty(),
-        "imports that run up a layer or across one (DESIGN §3):\n{}",
+        "imports that run up a layer or across one (design/architecture.md \"Layers\"):\n{}",
         wrong.join("\n")
     );
 }

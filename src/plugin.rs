@@ -1,4 +1,4 @@
-//! The plugin contract (DESIGN §4): the `Deployer` trait and its optional capabilities, the
+//! The plugin contract (design/plugin-contract.md): the `Deployer` trait and its optional capabilities, the
 //! request and result types, `Permanent`, `for_each_target` / `for_all_targets`, `Secrets`,
 //! `Factory`, the logger, the registry that hands the engine a plugin by name, and what blue/green
 //! router plugins share (`slots`).

@@ -1,4 +1,4 @@
-//! What an on-call team's other tools read from manent (DESIGN §10): Prometheus metrics and
+//! What an on-call team's other tools read from manent (design/architecture.md "Observability"): Prometheus metrics and
 //! the JSON log file.
 
 pub mod logfile;

@@ -1,4 +1,4 @@
-//! The durable workflow engine, on SQLite or a shared PostgreSQL (DESIGN §5,
+//! The durable workflow engine, on SQLite or a shared PostgreSQL (design/durable-workflows.md,
 //! `reference/durable-workflows.md` part B).
 //!
 //! A workflow is ordinary async Rust whose side effects happen in steps. Each finished step is

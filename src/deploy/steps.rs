@@ -346,8 +346,8 @@ async fn done_elsewhere(
 
 /// A target whose earlier call a crash cut off is in an unknown state: when the plugin can tell
 /// its current release and it is already the version being deployed, the call finished before
-/// the crash and is recorded as deployed without running again (the Mu seed's
-/// `ResourceUnknown` → `ResourceOK`). `None`: run the call again, with the same key.
+/// the crash and is recorded as deployed without running again (an unknown target becomes a
+/// known one: design/plugin-contract.md "Targets"). `None`: run the call again, with the same key.
 #[expect(clippy::too_many_arguments, reason = "the target step's whole context")]
 async fn reconcile(
     env: &DeployEnv,

@@ -1,4 +1,4 @@
-//! The `Deployer` contract and its optional capabilities, as the seed defines them. Rust has no
+//! The `Deployer` contract and its optional capabilities, as design/plugin-contract.md has them. Rust has no
 //! interface assertions, so a deployer exposes each optional trait through an accessor that
 //! returns `Some(self)` when it implements it; `Capabilities` is what Configure announces.
 

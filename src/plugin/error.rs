@@ -39,9 +39,12 @@ impl PluginError {
     }
 }
 
-/// Marks an error as permanent: the step fails at once and is not retried (the seed's
-/// `plugin.Permanent(err)`).
-#[allow(non_snake_case, reason = "the contract's name for it, as in the seed")]
+/// Marks an error as permanent: the step fails at once and is not retried (the Go
+/// SDK's `plugin.Permanent(err)`: design/plugin-contract.md "Errors").
+#[allow(
+    non_snake_case,
+    reason = "the contract's name for it, as in the Go SDK"
+)]
 pub fn Permanent(err: impl std::fmt::Display) -> PluginError {
     PluginError::Permanent(err.to_string())
 }

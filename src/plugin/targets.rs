@@ -1,4 +1,4 @@
-//! Working through a request's targets the way the seed specifies: `for_each_target` stops
+//! Working through a request's targets as the contract says (design/plugin-contract.md "Targets"): `for_each_target` stops
 //! starting targets after the first error and lets running ones finish; `for_all_targets` runs
 //! them all. Both keep target order, report never-started targets as `skipped`, honour
 //! `parallelism`, and time each target. The engine's own per-target fan-out uses [`fan_out`].

@@ -1,4 +1,4 @@
-//! The JSON log file for a SIEM (DESIGN §10): one JSON object per line, in daily files
+//! The JSON log file for a SIEM (design/architecture.md "Observability"): one JSON object per line, in daily files
 //! (`manent.YYYY-MM-DD.jsonl`, rotated by size too, at most `keep` of them and `max_total`
 //! bytes in all: [`rolling`]), written by the file's own thread from a bounded queue
 //! ([`queue`]): a slow disk never stalls a deploy. A flooding step is slowed first (the log

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §10) with the official `prometheus-client`: recorded always (a
+//! Prometheus metrics (design/architecture.md "Observability") with the official `prometheus-client`: recorded always (a
 //! few atomics per target), served only when `metrics.listen` is set, in the Prometheus text
 //! format, by any engine — worker, console, headless deploy — while it runs.
 

@@ -1,6 +1,6 @@
 //! What a workflow is written against: durable steps with retries, ids pre-allocated for
-//! parallel fan-out (E5), durable sleeps and mailbox waits (E8), and events for consoles.
-//! Everything a step returns is committed before the workflow moves on (E1, E4).
+//! parallel fan-out (design/durable-workflows.md E5), durable sleeps and mailbox waits (design/durable-workflows.md E8), and events for consoles.
+//! Everything a step returns is committed before the workflow moves on (design/durable-workflows.md E1, E4).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -38,7 +38,7 @@ pub struct StepInfo {
     pub name: String,
     /// 1-based attempt, counting attempts a crash interrupted.
     pub attempt: u32,
-    /// `{workflow_id}/{function_id}`: the same for every attempt and restart (E2).
+    /// `{workflow_id}/{function_id}`: the same for every attempt and restart (design/durable-workflows.md E2).
     pub idempotency_key: String,
     /// This attempt follows one a crash or a stop cut off: what that one did is unknown (the
     /// step may reconcile before acting again).
@@ -69,7 +69,7 @@ pub enum StepEvent {
         failure: Option<StepFailure>,
         replayed: bool,
     },
-    /// The database refuses writes; the run waits and retries (E4).
+    /// The database refuses writes; the run waits and retries (design/durable-workflows.md E4).
     StoreDegraded {
         /// What the database said (`disk I/O error`), without the engine's wording around it.
         error: String,
@@ -211,7 +211,7 @@ impl WfCtx {
         Ok(())
     }
 
-    /// Allocates `n` consecutive step ids in program order, before any branch is spawned (E5).
+    /// Allocates `n` consecutive step ids in program order, before any branch is spawned (design/durable-workflows.md E5).
     pub fn reserve(&self, n: u32) -> Vec<u32> {
         let first = self.run.next_id.fetch_add(n, Ordering::SeqCst);
         (first..first + n).collect()
@@ -401,7 +401,7 @@ impl WfCtx {
         loop {
             let started_at = now_ms();
             if attempt > budget {
-                // Attempts that crashes interrupted spent the budget (a persisted budget, B.3).
+                // Attempts that crashes interrupted spent the budget (a persisted budget, design/durable-workflows.md B.3).
                 let failure = StepFailure {
                     kind: FailureKind::RetriesExhausted,
                     message: errors
@@ -635,7 +635,7 @@ impl WfCtx {
         }
     }
 
-    /// Commits a step result, blocking and retrying while the database refuses (E4).
+    /// Commits a step result, blocking and retrying while the database refuses (design/durable-workflows.md E4).
     async fn record(
         &self,
         id: u32,
@@ -645,7 +645,7 @@ impl WfCtx {
         started_at: i64,
         effects: Vec<Effect>,
     ) -> Result<(), Interrupt> {
-        // Plugins echo what they were given; nothing secret may be recorded (DESIGN §10).
+        // Plugins echo what they were given; nothing secret may be recorded (design/architecture.md "Observability").
         let result = result
             .map(|out| redact(&out).into_owned())
             .map_err(|mut f| {
@@ -698,7 +698,7 @@ impl WfCtx {
         Ok(())
     }
 
-    /// Retries a database operation on transient faults with backoff (E4): the run blocks with
+    /// Retries a database operation on transient faults with backoff (design/durable-workflows.md E4): the run blocks with
     /// its result in memory; a deploy is never failed for an engine I/O error. A hard shutdown
     /// still stops the wait (the run stays unfinished and resumes at the next start).
     async fn store_retry<R, F, Fut>(&self, op: F) -> Result<R, Interrupt>

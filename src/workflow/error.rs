@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// A failure of the system database, classified by what the engine must do about it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
-    /// The write may succeed later (disk full, I/O error, lock timeout): block and retry (E4).
+    /// The write may succeed later (disk full, I/O error, lock timeout): block and retry (design/durable-workflows.md E4).
     #[error("the database could not commit ({0}); retrying")]
     Transient(String),
     /// The database file is damaged. The engine stops and never rewrites the file.
@@ -199,7 +199,7 @@ pub enum FailureKind {
     RetriesExhausted,
 }
 
-/// A step's failure as it is recorded and replayed (E1).
+/// A step's failure as it is recorded and replayed (design/durable-workflows.md E1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepFailure {
     /// Permanent or exhausted.

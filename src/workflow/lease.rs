@@ -1,4 +1,4 @@
-//! One engine per database (B.9): an exclusive `flock` on `<db>.lock`, which the kernel releases
+//! One engine per database (design/durable-workflows.md B.9): an exclusive `flock` on `<db>.lock`, which the kernel releases
 //! when the holder dies, even by `kill -9`. The file names the holder for the next one's error.
 //! It is the engine user's, created with the engine's file mode (never through a symbolic link).
 

@@ -1,4 +1,4 @@
-//! Retry policy with exponential backoff and jitter (B.3):
+//! Retry policy with exponential backoff and jitter (design/durable-workflows.md B.3):
 //! `delay(k) = min(base·factor^(k-1), max_interval) × U(0.95, 1.05)`.
 
 use std::time::Duration;
@@ -36,7 +36,7 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The backoff used for the engine's own database writes (E4): 100 ms growing to 30 s.
+    /// The backoff used for the engine's own database writes (design/durable-workflows.md E4): 100 ms growing to 30 s.
     pub fn store() -> Self {
         RetryPolicy {
             max_retries: u32::MAX,
@@ -64,7 +64,7 @@ impl RetryPolicy {
     }
 }
 
-/// Runs a database operation until it is not refused for a transient reason (E4): the engine
+/// Runs a database operation until it is not refused for a transient reason (design/durable-workflows.md E4): the engine
 /// blocks rather than record an infrastructure fault as a deploy failure. `alert` is called
 /// once, at the first refusal. Other errors are returned at once.
 pub async fn until_committed<R, F, Fut>(

@@ -1,6 +1,6 @@
-//! Runs workflows: claims ENQUEUED rows with a compare-and-set, recovers at start (B.5), keeps at
-//! most one live run per id (E6), notices other processes' writes by polling `data_version`
-//! (B.7), and drains on shutdown (B.11).
+//! Runs workflows: claims ENQUEUED rows with a compare-and-set, recovers at start (design/durable-workflows.md B.5), keeps at
+//! most one live run per id (design/durable-workflows.md E6), notices other processes' writes by polling `data_version`
+//! (design/durable-workflows.md B.7), and drains on shutdown (design/durable-workflows.md B.11).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -39,7 +39,7 @@ pub type WorkflowFn =
 pub struct WorkflowDef {
     /// Kind, stored in `workflow_status.name`.
     pub name: String,
-    /// Newest definition version this binary runs (B.8).
+    /// Newest definition version this binary runs (design/durable-workflows.md B.8).
     pub version: u32,
     /// The code.
     pub run: WorkflowFn,
@@ -209,7 +209,7 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    /// Recovery (B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
+    /// Recovery (design/durable-workflows.md B.5): re-enqueues what crashed runs left PENDING and claims everything ENQUEUED.
     /// Returns the ids it started.
     pub async fn recover(self: &Arc<Self>) -> Result<Vec<String>, StoreError> {
         let ids = self

@@ -132,7 +132,7 @@ CREATE TABLE inputs_key (
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Applies the pragmas of B.10 to a fresh connection; refuses a database that cannot use WAL.
+/// Applies the pragmas of design/durable-workflows.md B.10 to a fresh connection; refuses a database that cannot use WAL.
 pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;

@@ -1,6 +1,6 @@
-//! How far the engine's shutdown has got: what a run and a store retry watch (B.11).
+//! How far the engine's shutdown has got: what a run and a store retry watch (design/durable-workflows.md B.11).
 
-/// How far the engine's shutdown has got (B.11).
+/// How far the engine's shutdown has got (design/durable-workflows.md B.11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shutdown {
     /// Normal operation.

@@ -1,4 +1,4 @@
-//! The SQLite store: one connection on its own writer thread (B.9). Writes that arrive together
+//! The SQLite store: one connection on its own writer thread (design/durable-workflows.md B.9). Writes that arrive together
 //! share one `BEGIN IMMEDIATE` transaction (group commit), each inside its own savepoint, so a
 //! hundred parallel checkpoints cost one fsync while each keeps its own all-or-nothing effect.
 

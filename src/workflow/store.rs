@@ -38,7 +38,7 @@ pub fn last_error(c: &Checkpoint) -> String {
         .unwrap_or_default()
 }
 
-/// A workflow's lifecycle state (B.2).
+/// A workflow's lifecycle state (design/durable-workflows.md B.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WorkflowStatus {
@@ -96,11 +96,11 @@ impl WorkflowStatus {
 /// A workflow to insert, ENQUEUED.
 #[derive(Debug, Clone)]
 pub struct NewWorkflow {
-    /// The id, also the idempotency key of the start (E7).
+    /// The id, also the idempotency key of the start (design/durable-workflows.md E7).
     pub id: String,
     /// The workflow kind (`deploy`, `rollback`, …).
     pub name: String,
-    /// Version of the workflow code (B.8).
+    /// Version of the workflow code (design/durable-workflows.md B.8).
     pub definition_version: u32,
     /// JSON inputs, immutable.
     pub inputs: String,
@@ -275,10 +275,10 @@ pub enum Claim {
     Refused(Box<WorkflowRow>),
 }
 
-/// One completed step, as recorded (E1).
+/// One completed step, as recorded (design/durable-workflows.md E1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StepRecord {
-    /// Deterministic step id (E5).
+    /// Deterministic step id (design/durable-workflows.md E5).
     pub function_id: u32,
     /// Step name, checked on replay.
     pub function_name: String,
@@ -451,7 +451,7 @@ impl Record {
     }
 }
 
-/// A workflow's end, written once by the owning run (E3).
+/// A workflow's end, written once by the owning run (design/durable-workflows.md E3).
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// JSON output.
@@ -482,7 +482,7 @@ pub enum Finished {
 /// A message in a workflow's mailbox (operator → workflow).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
-    /// Command id: the same id twice delivers once (E7).
+    /// Command id: the same id twice delivers once (design/durable-workflows.md E7).
     pub id: String,
     /// Workflow it is for.
     pub destination: String,
@@ -606,11 +606,11 @@ pub struct WorkflowQuery {
 /// The system database.
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// Inserts an ENQUEUED workflow, idempotently by id (B.2).
+    /// Inserts an ENQUEUED workflow, idempotently by id (design/durable-workflows.md B.2).
     async fn start(&self, wf: NewWorkflow) -> Result<Started, StoreError>;
     /// CAS ENQUEUED → PENDING for `run_token`, dead-lettering crash loops.
     async fn claim(&self, id: &str, executor: &str, run_token: &str) -> Result<Claim, StoreError>;
-    /// Recovery at the start of engine `executor` (B.5): closes open attempts as interrupted,
+    /// Recovery at the start of engine `executor` (design/durable-workflows.md B.5): closes open attempts as interrupted,
     /// re-enqueues PENDING rows, and returns every ENQUEUED id, oldest first. On a database
     /// several engines share, only the rows this engine's earlier run left and those of engines
     /// whose lease expired: the others are running elsewhere.
@@ -656,10 +656,10 @@ pub trait Store: Send + Sync {
     async fn begin_attempt(&self, a: AttemptStart) -> Result<(), StoreError>;
     /// Records a failed attempt that will be retried.
     async fn end_attempt(&self, a: AttemptEnd) -> Result<(), StoreError>;
-    /// Commits a finished step and its effects (B.3); a lost ack's retry is recognised.
+    /// Commits a finished step and its effects (design/durable-workflows.md B.3); a lost ack's retry is recognised.
     async fn checkpoint(&self, c: Checkpoint) -> Result<(), StoreError>;
     /// Consumes the oldest message on `topics` and records it as step `function_id`, in one
-    /// transaction (E8). None when there is none.
+    /// transaction (design/durable-workflows.md E8). None when there is none.
     async fn consume(
         &self,
         workflow_id: &str,
@@ -667,7 +667,7 @@ pub trait Store: Send + Sync {
         function_id: u32,
         topics: &[String],
     ) -> Result<Option<Message>, StoreError>;
-    /// Writes the outcome if this run still owns the PENDING row (E3).
+    /// Writes the outcome if this run still owns the PENDING row (design/durable-workflows.md E3).
     async fn finish(&self, id: &str, run_token: &str, out: Outcome)
     -> Result<Finished, StoreError>;
     /// The run stopped cleanly (the engine drained it at a boundary or a durable wait): its
@@ -696,7 +696,7 @@ pub trait Store: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Records which engine holds the lease, for display.
     async fn record_lease(&self, executor: &str, pid: u32, host: &str) -> Result<(), StoreError>;
-    /// Changes whenever another connection commits (B.7 polling).
+    /// Changes whenever another connection commits (design/durable-workflows.md B.7 polling).
     async fn data_version(&self) -> Result<i64, StoreError>;
     /// Notified when another connection commits, where the database says so (PostgreSQL's
     /// LISTEN/NOTIFY): pollers wake at once rather than at their next poll.

@@ -280,7 +280,7 @@ fn kill_after_the_side_effect_before_the_checkpoint_reruns_with_the_same_key() {
     kill_after_the_side_effect_before_the_checkpoint_on(&Backend::Sqlite);
 }
 
-/// The Mu seed's ResourceUnknown: a call cut off after the plugin finished the work is
+/// An unknown target (design/plugin-contract.md "Targets"): a call cut off after the plugin finished the work is
 /// reconciled through current_release (the check above: ran once); a plugin without
 /// current_release runs it again with the same key, and status shows the target unknown
 /// while no engine runs.

@@ -19,6 +19,7 @@ mod console;
 mod console_e2e;
 mod crash;
 mod deploy;
+mod docs;
 mod external;
 mod go_sdk;
 mod hooks;

@@ -1,4 +1,4 @@
-//! The canary workflow (DESIGN §6): plan → the plugin's capabilities → validate → which slot
+//! The canary workflow (design/architecture.md "Workflows"): plan → the plugin's capabilities → validate → which slot
 //! serves production (manent's records, else the router's own read-back) → PrepareSlots →
 //! DeployCandidate on every target (the same fan-out, parallelism, retries and guided failure
 //! as a deploy) → RouteTesters → the steps (weights, pauses, scale, analysis) →
@@ -55,7 +55,7 @@ use crate::workflow::{Interrupt, RunOutcome, StepError, WfCtx};
 /// Why a target's candidate never ran, in a canary's report.
 const NOT_STARTED: &str = "not started: the canary stopped before it";
 
-/// The commands a canary takes where it is (DESIGN §6).
+/// The commands a canary takes where it is (design/architecture.md "Workflows").
 pub fn accepts(phase: &Phase) -> Vec<Topic> {
     use Topic as T;
     match phase {

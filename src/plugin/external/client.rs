@@ -22,7 +22,7 @@ use crate::plugin::types::{
     Artifact, DeployResult, Release, Request, RoutingState, TargetRelease, Traffic, TrafficWindow,
 };
 
-/// Validate's limit (the seed's 30 seconds), also sent to the plugin as its deadline.
+/// Validate's limit (30 seconds: design/plugin-contract.md "Calls"), also sent to the plugin as its deadline.
 const VALIDATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An external plugin behind the contract.

@@ -57,7 +57,7 @@ impl WfCtx {
     }
 
     /// Waits for a message on one of `topics` (an operator command), durably: the message is
-    /// consumed in the same transaction that records it (E8). `None` after `timeout`.
+    /// consumed in the same transaction that records it (design/durable-workflows.md E8). `None` after `timeout`.
     pub async fn recv(
         &self,
         topics: &[&str],

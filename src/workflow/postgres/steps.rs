@@ -75,7 +75,7 @@ enum Lock {
     Update,
 }
 
-/// The step-boundary check (B.3 step 1): the run must still own a PENDING workflow. The row
+/// The step-boundary check (design/durable-workflows.md B.3 step 1): the run must still own a PENDING workflow. The row
 /// stays locked until the transaction ends, so ownership cannot change before the commit.
 async fn check_owner(
     tx: &Transaction<'_>,

@@ -56,7 +56,7 @@ pub fn history_except(conn: &Connection, id: &str, skip: &[&str]) -> Result<Hist
     Ok(History { steps, attempts })
 }
 
-/// The step-boundary check (B.3 step 1): the run must still own a PENDING workflow.
+/// The step-boundary check (design/durable-workflows.md B.3 step 1): the run must still own a PENDING workflow.
 fn check_owner(
     conn: &Connection,
     id: &str,

@@ -1,4 +1,4 @@
-//! The conformance protocol every manent SDK honours (DESIGN.md, "The conformance kit"): only
+//! The conformance protocol every manent SDK honours (docs/plugins.md, "The conformance protocol"): only
 //! with `MANENT_PLUGIN_CONFORMANCE=1` in the plugin's environment — `manent plugin test` sets it,
 //! the engine never does — a request whose params carry `manent_conformance` is answered by the
 //! SDK itself, never by the plugin's code: a Validate refusal, a line on stdout, a log line at
