@@ -239,7 +239,9 @@ func (p *stopper) intercept(srv *server) grpc.UnaryServerInterceptor {
 		if strings.HasPrefix(info.FullMethod, "/manent.plugin.v1.Deployer/") {
 			p.calls.Add(1)
 			defer p.calls.Done()
-			defer callEnded(ctx, srv.log, info.FullMethod, req, time.Now())
+			if srv.conformance {
+				defer callEnded(ctx, srv.log, info.FullMethod, req, time.Now())
+			}
 			defer func() {
 				if v := recover(); v != nil {
 					resp = nil
@@ -280,7 +282,8 @@ func traced() bool {
 }
 
 // CallEnded is what the SDK logs (at debug) when a call returns, with call, idempotency_key,
-// ms and cancelled: the conformance kit reads how long a cancelled call ran on from it.
+// ms and cancelled — when the conformance kit started the plugin, which reads how long a
+// cancelled call ran on from it.
 const CallEnded = "call ended"
 
 // callEnded logs CallEnded for a call of req that started at started.

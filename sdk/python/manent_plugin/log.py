@@ -31,7 +31,8 @@ CALL: "contextvars.ContextVar[Optional[Dict[str, str]]]" = contextvars.ContextVa
     "manent_plugin_call", default=None)
 
 # Logged (at debug) when a call returns or is cancelled, with call, idempotency_key, ms and
-# cancelled: the conformance kit reads how long a cancelled call ran on from it.
+# cancelled — when the conformance kit started the plugin, which reads how long a cancelled call
+# ran on from it.
 CALL_ENDED = "call ended"
 
 

@@ -324,7 +324,7 @@ class _Service(DeployerBase):
             finally:
                 if req._secrets is not None:  # pylint: disable=protected-access
                     req._secrets.close()  # pylint: disable=protected-access
-                if tags:
+                if tags and os.environ.get(CONFORMANCE_ENV) == "1":
                     self.log.debug(CALL_ENDED, extra={
                         "call": call, "idempotency_key": req.idempotency_key,
                         "ms": int((time.monotonic() - started) * 1000),

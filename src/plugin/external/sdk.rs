@@ -63,8 +63,8 @@ tokio::task_local! {
 }
 
 /// What the SDK logs (at debug) when a call's handler returns or is dropped because the host
-/// cancelled it, with `call`, `idempotency_key`, `ms` and `cancelled`: the conformance kit
-/// reads how long a cancelled call ran on from it.
+/// cancelled it, with `call`, `idempotency_key`, `ms` and `cancelled` — when the conformance
+/// kit started the plugin, which reads how long a cancelled call ran on from it.
 pub const CALL_ENDED: &str = "call ended";
 
 /// Logs [`CALL_ENDED`] when dropped.
@@ -78,6 +78,10 @@ struct Ended {
 
 impl Drop for Ended {
     fn drop(&mut self) {
+        // Said only to the conformance kit: an engine's log has no use for a line per call.
+        if !conformance::enabled() {
+            return;
+        }
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         logger().for_deployment(&self.deployment).log(
             crate::plugin::logger::Level::Debug,

@@ -20,9 +20,14 @@ pub const KEY: &str = "manent_conformance";
 
 type Probe = serde_json::Map<String, serde_json::Value>;
 
+/// True when the conformance kit started this plugin.
+pub fn enabled() -> bool {
+    std::env::var(ENV).as_deref() == Ok("1")
+}
+
 /// The call's conformance probe, when the kit sent one to a plugin it started.
 pub fn probe(params: &serde_json::Value) -> Option<&Probe> {
-    if std::env::var(ENV).as_deref() != Ok("1") {
+    if !enabled() {
         return None;
     }
     params.get(KEY)?.as_object()
