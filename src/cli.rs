@@ -699,7 +699,8 @@ async fn console(
 
 /// Runs a parsed command line; returns the exit code.
 impl Command {
-    /// The deployment id the verb takes, if it takes one.
+    /// The deployment id the verb takes, if it takes one. Every verb is named here (no
+    /// catch-all): a new verb that takes an id cannot silently miss its resolution.
     fn deployment_mut(&mut self) -> Option<&mut String> {
         match self {
             Command::Status(a) => a.deployment.as_mut(),
@@ -716,7 +717,24 @@ impl Command {
             Command::Abandon(a) => Some(&mut a.deployment),
             Command::Logs(a) => Some(&mut a.deployment),
             Command::Test(a) => a.candidate.as_mut(),
-            _ => None,
+            Command::Validate(_)
+            | Command::Digest(_)
+            | Command::Plan(_)
+            | Command::Deploy(_)
+            | Command::Rollback(_)
+            | Command::History(_)
+            | Command::Lock(_)
+            | Command::Unlock(_)
+            | Command::Inbox(_)
+            | Command::Worker(_)
+            | Command::Db(_)
+            | Command::Notify(_)
+            | Command::Plugins(_)
+            | Command::Plugin(_)
+            | Command::PluginServe { .. }
+            | Command::Watchdog { .. } => None,
+            #[cfg(feature = "tui")]
+            Command::Console(_) | Command::Demo(_) => None,
         }
     }
 }
