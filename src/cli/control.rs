@@ -128,7 +128,19 @@ pub async fn canary(
     {
         return code;
     }
-    steer_and_follow(config_path, id, cmd, reason, false, json, expect, out).await
+    steer_and_follow(
+        config_path,
+        Steer {
+            id,
+            cmd,
+            reason,
+            verbose: false,
+            json,
+            expect,
+        },
+        out,
+    )
+    .await
 }
 
 /// A canary that ended failed with its candidate still in a pool (an operator abandoned it):
@@ -210,12 +222,14 @@ pub async fn skip(config_path: &Path, a: &SkipArgs, out: &mut Out) -> u8 {
     if awaiting {
         return steer_and_follow(
             config_path,
-            &a.deployment,
-            &cmd,
-            a.reason.as_deref(),
-            false,
-            a.json.json,
-            Expect::End,
+            Steer {
+                id: &a.deployment,
+                cmd: &cmd,
+                reason: a.reason.as_deref(),
+                verbose: false,
+                json: a.json.json,
+                expect: Expect::End,
+            },
             out,
         )
         .await;
@@ -242,12 +256,14 @@ pub async fn retry(config_path: &Path, a: &RetryArgs, out: &mut Out) -> u8 {
     };
     steer_and_follow(
         config_path,
-        &a.deployment,
-        &cmd,
-        a.reason.as_deref(),
-        a.verbose,
-        a.json.json,
-        Expect::End,
+        Steer {
+            id: &a.deployment,
+            cmd: &cmd,
+            reason: a.reason.as_deref(),
+            verbose: a.verbose,
+            json: a.json.json,
+            expect: Expect::End,
+        },
         out,
     )
     .await
@@ -258,12 +274,14 @@ pub async fn abort(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
     let cmd = OperatorCommand::Abort;
     steer_and_follow(
         config_path,
-        &a.deployment,
-        &cmd,
-        a.reason.as_deref(),
-        a.verbose,
-        a.json.json,
-        Expect::Abort,
+        Steer {
+            id: &a.deployment,
+            cmd: &cmd,
+            reason: a.reason.as_deref(),
+            verbose: a.verbose,
+            json: a.json.json,
+            expect: Expect::Abort,
+        },
         out,
     )
     .await
@@ -303,28 +321,45 @@ pub async fn resume(config_path: &Path, a: &ControlArgs, out: &mut Out) -> u8 {
     let cmd = OperatorCommand::Resume;
     steer_and_follow(
         config_path,
-        &a.deployment,
-        &cmd,
-        a.reason.as_deref(),
-        a.verbose,
-        a.json.json,
-        Expect::End,
+        Steer {
+            id: &a.deployment,
+            cmd: &cmd,
+            reason: a.reason.as_deref(),
+            verbose: a.verbose,
+            json: a.json.json,
+            expect: Expect::End,
+        },
         out,
     )
     .await
 }
 
-#[allow(clippy::too_many_arguments, reason = "the steering verbs' shared tail")]
-async fn steer_and_follow(
-    config_path: &Path,
-    id: &str,
-    cmd: &OperatorCommand,
-    reason: Option<&str>,
+/// A steering verb's request and how its deployment is followed after.
+struct Steer<'a> {
+    /// The deployment.
+    id: &'a str,
+    /// What is asked of it.
+    cmd: &'a OperatorCommand,
+    /// The operator's reason, journaled.
+    reason: Option<&'a str>,
+    /// Its plugins' log lines too.
     verbose: bool,
+    /// The summary as JSON.
     json: bool,
+    /// What ending the command expects.
     expect: Expect,
-    out: &mut Out,
-) -> u8 {
+}
+
+/// Sends `steer`'s command, then follows the deployment until what it expects.
+async fn steer_and_follow(config_path: &Path, steer: Steer<'_>, out: &mut Out) -> u8 {
+    let Steer {
+        id,
+        cmd,
+        reason,
+        verbose,
+        json,
+        expect,
+    } = steer;
     // The acknowledgement goes to stderr: stdout carries the deployment's summary.
     let config = match send(config_path, id, cmd, reason, Ack::Note, out).await {
         Ok(c) => c,

@@ -54,7 +54,18 @@ pub(crate) async fn gated_rollback(
     let (env, spec, id) = run;
     let back = async {
         let h = env.plugin(spec).await?;
-        super::steps::rollback_target(env, spec, id, &h, t, mv, info).await
+        super::steps::rollback_target(
+            super::steps::TargetStep {
+                env,
+                spec,
+                wf: id,
+                plugin: &h,
+                t,
+            },
+            mv,
+            info,
+        )
+        .await
     };
     gated(run, (t, mv.to.version.as_str()), vars, back).await
 }

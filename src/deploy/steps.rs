@@ -172,6 +172,22 @@ fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A target's step: what every target step works with — the engine's environment, the
+/// deployment's spec and id, the plugin, the target.
+#[derive(Clone, Copy)]
+pub struct TargetStep<'a> {
+    /// The engine's environment.
+    pub env: &'a DeployEnv,
+    /// The deployment's spec.
+    pub spec: &'a EnvSpec,
+    /// The deployment's id.
+    pub wf: &'a str,
+    /// The plugin it deploys with.
+    pub plugin: &'a PluginHandle,
+    /// The target.
+    pub t: &'a PlannedTarget,
+}
+
 /// What manent knew of a target as a deploy began: its live release, and whether one of this
 /// very version recorded by another deployment is deployed again all the same (`--force`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -189,18 +205,15 @@ pub struct Before<'a> {
 /// again: it is `unchanged`, naming that deployment — read back from the plugin first when it
 /// can tell its current release, and deployed after all when what it reads is something else.
 pub async fn deploy_target(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     before: Before<'_>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let TargetStep { spec, plugin, .. } = step;
     let started = Instant::now();
-    let done = match done_elsewhere(env, spec, wf, plugin, t, before, &info).await {
+    let done = match done_elsewhere(step, before, &info).await {
         Some(done) => Ok((done, Vec::new())),
-        None => deploy_call(env, spec, wf, plugin, t, before.live, info).await,
+        None => deploy_call(step, before.live, info).await,
     };
     let status = match &done {
         Ok((d, _)) if d.status == TargetState::Unchanged => "unchanged",
@@ -220,18 +233,21 @@ pub async fn deploy_target(
 }
 
 async fn deploy_call(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     before: Option<&Live>,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let TargetStep {
+        env,
+        spec,
+        wf,
+        plugin,
+        t,
+    } = step;
     let (req, _open) = target_request(env, spec, wf, t, &info);
     let started = Instant::now();
     if info.after_cut_off
-        && let Some(done) = reconcile(env, spec, wf, plugin, t, &req, before, &info).await
+        && let Some(done) = reconcile(step, &req, before, &info).await
     {
         return Ok(done);
     }
@@ -284,14 +300,17 @@ fn recorded_elsewhere<'a>(
 /// when the plugin can tell its current release, only if that reads the version too. `None`:
 /// deploy it.
 async fn done_elsewhere(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     before: Before<'_>,
     info: &StepInfo,
 ) -> Option<TargetDone> {
+    let TargetStep {
+        env,
+        spec,
+        wf,
+        plugin,
+        t,
+    } = step;
     let rec = recorded_elsewhere(spec, wf, before)?;
     let version = &spec.artifact.version;
     let log = env.log.for_deployment(wf);
@@ -348,17 +367,19 @@ async fn done_elsewhere(
 /// its current release and it is already the version being deployed, the call finished before
 /// the crash and is recorded as deployed without running again (an unknown target becomes a
 /// known one: design/plugin-contract.md "Targets"). `None`: run the call again, with the same key.
-#[expect(clippy::too_many_arguments, reason = "the target step's whole context")]
 async fn reconcile(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     req: &crate::plugin::Request,
     before: Option<&Live>,
     info: &StepInfo,
 ) -> Option<(TargetDone, Vec<Effect>)> {
+    let TargetStep {
+        env,
+        spec,
+        wf,
+        plugin,
+        t,
+    } = step;
     let log = env.log.for_deployment(wf);
     let version = &spec.artifact.version;
     if before
@@ -457,14 +478,17 @@ pub struct Slots {
 /// One target's share of a canary's candidate: DeployCandidate on that target, the slots'
 /// state sent along. No release is recorded: the candidate is not live until it is promoted.
 pub async fn candidate_target(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     slots_state: Slots,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let TargetStep {
+        env,
+        spec,
+        wf,
+        plugin,
+        t,
+    } = step;
     let slots = plugin
         .deployer
         .slot_deployer()
@@ -530,14 +554,17 @@ fn release_record(spec: &EnvSpec, wf: &str, t: &PlannedTarget) -> ReleaseRecord 
 /// One target's rollback along `mv`: the releases after `mv.to` are marked rolled back in the
 /// same transaction as the step, so `mv.to` is live again.
 pub async fn rollback_target(
-    env: &DeployEnv,
-    spec: &EnvSpec,
-    wf: &str,
-    plugin: &PluginHandle,
-    t: &PlannedTarget,
+    step: TargetStep<'_>,
     mv: &Move,
     info: StepInfo,
 ) -> Result<(TargetDone, Vec<Effect>), StepError> {
+    let TargetStep {
+        env,
+        spec,
+        wf,
+        plugin,
+        t,
+    } = step;
     let rb = plugin
         .deployer
         .rollbacker()

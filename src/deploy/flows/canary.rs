@@ -344,7 +344,18 @@ impl Flight {
                     let slots = slots.clone();
                     async move {
                         let h = env.plugin(spec).await?;
-                        steps::candidate_target(env, spec, ctx.id(), &h, &t, slots, info).await
+                        steps::candidate_target(
+                            steps::TargetStep {
+                                env,
+                                spec,
+                                wf: ctx.id(),
+                                plugin: &h,
+                                t: &t,
+                            },
+                            slots,
+                            info,
+                        )
+                        .await
                     }
                 },
             )

@@ -95,7 +95,18 @@ async fn body(run: &mut Run<'_>, redo: bool) -> Result<Report, Stop> {
                 async move {
                     let deploy = async {
                         let h = env.plugin(spec).await?;
-                        steps::deploy_target(env, spec, ctx.id(), &h, &t, live, info).await
+                        steps::deploy_target(
+                            steps::TargetStep {
+                                env,
+                                spec,
+                                wf: ctx.id(),
+                                plugin: &h,
+                                t: &t,
+                            },
+                            live,
+                            info,
+                        )
+                        .await
                     };
                     super::gated((env, spec, ctx.id()), (&t, version), vars_ref, deploy).await
                 }
