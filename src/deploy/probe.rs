@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,8 +61,9 @@ pub async fn command(
     limit: Duration,
     log: Option<&Logger>,
 ) -> Ran {
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c").arg(script).env_clear();
+    // Run only once its process group is recorded (`plugin::processes::gated`).
+    let mut cmd = crate::plugin::processes::gated("/bin/sh", script);
+    cmd.env_clear();
     // An empty `dir` (a deployment stored before it was recorded) runs in the engine's own.
     if !dir.as_os_str().is_empty() {
         cmd.current_dir(dir);
@@ -73,10 +73,7 @@ pub async fn command(
             cmd.env(k, v);
         }
     }
-    cmd.envs(env)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.envs(env).process_group(0).kill_on_drop(true);
     crate::sys::die_with_parent(&mut cmd);
     // One pipe for stdout and stderr: the lines keep the order the command wrote them.
     let cannot = |e: std::io::Error| Ran {
@@ -97,6 +94,12 @@ pub async fn command(
     };
     let _tracked = child.id().map(|pid| processes.track(pid));
     let group = child.id();
+    if let Err(e) = crate::plugin::processes::open_gate(&mut child).await {
+        if let Some(pgid) = group {
+            crate::sys::kill_group(pgid);
+        }
+        return cannot(e);
+    }
     let tail = std::sync::Mutex::new(VecDeque::new());
     let all = async { tokio::join!(drain(Some(output), Level::Info, log, &tail), child.wait()).1 };
     let waited = tokio::time::timeout(limit, all).await;

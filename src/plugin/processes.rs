@@ -351,6 +351,34 @@ impl Processes {
     }
 }
 
+/// What runs a command that must be recorded before it runs: a POSIX shell that waits at
+/// [`GATE`] first.
+const GATE_SHELL: &str = "/bin/sh";
+/// Waits for a line on stdin (EOF: the engine died before it recorded the command), then runs
+/// `$1` with the shell `$2`, stdin null.
+const GATE: &str = "IFS= read -r _ || exit 125; exec \"$2\" -c \"$1\" </dev/null";
+
+/// `shell -c command`, held at a gate until [`open_gate`]: the command runs only once its
+/// process group is recorded (the gate becomes the shell running it: same pid and group,
+/// stdin null). An engine killed between the spawn and the record closes the gate's stdin, so
+/// it exits and nothing of the command ever ran unrecorded.
+pub fn gated(shell: &str, command: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(GATE_SHELL);
+    cmd.args(["-c", GATE, "manent-command", command, shell])
+        .stdin(std::process::Stdio::piped());
+    cmd
+}
+
+/// Lets a [`gated`] command run; call it once its process group is recorded.
+pub async fn open_gate(child: &mut tokio::process::Child) -> std::io::Result<()> {
+    crate::failpoint::hit("command.spawned", "");
+    let mut gate = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the command's gate is gone"))?;
+    tokio::io::AsyncWriteExt::write_all(&mut gate, b"go\n").await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,6 @@
 //! manent's own environment reach them only when asked for.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -206,8 +205,9 @@ impl Exec {
         let vars = variables(req, t, to);
         check_env_names(&vars)?;
         let command = render(template, &vars, which)?;
-        let mut cmd = tokio::process::Command::new(&self.options.shell);
-        cmd.arg("-c").arg(&command).env_clear();
+        // Run only once its process group is recorded (`plugin::processes::gated`).
+        let mut cmd = crate::plugin::processes::gated(&self.options.shell, &command);
+        cmd.env_clear();
         for name in PASS_ENV
             .iter()
             .copied()
@@ -237,7 +237,6 @@ impl Exec {
         if let Some(dir) = &p.workdir {
             cmd.current_dir(dir);
         }
-        cmd.stdin(Stdio::null());
         // One pipe for stdout and stderr: the lines keep the order the command wrote them.
         let output = crate::plugin::lines::output_pipe(&mut cmd)
             .map_err(|e| PluginError::Failed(format!("cannot make a pipe for {which}: {e}")))?;
@@ -254,6 +253,10 @@ impl Exec {
         // an engine that dies leaves a record for the next one to kill it.
         let _tracked = child.id().map(|pid| req.processes.track(pid));
         let group = crate::sys::GroupKill::armed(child.id());
+        // Recorded: the command may run (a gate that cannot be opened: it never started).
+        crate::plugin::processes::open_gate(&mut child)
+            .await
+            .map_err(|e| PluginError::Failed(format!("{which}: cannot start the command: {e}")))?;
         // Its copies of the pipe's write end: the pipe ends when the command's do.
         drop(cmd);
         let (last_out, status) = tokio::join!(lines(Some(output), &log), child.wait());

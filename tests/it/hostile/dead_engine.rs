@@ -90,3 +90,34 @@ fn a_second_ctrl_c_stops_external_plugins_too() {
         || processes_with_env("HOSTILE_TAG", &tag).is_empty(),
     );
 }
+
+/// An engine killed after it started a command and before it recorded the command's process
+/// group: the command never runs (it waits at a gate the dead engine never opened), so nothing
+/// unrecorded runs beside the retry, and the retry deploys each target once.
+#[test]
+fn an_engine_killed_before_it_recorded_a_command_leaves_that_command_unrun() {
+    use std::os::unix::process::ExitStatusExt;
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    let out = fx.run_with(
+        &["deploy", "web", "prod", "--yes"],
+        &[
+            ("MANENT_FAILPOINTS", "command.spawned=kill@1"),
+            ("DELAY", "0"),
+        ],
+    );
+    assert_eq!(out.status.signal(), Some(9), "{}", said(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        slow_ledger(&fx).is_empty(),
+        "a command the engine never recorded ran: {:?}",
+        slow_ledger(&fx)
+    );
+    let out = fx.run_with(&["deploy", "web", "prod", "--yes"], &[("DELAY", "0")]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let ledger = slow_ledger(&fx);
+    assert_eq!(
+        ledger.iter().filter(|e| e.0 == "done").count(),
+        2,
+        "{ledger:?}"
+    );
+}
