@@ -209,6 +209,16 @@ async fn phase_of(db: &dyn Db, id: &str) -> Option<Phase> {
         .and_then(|p| serde_json::from_str(p).ok())
 }
 
+/// The same deploy: every setting equal, whatever words said why its plugin was chosen (the
+/// other plugins' errors may read differently each time they are asked).
+fn same_spec(a: &EnvSpec, b: &EnvSpec) -> bool {
+    let words = |s: &EnvSpec| EnvSpec {
+        chosen: None,
+        ..s.clone()
+    };
+    words(a) == words(b)
+}
+
 /// Among the deployments an engine resumed as it started, the one that is this very deploy
 /// (same kind, spec and dry-run), unless it waits for a decision: a `manent deploy` run again
 /// after a crash follows it. Submitting instead races the resumed run — one that had only its
@@ -230,7 +240,7 @@ pub async fn resumed_same(
         };
         let same = row.name == workflow
             && serde_json::from_str::<DeployInput>(&row.inputs)
-                .is_ok_and(|i| i.spec == *spec && i.dry_run == dry_run);
+                .is_ok_and(|i| same_spec(&i.spec, spec) && i.dry_run == dry_run);
         // One that waits for a decision stays there: [`deploy`] sends it the retry.
         let awaiting = matches!(
             phase_of(db, &row.id).await,
@@ -300,7 +310,7 @@ pub async fn deploy(
         };
         let same = live.name == workflow
             && serde_json::from_str::<DeployInput>(&live.inputs)
-                .is_ok_and(|i| i.spec == input.spec && i.dry_run == input.dry_run);
+                .is_ok_and(|i| same_spec(&i.spec, &input.spec) && i.dry_run == input.dry_run);
         let phase = phase_of(db, &live.id).await;
         let awaiting = matches!(phase, Some(Phase::AwaitingDecision { .. }));
         if same && awaiting {

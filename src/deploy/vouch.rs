@@ -55,7 +55,13 @@ fn differences(sub: &EnvSpec, mine: &EnvSpec) -> Vec<&'static str> {
     if canonical(&sub.descriptor) != canonical(&mine.descriptor) {
         out.push("its descriptor file");
     }
-    if sub.plugin != mine.plugin || sub.resource_type != mine.resource_type {
+    // With `deploy.plugins`, the deployment chose one of the same list.
+    let plugin_ok = if mine.plugins.is_empty() {
+        sub.plugin == mine.plugin && sub.plugins.is_empty()
+    } else {
+        sub.plugins == mine.plugins && mine.plugins.contains(&sub.plugin)
+    };
+    if !plugin_ok || sub.resource_type != mine.resource_type {
         out.push("its plugin");
     }
     if !same(&sub.params, &mine.params) {

@@ -102,7 +102,13 @@ impl<'a> Requests<'a> {
         request: Request<'_>,
         asked: Asked<'a>,
     ) -> Result<Submitted, SubmitError> {
-        let chosen = self.choose_plugin(spec).await?;
+        let chosen = match request {
+            Request::Deploy | Request::DryRun => self.choose_plugin(spec).await?,
+            // Rolled back by the plugin that deployed what is live.
+            Request::Rollback => self.plugin_of_live(spec).await,
+            // Test hooks call no plugin.
+            Request::Test { .. } => spec.clone(),
+        };
         let spec = &chosen;
         let sub = self.submission(asked);
         match request {
@@ -128,6 +134,32 @@ impl<'a> Requests<'a> {
             },
             Request::Test { candidate } => submit::test(self.store, spec, &sub, candidate).await,
         }
+    }
+
+    /// `spec` with the plugin of the deployment that made its live releases, when it names
+    /// `deploy.plugins` (and it is one of them); `spec` as it is otherwise.
+    async fn plugin_of_live(&self, spec: &EnvSpec) -> EnvSpec {
+        let mut out = spec.clone();
+        if spec.plugins.is_empty() {
+            return out;
+        }
+        let Ok(moves) = submit::rollback_moves(self.store, spec).await else {
+            return out;
+        };
+        let Some(by) = moves.first().map(|m| m.from.deployment_id.clone()) else {
+            return out;
+        };
+        let deployed_with = match self.store.workflow(&by).await {
+            Ok(Some(row)) => serde_json::from_str::<crate::deploy::DeployInput>(&row.inputs)
+                .ok()
+                .map(|i| i.spec.plugin),
+            _ => None,
+        };
+        if let Some(plugin) = deployed_with.filter(|p| spec.plugins.contains(p)) {
+            out.chosen = Some(format!("{plugin} deployed the live release ({by})"));
+            out.plugin = plugin;
+        }
+        out
     }
 
     /// `spec` with its plugin chosen from `deploy.plugins` (asked by the engine here, or by a

@@ -351,20 +351,20 @@ impl Processes {
     }
 }
 
-/// What runs a command that must be recorded before it runs: a POSIX shell that waits at
-/// [`GATE`] first.
-const GATE_SHELL: &str = "/bin/sh";
-/// Waits for a line on stdin (EOF: the engine died before it recorded the command), then runs
-/// `$1` with the shell `$2`, stdin null.
-const GATE: &str = "IFS= read -r _ || exit 125; exec \"$2\" -c \"$1\" </dev/null";
+/// Put before a gated command: wait for a line on stdin (EOF: the engine died before it
+/// recorded the command), then take stdin from /dev/null, on the command's first line (its line
+/// numbers stay what they were).
+const GATE: &str = "IFS= read -r _ || exit 125; exec </dev/null; ";
 
 /// `shell -c command`, held at a gate until [`open_gate`]: the command runs only once its
-/// process group is recorded (the gate becomes the shell running it: same pid and group,
-/// stdin null). An engine killed between the spawn and the record closes the gate's stdin, so
-/// it exits and nothing of the command ever ran unrecorded.
+/// process group is recorded. The shell itself waits at the gate (a POSIX `read`), so the
+/// recorded process is the one that runs the command — same pid, group and program, stdin null
+/// once it runs. An engine killed between the spawn and the record closes the gate's stdin, so
+/// the shell exits and nothing of the command ever ran unrecorded.
 pub fn gated(shell: &str, command: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(GATE_SHELL);
-    cmd.args(["-c", GATE, "manent-command", command, shell])
+    let mut cmd = tokio::process::Command::new(shell);
+    cmd.arg("-c")
+        .arg(format!("{GATE}{command}"))
         .stdin(std::process::Stdio::piped());
     cmd
 }

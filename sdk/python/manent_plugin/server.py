@@ -301,15 +301,19 @@ class _Service(DeployerBase):
 
     async def _with_request(self, call: str, w: Any, fn: Callable[[Request], Awaitable[Any]],
                             with_secrets: bool = True) -> Any:
+        # Every line logged during the call — the plugin's, and the SDK's own, a failure's
+        # traceback included — names its deployment (and its target when it has one).
+        tags = None
+        if w.deployment_id:
+            tags = {"deployment_id": w.deployment_id}
+            if len(w.targets) == 1:
+                t = w.targets[0]
+                tags["target"] = t.moniker.split("::")[-1] if t.moniker else t.host
+                tags["moniker"] = t.moniker
+        token = CALL.set(tags)
+
         async def work() -> Any:
             req = self._request(w, with_secrets)
-            tags = None
-            if req.deployment_id:
-                tags = {"deployment_id": req.deployment_id}
-                if len(req.targets) == 1:
-                    tags["target"] = req.targets[0].name
-                    tags["moniker"] = req.targets[0].moniker
-            token = CALL.set(tags)
             started = time.monotonic()
             cancelled = True
             try:
@@ -329,8 +333,10 @@ class _Service(DeployerBase):
                         "call": call, "idempotency_key": req.idempotency_key,
                         "ms": int((time.monotonic() - started) * 1000),
                         "cancelled": cancelled})
-                CALL.reset(token)
-        return await self._call(call, work)
+        try:
+            return await self._call(call, work)
+        finally:
+            CALL.reset(token)
 
     def _conformance(self, w: Any) -> Optional[Dict[str, Any]]:
         """The conformance kit's request, when the kit started this plugin and asks."""
@@ -565,7 +571,8 @@ def _wait_for_debugger(log: logging.Logger) -> None:
     if os.environ.get("MANENT_PLUGIN_WAIT_FOR_DEBUGGER") != "1":
         return
     log.warning("waiting for a debugger to attach", extra={"pid": os.getpid()})
-    while not _traced():
+    # gdb stays attached (a tracer); debugpy attaches through gdb, detaches, and is then loaded.
+    while not (_traced() or "debugpy" in sys.modules or "pydevd" in sys.modules):
         time.sleep(0.1)
     log.info("a debugger is attached: serving")
 

@@ -67,7 +67,7 @@ pub async fn plan(config_path: &Path, a: &PlanArgs, out: &mut Out) -> u8 {
             Ok(s) => s,
             Err(e) => {
                 out.error(e);
-                return exit::FAILED;
+                return exit::BAD_INPUT;
             }
         }
     };

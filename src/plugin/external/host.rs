@@ -315,11 +315,20 @@ impl Host {
     /// True when manent's environment asks for this plugin to wait for a debugger
     /// (`MANENT_PLUGIN_DEBUG=NAME[,NAME…]` or `*`).
     fn debugging(&self) -> bool {
+        // By its name in manent.yml, or its binary's (with or without `manent-plugin-`).
+        let binary = self
+            .spec
+            .command
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
         std::env::var(handshake::ENV_DEBUG).is_ok_and(|names| {
-            names
-                .split(',')
-                .map(str::trim)
-                .any(|n| n == "*" || n == self.spec.name)
+            names.split(',').map(str::trim).any(|n| {
+                n == "*"
+                    || n == self.spec.name
+                    || n == binary
+                    || binary.strip_prefix("manent-plugin-") == Some(n)
+            })
         })
     }
 
@@ -429,7 +438,7 @@ impl Host {
                     "no go-plugin handshake within {} (start_timeout): a plugin must print its \
                      handshake line on stdout first (manent::plugin::external::serve or \
                      hashicorp/go-plugin's Serve do); raise `start_timeout` if it is just slow",
-                    humantime::format_duration(s.start_timeout)
+                    humantime::format_duration(self.start_timeout())
                 )));
             }
             Ok(Ok(0) | Err(_)) => {
@@ -516,7 +525,6 @@ impl Host {
     /// Mutual TLS, health and Configure, within what is left of `start_timeout`; a start stuck
     /// on the way names the phase it is stuck in.
     async fn dial(&self, p: &Spawned, shake: &Handshake) -> Result<Dialed, PluginError> {
-        let s = &self.spec;
         let kill = |e: PluginError| {
             crate::sys::kill_group(p.pid);
             e
@@ -558,7 +566,7 @@ impl Host {
                      the plugin accepted the connection but does not speak gRPC over mutual \
                      TLS — check that it is a manent plugin, or raise `start_timeout` if it is \
                      just slow",
-                    humantime::format_duration(s.start_timeout)
+                    humantime::format_duration(self.start_timeout())
                 ))))
             }
         }

@@ -81,6 +81,17 @@ impl Kit {
                  plugin expects (any name reads a value the kit makes up)",
             );
         }
+        if let Some(shown) = self.leaked_in.first() {
+            return check(
+                "secret-leak",
+                Outcome::Fail,
+                format!(
+                    "the secret the plugin read ({reads} read(s)) was in what it answered the \
+                     kit (see `{shown}`, where it shows as [the secret]): an error or a \
+                     target's message is stored and shown — never put a secret's value in one"
+                ),
+            );
+        }
         // What the plugin wrote during the call has arrived by now or very soon.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let forms = leaked_forms(&author.value);
@@ -234,9 +245,8 @@ impl Kit {
                 format!(
                     "{:?} was logged during Deploy naming {}: `manent logs` of a deployment \
                      shows only the lines that name it — log through the call's logger (Go: \
-                     req.Log / req.TargetLog(t); Python: req.log / req.target_log(t), or any \
-                     logger during the call; Rust: any logger during the call) or add a \
-                     deployment_id attribute",
+                     req.Log / req.TargetLog(t); Python: req.log / req.target_log(t); Rust: \
+                     the SDK's logger in the call's task) or add a deployment_id attribute",
                     l.message,
                     match &l.deployment_id {
                         Some(d) => format!("deployment {d}, not the call's {}", self.run),

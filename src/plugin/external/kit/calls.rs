@@ -159,17 +159,34 @@ impl Kit {
         deployed: &Result<DeployResult, PluginError>,
     ) -> Check {
         match deployed {
-            Ok(r) => match self.answers_every_target(r) {
-                Ok(statuses) => check(
-                    "deploy",
-                    Outcome::Pass,
-                    format!(
-                        "{version} on {} targets: {statuses}",
-                        self.spec.targets.len()
+            Ok(r) => {
+                match self.answers_every_target(r).and_then(|statuses| {
+                    use crate::plugin::types::TargetStatus;
+                    match r.targets.iter().find(|t| {
+                        !matches!(t.status, TargetStatus::Deployed | TargetStatus::Unchanged)
+                    }) {
+                        Some(t) => Err(format!(
+                            "Deploy answered {} {} on the kit's request: {} (every target must end \
+                         deployed or unchanged; give the kit targets it can deploy to in its \
+                         file)",
+                            t.host,
+                            t.status.as_str(),
+                            t.message
+                        )),
+                        None => Ok(statuses),
+                    }
+                }) {
+                    Ok(statuses) => check(
+                        "deploy",
+                        Outcome::Pass,
+                        format!(
+                            "{version} on {} targets: {statuses}",
+                            self.spec.targets.len()
+                        ),
                     ),
-                ),
-                Err(why) => check("deploy", Outcome::Fail, why),
-            },
+                    Err(why) => check("deploy", Outcome::Fail, why),
+                }
+            }
             Err(e) if self.died(p).await => check(
                 "deploy",
                 Outcome::Fail,

@@ -69,7 +69,8 @@ impl Kit {
                 format!(
                     "the same idempotency key again (attempt 2, as after a crash) answered \
                      `deployed` on {}: the work was done again — answer `unchanged` when the \
-                     key's work is done (or say in the kit file `not_idempotent: WHY`)",
+                     key's work is done, remembered where a restart finds it (or say in the \
+                     kit file `not_idempotent: WHY`)",
                     redone.join(", ")
                 ),
             );
@@ -147,6 +148,16 @@ impl Kit {
                 "dry-run",
                 Outcome::Fail,
                 format!("the plugin died answering DryRun: {e}"),
+            ),
+            // After a deploy that worked, a plan must work too.
+            Err(e) if deployed => check(
+                "dry-run",
+                Outcome::Fail,
+                format!(
+                    "DryRun failed after the kit's deploy worked ({} error: {e}): a plan of \
+                     what the plugin can deploy must not fail",
+                    kind(&e)
+                ),
             ),
             Err(e) => check(
                 "dry-run",

@@ -261,6 +261,8 @@ struct Kit {
     author: Arc<AuthorSecret>,
     open: Secrets,
     _open: crate::plugin::secrets::SecretsGuard,
+    /// The checks whose detail (an error, a target's message) carried the author's secret.
+    leaked_in: Vec<&'static str>,
     host: Arc<Host>,
     capture: Arc<Capture>,
     checks: Vec<Check>,
@@ -334,6 +336,7 @@ pub async fn run(spec: KitSpec) -> Report {
         author,
         open,
         _open: guard,
+        leaked_in: Vec::new(),
         run: format!("dep-conformance-{:08x}", fastrand::u32(..)),
         spec,
         host,
@@ -394,6 +397,15 @@ impl Kit {
     /// Records `c`, with the time it took (since the check before) unless it says its own; the
     /// start's phases share the `start` check's time.
     fn push(&mut self, mut c: Check) {
+        // The author's secret never shows in the report: an error or a target's message that
+        // carried it is said by `secret-leak`, and hidden here.
+        let forms = leaked_forms(&self.author.value);
+        if forms.iter().any(|f| c.detail.contains(f.as_str())) {
+            self.leaked_in.push(c.name);
+            c.detail = forms
+                .iter()
+                .fold(c.detail, |d, f| d.replace(f.as_str(), "[the secret]"));
+        }
         let now = Instant::now();
         if c.ms.is_none() && !START.contains(&c.name) {
             c.ms = Some(ms(now.duration_since(self.last)));
