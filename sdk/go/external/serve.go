@@ -260,6 +260,10 @@ func waitForDebugger(log hclog.Logger) {
 	if os.Getenv("MANENT_PLUGIN_WAIT_FOR_DEBUGGER") != "1" {
 		return
 	}
+	// Any process of this user may attach, not only an ancestor (Ubuntu's default
+	// kernel.yama.ptrace_scope=1 refuses `dlv attach` from another terminal otherwise).
+	const prSetPtracer, prSetPtracerAny = 0x59616d61, ^uintptr(0)
+	syscall.Syscall(syscall.SYS_PRCTL, prSetPtracer, prSetPtracerAny, 0)
 	log.Warn("waiting for a debugger to attach", "pid", os.Getpid())
 	for !traced() {
 		time.Sleep(100 * time.Millisecond)

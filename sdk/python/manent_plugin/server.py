@@ -570,6 +570,13 @@ def _wait_for_debugger(log: logging.Logger) -> None:
     names this plugin), waits until one is attached before anything else."""
     if os.environ.get("MANENT_PLUGIN_WAIT_FOR_DEBUGGER") != "1":
         return
+    # Any process of this user may attach, not only an ancestor (Ubuntu's default
+    # kernel.yama.ptrace_scope=1 refuses `gdb -p` from another terminal otherwise).
+    try:
+        import ctypes  # pylint: disable=import-outside-toplevel
+        ctypes.CDLL(None).prctl(0x59616d61, ctypes.c_ulong(-1 & 0xFFFFFFFFFFFFFFFF), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
     log.warning("waiting for a debugger to attach", extra={"pid": os.getpid()})
     # gdb stays attached (a tracer); debugpy attaches through gdb, detaches, and is then loaded.
     while not (_traced() or "debugpy" in sys.modules or "pydevd" in sys.modules):

@@ -89,6 +89,7 @@ fn sdk_root(given: Option<&Path>) -> Option<PathBuf> {
 fn render(text: &str, name: &str, sdk: &str, rust_dep: &str) -> String {
     text.replace("{{name}}", name)
         .replace("{{type}}", &type_name(name))
+        .replace("{{sdk_sh}}", &crate::plugin::builtin::sh_quote(sdk))
         .replace("{{sdk}}", sdk)
         .replace("{{rust_dep}}", rust_dep)
 }

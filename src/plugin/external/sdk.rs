@@ -202,6 +202,9 @@ fn wait_for_debugger() {
     if std::env::var(handshake::ENV_WAIT_FOR_DEBUGGER).as_deref() != Ok("1") {
         return;
     }
+    // Any process of this user may attach, not only an ancestor (Ubuntu's default
+    // `kernel.yama.ptrace_scope=1` refuses `gdb -p` from another terminal otherwise).
+    let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
     logger().warn(&format!(
         "waiting for a debugger to attach to pid {}",
         std::process::id()

@@ -4,9 +4,11 @@
 # Go SDK from {{sdk}}/sdk/go — no module proxy, no go.sum. With network access, `go mod tidy &&
 # go build -o manent-plugin-{{name}} .` works as well (go.mod points at the same SDK).
 set -eu
+# The SDK: MANENT_GO_SDK (relative to where you are), or the checkout `plugin new` was given.
+sdk=${MANENT_GO_SDK:-{{sdk_sh}}/sdk/go}
+sdk=$(cd "$sdk" && pwd)
 cd "$(dirname "$0")"
 here=$(pwd)
-sdk="${MANENT_GO_SDK:-{{sdk}}/sdk/go}"
 ws=$(mktemp -d)
 trap 'rm -rf "$ws"' EXIT
 mkdir -p "$ws/src/manent.dev/sdk"

@@ -3,11 +3,13 @@
 # starts. manent clears a plugin's environment, so the executable names the venv's python by its
 # absolute path.
 set -eu
+# The SDK: MANENT_PYTHON_SDK (relative to where you are), or the checkout `plugin new` was given.
+sdk=${MANENT_PYTHON_SDK:-{{sdk_sh}}/sdk/python}
+sdk=$(cd "$sdk" && pwd)
 cd "$(dirname "$0")"
 python3 -m venv .venv
 # pip builds a local package inside its directory (build/, *.egg-info): build a copy in a
 # temporary directory instead, so the SDK's checkout is left as it is (and may be read-only).
-sdk="${MANENT_PYTHON_SDK:-{{sdk}}/sdk/python}"
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 cp -R "$sdk/." "$build/"
