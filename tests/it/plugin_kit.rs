@@ -796,8 +796,8 @@ const GO_VARIANTS: &[Variant] = &[
     (
         "logs its secret",
         &[(
-            "\treq.Log.Info(\"deploy\", \"targets\", len(req.Targets))",
-            "\ttoken, _ := req.Secret(ctx, \"token\")\n\treq.Log.Info(\"deploy\", \"token\", token)",
+            "\treq.Log().Info(\"deploy\", \"targets\", len(req.Targets))",
+            "\ttoken, _ := req.Secret(ctx, \"token\")\n\treq.Log().Info(\"deploy\", \"token\", token)",
         )],
         "secret-leak",
     ),
@@ -812,8 +812,8 @@ const GO_VARIANTS: &[Variant] = &[
     (
         "refuses invalid input as retryable",
         &[(
-            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn plugin.Permanent(err)\n\t}\n\treq.Log.Debug",
-            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn err\n\t}\n\treq.Log.Debug",
+            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn plugin.Permanent(err)\n\t}\n\treq.Log().Debug",
+            "\tif err := req.DecodeParams(&p); err != nil {\n\t\treturn err\n\t}\n\treq.Log().Debug",
         )],
         "invalid-input",
     ),

@@ -60,7 +60,7 @@ func (s *server) open(w *pb.DeployRequest) (r *plugin.Request, done func()) {
 // request converts a request and gives it the call's logger.
 func (s *server) request(w *pb.DeployRequest) *plugin.Request {
 	r := requestFromWire(w)
-	r.Log = callLogger(s.log, r)
+	r.Logger = callLogger(s.log, r)
 	return r
 }
 

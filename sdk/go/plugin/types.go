@@ -100,19 +100,25 @@ type Request struct {
 	// Parallelism is how many targets the plugin may work on at once (1 unless it announces
 	// parallel_targets).
 	Parallelism uint32
-	// Log is the call's logger: every line names the call's deployment (and its target when
-	// the call has one), so `manent logs DEP` shows it. Log per target with TargetLog.
-	Log hclog.Logger
+	// Logger is the call's logger, set by the SDK: read it with Log (a Request built by hand,
+	// in a test, logs nowhere).
+	Logger hclog.Logger
 
 	secrets SecretReader
 }
 
-// TargetLog is the call's logger for lines about target t.
-func (r *Request) TargetLog(t Target) hclog.Logger {
-	if r.Log == nil {
+// Log is the call's logger: every line names the call's deployment (and its target when the
+// call has one), so `manent logs DEP` shows it. Log per target with TargetLog.
+func (r *Request) Log() hclog.Logger {
+	if r.Logger == nil {
 		return hclog.NewNullLogger()
 	}
-	return r.Log.With("target", t.Name(), "moniker", t.Moniker)
+	return r.Logger
+}
+
+// TargetLog is the call's logger for lines about target t.
+func (r *Request) TargetLog(t Target) hclog.Logger {
+	return r.Log().With("target", t.Name(), "moniker", t.Moniker)
 }
 
 // DecodeParams unmarshals Params into v (no params decode as an empty object).

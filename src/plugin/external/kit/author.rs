@@ -245,7 +245,7 @@ impl Kit {
                 format!(
                     "{:?} was logged during Deploy naming {}: `manent logs` of a deployment \
                      shows only the lines that name it — log through the call's logger (Go: \
-                     req.Log / req.TargetLog(t); Python: req.log / req.target_log(t); Rust: \
+                     req.Log() / req.TargetLog(t); Python: req.log / req.target_log(t); Rust: \
                      the SDK's logger in the call's task) or add a deployment_id attribute",
                     l.message,
                     match &l.deployment_id {

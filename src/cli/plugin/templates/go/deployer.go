@@ -34,13 +34,13 @@ type params struct {
 }
 
 // Validate checks a request before any target is touched (no secrets, 30 s at most). Log
-// through req.Log: its lines name the deployment, so `manent logs` shows them.
+// through req.Log(): its lines name the deployment, so `manent logs` shows them.
 func (d *deployer) Validate(ctx context.Context, req *plugin.Request) error {
 	var p params
 	if err := req.DecodeParams(&p); err != nil {
 		return plugin.Permanent(err)
 	}
-	req.Log.Debug("validate", "application", req.Application)
+	req.Log().Debug("validate", "application", req.Application)
 	return nil
 }
 
@@ -51,7 +51,7 @@ func (d *deployer) Deploy(ctx context.Context, req *plugin.Request) (*plugin.Res
 	if err := req.DecodeParams(&p); err != nil {
 		return nil, plugin.Permanent(err)
 	}
-	req.Log.Info("deploy", "targets", len(req.Targets))
+	req.Log().Info("deploy", "targets", len(req.Targets))
 	// Wait without ignoring cancellation: a cancelled call must stop.
 	select {
 	case <-time.After(time.Duration(p.DelayMs) * time.Millisecond):

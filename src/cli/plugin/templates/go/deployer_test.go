@@ -14,7 +14,7 @@ func TestDeployIsNotImplementedYet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Deploy(context.Background(), &plugin.Request{Log: hclog.NewNullLogger()})
+	_, err = d.Deploy(context.Background(), &plugin.Request{})
 	if !plugin.IsPermanent(err) {
 		t.Fatalf("want a permanent error, got %v", err)
 	}
