@@ -245,7 +245,7 @@ func (p *stopper) intercept(srv *server) grpc.UnaryServerInterceptor {
 			defer func() {
 				if v := recover(); v != nil {
 					resp = nil
-					err = srv.panicked(strings.TrimPrefix(info.FullMethod, "/manent.plugin.v1.Deployer/"), v, debug.Stack())
+					err = srv.panicked(req, strings.TrimPrefix(info.FullMethod, "/manent.plugin.v1.Deployer/"), v, debug.Stack())
 				}
 			}()
 		}
@@ -292,17 +292,7 @@ const CallEnded = "call ended"
 
 // callEnded logs CallEnded for a call of req that started at started.
 func callEnded(ctx context.Context, log hclog.Logger, method string, req interface{}, started time.Time) {
-	var w *pb.DeployRequest
-	switch r := req.(type) {
-	case *pb.DeployRequest:
-		w = r
-	case *pb.RollbackRequest:
-		w = r.GetRequest()
-	case *pb.WeightRequest:
-		w = r.GetRequest()
-	case *pb.TrafficRequest:
-		w = r.GetRequest()
-	}
+	w := wireRequest(req)
 	if w.GetDeploymentId() == "" {
 		return
 	}
@@ -310,6 +300,21 @@ func callEnded(ctx context.Context, log hclog.Logger, method string, req interfa
 		"call", strings.TrimPrefix(method, "/manent.plugin.v1.Deployer/"),
 		"idempotency_key", w.GetIdempotencyKey(), "ms", time.Since(started).Milliseconds(),
 		"cancelled", ctx.Err() != nil)
+}
+
+// wireRequest is the DeployRequest a call carries (nil for Configure and Supports).
+func wireRequest(req interface{}) *pb.DeployRequest {
+	switch r := req.(type) {
+	case *pb.DeployRequest:
+		return r
+	case *pb.RollbackRequest:
+		return r.GetRequest()
+	case *pb.WeightRequest:
+		return r.GetRequest()
+	case *pb.TrafficRequest:
+		return r.GetRequest()
+	}
+	return nil
 }
 
 // watchParent stops the plugin when its parent changes: a host killed outright never says

@@ -395,7 +395,12 @@ func (s *server) ScaleCandidate(ctx context.Context, req *pb.WeightRequest) (*pb
 }
 
 // panicked is what a call that panicked answers: UNKNOWN (retryable), the stack in the log.
-func (s *server) panicked(method string, v interface{}, stack []byte) error {
-	s.log.Error("plugin panicked", "call", method, "panic", fmt.Sprint(v), "stack", string(stack))
+func (s *server) panicked(req interface{}, method string, v interface{}, stack []byte) error {
+	log := s.log
+	if w := wireRequest(req); w.GetDeploymentId() != "" {
+		// Said with the call's deployment, so `manent logs DEP` has it.
+		log = log.With("deployment_id", w.GetDeploymentId())
+	}
+	log.Error("plugin panicked", "call", method, "panic", fmt.Sprint(v), "stack", string(stack))
 	return status.Errorf(codes.Unknown, "the plugin panicked in %s: %v", method, v)
 }
