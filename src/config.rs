@@ -244,6 +244,19 @@ pub struct EnvSpec {
 }
 
 impl EnvSpec {
+    /// The plugin as a person reads it before a deployment chose: `exec`, or, with
+    /// `deploy.plugins`, `the first of [a, b] that supports it`.
+    pub fn plugin_said(&self) -> String {
+        if self.plugins.is_empty() || self.chosen.is_some() {
+            self.plugin.clone()
+        } else {
+            format!(
+                "the first of [{}] that supports it",
+                self.plugins.join(", ")
+            )
+        }
+    }
+
     /// `application/environment`: what history and the one-live-deploy rule key on.
     pub fn subject(&self) -> String {
         format!("{}/{}", self.application, self.environment)

@@ -100,7 +100,7 @@ pub struct AppEnv {
     pub environment: String,
     /// Production environment.
     pub production: bool,
-    /// Plugin.
+    /// The plugin, as said before a deploy (with `deploy.plugins`, the list it chooses from).
     pub plugin: String,
     /// Version the descriptor names.
     pub version: String,

@@ -265,7 +265,7 @@ pub(super) fn apps_of(config: &Config) -> Vec<(AppEnv, Option<Plan>)> {
                 application: spec.application.clone(),
                 environment: spec.environment.clone(),
                 production: spec.production,
-                plugin: spec.plugin.clone(),
+                plugin: spec.plugin_said(),
                 version: spec.artifact.version.clone(),
                 strategy: spec.strategy.short(),
                 targets: spec.targets.len(),

@@ -57,7 +57,8 @@ const PASS_ENV: &[&str] = &[
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Options {
-    /// The shell that runs commands (`SHELL -c COMMAND`).
+    /// The shell that runs commands (`SHELL -c COMMAND`): a POSIX shell (sh, dash, bash, ksh,
+    /// zsh), which waits on its first line until manent has recorded it.
     #[serde(default = "default_shell")]
     shell: String,
     /// Run targets of a batch in parallel (declares `parallel_targets`).
