@@ -1,5 +1,6 @@
 //! What the operator (or the world) asks the console to do: intents as data, produced by the
-//! keymap and by the event loop, consumed by `App::update`.
+//! key table (`app::keys`) and by the event loop, consumed by `App::update`; and the modes that
+//! decide what a key means.
 
 use std::sync::Arc;
 
@@ -108,4 +109,25 @@ pub enum Action {
     LogsDropped(u64),
     /// A deployment's log lines from before the console opened, oldest first.
     LogHistory(String, Arc<Vec<LogLine>>),
+}
+
+/// What has the keyboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A screen, no dialog.
+    Normal,
+    /// The help overlay.
+    Help,
+    /// A confirmation: [Cancel] / [Confirm], and a reason to type.
+    Confirm,
+    /// A confirmation that needs the environment's name typed.
+    TypedConfirm,
+    /// A text prompt.
+    Prompt,
+    /// The command line (`:`): a prompt with completion and history.
+    Command,
+    /// The plan of an application's environment.
+    Plan,
+    /// A list to pick from (the version picker), or a scrollable page (a target's detail).
+    List,
 }

@@ -7,6 +7,7 @@
 
 mod asks;
 pub mod dialog;
+pub mod keys;
 mod lists;
 mod navigate;
 mod snapshot;
@@ -19,7 +20,7 @@ use ratatui::layout::Rect;
 
 use self::dialog::Reply;
 use super::action::Action;
-use super::keymap::Mode;
+use super::action::Mode;
 use super::layout;
 use super::logpane::LogPane;
 use crate::deploy::view::{DeploymentView, TargetView};
@@ -81,6 +82,21 @@ pub enum Focus {
     Hooks,
     /// Deployment: the canary (its slider takes ←/→).
     Canary,
+}
+
+impl Focus {
+    /// The panel's name, as its title says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Focus::Inbox => "Waiting on you",
+            Focus::Apps => "Applications",
+            Focus::Deployments => "Deployments",
+            Focus::Targets => "Targets",
+            Focus::Logs => "Logs",
+            Focus::Hooks => "Hooks",
+            Focus::Canary => "Canary",
+        }
+    }
 }
 
 /// How long the console waits for a deployment it started to show before it stops looking.

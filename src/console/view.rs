@@ -13,11 +13,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 pub use super::app::ViewCtx;
-use super::app::{App, Focus, Screen};
+use super::app::{App, Screen};
 use super::layout;
 use super::theme::Theme;
 use super::widgets;
-use crate::deploy::state::{DeploymentState, Topic};
+use crate::deploy::state::DeploymentState;
 use crate::engine::handle::EngineMode;
 
 /// Draws the whole screen.
@@ -225,17 +225,14 @@ fn engine_note(app: &App) -> Option<String> {
     })
 }
 
+/// The keys that matter now, from the key table: `? help` and `q quit` always show; the others
+/// go from the right when the line is full.
 fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-    let app = ctx.app;
-    let mut keys: Vec<(&str, &str)> = match app.screen {
-        Screen::Home => home_keys(app),
-        Screen::Deployment(_) => deployment_keys(app),
-    };
-    // `? help` and `q quit` always show; others go from the right when the line is full.
-    let always = [("?", "help"), ("q", "quit")];
-    let width = |k: &[(&str, &str)]| -> usize {
+    let all = super::app::keys::footer(ctx.app);
+    let (always, mut keys): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, _, a)| *a);
+    let width = |k: &[(String, &str, bool)]| -> usize {
         k.iter()
-            .map(|(k, w)| k.chars().count() + w.chars().count() + 3)
+            .map(|(k, w, _)| k.chars().count() + w.chars().count() + 3)
             .sum()
     };
     while !keys.is_empty() && width(&keys) + width(&always) > usize::from(area.width) {
@@ -243,119 +240,9 @@ fn render_footer(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     }
     keys.extend(always);
     let mut spans = Vec::new();
-    for (k, what) in keys {
+    for (k, what, _) in keys {
         spans.push(Span::styled(format!(" {k}"), ctx.theme.get("key")));
         spans.push(Span::styled(format!(" {what} "), ctx.theme.get("muted")));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
-}
-
-/// Home's keys, for the focused panel; read-only, only those that change nothing.
-fn home_keys(app: &App) -> Vec<(&'static str, &'static str)> {
-    let mut k = vec![(
-        "Enter",
-        match app.focus {
-            Focus::Apps => "plan",
-            Focus::Inbox => "go there",
-            _ => "open",
-        },
-    )];
-    if !app.readonly {
-        match app.focus {
-            Focus::Apps => {
-                k.extend([("D", "deploy"), ("R", "rollback"), ("d", "dry-run")]);
-                if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
-                    k.push(("t", "test"));
-                }
-            }
-            _ => {
-                if let Some(d) = app.selected_deployment() {
-                    k.extend(takes(d));
-                }
-            }
-        }
-    }
-    k.extend([("/", "filter"), ("Tab", "panel"), ("M", "messages")]);
-    k
-}
-
-/// What a deployment takes now, as keys.
-fn takes(d: &crate::deploy::view::DeploymentView) -> Vec<(&'static str, &'static str)> {
-    let mut keys = Vec::new();
-    if d.router_failed() {
-        keys.push(("r", "retry router"));
-        if d.takes(Topic::Revert) {
-            keys.push(("x", "revert"));
-        }
-        keys.push(("X", "abandon"));
-        return keys;
-    }
-    if d.takes(Topic::Promote) {
-        keys.push(("p", "promote"));
-    }
-    if d.takes(Topic::Revert) {
-        keys.push(("x", "revert"));
-    }
-    if d.takes(Topic::Back)
-        && d.canary
-            .as_ref()
-            .is_some_and(|c| c.status.back_to.is_some())
-    {
-        keys.push(("b", "back"));
-    }
-    if d.takes(Topic::Retry) {
-        keys.push(("r", "retry"));
-    }
-    if d.takes(Topic::Skip) && d.state == DeploymentState::FailedAwaiting {
-        keys.push(("s", "skip"));
-    }
-    if d.takes(Topic::Abort) {
-        keys.push(("A", "abort"));
-    }
-    if d.takes(Topic::Resume) {
-        keys.push(("Space", "resume"));
-    } else if d.takes(Topic::Pause) {
-        keys.push(("Space", if d.canary.is_some() { "hold" } else { "pause" }));
-    } else if d.never_started.is_some() && d.state == DeploymentState::Cancelled {
-        keys.push(("Space", "start it"));
-    }
-    if d.status.is_live() {
-        keys.push(("c", "cancel"));
-    }
-    keys
-}
-
-/// The deployment screen's keys: the focused panel's first, then what the deployment takes
-/// now (read-only: only the keys that change nothing).
-fn deployment_keys(app: &App) -> Vec<(&'static str, &'static str)> {
-    let mut keys = Vec::new();
-    match app.focus {
-        Focus::Canary if !app.readonly => {
-            if app.pending().is_some() {
-                keys.extend([("Enter", "apply weight"), ("Esc", "drop it")]);
-            } else if app.deployment().is_some_and(|d| d.takes(Topic::Weight)) {
-                keys.push(("←→", "weight"));
-            }
-        }
-        Focus::Targets => keys.push(("Enter", "target")),
-        Focus::Hooks => keys.push(("Enter", "hook")),
-        Focus::Logs => keys.extend([("↑↓", "scroll"), ("L", "level")]),
-        Focus::Canary | Focus::Apps | Focus::Deployments | Focus::Inbox => {}
-    }
-    if let Some(d) = app.deployment()
-        && !app.readonly
-    {
-        keys.extend(takes(d));
-        if app.selected_app().is_some_and(|a| !a.tests.is_empty()) {
-            keys.push(("t", "test"));
-        }
-    }
-    keys.extend([
-        ("/", "filter"),
-        ("Tab", "panel"),
-        ("z", "zoom"),
-        ("M", "messages"),
-        ("Esc", "back"),
-    ]);
-    keys
 }

@@ -28,7 +28,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use super::{App, ViewCtx};
 use crate::console::action::Action;
-use crate::console::keymap::Mode;
+use crate::console::action::Mode;
 use crate::console::scroll::Scroll;
 use crate::engine::handle::Command;
 use crate::plugin::Level;
