@@ -308,7 +308,7 @@ async fn demo_bytes() {
     let mut term = Terminal::with_options(backend, fixed(120, 40)).unwrap();
     let theme = Theme::load("default").unwrap();
     let mut app = App::new(false, manent::sys::now_ms());
-    app.follow_next = true;
+    app.ui.follow_next = true;
     // Ends the loop when the demo's deploy has finished; marks where the steady state starts
     // (the deploy running, the first full paint done).
     let mut snaps = h.snapshot.clone();

@@ -1,8 +1,10 @@
-//! The console's state and its one transition function. `App::update` is synchronous: it
-//! changes only UI state and returns at most one `Command` for the engine; the loop sends it.
-//! This file keeps the navigation (screens, panels, selections, filters, zoom, messages);
-//! what the keys that act ask is in [`asks`], the command line's verbs in [`verbs`], what a new
-//! snapshot changes in [`snapshot`], and every dialog in [`dialog`]. The screens
+//! The console's state and its one transition function. [`App`] is the engine's snapshot and
+//! log lines beside the operator's [`UiState`]; `App::update` is synchronous: it changes only UI
+//! state and returns at most one `Command` for the engine; the loop sends it. This file keeps
+//! the state, the messages and the dispatch; the panels and their lists are in [`panels`],
+//! moving about in [`navigate`], filters in [`lists`], every key in [`keys`], what the keys
+//! that act ask in [`asks`], the command line's verbs in [`verbs`], what a new snapshot changes
+//! in [`snapshot`], and every dialog in [`dialog`]. The screens
 //! (`console::view`) read the app through [`ViewCtx`]; nothing here reads them.
 
 mod asks;
@@ -10,6 +12,7 @@ pub mod dialog;
 pub mod keys;
 mod lists;
 mod navigate;
+mod panels;
 mod snapshot;
 mod verbs;
 
@@ -30,7 +33,8 @@ use crate::plugin::Level;
 pub use self::dialog::confirm::CONFIRM_GUARD_MS;
 pub use self::dialog::versions::{VersionChoice, Versions};
 pub use self::dialog::{Choice, Confirm, Modal};
-pub use lists::{FilterOf, headline, headline_rows};
+pub use lists::{headline, headline_rows};
+pub use panels::{Focus, ListState, Lists};
 
 /// How long an information message stays (the next key clears it sooner).
 pub const FLASH_MS: i64 = 8_000;
@@ -65,40 +69,6 @@ pub enum Screen {
     Deployment(String),
 }
 
-/// Which panel has the keyboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Focus {
-    /// Home: what waits on a human.
-    Inbox,
-    /// Home: applications and environments.
-    Apps,
-    /// Home: deployments.
-    Deployments,
-    /// Deployment: targets.
-    Targets,
-    /// Deployment: log lines.
-    Logs,
-    /// Deployment: lifecycle hooks.
-    Hooks,
-    /// Deployment: the canary (its slider takes ←/→).
-    Canary,
-}
-
-impl Focus {
-    /// The panel's name, as its title says it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Focus::Inbox => "Waiting on you",
-            Focus::Apps => "Applications",
-            Focus::Deployments => "Deployments",
-            Focus::Targets => "Targets",
-            Focus::Logs => "Logs",
-            Focus::Hooks => "Hooks",
-            Focus::Canary => "Canary",
-        }
-    }
-}
-
 /// How long the console waits for a deployment it started to show before it stops looking.
 const FOLLOW_STARTED_MS: i64 = 15_000;
 
@@ -113,17 +83,6 @@ pub struct Flash {
     pub at: i64,
 }
 
-/// Filters of the lists, each typed with `/` while the list has the focus.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filters {
-    /// Home's applications.
-    pub apps: String,
-    /// Home's deployments.
-    pub deployments: String,
-    /// The deployment on screen's targets (cleared when another opens).
-    pub targets: String,
-}
-
 /// Everything a screen or a dialog reads when it draws: the console and the colours.
 #[derive(Debug, Clone, Copy)]
 pub struct ViewCtx<'a> {
@@ -133,27 +92,28 @@ pub struct ViewCtx<'a> {
     pub theme: &'a super::theme::Theme,
 }
 
-/// The console.
+/// The console: what the engine said (its snapshot and log lines) and what the operator did
+/// with it (everything else, in [`UiState`]).
 #[derive(Debug, Clone)]
 pub struct App {
     /// The engine's latest state.
     pub snap: Arc<Snapshot>,
-    /// The log pane.
+    /// The engine's log lines, and the pane's scroll and filter.
     pub logs: LogPane,
+    /// Screens, panels, selections, dialogs, messages.
+    pub ui: UiState,
+}
+
+/// What the operator did with the engine's state: where they are, what is selected and
+/// filtered, the dialogs open, the messages said, and what the console waits for.
+#[derive(Debug, Clone)]
+pub struct UiState {
     /// The current screen.
     pub screen: Screen,
     /// Focused panel.
     pub focus: Focus,
-    /// Selected application/environment on Home (in the filtered list).
-    pub app_row: usize,
-    /// Selected deployment on Home (in the filtered list).
-    pub deployment_row: usize,
-    /// Selected target on the deployment screen (in the filtered list).
-    pub target_row: usize,
-    /// Selected hook on the deployment screen.
-    pub hook_row: usize,
-    /// The selected row of home's "waiting on you" panel.
-    pub inbox_row: usize,
+    /// Every list panel's selection and filter.
+    pub lists: Lists,
     /// Dialogs, topmost last.
     pub modals: Vec<Modal>,
     /// The message shown now.
@@ -188,8 +148,6 @@ pub struct App {
     pub pending_weight: Option<(String, u32)>,
     /// A weight sent to the engine and not yet read back from it.
     pub applying: Option<Applying>,
-    /// The lists' filters.
-    pub filters: Filters,
     /// The focused pane takes the whole screen.
     pub zoom: bool,
     /// Lines run on the command line, oldest first.
@@ -199,19 +157,12 @@ pub struct App {
     last_notice: u64,
 }
 
-impl App {
-    /// A console on an empty snapshot.
-    pub fn new(readonly: bool, now: i64) -> Self {
-        App {
-            snap: Arc::new(Snapshot::default()),
-            logs: LogPane::default(),
+impl UiState {
+    fn new(readonly: bool, now: i64) -> Self {
+        UiState {
             screen: Screen::Home,
             focus: Focus::Apps,
-            app_row: 0,
-            deployment_row: 0,
-            target_row: 0,
-            hook_row: 0,
-            inbox_row: 0,
+            lists: Lists::default(),
             modals: Vec::new(),
             flash: None,
             messages: VecDeque::new(),
@@ -228,22 +179,32 @@ impl App {
             leave_unwatched: None,
             pending_weight: None,
             applying: None,
-            filters: Filters::default(),
             zoom: false,
             command_history: Vec::new(),
             history_asked: std::collections::BTreeSet::new(),
             last_notice: 0,
         }
     }
+}
+
+impl App {
+    /// A console on an empty snapshot.
+    pub fn new(readonly: bool, now: i64) -> Self {
+        App {
+            snap: Arc::new(Snapshot::default()),
+            logs: LogPane::default(),
+            ui: UiState::new(readonly, now),
+        }
+    }
 
     /// What has the keyboard.
     pub fn mode(&self) -> Mode {
-        self.modals.last().map_or(Mode::Normal, Modal::mode)
+        self.ui.modals.last().map_or(Mode::Normal, Modal::mode)
     }
 
     /// The deployment the deployment screen shows.
     pub fn deployment(&self) -> Option<&DeploymentView> {
-        match &self.screen {
+        match &self.ui.screen {
             Screen::Deployment(id) => self.snap.deployments.iter().find(|d| &d.id == id),
             Screen::Home => None,
         }
@@ -254,7 +215,9 @@ impl App {
     pub fn selected_app(&self) -> Option<&AppEnv> {
         match self.deployment() {
             Some(d) => self.app_of(&d.application, &d.environment),
-            None if self.focus == Focus::Apps => self.visible_apps().get(self.app_row).copied(),
+            None if self.ui.focus == Focus::Apps => {
+                self.visible_apps().get(self.row(Focus::Apps)).copied()
+            }
             None => None,
         }
     }
@@ -275,25 +238,19 @@ impl App {
             .find(|a| a.application == application && a.environment == environment)
     }
 
-    /// What waits on a human, most urgent first (home's first panel).
-    pub fn inbox(&self) -> Vec<crate::deploy::inbox::Item> {
-        let locks: Vec<_> = self
-            .snap
-            .apps
-            .iter()
-            .filter_map(|a| a.lock.clone())
-            .collect();
-        let mut items = crate::deploy::inbox::items(&self.snap.deployments, &locks, self.now);
-        items.extend(crate::deploy::inbox::parked_items(&self.snap.parked));
-        items
-    }
-
     /// The selected deployment (Home list or the deployment screen).
     pub fn selected_deployment(&self) -> Option<&DeploymentView> {
-        self.deployment().or_else(|| match self.focus {
-            Focus::Deployments => self.visible_deployments().get(self.deployment_row).copied(),
+        self.deployment().or_else(|| match self.ui.focus {
+            Focus::Deployments => self
+                .visible_deployments()
+                .get(self.row(Focus::Deployments))
+                .copied(),
             Focus::Inbox => {
-                let id = self.inbox().get(self.inbox_row)?.deployment.clone()?;
+                let id = self
+                    .inbox()
+                    .get(self.row(Focus::Inbox))?
+                    .deployment
+                    .clone()?;
                 self.snap.deployments.iter().find(|d| d.id == id)
             }
             _ => None,
@@ -302,14 +259,16 @@ impl App {
 
     /// The selected target of the deployment screen.
     pub fn selected_target(&self) -> Option<&TargetView> {
-        self.visible_targets().get(self.target_row).copied()
+        self.visible_targets()
+            .get(self.row(Focus::Targets))
+            .copied()
     }
 
     /// The message the status line shows now, and how serious it is: the last one said, else
     /// what the database refuses while it lasts. On a deployment's screen its id goes without
     /// saying.
     pub fn status(&self) -> Option<(Level, String)> {
-        let (level, text) = match (&self.flash, &self.snap.store_trouble) {
+        let (level, text) = match (&self.ui.flash, &self.snap.store_trouble) {
             (Some(f), _) => (f.level, f.text.clone()),
             (None, Some(t)) => (Level::Error, format!("⚠ {t}")),
             (None, None) => return None,
@@ -328,7 +287,7 @@ impl App {
         let Some((_, text)) = self.status() else {
             return 0;
         };
-        let width = usize::from(self.size.0.saturating_sub(1)).max(20);
+        let width = usize::from(self.ui.size.0.saturating_sub(1)).max(20);
         let rows = dialog::wrap(&text, width).len();
         u16::try_from(rows.clamp(1, layout::STATUS_ROWS)).unwrap_or(1)
     }
@@ -337,7 +296,7 @@ impl App {
     pub fn deployment_layout(&self) -> Option<layout::Deployment> {
         let d = self.deployment()?;
         let [_, body, _, _] = layout::screen(
-            Rect::new(0, 0, self.size.0, self.size.1),
+            Rect::new(0, 0, self.ui.size.0, self.ui.size.1),
             self.status_rows(),
         );
         let main = if body.width >= layout::WIDE {
@@ -355,9 +314,9 @@ impl App {
 
     /// Log lines the log pane shows now.
     pub fn log_rows(&self) -> usize {
-        if self.zoom && self.focus == Focus::Logs {
+        if self.ui.zoom && self.ui.focus == Focus::Logs {
             let [_, body, _, _] = layout::screen(
-                Rect::new(0, 0, self.size.0, self.size.1),
+                Rect::new(0, 0, self.ui.size.0, self.ui.size.1),
                 self.status_rows(),
             );
             return layout::log_rows(body);
@@ -371,23 +330,23 @@ impl App {
         let f = Flash {
             text: text.into(),
             level,
-            at: self.now,
+            at: self.ui.now,
         };
-        self.messages.push_back(f.clone());
-        while self.messages.len() > MESSAGES {
-            self.messages.pop_front();
+        self.ui.messages.push_back(f.clone());
+        while self.ui.messages.len() > MESSAGES {
+            self.ui.messages.pop_front();
         }
-        self.flash = Some(f);
+        self.ui.flash = Some(f);
     }
 
     fn refuse_readonly(&mut self, what: &str) -> bool {
-        if self.readonly {
+        if self.ui.readonly {
             self.say(
                 Level::Warn,
                 format!("read-only console: {what} is disabled (started with --readonly)"),
             );
         }
-        self.readonly
+        self.ui.readonly
     }
 
     /// Applies `action`; returns the command to send, if any.
@@ -395,25 +354,25 @@ impl App {
         let command = self.apply(action);
         // A deployment shown for the first time: its log lines from before this console.
         if command.is_none()
-            && let Screen::Deployment(id) = &self.screen
-            && !self.history_asked.contains(id)
+            && let Screen::Deployment(id) = &self.ui.screen
+            && !self.ui.history_asked.contains(id)
         {
-            self.history_asked.insert(id.clone());
+            self.ui.history_asked.insert(id.clone());
             return Some(Command::LoadLogs { id: id.clone() });
         }
         command
     }
 
     fn apply(&mut self, action: Action) -> Option<Command> {
-        let was_dirty = self.dirty;
-        self.dirty = true;
+        let was_dirty = self.ui.dirty;
+        self.ui.dirty = true;
         match action {
             Action::Tick(now) => {
                 self.tick(now, was_dirty);
                 None
             }
             Action::Resize(w, h) => {
-                self.size = (w, h);
+                self.ui.size = (w, h);
                 self.next_panel(0);
                 None
             }
@@ -434,15 +393,20 @@ impl App {
                 None
             }
             Action::Redraw => {
-                self.redraw = true;
+                self.ui.redraw = true;
                 None
             }
             other => {
                 // A key: an information or a warning had its moment; an error stays until Esc.
-                if self.flash.as_ref().is_some_and(|f| f.level < Level::Error) {
-                    self.flash = None;
+                if self
+                    .ui
+                    .flash
+                    .as_ref()
+                    .is_some_and(|f| f.level < Level::Error)
+                {
+                    self.ui.flash = None;
                 }
-                if self.modals.is_empty() {
+                if self.ui.modals.is_empty() {
                     self.on_screen(other)
                 } else {
                     self.on_modal(&other)
@@ -454,43 +418,49 @@ impl App {
     /// Time passes: redraw only when something on screen shows it (a running clock changes
     /// once a second; an old message goes away).
     fn tick(&mut self, now: i64, was_dirty: bool) {
-        let second = now / 1000 != self.now / 1000;
-        let clock = match &self.screen {
+        let second = now / 1000 != self.ui.now / 1000;
+        let clock = match &self.ui.screen {
             Screen::Deployment(_) => self.deployment().is_some_and(|d| d.status.is_live()),
             Screen::Home => self.snap.deployments.iter().any(|d| d.status.is_live()),
         };
-        self.now = now;
-        let expired = self.flash.as_ref().is_some_and(|f| match f.level {
+        self.ui.now = now;
+        let expired = self.ui.flash.as_ref().is_some_and(|f| match f.level {
             Level::Error => false,
             Level::Warn => now - f.at > WARN_MS,
             _ => now - f.at > FLASH_MS,
         });
         if expired {
-            self.flash = None;
+            self.ui.flash = None;
         }
         // An answer that never comes (an engine gone) is not awaited on screen for ever.
         let stale = self
+            .ui
             .applying
             .as_ref()
             .is_some_and(|a| now - a.at > APPLYING_MS);
         if stale {
-            self.applying = None;
+            self.ui.applying = None;
         }
         // Time alone never un-dirties a frame still waiting to be drawn.
-        self.dirty = was_dirty || (second && clock) || expired || stale;
+        self.ui.dirty = was_dirty || (second && clock) || expired || stale;
     }
 
     fn on_screen(&mut self, action: Action) -> Option<Command> {
         match action {
-            Action::Help => self.modals.push(Modal::Help(dialog::help::Help::default())),
-            Action::EngineLog => self.modals.push(Modal::EngineLog),
+            Action::Help => self
+                .ui
+                .modals
+                .push(Modal::Help(dialog::help::Help::default())),
+            Action::EngineLog => self.ui.modals.push(Modal::EngineLog),
             Action::Messages => self
+                .ui
                 .modals
                 .push(Modal::Messages(dialog::messages::Messages::default())),
             Action::CommandLine => {
-                self.modals
+                self.ui
+                    .modals
                     .push(Modal::Command(dialog::command::CommandLine::with_history(
-                        self.command_history.clone(),
+                        self.ui.command_history.clone(),
                     )))
             }
             Action::Quit => self.quit(),
@@ -501,15 +471,15 @@ impl App {
             Action::Top => self.top(),
             Action::Bottom => self.bottom(),
             // The canary panel's arrows move its slider; every other panel's move the focus.
-            Action::Left | Action::Right if self.focus == Focus::Canary => {
+            Action::Left | Action::Right if self.ui.focus == Focus::Canary => {
                 self.nudge(if action == Action::Left { -1 } else { 1 });
             }
             Action::Right | Action::NextPanel => self.next_panel(1),
             Action::Left | Action::PrevPanel => self.next_panel(-1),
-            Action::Open if self.focus == Focus::Canary => self.ask_weight(),
+            Action::Open if self.ui.focus == Focus::Canary => self.ask_weight(),
             Action::Open => self.open(),
             Action::Back => self.back(),
-            Action::Zoom => self.zoom = !self.zoom,
+            Action::Zoom => self.ui.zoom = !self.ui.zoom,
             Action::Search => self.search(),
             Action::CycleLevel => {
                 self.logs.filter.min_level = match self.logs.filter.min_level {
@@ -526,24 +496,26 @@ impl App {
     }
 
     fn on_modal(&mut self, action: &Action) -> Option<Command> {
-        let mut top = self.modals.pop()?;
+        let mut top = self.ui.modals.pop()?;
         let reply = top.update(action, self);
         match reply {
-            Reply::Keep => self.modals.push(top),
+            Reply::Keep => self.ui.modals.push(top),
             Reply::Close => {}
             Reply::CloseSaying(level, text) => self.say(level, text),
             Reply::Say(level, text) => {
-                self.modals.push(top);
+                self.ui.modals.push(top);
                 self.say(level, text);
             }
             Reply::Send(command) => return Some(self.sent(command)),
-            Reply::Then(Action::Quit) if matches!(top, Modal::Quit(_)) => self.should_quit = true,
+            Reply::Then(Action::Quit) if matches!(top, Modal::Quit(_)) => {
+                self.ui.should_quit = true
+            }
             Reply::Then(action) => return self.on_screen(action),
-            Reply::Open(next) => self.modals.push(*next),
+            Reply::Open(next) => self.ui.modals.push(*next),
             Reply::Filter(of, text) => self.set_filter(of, text),
             Reply::Run(verb, line) => {
-                if self.command_history.last() != Some(&line) {
-                    self.command_history.push(line);
+                if self.ui.command_history.last() != Some(&line) {
+                    self.ui.command_history.push(line);
                 }
                 return self.run(verb);
             }
@@ -555,8 +527,8 @@ impl App {
     fn sent(&mut self, command: Command) -> Command {
         if let Command::LeaveUnwatched { ids, reason } = &command {
             // Journaled by the session as the console quits (its engine stops right after).
-            self.leave_unwatched = Some((ids.clone(), reason.clone()));
-            self.should_quit = true;
+            self.ui.leave_unwatched = Some((ids.clone(), reason.clone()));
+            self.ui.should_quit = true;
         }
         if let Command::Operator {
             id,
@@ -564,7 +536,7 @@ impl App {
             ..
         } = &command
         {
-            self.pending_weight = None;
+            self.ui.pending_weight = None;
             let decisions = self
                 .snap
                 .deployments
@@ -572,10 +544,10 @@ impl App {
                 .find(|d| d.id == *id)
                 .and_then(|d| d.canary.as_ref())
                 .map_or(0, |c| c.status.decisions.len());
-            self.applying = Some(Applying {
+            self.ui.applying = Some(Applying {
                 id: id.clone(),
                 weight: *w,
-                at: self.now,
+                at: self.ui.now,
                 decisions,
             });
         }
@@ -596,10 +568,10 @@ impl App {
         } = &command
         {
             let known = self.snap.deployments.iter().map(|d| d.id.clone()).collect();
-            self.follow_started = Some((
+            self.ui.follow_started = Some((
                 format!("{application}/{environment}"),
                 known,
-                self.now + FOLLOW_STARTED_MS,
+                self.ui.now + FOLLOW_STARTED_MS,
             ));
         }
         command
@@ -613,7 +585,8 @@ impl App {
     /// The pending weight of the canary on screen, if one was moved.
     pub fn pending(&self) -> Option<u32> {
         let d = self.canary()?;
-        self.pending_weight
+        self.ui
+            .pending_weight
             .as_ref()
             .filter(|(id, _)| *id == d.id)
             .map(|(_, w)| *w)
@@ -622,7 +595,8 @@ impl App {
     /// The weight sent for the canary on screen and not yet read back, if one is.
     pub fn applying(&self) -> Option<u32> {
         let d = self.canary()?;
-        self.applying
+        self.ui
+            .applying
             .as_ref()
             .filter(|a| a.id == d.id)
             .map(|a| a.weight)
@@ -630,7 +604,7 @@ impl App {
 
     /// The command just sent never reached the engine (its queue was full).
     pub fn not_sent(&mut self) {
-        self.applying = None;
+        self.ui.applying = None;
         self.say(
             Level::Warn,
             "the engine is busy: that command was not sent; press it again",
@@ -639,6 +613,6 @@ impl App {
 
     /// The terminal is smaller than the console can be read in.
     pub fn too_small(&self) -> bool {
-        self.size.0 < layout::MIN.0 || self.size.1 < layout::MIN.1
+        self.ui.size.0 < layout::MIN.0 || self.ui.size.1 < layout::MIN.1
     }
 }

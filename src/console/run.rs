@@ -67,28 +67,28 @@ where
         app.update(Action::Resize(size.width, size.height));
     }
     // The first frame starts from a clean screen.
-    app.redraw = true;
+    app.ui.redraw = true;
     loop {
-        if app.redraw {
+        if app.ui.redraw {
             // Whatever another program (or a dropped session) left on the terminal goes.
             if let Err(e) = terminal.clear() {
                 return gone(e.into());
             }
-            app.redraw = false;
-            app.dirty = true;
+            app.ui.redraw = false;
+            app.ui.dirty = true;
         }
-        if app.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
+        if app.ui.dirty && (keyed || last_draw.is_none_or(|t| t.elapsed() >= FRAME)) {
             if let Err(e) = terminal.draw(|f| {
                 view::render(f, app, theme);
                 caps.apply(f.buffer_mut());
             }) {
                 return gone(e.into());
             }
-            app.dirty = false;
+            app.ui.dirty = false;
             last_draw = Some(Instant::now());
         }
         keyed = false;
-        if app.should_quit {
+        if app.ui.should_quit {
             return Exit::Quit;
         }
         tokio::select! {
@@ -143,7 +143,7 @@ where
                 app.update(Action::LogHistory(id, lines));
             },
             // An update held back by the frame rate is drawn when its frame comes.
-            () = frame_after(last_draw), if app.dirty => {}
+            () = frame_after(last_draw), if app.ui.dirty => {}
             _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
         }
     }

@@ -83,12 +83,12 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
         Err(e) => return Ended::Failed(e.to_string()),
     };
     let mut app = App::new(options.readonly, crate::sys::now_ms());
-    app.stop_on_quit = options.stop_on_quit;
+    app.ui.stop_on_quit = options.stop_on_quit;
     for w in &theme.warnings {
         tracing::warn!("{w}");
     }
     if let Some(text) = options.open_first.clone() {
-        app.follow_next = true;
+        app.ui.follow_next = true;
         app.say(crate::plugin::Level::Info, text);
     }
     let ended = {
@@ -121,7 +121,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     let engine = handle.close().await;
     match ended {
         Exit::Quit => {
-            let left = app.leave_unwatched.take();
+            let left = app.ui.leave_unwatched.take();
             if let (Some((ids, reason)), Some(e)) = (&left, &engine) {
                 journal_unwatched(e, ids, reason.as_deref(), note).await;
             }

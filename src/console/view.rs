@@ -4,6 +4,7 @@ mod canary;
 mod deployment;
 mod home;
 mod hooks;
+pub mod list;
 mod logs;
 mod side;
 
@@ -34,7 +35,7 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
     }
     let [header, body, status, footer] = layout::screen(area, app.status_rows());
     render_header(frame, header, &ctx);
-    match &app.screen {
+    match &app.ui.screen {
         Screen::Home => home::render(frame, body, &ctx),
         Screen::Deployment(_) => deployment::render(frame, body, &ctx),
     }
@@ -47,7 +48,7 @@ pub fn render(frame: &mut Frame<'_>, app: &App, theme: &Theme) {
 
 /// A screen too small to read panels in says so, and what to do.
 fn render_too_small(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-    let (w, h) = ctx.app.size;
+    let (w, h) = ctx.app.ui.size;
     let text = format!(
         "The terminal is {w}×{h}: manent's console needs at least {}×{}. Enlarge the window          (or lower the font size). q quits; `manent status` prints the same in a shell.",
         layout::MIN.0,
@@ -87,7 +88,7 @@ fn render_status(
         }
     }
     // An error stays until Esc: its last row says so.
-    let dismiss = level == crate::plugin::Level::Error && ctx.app.flash.is_some();
+    let dismiss = level == crate::plugin::Level::Error && ctx.app.ui.flash.is_some();
     let last = rows.len().saturating_sub(1);
     let lines: Vec<Line<'_>> = rows
         .into_iter()
@@ -159,7 +160,7 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 spans.push(Span::styled(note, theme.get("production")));
             }
             spans.push(sep.clone());
-            let end = d.completed_at.unwrap_or(app.now);
+            let end = d.completed_at.unwrap_or(app.ui.now);
             spans.push(Span::styled(widgets::elapsed(end - d.created_at), h));
             spans.push(sep.clone());
             spans.push(Span::styled(format!("by {}", d.operator), h));
@@ -207,10 +208,10 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         }
     }
     let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
-    let badge = if app.readonly { " READ-ONLY " } else { "" };
+    let badge = if app.ui.readonly { " READ-ONLY " } else { "" };
     let fill = usize::from(area.width).saturating_sub(used + badge.len());
     spans.push(Span::styled(" ".repeat(fill), h));
-    if app.readonly {
+    if app.ui.readonly {
         spans.push(Span::styled(badge, theme.get("readonly")));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);

@@ -33,7 +33,7 @@ fn op(id: &str, command: OperatorCommand, reason: Option<&str>) -> Option<Comman
 }
 
 fn confirm_of(app: &App) -> &manent::console::app::Confirm {
-    match app.modals.last() {
+    match app.ui.modals.last() {
         Some(Modal::Confirm(c)) => c,
         other => panic!("no confirmation: {other:?}"),
     }
@@ -80,6 +80,6 @@ fn text_of(app: &App, w: u16, h: u16) -> String {
 }
 
 fn later(app: &mut App) {
-    let t = app.now + CONFIRM_GUARD_MS + 1;
+    let t = app.ui.now + CONFIRM_GUARD_MS + 1;
     app.update(Action::Tick(t));
 }

@@ -36,13 +36,13 @@ impl App {
     }
 
     pub(super) fn confirm(&mut self, confirm: Confirm) {
-        self.modals.retain(|m| {
+        self.ui.modals.retain(|m| {
             !matches!(
                 m,
                 Modal::Plan(_) | Modal::Versions(_) | Modal::Tests(_) | Modal::Command(_)
             )
         });
-        self.modals.push(Modal::Confirm(confirm));
+        self.ui.modals.push(Modal::Confirm(confirm));
     }
 
     /// The application a key for an application means: the one selected, else the selected
@@ -51,7 +51,7 @@ impl App {
         if let Some(a) = self.selected_app() {
             return Some(a.clone());
         }
-        let hint = match self.focus {
+        let hint = match self.ui.focus {
             Focus::Deployments | Focus::Inbox => format!(
                 "{what} acts on the application selected in Applications (Tab there): a \
                  deployment row is not an application"
@@ -81,7 +81,7 @@ impl App {
     fn selected_or_say(&mut self, what: &str) -> Option<DeploymentView> {
         let d = self.selected_deployment().cloned();
         if d.is_none() {
-            let hint = if self.screen == Screen::Home && self.focus == Focus::Apps {
+            let hint = if self.ui.screen == Screen::Home && self.ui.focus == Focus::Apps {
                 format!("{what} acts on a deployment: Tab to Deployments (or open one with Enter)")
             } else {
                 format!("{what}: select a deployment first")
@@ -107,9 +107,9 @@ impl App {
             self.say(Level::Warn, why);
             return;
         }
-        self.modals.retain(|m| !matches!(m, Modal::Plan(_)));
+        self.ui.modals.retain(|m| !matches!(m, Modal::Plan(_)));
         let v = dialog::versions::Versions::of(&a, &self.snap.deployments);
-        self.modals.push(Modal::Versions(v));
+        self.ui.modals.push(Modal::Versions(v));
     }
 
     /// Why a deploy of `a` would change nothing or be refused now: a live deployment of it
@@ -167,7 +167,7 @@ impl App {
             .filter(|d| d.state == DeploymentState::FailedAwaiting && !d.router_failed())
             .map(|d| (d.id.clone(), d.version.clone()));
         let awaiting = awaiting.as_ref().map(|(i, v)| (i.as_str(), v.as_str()));
-        let c = asks::deploy(&a, version, awaiting, self.now);
+        let c = asks::deploy(&a, version, awaiting, self.ui.now);
         self.confirm(c);
     }
 
@@ -176,7 +176,7 @@ impl App {
             return None;
         }
         let a = self.target_app("d (dry-run)")?;
-        self.modals.retain(|m| !matches!(m, Modal::Plan(_)));
+        self.ui.modals.retain(|m| !matches!(m, Modal::Plan(_)));
         self.say(
             Level::Info,
             format!(
@@ -232,7 +232,7 @@ impl App {
             );
             return;
         }
-        let c = asks::rollback(&a, self.now);
+        let c = asks::rollback(&a, self.ui.now);
         self.confirm(c);
     }
 
@@ -250,7 +250,7 @@ impl App {
             );
             return;
         }
-        let c = asks::cancel(&d, self.now);
+        let c = asks::cancel(&d, self.ui.now);
         self.confirm(c);
     }
 
@@ -269,7 +269,7 @@ impl App {
         };
         if d.takes(Topic::Resume) {
             if d.canary.is_some() {
-                let c = traffic::resume_held(&d, self.now);
+                let c = traffic::resume_held(&d, self.ui.now);
                 self.confirm(c);
                 return None;
             }
@@ -283,7 +283,7 @@ impl App {
             DeploymentState::Cancelled | DeploymentState::Interrupted
         ) {
             // Starting a stopped deployment again is a decision: it asks, like a deploy.
-            let c = asks::resume(&d, self.now);
+            let c = asks::resume(&d, self.ui.now);
             self.confirm(c);
             return None;
         }
@@ -305,7 +305,7 @@ impl App {
             return;
         }
         if d.router_failed() {
-            let c = traffic::retry_router(&d, self.now);
+            let c = traffic::retry_router(&d, self.ui.now);
             self.confirm(c);
             return;
         }
@@ -317,7 +317,7 @@ impl App {
             // Several named: one question for them all (a single name is the usual case).
             only.first().cloned()
         };
-        let c = asks::retry(&d, only, self.now);
+        let c = asks::retry(&d, only, self.ui.now);
         self.confirm(c);
     }
 
@@ -358,7 +358,7 @@ impl App {
         let live = self
             .app_of(&d.application, &d.environment)
             .and_then(|a| a.live_by_target.get(&t.name).cloned());
-        let c = asks::skip(&d, &t, live, self.now);
+        let c = asks::skip(&d, &t, live, self.ui.now);
         self.confirm(c);
     }
 
@@ -384,7 +384,7 @@ impl App {
             self.say(Level::Warn, why_not(&d, "abort"));
             return;
         }
-        let c = asks::abort(&d, self.now);
+        let c = asks::abort(&d, self.ui.now);
         self.confirm(c);
     }
 
@@ -407,9 +407,9 @@ impl App {
         let to = u32::try_from((i32::try_from(from).unwrap_or(0) + dir * step).clamp(0, 100))
             .unwrap_or(0);
         if to == c.status.weight {
-            self.pending_weight = None;
+            self.ui.pending_weight = None;
         } else {
-            self.pending_weight = Some((d.id.clone(), to));
+            self.ui.pending_weight = Some((d.id.clone(), to));
         }
     }
 
@@ -436,7 +436,7 @@ impl App {
             self.say(Level::Warn, why_not(d, "weight"));
             return;
         }
-        let c = traffic::weight(d, w, self.now);
+        let c = traffic::weight(d, w, self.ui.now);
         self.confirm(c);
     }
 
@@ -464,8 +464,8 @@ impl App {
             self.say(Level::Warn, why_not(&d, topic.as_str()));
             return;
         }
-        self.pending_weight = None;
-        let c = dialog(&d, self.now);
+        self.ui.pending_weight = None;
+        let c = dialog(&d, self.ui.now);
         self.confirm(c);
     }
 
@@ -487,7 +487,7 @@ impl App {
             );
             return;
         }
-        let c = traffic::abandon(&d, self.now);
+        let c = traffic::abandon(&d, self.ui.now);
         self.confirm(c);
     }
 
@@ -518,15 +518,17 @@ impl App {
             .find(|d| d.subject() == subject && d.canary.is_some() && d.status.is_live())
             .map(|d| d.id.clone());
         if let Some(canary) = canary {
-            self.modals.push(Modal::Tests(dialog::tests::PickRelease {
-                application: a.application.clone(),
-                environment: a.environment.clone(),
-                canary,
-                selected: 0,
-            }));
+            self.ui
+                .modals
+                .push(Modal::Tests(dialog::tests::PickRelease {
+                    application: a.application.clone(),
+                    environment: a.environment.clone(),
+                    canary,
+                    selected: 0,
+                }));
             return;
         }
-        let c = asks::tests(&a, None, self.now);
+        let c = asks::tests(&a, None, self.ui.now);
         self.confirm(c);
     }
 
@@ -557,8 +559,8 @@ impl App {
                 ),
             ),
             Some(to) => {
-                self.pending_weight = None;
-                let c = traffic::back(&d, to, self.now);
+                self.ui.pending_weight = None;
+                let c = traffic::back(&d, to, self.ui.now);
                 self.confirm(c);
             }
         }
@@ -580,7 +582,7 @@ impl App {
             .snap
             .deployments
             .iter()
-            .filter(|d| here && !self.stop_on_quit && d.needs_judge())
+            .filter(|d| here && !self.ui.stop_on_quit && d.needs_judge())
             .collect();
         let judged: Vec<(String, String)> = live
             .iter()
@@ -592,16 +594,16 @@ impl App {
             .unwrap_or_default();
         let unclaimed = self.snap.unclaimed.clone();
         if running.is_empty() && judged.is_empty() && unclaimed.is_empty() {
-            self.should_quit = true;
+            self.ui.should_quit = true;
         } else {
-            self.modals.push(Modal::Quit(dialog::quit::Quit {
-                opened_at: self.now,
+            self.ui.modals.push(Modal::Quit(dialog::quit::Quit {
+                opened_at: self.ui.now,
                 choice: dialog::Choice::Cancel,
                 running,
                 judged,
                 environment,
                 unclaimed,
-                stops: self.stop_on_quit,
+                stops: self.ui.stop_on_quit,
             }));
         }
     }

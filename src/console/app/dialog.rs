@@ -82,7 +82,7 @@ pub enum Reply {
     /// Stays open, saying this.
     Say(Level, String),
     /// Closes, and the list (or the log pane) shows what matches this.
-    Filter(filter::Of, String),
+    Filter(crate::console::app::Focus, String),
     /// Closes, and the app runs this verb of the command line (the line, for its history).
     Run(command::Verb, String),
 }
@@ -108,8 +108,8 @@ impl Modal {
             Modal::Help(h) => h.update(action, app),
             Modal::Messages(m) => m.update(action, app),
             Modal::EngineLog => engine_log::update(action),
-            Modal::Confirm(c) => c.update(action, app.now),
-            Modal::Quit(q) => q.update(action, app.now),
+            Modal::Confirm(c) => c.update(action, app.ui.now),
+            Modal::Quit(q) => q.update(action, app.ui.now),
             Modal::Plan(p) => p.update(action, app),
             Modal::Filter(f) => f.update(action),
             Modal::Versions(v) => v.update(action, app),
@@ -123,7 +123,7 @@ impl Modal {
 
 /// Draws the dialog on top, if any.
 pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-    let Some(top) = ctx.app.modals.last() else {
+    let Some(top) = ctx.app.ui.modals.last() else {
         return;
     };
     match top {

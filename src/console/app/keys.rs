@@ -248,7 +248,7 @@ const MOVE: &[(Key, Action)] = &[
 /// The deployment the keys that act on one mean now: the one on screen, or the one selected
 /// on home (not while Applications has the keyboard); none in a read-only console.
 fn subject(app: &App) -> Option<&DeploymentView> {
-    if app.readonly || (app.screen == Screen::Home && app.focus == Focus::Apps) {
+    if app.ui.readonly || (app.ui.screen == Screen::Home && app.ui.focus == Focus::Apps) {
         return None;
     }
     app.selected_deployment()
@@ -264,19 +264,19 @@ fn router_failed(app: &App) -> bool {
 }
 
 fn home_apps(app: &App) -> bool {
-    !app.readonly && app.screen == Screen::Home && app.focus == Focus::Apps
+    !app.ui.readonly && app.ui.screen == Screen::Home && app.ui.focus == Focus::Apps
 }
 
 fn on_deployment(app: &App) -> bool {
-    matches!(app.screen, Screen::Deployment(_))
+    matches!(app.ui.screen, Screen::Deployment(_))
 }
 
 fn canary_focus(app: &App) -> bool {
-    !app.readonly && on_deployment(app) && app.focus == Focus::Canary
+    !app.ui.readonly && on_deployment(app) && app.ui.focus == Focus::Canary
 }
 
 fn focused(app: &App, focus: Focus) -> bool {
-    on_deployment(app) && app.focus == focus
+    on_deployment(app) && app.ui.focus == focus
 }
 
 /// Every key of the console, in the footer's order.
@@ -287,26 +287,22 @@ pub const BINDINGS: &[Binding] = &[
         modes: NORMAL,
         section: Section::Home,
         help: "an application: its plan; a deployment: open it; waiting: go there",
-        footer: Footer::When(|app| match (&app.screen, app.focus) {
-            (Screen::Home, Focus::Apps) => Some("plan"),
-            (Screen::Home, Focus::Inbox) => Some("go there"),
-            (Screen::Home, _) => Some("open"),
-            _ => None,
-        }),
+        // What Enter does in the focused panel, as the panel says it.
+        footer: Footer::When(|app| app.ui.focus.opens()),
     },
     Binding {
         keys: &[(ENTER, Action::Open)],
         modes: NORMAL,
         section: Section::Panel(Focus::Targets),
         help: "the target in full: message, attempts, its log lines",
-        footer: Footer::When(|app| focused(app, Focus::Targets).then_some("target")),
+        footer: Footer::No,
     },
     Binding {
         keys: &[(ENTER, Action::Open)],
         modes: NORMAL,
         section: Section::Panel(Focus::Hooks),
         help: "its run in full: message, output, delete actions, log lines",
-        footer: Footer::When(|app| focused(app, Focus::Hooks).then_some("hook")),
+        footer: Footer::No,
     },
     Binding {
         keys: &[(ENTER, Action::Open)],
@@ -643,7 +639,7 @@ pub const BINDINGS: &[Binding] = &[
         help: "run its application's test hooks",
         footer: Footer::When(|app| {
             let tests = app.selected_app().is_some_and(|a| !a.tests.is_empty());
-            (!app.readonly && on_deployment(app) && tests).then_some("test")
+            (!app.ui.readonly && on_deployment(app) && tests).then_some("test")
         }),
     },
     // A canary's keys, as its help says them.

@@ -1,107 +1,37 @@
-//! The lists a screen shows and their filters: each list (applications, deployments,
-//! targets) and the log pane has its own, typed with `/` while it has the focus, said in its
-//! title, cleared by Esc; none follows the operator into another deployment.
+//! The lists' filters: each list (applications, deployments, targets) and the log pane has its
+//! own, typed with `/` while it has the focus, said in its title, cleared by Esc; none follows
+//! the operator into another deployment. And what a deployment's screen says first (its
+//! headline). What each list lists is `panels.rs`.
 
-use super::{App, Focus, Screen};
+use super::{App, Focus, ListState, Screen};
 use crate::console::app::dialog::{self, Modal};
 use crate::console::layout;
-use crate::deploy::view::{DeploymentView, TargetView};
-use crate::engine::handle::AppEnv;
+use crate::deploy::view::DeploymentView;
 use crate::plugin::Level;
 
-pub use crate::console::app::dialog::filter::Of as FilterOf;
-
 impl App {
-    /// The applications home lists (its filter applied).
-    pub fn visible_apps(&self) -> Vec<&AppEnv> {
-        self.snap
-            .apps
-            .iter()
-            .filter(|a| {
-                matches(
-                    &self.filters.apps,
-                    &[
-                        &a.application,
-                        &a.environment,
-                        &a.version,
-                        &a.strategy,
-                        &a.plugin,
-                        &a.live.join(" "),
-                    ],
-                )
-            })
-            .collect()
-    }
-
-    /// The deployments home lists (its filter applied).
-    pub fn visible_deployments(&self) -> Vec<&DeploymentView> {
-        self.snap
-            .deployments
-            .iter()
-            .filter(|d| {
-                let phase = d
-                    .phase
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                matches(
-                    &self.filters.deployments,
-                    &[
-                        &d.id,
-                        &d.kind.to_string(),
-                        &d.subject(),
-                        &d.version,
-                        d.state.as_str(),
-                        &phase,
-                        &d.operator,
-                    ],
-                )
-            })
-            .collect()
-    }
-
-    /// The targets the deployment screen lists (its filter applied).
-    pub fn visible_targets(&self) -> Vec<&TargetView> {
-        self.deployment().map_or_else(Vec::new, |d| {
-            d.targets
-                .iter()
-                .filter(|t| {
-                    matches(
-                        &self.filters.targets,
-                        &[&t.name, &t.moniker, t.state.as_str(), &t.message],
-                    )
-                })
-                .collect()
-        })
-    }
-
-    /// The list the focused panel filters with `/`.
-    pub(super) fn focused_filter(&self) -> Option<FilterOf> {
-        match self.focus {
-            Focus::Apps => Some(FilterOf::Apps),
-            Focus::Deployments => Some(FilterOf::Deployments),
-            Focus::Targets => Some(FilterOf::Targets),
-            Focus::Logs | Focus::Canary | Focus::Hooks => match self.screen {
-                Screen::Deployment(_) => Some(FilterOf::Logs),
-                Screen::Home => None,
-            },
-            Focus::Inbox => None,
+    /// The list the focused panel filters with `/`: its own, or — on a deployment's screen,
+    /// from a panel that is not filtered — the log pane's.
+    pub(super) fn focused_filter(&self) -> Option<Focus> {
+        let f = self.ui.focus;
+        match self.ui.screen {
+            _ if f.filtered() => Some(f),
+            Screen::Deployment(_) => Some(Focus::Logs),
+            Screen::Home => None,
         }
     }
 
-    /// True when `of` filters anything now.
-    pub fn filter_of(&self, of: FilterOf) -> bool {
-        match of {
-            FilterOf::Apps => !self.filters.apps.is_empty(),
-            FilterOf::Deployments => !self.filters.deployments.is_empty(),
-            FilterOf::Targets => !self.filters.targets.is_empty(),
-            FilterOf::Logs => {
-                let f = &self.logs.filter;
-                f.source.is_some()
-                    || f.target.is_some()
-                    || f.min_level.is_some()
-                    || !f.text.is_empty()
+    /// True when list `f` is filtered now.
+    pub fn filter_of(&self, f: Focus) -> bool {
+        match f {
+            Focus::Logs => {
+                let l = &self.logs.filter;
+                l.source.is_some()
+                    || l.target.is_some()
+                    || l.min_level.is_some()
+                    || !l.text.is_empty()
             }
+            f => !self.ui.lists.get(f).filter.is_empty(),
         }
     }
 
@@ -116,35 +46,28 @@ impl App {
             return;
         };
         let text = match of {
-            FilterOf::Apps => self.filters.apps.clone(),
-            FilterOf::Deployments => self.filters.deployments.clone(),
-            FilterOf::Targets => self.filters.targets.clone(),
-            FilterOf::Logs => self.logs.filter.typed(),
+            Focus::Logs => self.logs.filter.typed(),
+            f => self.ui.lists.get(f).filter.clone(),
         };
-        self.modals
+        self.ui
+            .modals
             .push(Modal::Filter(dialog::filter::Filter { of, text }));
     }
 
-    /// Sets (or, empty, clears) the filter of `of`; the selection goes back to the first row.
-    pub fn set_filter(&mut self, of: FilterOf, text: String) {
-        match of {
-            FilterOf::Apps => {
-                self.filters.apps = text;
-                self.app_row = 0;
-            }
-            FilterOf::Deployments => {
-                self.filters.deployments = text;
-                self.deployment_row = 0;
-            }
-            FilterOf::Targets => {
-                self.filters.targets = text;
-                self.target_row = 0;
-                self.follow_targets = false;
-            }
-            FilterOf::Logs => {
-                self.logs.filter.parse_into(&text);
-                self.logs.follow();
-            }
+    /// Sets (or, empty, clears) the filter of list `f`; the selection goes back to the first
+    /// row.
+    pub fn set_filter(&mut self, f: Focus, text: String) {
+        if f == Focus::Logs {
+            self.logs.filter.parse_into(&text);
+            self.logs.follow();
+            return;
+        }
+        *self.ui.lists.get_mut(f) = ListState {
+            row: 0,
+            filter: text,
+        };
+        if f == Focus::Targets {
+            self.ui.follow_targets = false;
         }
     }
 
@@ -186,13 +109,5 @@ pub fn headline_rows(d: &DeploymentView, width: u16) -> u16 {
     headline(d).map_or(0, |h| {
         let rows = dialog::wrap(&format!(" ✗ {h}"), usize::from(width).max(20)).len();
         u16::try_from(rows.clamp(1, layout::HEADLINE_ROWS)).unwrap_or(2)
-    })
-}
-
-/// True when every word of `filter` is in one of `fields` (case-insensitive).
-fn matches(filter: &str, fields: &[&str]) -> bool {
-    filter.split_whitespace().all(|w| {
-        let w = w.to_lowercase();
-        fields.iter().any(|f| f.to_lowercase().contains(&w))
     })
 }

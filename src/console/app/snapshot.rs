@@ -20,7 +20,7 @@ impl App {
         let fresh: Vec<_> = s
             .notices
             .iter()
-            .filter(|n| n.id > self.last_notice)
+            .filter(|n| n.id > self.ui.last_notice)
             .cloned()
             .collect();
         // An error about this canary, or about no deployment (the engine went away): one about
@@ -30,18 +30,18 @@ impl App {
                 .iter()
                 .any(|n| n.level == Level::Error && n.about.as_deref().is_none_or(|a| a == id))
         };
-        let refused = self.applying.as_ref().is_some_and(|a| refused(&a.id));
+        let refused = self.ui.applying.as_ref().is_some_and(|a| refused(&a.id));
         for n in fresh {
             self.say(n.level, n.text);
         }
-        self.last_notice = s.notices.last().map_or(self.last_notice, |n| n.id);
+        self.ui.last_notice = s.notices.last().map_or(self.ui.last_notice, |n| n.id);
         let was_taking = self.deployment().is_some_and(taking_traffic);
         self.snap = s;
         // A weight sent is settled once the router is read back serving it (or the engine set
         // it and the router cannot be read: the strip says so), the engine took it and failed at
         // it (an error from before it took the command is not its answer), refused it, or the
         // canary ended.
-        if let Some(a) = &self.applying {
+        if let Some(a) = &self.ui.applying {
             let settled = self
                 .snap
                 .deployments
@@ -59,10 +59,10 @@ impl App {
                         })
                 });
             if settled || refused {
-                self.applying = None;
+                self.ui.applying = None;
             }
         }
-        if self.follow_next
+        if self.ui.follow_next
             && let Some(id) = self
                 .snap
                 .deployments
@@ -70,18 +70,19 @@ impl App {
                 .find(|d| d.status.is_live())
                 .map(|d| d.id.clone())
         {
-            self.follow_next = false;
+            self.ui.follow_next = false;
             self.show(id);
         }
         if self
+            .ui
             .follow_started
             .as_ref()
-            .is_some_and(|(_, _, until)| self.now > *until)
+            .is_some_and(|(_, _, until)| self.ui.now > *until)
         {
-            self.follow_started = None;
+            self.ui.follow_started = None;
         }
         // Finished already (a quick test run) or running: either way it is what was asked for.
-        if let Some((subject, known, _)) = &self.follow_started
+        if let Some((subject, known, _)) = &self.ui.follow_started
             && let Some(id) = self
                 .snap
                 .deployments
@@ -89,30 +90,27 @@ impl App {
                 .find(|d| d.subject() == *subject && !known.contains(&d.id))
                 .map(|d| d.id.clone())
         {
-            self.follow_started = None;
+            self.ui.follow_started = None;
             self.show(id);
         }
-        self.app_row = self
-            .app_row
-            .min(self.visible_apps().len().saturating_sub(1));
-        self.deployment_row = self
-            .deployment_row
-            .min(self.visible_deployments().len().saturating_sub(1));
-        let targets = self.visible_targets().len();
-        self.target_row = self.target_row.min(targets.saturating_sub(1));
-        if self.follow_targets {
+        // Every list's selection stays inside it.
+        for f in Focus::LISTS {
+            let len = self.list_len(f).unwrap_or(0);
+            self.ui.lists.get_mut(f).clamp(len);
+        }
+        if self.ui.follow_targets {
             if let Some(row) = self.first_to_watch() {
-                self.target_row = row;
+                self.ui.lists.get_mut(Focus::Targets).row = row;
             }
             // The candidate is everywhere and the steps begin: the slider is what to watch.
-            if self.focus == Focus::Targets
+            if self.ui.focus == Focus::Targets
                 && !was_taking
                 && self.deployment().is_some_and(taking_traffic)
             {
-                self.focus = Focus::Canary;
+                self.ui.focus = Focus::Canary;
             }
         }
-        if self.screen == Screen::Home && !self.panels().contains(&self.focus) {
+        if self.ui.screen == Screen::Home && !self.panels().contains(&self.ui.focus) {
             self.next_panel(0);
         }
     }

@@ -20,7 +20,7 @@ impl App {
             Verb::Plan => {
                 let a = self.selected_app().cloned();
                 match a {
-                    Some(a) => self.modals.push(Modal::Plan(dialog::plan::Plan::of(&a))),
+                    Some(a) => self.ui.modals.push(Modal::Plan(dialog::plan::Plan::of(&a))),
                     None => self.say(Level::Warn, "plan: select an application first"),
                 }
             }
@@ -43,12 +43,12 @@ impl App {
                     self.say(Level::Warn, "select a deployment first");
                     return None;
                 };
-                if self.screen != Screen::Deployment(id.clone()) {
+                if self.ui.screen != Screen::Deployment(id.clone()) {
                     self.show(id);
                 }
                 if verb == Verb::Logs {
-                    self.focus = Focus::Logs;
-                    self.zoom = true;
+                    self.ui.focus = Focus::Logs;
+                    self.ui.zoom = true;
                 }
             }
             Verb::Inbox => {
@@ -56,17 +56,21 @@ impl App {
                     self.say(Level::Info, "nothing waits on you");
                     return None;
                 }
-                if let Screen::Deployment(_) = self.screen {
-                    self.screen = Screen::Home;
+                if let Screen::Deployment(_) = self.ui.screen {
+                    self.ui.screen = Screen::Home;
                     self.logs.filter = Default::default();
                 }
-                self.focus = Focus::Inbox;
-                self.inbox_row = 0;
+                self.ui.focus = Focus::Inbox;
+                self.ui.lists.get_mut(Focus::Inbox).row = 0;
             }
             Verb::Messages => self
+                .ui
                 .modals
                 .push(Modal::Messages(dialog::messages::Messages::default())),
-            Verb::Help => self.modals.push(Modal::Help(dialog::help::Help::default())),
+            Verb::Help => self
+                .ui
+                .modals
+                .push(Modal::Help(dialog::help::Help::default())),
             Verb::Quit => self.quit(),
         }
         None

@@ -562,7 +562,7 @@ pub fn strip(
     let mut extra = Line::default();
     for b in brevities {
         let essential;
-        (extra, essential) = extras_at(c, d.status.is_live(), ctx.app.now, t, b);
+        (extra, essential) = extras_at(c, d.status.is_live(), ctx.app.ui.now, t, b);
         if head + 3 + essential + reserve <= width {
             break;
         }
@@ -573,7 +573,7 @@ pub fn strip(
     }
     let mut lines = slider(c, pending, width.saturating_sub(1), t);
     // The strip is the canary panel of a narrow screen: focused, its arrows move the weight.
-    let focused = ctx.app.focus == crate::console::app::Focus::Canary;
+    let focused = ctx.app.ui.focus == crate::console::app::Focus::Canary;
     for l in &mut lines {
         l.spans.insert(
             0,

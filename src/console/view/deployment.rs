@@ -3,17 +3,18 @@
 //! panels, and its log lines. `z` gives the focused panel the whole screen.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Cell, Paragraph};
 
 use super::hooks::{hook_strip, hook_table};
+use super::list::{Column, ListPanel, Mark};
 use super::{ViewCtx, canary, side};
 use crate::console::app::{self, Focus};
-use crate::console::layout::{self, Col, columns, constraints};
-use crate::console::widgets::{elapsed, fit, panel, row_highlight, took};
+use crate::console::layout::{self, Col};
+use crate::console::widgets::{elapsed, fit, panel, took};
 use crate::deploy::state::{Kind, TargetState};
-use crate::deploy::view::{DeploymentView, HookState};
+use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
 
 use crate::console::widgets::hook_style;
 
@@ -25,7 +26,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         );
         return;
     };
-    if ctx.app.zoom {
+    if ctx.app.ui.zoom {
         render_zoomed(frame, area, d, ctx);
         return;
     }
@@ -85,7 +86,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
 
 /// The focused panel alone, over the whole body.
 fn render_zoomed(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
-    match ctx.app.focus {
+    match ctx.app.ui.focus {
         Focus::Logs => super::logs::render(frame, area, ctx),
         Focus::Canary => side::canary_panel(frame, area, d, ctx),
         Focus::Hooks if d.kind == Kind::Test => render_test_hooks(frame, area, d, ctx),
@@ -107,7 +108,7 @@ fn render_zoomed(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &Vi
 /// The narrow screen's strip: the canary (the panel its arrows move) and the hooks.
 fn render_strip(frame: &mut Frame<'_>, strip: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let t = ctx.theme;
-    let hooks_focused = ctx.app.focus == Focus::Hooks;
+    let hooks_focused = ctx.app.ui.focus == Focus::Hooks;
     match &d.canary {
         Some(c) => {
             // The hooks' count, or the one at work, after the weights: Tab shows them.
@@ -167,45 +168,6 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         })
         .max()
         .unwrap_or(10);
-    let w = columns(
-        area.width.saturating_sub(2),
-        1,
-        2,
-        &[
-            Col::shrinks(u16::try_from(name).unwrap_or(40).min(48), 10, 5),
-            Col::fixed(5),
-            Col::fixed(15),
-            Col::fixed(3),
-            Col::fixed(6),
-            Col::shrinks(10, 10, 0).fills(),
-        ],
-    );
-    // Only the rows that fit are built (a fleet may have thousands), scrolled as ratatui would:
-    // the selected row at the bottom once it passes the last visible one.
-    let visible = usize::from(area.height.saturating_sub(3)).max(1);
-    let selected = app.target_row.min(list.len().saturating_sub(1));
-    let offset = (selected + 1).saturating_sub(visible);
-    let rows = list.iter().skip(offset).take(visible).map(|x| {
-        let took = match (x.duration_ms, x.state) {
-            (Some(ms), _) => elapsed(i64::try_from(ms).unwrap_or(0)),
-            (None, TargetState::Running) => "…".into(),
-            _ => String::new(),
-        };
-        let name = if wide { &x.moniker } else { &x.name };
-        Row::new(vec![
-            Cell::from(fit(name, usize::from(w[0]))),
-            Cell::from(x.batch.to_string()),
-            Cell::from(Span::styled(x.state.as_str(), t.target(x.state))),
-            Cell::from(if x.attempt == 0 {
-                String::new()
-            } else {
-                x.attempt.to_string()
-            }),
-            Cell::from(took),
-            Cell::from(x.message.clone()),
-        ])
-    });
-    let focused = app.focus == Focus::Targets;
     // On a shared database: the engine that runs it, where its plugins' processes are.
     let engine = app
         .snap
@@ -213,14 +175,11 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         .get(&d.id)
         .map(|o| format!("· engine {}, {} ", o.engine, o.detail))
         .unwrap_or_default();
-    let filter = if app.filters.targets.is_empty() {
+    let filter = &app.ui.lists.get(Focus::Targets).filter;
+    let filter = if filter.is_empty() {
         String::new()
     } else {
-        format!(
-            "· /{} {} shown (Esc clears) ",
-            app.filters.targets,
-            list.len()
-        )
+        format!("· /{filter} {} shown (Esc clears) ", list.len())
     };
     let counts = d.counts();
     let title = if d.is_summary() {
@@ -238,95 +197,98 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
             batch_sizes(d)
         )
     };
-    let table = Table::new(rows, constraints(&w))
-        .header(
-            Row::new(vec![
+    ListPanel::new(&list, app.row(Focus::Targets), title)
+        .columns(vec![
+            Column::text(
                 if wide { "MONIKER" } else { "TARGET" },
-                "BATCH",
-                "STATUS",
-                "TRY",
-                "TIME",
+                Col::shrinks(u16::try_from(name).unwrap_or(40).min(48), 10, 5),
+                move |x: &TargetView| {
+                    if wide {
+                        x.moniker.clone()
+                    } else {
+                        x.name.clone()
+                    }
+                },
+            ),
+            Column::new("BATCH", Col::fixed(5), |x: &TargetView, _| {
+                Cell::from(x.batch.to_string())
+            }),
+            Column::new("STATUS", Col::fixed(15), |x: &TargetView, _| {
+                Cell::from(Span::styled(x.state.as_str(), t.target(x.state)))
+            }),
+            Column::new("TRY", Col::fixed(3), |x: &TargetView, _| {
+                Cell::from(attempt(x.attempt))
+            }),
+            Column::new("TIME", Col::fixed(6), |x: &TargetView, _| {
+                Cell::from(match (x.duration_ms, x.state) {
+                    (Some(ms), _) => elapsed(i64::try_from(ms).unwrap_or(0)),
+                    (None, TargetState::Running) => "…".into(),
+                    _ => String::new(),
+                })
+            }),
+            Column::new(
                 "MESSAGE",
-            ])
-            .style(t.get("muted")),
-        )
-        .block(panel(
-            fit(&title, usize::from(area.width.saturating_sub(4))),
-            focused,
-            t,
-        ))
-        .row_highlight_style(row_highlight(focused, t))
-        .highlight_symbol("› ");
-    let mut state = TableState::default().with_selected(Some(selected - offset));
-    frame.render_stateful_widget(table, area, &mut state);
+                Col::shrinks(10, 10, 0).fills(),
+                |x: &TargetView, _| Cell::from(x.message.clone()),
+            ),
+        ])
+        .focus(app.ui.focus == Focus::Targets, Mark::Always)
+        .render(frame, area, t);
+}
+
+/// An attempt's number; none before the first.
+fn attempt(n: u32) -> String {
+    if n == 0 { String::new() } else { n.to_string() }
 }
 
 /// A test run's hooks, as the targets table shows a deploy's targets.
 fn render_test_hooks(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let (app, t) = (ctx.app, ctx.theme);
     let wide = area.width >= 100;
-    let visible = usize::from(area.height.saturating_sub(3)).max(1);
-    let selected = app.hook_row.min(d.hooks.len().saturating_sub(1));
-    let offset = (selected + 1).saturating_sub(visible);
-    let rows = d.hooks.iter().skip(offset).take(visible).map(|h| {
-        let took = match (h.duration_ms, h.state) {
-            (Some(ms), _) => took(ms),
-            (None, HookState::Running) => "…".into(),
-            _ => String::new(),
-        };
-        Row::new(vec![
-            Cell::from(if wide {
-                h.moniker.clone()
-            } else {
-                h.name.clone()
-            }),
-            Cell::from(h.kind.clone()),
-            Cell::from(Span::styled(h.state.as_str(), hook_style(h.state, t))),
-            Cell::from(if h.attempt == 0 {
-                String::new()
-            } else {
-                h.attempt.to_string()
-            }),
-            Cell::from(took),
-            Cell::from(h.message.clone()),
-        ])
-    });
-    let widths = [
-        Constraint::Length(if wide { 34 } else { 14 }),
-        Constraint::Length(7),
-        Constraint::Length(9),
-        Constraint::Length(3),
-        Constraint::Length(6),
-        Constraint::Min(10),
-    ];
-    let focused = app.focus == Focus::Hooks;
+    let hooks = app.visible_hooks();
     let passed = d
         .hooks
         .iter()
         .filter(|h| h.state == HookState::Passed)
         .count();
     let title = format!(" Test hooks {passed}/{} passed ", d.hooks.len());
-    let table = Table::new(rows, widths)
-        .header(
-            Row::new(vec![
+    ListPanel::new(&hooks, app.row(Focus::Hooks), title)
+        .columns(vec![
+            Column::new(
                 if wide { "MONIKER" } else { "HOOK" },
-                "KIND",
-                "STATUS",
-                "TRY",
-                "TIME",
+                Col::fixed(if wide { 34 } else { 14 }),
+                move |h: &HookView, _| {
+                    Cell::from(if wide {
+                        h.moniker.clone()
+                    } else {
+                        h.name.clone()
+                    })
+                },
+            ),
+            Column::new("KIND", Col::fixed(7), |h: &HookView, _| {
+                Cell::from(h.kind.clone())
+            }),
+            Column::new("STATUS", Col::fixed(9), |h: &HookView, _| {
+                Cell::from(Span::styled(h.state.as_str(), hook_style(h.state, t)))
+            }),
+            Column::new("TRY", Col::fixed(3), |h: &HookView, _| {
+                Cell::from(attempt(h.attempt))
+            }),
+            Column::new("TIME", Col::fixed(6), |h: &HookView, _| {
+                Cell::from(match (h.duration_ms, h.state) {
+                    (Some(ms), _) => took(ms),
+                    (None, HookState::Running) => "…".into(),
+                    _ => String::new(),
+                })
+            }),
+            Column::new(
                 "MESSAGE",
-            ])
-            .style(t.get("muted")),
-        )
-        .block(panel(
-            fit(&title, usize::from(area.width.saturating_sub(4))),
-            focused,
-            t,
-        ))
-        .row_highlight_style(row_highlight(focused, t))
-        .highlight_symbol("› ");
-    let mut state = TableState::default().with_selected(Some(selected - offset));
-    frame.render_stateful_widget(table, area, &mut state);
+                Col::shrinks(10, 10, 0).fills(),
+                |h: &HookView, _| Cell::from(h.message.clone()),
+            ),
+        ])
+        .focus(app.ui.focus == Focus::Hooks, Mark::Always)
+        .render(frame, area, t);
 }
 
 fn batch_sizes(d: &DeploymentView) -> String {

@@ -20,10 +20,13 @@ pub fn hook_strip(d: &DeploymentView, ctx: &ViewCtx<'_>, brief: bool) -> Line<'s
         .iter()
         .filter(|h| matches!(h.state, HookState::Passed | HookState::Failed))
         .count();
-    let focused = ctx.app.focus == Focus::Hooks;
+    let focused = ctx.app.ui.focus == Focus::Hooks;
     let shown = if focused {
-        d.hooks
-            .get(ctx.app.hook_row.min(d.hooks.len().saturating_sub(1)))
+        d.hooks.get(
+            ctx.app
+                .row(Focus::Hooks)
+                .min(d.hooks.len().saturating_sub(1)),
+        )
     } else {
         let busy = d
             .hooks
@@ -94,8 +97,8 @@ pub fn hook_table(
         out.push((None, Line::from(said)));
         return out;
     }
-    let focused = ctx.app.focus == Focus::Hooks;
-    let selected = ctx.app.hook_row.min(d.hooks.len() - 1);
+    let focused = ctx.app.ui.focus == Focus::Hooks;
+    let selected = ctx.app.row(Focus::Hooks).min(d.hooks.len() - 1);
     let mut event = None;
     for (i, h) in d.hooks.iter().enumerate() {
         if event != Some(h.event) {

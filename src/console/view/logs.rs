@@ -44,10 +44,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             ])
         })
         .collect();
-    let focused = app.focus == Focus::Logs;
+    let focused = app.ui.focus == Focus::Logs;
     let block = panel(fit(&title, width), focused, t);
     let body = if lines.is_empty() {
-        let filtered = app.filter_of(crate::console::app::FilterOf::Logs);
+        let filtered = app.filter_of(crate::console::app::Focus::Logs);
         let empty = if filtered {
             format!(
                 " no log lines match /{} (Esc clears the filter)",

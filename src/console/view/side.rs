@@ -29,10 +29,13 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewC
         Constraint::Min(3),
     ])
     .areas(area);
-    let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.focus == focus, t);
+    let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.ui.focus == focus, t);
     // The header stays; the rows scroll to keep the selected hook in sight.
     let rows = usize::from(hooks.height.saturating_sub(3)).max(1);
-    let selected = ctx.app.hook_row.min(d.hooks.len().saturating_sub(1));
+    let selected = ctx
+        .app
+        .row(Focus::Hooks)
+        .min(d.hooks.len().saturating_sub(1));
     let mut lines = hook_lines.into_iter();
     let mut shown: Vec<Line<'static>> = lines.next().map(|(_, l)| l).into_iter().collect();
     let body: Vec<(Option<usize>, Line<'static>)> = lines.collect();
@@ -94,7 +97,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewC
 /// failed router call, drift, analysis); the panel whose arrows move the weight.
 pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
     let t = ctx.theme;
-    let focused = ctx.app.focus == Focus::Canary;
+    let focused = ctx.app.ui.focus == Focus::Canary;
     let title = if focused {
         " Canary · ←→ weight, Enter applies "
     } else {
@@ -119,7 +122,7 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             lines.extend(canary::steps(c, rows, inner, t));
             // The last word (an analysis' decision and its numbers) wraps into the rows the
             // rest leaves free.
-            let extra = canary::extras(c, d.status.is_live(), ctx.app.now, t);
+            let extra = canary::extras(c, d.status.is_live(), ctx.app.ui.now, t);
             let block = panel(title, focused, t);
             let body = block.inner(area);
             frame.render_widget(block, area);

@@ -12,16 +12,23 @@ fn canary_and_hook_keys_explain_why_they_do_nothing_here() {
     app.update(Action::Resize(120, 40));
     for c in ['p', 'P', 'x', 'b', 't'] {
         assert_eq!(ch(&mut app, c), None);
-        assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn, "{c}");
-        assert!(app.modals.is_empty(), "{c}");
+        assert_eq!(app.ui.flash.as_ref().unwrap().level, Level::Warn, "{c}");
+        assert!(app.ui.modals.is_empty(), "{c}");
     }
-    assert!(app.flash.as_ref().unwrap().text.contains("no test hooks"));
+    assert!(
+        app.ui
+            .flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("no test hooks")
+    );
     // Not a canary: ←/→ move between panels.
     ch(&mut app, 'l');
-    assert_eq!(app.focus, Focus::Logs);
+    assert_eq!(app.ui.focus, Focus::Logs);
     ch(&mut app, 'h');
-    assert_eq!(app.focus, Focus::Targets);
-    assert_eq!(app.pending_weight, None);
+    assert_eq!(app.ui.focus, Focus::Targets);
+    assert_eq!(app.ui.pending_weight, None);
 }
 
 #[test]
@@ -29,12 +36,12 @@ fn on_a_canary_the_slider_moves_a_pending_weight_that_enter_applies() {
     let mut app = app_on_deployment(CANARY);
     // A canary taking traffic opens on its panel: there ←/→ move the pending weight by the
     // slider's step.
-    assert_eq!(app.focus, Focus::Canary);
+    assert_eq!(app.ui.focus, Focus::Canary);
     key(&mut app, Right);
     key(&mut app, Right);
     assert_eq!(app.pending(), Some(20));
     assert_eq!(
-        app.focus,
+        app.ui.focus,
         Focus::Canary,
         "the arrows moved the weight, not the focus"
     );
@@ -43,7 +50,7 @@ fn on_a_canary_the_slider_moves_a_pending_weight_that_enter_applies() {
     // Esc drops it (and stays on the deployment).
     key(&mut app, Esc);
     assert_eq!(app.pending(), None);
-    assert_eq!(app.screen, Screen::Deployment(CANARY.into()));
+    assert_eq!(app.ui.screen, Screen::Deployment(CANARY.into()));
     // Back to the set weight: nothing pending.
     key(&mut app, Right);
     key(&mut app, crossterm::event::KeyCode::Left);
@@ -74,10 +81,14 @@ fn on_a_canary_the_slider_moves_a_pending_weight_that_enter_applies() {
     key(&mut app, Right);
     assert_eq!(app.pending(), Some(15));
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Targets);
+    assert_eq!(app.ui.focus, Focus::Targets);
     assert_eq!(app.pending(), None, "dropped: nothing was sent");
     key(&mut app, Right);
-    assert_eq!(app.focus, Focus::Logs, "→ in the targets moves to the logs");
+    assert_eq!(
+        app.ui.focus,
+        Focus::Logs,
+        "→ in the targets moves to the logs"
+    );
     key(&mut app, Right);
     assert_eq!(app.pending(), None, "→ in the logs never makes a weight");
 }
@@ -113,7 +124,10 @@ fn promote_revert_and_back_ask_first_and_send_their_command() {
     ] {
         let mut app = app_on_deployment(CANARY);
         assert_eq!(ch(&mut app, k), None);
-        assert!(matches!(app.modals.last(), Some(Modal::Confirm(_))), "{k}");
+        assert!(
+            matches!(app.ui.modals.last(), Some(Modal::Confirm(_))),
+            "{k}"
+        );
         later(&mut app);
         if typed {
             for c in "prod".chars() {
@@ -121,7 +135,7 @@ fn promote_revert_and_back_ask_first_and_send_their_command() {
             }
         } else {
             assert_eq!(key(&mut app, Enter), None, "{k}: Cancel is the default");
-            assert!(app.modals.is_empty());
+            assert!(app.ui.modals.is_empty());
             ch(&mut app, k);
             later(&mut app);
             key(&mut app, Right);
@@ -150,19 +164,19 @@ fn canary_keys_are_refused_where_the_canary_does_not_take_them() {
     fixture::set_phase(&mut app, Phase::Promoting, DeploymentState::Running, &[]);
     key(&mut app, Right);
     assert_eq!(app.pending(), None);
-    assert_eq!(app.flash.as_ref().unwrap().level, Level::Warn);
+    assert_eq!(app.ui.flash.as_ref().unwrap().level, Level::Warn);
     for k in ['p', 'x', 'b'] {
         assert_eq!(ch(&mut app, k), None);
-        assert!(app.modals.is_empty(), "{k}");
+        assert!(app.ui.modals.is_empty(), "{k}");
     }
     // Read-only: everything shows, nothing moves.
     let mut app = app_on_deployment(CANARY);
-    app.readonly = true;
+    app.ui.readonly = true;
     key(&mut app, Right);
     assert_eq!(app.pending(), None);
-    assert!(app.flash.as_ref().unwrap().text.contains("read-only"));
+    assert!(app.ui.flash.as_ref().unwrap().text.contains("read-only"));
     assert_eq!(ch(&mut app, 'p'), None);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
 }
 
 #[test]
@@ -220,7 +234,7 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
             action: "weight".into(),
             by: "oncall".into(),
             why: String::new(),
-            at: app.now,
+            at: app.ui.now,
         });
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
@@ -231,7 +245,7 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
         let mut s = (*app.snap).clone();
         s.notices.push(manent::engine::handle::Notice {
             id: s.notices.last().map_or(1, |n| n.id + 1),
-            at: app.now,
+            at: app.ui.now,
             level: Level::Error,
             text: text.into(),
             about: about.map(str::to_owned),
@@ -249,11 +263,11 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
     sent(&mut app);
     app.not_sent();
     assert_eq!(app.applying(), None);
-    assert!(app.flash.as_ref().unwrap().text.contains("not sent"));
+    assert!(app.ui.flash.as_ref().unwrap().text.contains("not sent"));
     // No answer at all (an engine gone): not shown as being set for ever.
     let mut app = app_on_deployment(CANARY);
     sent(&mut app);
-    let t = app.now + manent::console::app::APPLYING_MS + 1;
+    let t = app.ui.now + manent::console::app::APPLYING_MS + 1;
     app.update(Action::Tick(t));
     assert_eq!(app.applying(), None);
 }
@@ -267,7 +281,7 @@ fn a_router_that_cannot_be_read_is_not_shown_serving_what_it_said_last() {
     let d = s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap();
     d.canary.as_mut().unwrap().actual = Some(manent::deploy::flows::canary::Actual {
         error: Some("the plugin did not answer within 10s".into()),
-        at: app.now,
+        at: app.ui.now,
         by_engine: true,
         ..Default::default()
     });

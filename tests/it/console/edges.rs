@@ -5,7 +5,6 @@
 use super::*;
 use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Tab, Up};
 use fixture::{NOW, app_on_deployment, app_on_home, app_on_quiet_home};
-use manent::console::app::FilterOf;
 
 const REFUSAL: &str = "version \"$(id)\" is refused: it must start with a letter or a digit \
     (versions are letters, digits and . _ + ~ -, up to 128) — and while we are at it this \
@@ -50,9 +49,9 @@ fn a_long_refusal_is_readable_in_full_at_80x24_stays_until_esc_and_is_kept_for_m
     // Keys and time do not take an error away; Esc does.
     key(&mut app, Down);
     app.update(Action::Tick(NOW + 3_600_000));
-    assert!(app.flash.is_some(), "an error stays until dismissed");
+    assert!(app.ui.flash.is_some(), "an error stays until dismissed");
     key(&mut app, Esc);
-    assert!(app.flash.is_none());
+    assert!(app.ui.flash.is_none());
     // M shows it again, in full, with everything else said.
     ch(&mut app, 'M');
     assert_eq!(app.mode(), Mode::Help);
@@ -60,11 +59,11 @@ fn a_long_refusal_is_readable_in_full_at_80x24_stays_until_esc_and_is_kept_for_m
     assert!(screen.contains("Messages, oldest first"), "{screen}");
     assert!(screen.contains("readable too"), "{screen}");
     key(&mut app, Esc);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     // An information goes with the next key.
     app.say(Level::Info, "dry-run requested");
     key(&mut app, Down);
-    assert!(app.flash.is_none());
+    assert!(app.ui.flash.is_none());
 }
 
 #[test]
@@ -104,13 +103,13 @@ fn help_lists_every_key_of_the_screen_and_scrolls_to_the_last() {
 fn filters_belong_to_the_focused_list_and_esc_clears_them_before_leaving() {
     let mut app = app_on_home();
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Deployments);
+    assert_eq!(app.ui.focus, Focus::Deployments);
     ch(&mut app, '/');
     for c in "staging".chars() {
         ch(&mut app, c);
     }
     key(&mut app, Enter);
-    assert_eq!(app.filters.deployments, "staging");
+    assert_eq!(app.ui.lists.get(Focus::Deployments).filter, "staging");
     assert!(
         app.visible_deployments()
             .iter()
@@ -127,8 +126,8 @@ fn filters_belong_to_the_focused_list_and_esc_clears_them_before_leaving() {
     );
     // Into a deployment: no filter follows.
     key(&mut app, Enter);
-    assert!(matches!(app.screen, Screen::Deployment(_)));
-    assert!(!app.filter_of(FilterOf::Logs) && !app.filter_of(FilterOf::Targets));
+    assert!(matches!(app.ui.screen, Screen::Deployment(_)));
+    assert!(!app.filter_of(Focus::Logs) && !app.filter_of(Focus::Targets));
     // Targets filtered there; Esc clears it, then leaves.
     ch(&mut app, '/');
     for c in "web-07".chars() {
@@ -138,15 +137,15 @@ fn filters_belong_to_the_focused_list_and_esc_clears_them_before_leaving() {
     assert_eq!(app.visible_targets().len(), 1);
     key(&mut app, Esc);
     assert!(
-        matches!(app.screen, Screen::Deployment(_)),
+        matches!(app.ui.screen, Screen::Deployment(_)),
         "Esc cleared the filter first"
     );
-    assert!(app.filters.targets.is_empty());
+    assert!(app.ui.lists.get(Focus::Targets).filter.is_empty());
     key(&mut app, Esc);
-    assert_eq!(app.screen, Screen::Home);
+    assert_eq!(app.ui.screen, Screen::Home);
     // Home: the deployments' filter, then nothing.
     key(&mut app, Esc);
-    assert!(app.filters.deployments.is_empty());
+    assert!(app.ui.lists.get(Focus::Deployments).filter.is_empty());
     // An empty filtered list says what to do.
     ch(&mut app, '/');
     for c in "nothing-like-this".chars() {
@@ -182,7 +181,7 @@ fn z_zooms_the_focused_pane_and_esc_or_z_gives_the_screen_back() {
     let mut app = app_on_deployment(RUNNING);
     key(&mut app, Tab);
     ch(&mut app, 'z');
-    assert!(app.zoom);
+    assert!(app.ui.zoom);
     let screen = text_of(&app, 80, 24);
     assert!(!screen.contains("TARGET "), "only the logs:\n{screen}");
     assert!(screen.contains("Logs"), "{screen}");
@@ -192,11 +191,11 @@ fn z_zooms_the_focused_pane_and_esc_or_z_gives_the_screen_back() {
         app.log_rows()
     );
     key(&mut app, Esc);
-    assert!(!app.zoom);
-    assert!(matches!(app.screen, Screen::Deployment(_)));
+    assert!(!app.ui.zoom);
+    assert!(matches!(app.ui.screen, Screen::Deployment(_)));
     ch(&mut app, 'z');
     ch(&mut app, 'z');
-    assert!(!app.zoom);
+    assert!(!app.ui.zoom);
 }
 
 #[test]
@@ -208,7 +207,7 @@ fn the_command_line_completes_and_runs_verbs_through_their_questions() {
         ch(&mut app, c);
     }
     key(&mut app, Tab);
-    let Some(Modal::Command(line)) = app.modals.last() else {
+    let Some(Modal::Command(line)) = app.ui.modals.last() else {
         panic!("no command line")
     };
     assert_eq!(line.text, "weight ");
@@ -230,7 +229,8 @@ fn the_command_line_completes_and_runs_verbs_through_their_questions() {
     }
     key(&mut app, Enter);
     assert!(
-        app.flash
+        app.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
@@ -241,7 +241,7 @@ fn the_command_line_completes_and_runs_verbs_through_their_questions() {
     // Up recalls the last line; :logs zooms the log pane.
     ch(&mut app, ':');
     key(&mut app, Up);
-    let Some(Modal::Command(line)) = app.modals.last() else {
+    let Some(Modal::Command(line)) = app.ui.modals.last() else {
         panic!("no command line")
     };
     assert_eq!(line.text, "weight 30");
@@ -251,7 +251,7 @@ fn the_command_line_completes_and_runs_verbs_through_their_questions() {
         ch(&mut app, c);
     }
     key(&mut app, Enter);
-    assert_eq!((app.focus, app.zoom), (Focus::Logs, true));
+    assert_eq!((app.ui.focus, app.ui.zoom), (Focus::Logs, true));
     // skip completes the deployment's targets.
     let mut app = app_on_deployment(FAILED);
     ch(&mut app, ':');
@@ -259,7 +259,7 @@ fn the_command_line_completes_and_runs_verbs_through_their_questions() {
         ch(&mut app, c);
     }
     key(&mut app, Tab);
-    let Some(Modal::Command(line)) = app.modals.last() else {
+    let Some(Modal::Command(line)) = app.ui.modals.last() else {
         panic!("no command line")
     };
     assert!(line.offered.contains(&"web-07".to_owned()), "{line:?}");
@@ -279,17 +279,20 @@ fn deploying_where_a_canary_is_live_is_refused_at_once_in_full() {
     let mut app = app_on_home();
     key(&mut app, Down);
     assert_eq!(ch(&mut app, 'D'), None);
-    assert!(app.modals.is_empty(), "no version picker, no confirmation");
-    let text = &app.flash.as_ref().unwrap().text;
+    assert!(
+        app.ui.modals.is_empty(),
+        "no version picker, no confirmation"
+    );
+    let text = &app.ui.flash.as_ref().unwrap().text;
     assert!(text.contains("shop/prod has a live"), "{text}");
     assert!(text.contains("would change nothing"), "{text}");
     // D with the Deployments panel focused says where to go.
     key(&mut app, Tab);
     ch(&mut app, 'D');
     assert!(
-        app.flash.as_ref().unwrap().text.contains("Tab there"),
+        app.ui.flash.as_ref().unwrap().text.contains("Tab there"),
         "{:?}",
-        app.flash
+        app.ui.flash
     );
 }
 
@@ -305,11 +308,11 @@ fn a_bad_typed_version_is_refused_before_any_question() {
     }
     key(&mut app, Enter);
     assert!(
-        matches!(app.modals.last(), Some(Modal::Versions(_))),
+        matches!(app.ui.modals.last(), Some(Modal::Versions(_))),
         "still picking"
     );
-    assert_eq!(app.flash.as_ref().unwrap().level, Level::Error);
-    assert!(app.flash.as_ref().unwrap().text.contains("is refused"));
+    assert_eq!(app.ui.flash.as_ref().unwrap().level, Level::Error);
+    assert!(app.ui.flash.as_ref().unwrap().text.contains("is refused"));
 }
 
 #[test]
@@ -319,7 +322,7 @@ fn t_where_a_canary_is_live_asks_which_release_to_test() {
     s.apps[1].tests = vec!["smoke".into()];
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
     ch(&mut app, 't');
-    assert!(matches!(app.modals.last(), Some(Modal::Tests(_))));
+    assert!(matches!(app.ui.modals.last(), Some(Modal::Tests(_))));
     key(&mut app, Down);
     key(&mut app, Enter);
     let c = confirm_of(&app);
@@ -373,7 +376,7 @@ fn a_submission_never_started_waits_in_the_inbox_and_space_asks_to_start_it() {
     );
     // Jump there; Space asks to start it, naming who submitted it.
     key(&mut app, BackTab);
-    while app.inbox()[app.inbox_row].subject != "api/eu1" {
+    while app.inbox()[app.row(Focus::Inbox)].subject != "api/eu1" {
         key(&mut app, Down);
     }
     key(&mut app, Enter);
@@ -394,7 +397,7 @@ fn quitting_with_only_waiting_deployments_needs_no_worker_and_unclaimed_ones_war
     app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
     ch(&mut app, 'q');
     assert!(
-        !app.should_quit,
+        !app.ui.should_quit,
         "a live canary is not left without a question"
     );
     let screen = text_of(&app, 80, 24);
@@ -407,7 +410,7 @@ fn quitting_with_only_waiting_deployments_needs_no_worker_and_unclaimed_ones_war
     app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
     ch(&mut app, 'q');
     assert!(
-        app.should_quit,
+        app.ui.should_quit,
         "waiting deployments wait in the database: quit at once"
     );
     let mut app = app_on_home();
@@ -417,7 +420,7 @@ fn quitting_with_only_waiting_deployments_needs_no_worker_and_unclaimed_ones_war
     });
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
     ch(&mut app, 'q');
-    assert!(!app.should_quit);
+    assert!(!app.ui.should_quit);
     let screen = text_of(&app, 80, 24);
     assert!(screen.contains("never started"), "{screen}");
 }
@@ -476,7 +479,7 @@ fn log_filters_search_level_target_and_scroll() {
     let mut app = app_on_deployment("dep-20261129-100000-aaaa");
     // `/` filters the focused panel: the logs.
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Logs);
+    assert_eq!(app.ui.focus, Focus::Logs);
     ch(&mut app, '/');
     assert_eq!(app.mode(), Mode::Prompt);
     for c in "plugin:fleet health".chars() {
@@ -505,7 +508,7 @@ fn log_filters_search_level_target_and_scroll() {
     ch(&mut app, 'f');
     assert_eq!(app.logs.filter.target, None, "again: all targets");
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Logs);
+    assert_eq!(app.ui.focus, Focus::Logs);
     app.logs.filter = Default::default();
     app.logs.filter.deployment = Some("dep-20261129-100000-aaaa".into());
     key(&mut app, crossterm::event::KeyCode::PageUp);
@@ -623,10 +626,10 @@ fn live_releases_not_read_yet_say_so_and_deploy_and_rollback_wait_for_them() {
     for (c, what) in [('R', "R (roll back)"), ('D', "D (deploy)")] {
         assert_eq!(ch(&mut app, c), None);
         assert!(
-            app.modals.is_empty(),
+            app.ui.modals.is_empty(),
             "{what}: no question on unknown releases"
         );
-        let said = &app.flash.as_ref().unwrap().text;
+        let said = &app.ui.flash.as_ref().unwrap().text;
         assert_eq!(
             said,
             &format!(
@@ -643,5 +646,5 @@ fn live_releases_not_read_yet_say_so_and_deploy_and_rollback_wait_for_them() {
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
     assert!(!text_of(&app, 80, 24).contains("reading…"));
     ch(&mut app, 'D');
-    assert!(!app.modals.is_empty(), "the version picker opens");
+    assert!(!app.ui.modals.is_empty(), "the version picker opens");
 }

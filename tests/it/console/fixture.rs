@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use manent::config::Event;
 use manent::console::action::Action;
-use manent::console::app::App;
+use manent::console::app::{App, Focus};
 use manent::deploy::records::JournalEntry;
 use manent::deploy::releases::{Transition, Transitions};
 use manent::deploy::state::{DeploymentState, Ending, Kind, Phase, TargetState, Topic};
@@ -564,8 +564,8 @@ fn open(mut app: App, id: &str) -> App {
         app.update(Action::Tick(NOW)),
         Some(manent::engine::handle::Command::LoadLogs { id: id.to_owned() })
     );
-    app.follow_targets = false;
-    app.target_row = 0;
+    app.ui.follow_targets = false;
+    app.ui.lists.get_mut(Focus::Targets).row = 0;
     app
 }
 

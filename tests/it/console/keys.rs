@@ -11,23 +11,23 @@ fn help_opens_and_closes() {
     assert_eq!(app.mode(), Mode::Help);
     assert_eq!(ch(&mut app, 'D'), None, "dialogs take their keys first");
     key(&mut app, Esc);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     // Help scrolls: at 60x15 every key is reachable.
     app.update(Action::Resize(60, 15));
     ch(&mut app, '?');
     key(&mut app, Down);
     key(&mut app, Down);
     assert!(
-        matches!(&app.modals[..], [Modal::Help(h)] if h.scroll.offset == 2),
+        matches!(&app.ui.modals[..], [Modal::Help(h)] if h.scroll.offset == 2),
         "{:?}",
-        app.modals
+        app.ui.modals
     );
     ch(&mut app, 'G');
     key(&mut app, Esc);
     ch(&mut app, 'E');
-    assert_eq!(app.modals, vec![Modal::EngineLog]);
+    assert_eq!(app.ui.modals, vec![Modal::EngineLog]);
     ch(&mut app, 'E');
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
 }
 
 #[test]
@@ -36,25 +36,25 @@ fn moving_focus_and_opening() {
     key(&mut app, Down);
     key(&mut app, Down);
     key(&mut app, Down);
-    assert_eq!(app.app_row, 2, "stops at the last application");
+    assert_eq!(app.row(Focus::Apps), 2, "stops at the last application");
     key(&mut app, Up);
-    assert_eq!(app.app_row, 1);
+    assert_eq!(app.row(Focus::Apps), 1);
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Deployments);
+    assert_eq!(app.ui.focus, Focus::Deployments);
     ch(&mut app, 'l');
     assert_eq!(
-        app.focus,
+        app.ui.focus,
         Focus::Inbox,
         "l moves to the next panel (wraps to the top: what waits on you)"
     );
     ch(&mut app, 'l');
     key(&mut app, Enter);
-    assert!(matches!(app.modals.last(), Some(Modal::Plan(p)) if p.environment == "prod"));
+    assert!(matches!(app.ui.modals.last(), Some(Modal::Plan(p)) if p.environment == "prod"));
     key(&mut app, Esc);
     key(&mut app, Tab);
     key(&mut app, Enter);
     assert_eq!(
-        app.screen,
+        app.ui.screen,
         Screen::Deployment("dep-20261129-100000-aaaa".into())
     );
     assert_eq!(
@@ -62,8 +62,8 @@ fn moving_focus_and_opening() {
         Some("dep-20261129-100000-aaaa")
     );
     key(&mut app, Esc);
-    assert_eq!(app.screen, Screen::Home);
-    assert_eq!(app.focus, Focus::Deployments);
+    assert_eq!(app.ui.screen, Screen::Home);
+    assert_eq!(app.ui.focus, Focus::Deployments);
 }
 
 #[test]
@@ -88,13 +88,13 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     );
     // An Enter right after the dialog opened is a held key: nothing happens.
     assert_eq!(key(&mut app, Enter), None);
-    assert_eq!(app.modals.len(), 1);
+    assert_eq!(app.ui.modals.len(), 1);
     // Enter on the default button cancels.
     later(&mut app);
     assert_eq!(key(&mut app, Enter), None);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     assert_eq!(
-        app.flash.as_ref().unwrap().text,
+        app.ui.flash.as_ref().unwrap().text,
         "cancelled: nothing was done"
     );
     // Choosing Confirm, typing a reason, then Enter deploys.
@@ -121,7 +121,7 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     ch(&mut app, 'D');
     key(&mut app, Enter);
     key(&mut app, Esc);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
 }
 
 /// Typing another version, ↑ goes back to the list (the hint says ↑↓ choose) and Enter then
@@ -151,7 +151,7 @@ fn the_version_picker_offers_earlier_releases_a_typed_one_and_warns_when_it_is_l
     let mut app = fixture::app_on_quiet_home();
     key(&mut app, Down);
     ch(&mut app, 'D');
-    let Some(Modal::Versions(v)) = app.modals.last() else {
+    let Some(Modal::Versions(v)) = app.ui.modals.last() else {
         panic!("no picker")
     };
     let offered: Vec<(&str, &str)> = v
@@ -233,7 +233,8 @@ fn a_production_rollback_wants_the_environment_name_typed() {
         "a partial name does not confirm"
     );
     assert!(
-        app.flash
+        app.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
@@ -254,13 +255,14 @@ fn a_production_rollback_wants_the_environment_name_typed() {
     key(&mut app, Up);
     assert_eq!(ch(&mut app, 'R'), None);
     assert!(
-        app.flash
+        app.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
             .contains("waits for a decision: A on it aborts"),
         "{:?}",
-        app.flash
+        app.ui.flash
     );
     // Once that is settled, staging (not production) gets an ordinary confirmation.
     let mut s = (*app.snap).clone();
@@ -273,15 +275,16 @@ fn a_production_rollback_wants_the_environment_name_typed() {
     key(&mut app, Down);
     key(&mut app, Down);
     assert_eq!(ch(&mut app, 'R'), None);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     assert!(
-        app.flash
+        app.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
             .starts_with("nothing to roll back on api/eu1"),
         "{:?}",
-        app.flash
+        app.ui.flash
     );
 }
 
@@ -313,13 +316,14 @@ fn cancel_pause_and_resume_act_on_the_selected_deployment() {
     );
     assert_eq!(ch(&mut last, ' '), None);
     assert!(
-        last.flash
+        last.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
             .contains("last batch (6/6)"),
         "{:?}",
-        last.flash
+        last.ui.flash
     );
     // A paused deployment resumes at once.
     let mut paused = app_on_deployment(RUNNING);
@@ -352,14 +356,22 @@ fn cancel_pause_and_resume_act_on_the_selected_deployment() {
     // A finished one says so.
     let mut done = app_on_deployment(ROLLED_BACK);
     assert_eq!(ch(&mut done, ' '), None);
-    assert!(done.flash.as_ref().unwrap().text.contains("has finished"));
+    assert!(
+        done.ui
+            .flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("has finished")
+    );
     assert_eq!(ch(&mut done, 'c'), None);
     assert!(
-        done.modals.is_empty(),
+        done.ui.modals.is_empty(),
         "no confirmation for a deployment that is not running"
     );
     assert!(
-        done.flash
+        done.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
@@ -370,11 +382,11 @@ fn cancel_pause_and_resume_act_on_the_selected_deployment() {
 #[test]
 fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
     let mut app = app_on_deployment(FAILED);
-    app.target_row = 6;
+    app.ui.lists.get_mut(Focus::Targets).row = 6;
     // Enter: the target in full, every attempt with its idempotency key.
     key(&mut app, Enter);
     assert_eq!(
-        app.modals,
+        app.ui.modals,
         vec![Modal::Target(
             manent::console::app::dialog::target::Target {
                 deployment: FAILED.into(),
@@ -437,16 +449,17 @@ fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
     // Where they do not apply, the keys say why.
     let mut running = app_on_deployment(RUNNING);
     ch(&mut running, 'r');
-    assert!(running.modals.is_empty());
+    assert!(running.ui.modals.is_empty());
     assert!(
         running
+            .ui
             .flash
             .as_ref()
             .unwrap()
             .text
             .contains("no failed target waiting for a decision"),
         "{:?}",
-        running.flash
+        running.ui.flash
     );
     // Aborting production wants its name typed.
     ch(&mut running, 'A');
@@ -456,59 +469,63 @@ fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
 #[test]
 fn messages_last_until_the_next_key_and_tab_stops_only_where_panels_show() {
     let mut app = app_on_home();
-    app.readonly = true;
+    app.ui.readonly = true;
     ch(&mut app, 'D');
-    assert!(app.flash.is_some());
+    assert!(app.ui.flash.is_some());
     key(&mut app, Down);
-    assert!(app.flash.is_none(), "the next key clears an old message");
+    assert!(app.ui.flash.is_none(), "the next key clears an old message");
     // Home: Tab and Shift-Tab between the inbox and the two lists.
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Deployments);
+    assert_eq!(app.ui.focus, Focus::Deployments);
     key(&mut app, BackTab);
-    assert_eq!(app.focus, Focus::Apps);
+    assert_eq!(app.ui.focus, Focus::Apps);
     key(&mut app, BackTab);
-    assert_eq!(app.focus, Focus::Inbox);
+    assert_eq!(app.ui.focus, Focus::Inbox);
     key(&mut app, BackTab);
-    assert_eq!(app.focus, Focus::Deployments);
+    assert_eq!(app.ui.focus, Focus::Deployments);
     // Nothing waiting: no inbox stop.
     let mut quiet = app_on_home();
     let mut s = (*quiet.snap).clone();
     s.deployments.retain(|d| !d.state.is_live());
     quiet.update(Action::Snapshot(std::sync::Arc::new(s)));
     key(&mut quiet, BackTab);
-    assert_eq!(quiet.focus, Focus::Deployments);
+    assert_eq!(quiet.ui.focus, Focus::Deployments);
     // 80 columns show targets and logs only: no invisible stops.
     let mut d = app_on_deployment(RUNNING);
     key(&mut d, Tab);
-    assert_eq!(d.focus, Focus::Logs);
+    assert_eq!(d.ui.focus, Focus::Logs);
     key(&mut d, Tab);
-    assert_eq!(d.focus, Focus::Targets);
+    assert_eq!(d.ui.focus, Focus::Targets);
     d.update(Action::Resize(120, 40));
     key(&mut d, BackTab);
-    assert_eq!(d.focus, Focus::Logs, "no hooks, not a canary: nothing else");
+    assert_eq!(
+        d.ui.focus,
+        Focus::Logs,
+        "no hooks, not a canary: nothing else"
+    );
     // A canary: its panel is a stop at any width (the side panel, or the narrow strip).
     let mut c = app_on_deployment(CANARY);
     c.update(Action::Resize(120, 40));
     assert_eq!(
-        c.focus,
+        c.ui.focus,
         Focus::Canary,
         "it opens on the canary taking traffic"
     );
     key(&mut c, BackTab);
-    assert_eq!(c.focus, Focus::Logs);
+    assert_eq!(c.ui.focus, Focus::Logs);
     key(&mut c, Tab);
     c.update(Action::Resize(80, 24));
     assert_eq!(
-        c.focus,
+        c.ui.focus,
         Focus::Canary,
         "narrowed: the strip is the canary panel"
     );
     // Hooks are a stop at any width: the narrow screen's hooks line takes ↑↓ and Enter.
     let mut h = fixture::app_on_hooked();
     key(&mut h, BackTab);
-    assert_eq!(h.focus, Focus::Hooks);
+    assert_eq!(h.ui.focus, Focus::Hooks);
     h.update(Action::Resize(120, 40));
-    assert_eq!(h.focus, Focus::Hooks);
+    assert_eq!(h.ui.focus, Focus::Hooks);
 }
 
 #[test]
@@ -516,13 +533,13 @@ fn the_hooks_panel_selects_a_hook_and_enter_opens_it() {
     let mut app = fixture::app_on_hooked();
     key(&mut app, Tab);
     key(&mut app, Tab);
-    assert_eq!(app.focus, Focus::Hooks);
+    assert_eq!(app.ui.focus, Focus::Hooks);
     for _ in 0..3 {
         key(&mut app, Down);
     }
-    assert_eq!(app.hook_row, 3);
+    assert_eq!(app.row(Focus::Hooks), 3);
     key(&mut app, Enter);
-    match app.modals.last() {
+    match app.ui.modals.last() {
         Some(Modal::Hook(h)) => {
             assert_eq!((h.event, h.name.as_str()), (Event::PostDeploy, "smoke"));
         }
@@ -530,12 +547,12 @@ fn the_hooks_panel_selects_a_hook_and_enter_opens_it() {
     }
     assert_eq!(app.mode(), Mode::List);
     key(&mut app, Esc);
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     // The selection stops at the last hook.
     for _ in 0..10 {
         key(&mut app, Down);
     }
-    assert_eq!(app.hook_row, 4);
+    assert_eq!(app.row(Focus::Hooks), 4);
 }
 
 #[test]
@@ -552,7 +569,7 @@ fn t_asks_then_runs_the_test_hooks_and_readonly_refuses() {
     assert!(c.lines.iter().any(|l| l.contains("no target is touched")));
     later(&mut app);
     assert_eq!(key(&mut app, Enter), None, "Cancel is the default");
-    assert!(app.modals.is_empty());
+    assert!(app.ui.modals.is_empty());
     ch(&mut app, 't');
     later(&mut app);
     key(&mut app, Right);
@@ -573,21 +590,24 @@ fn t_asks_then_runs_the_test_hooks_and_readonly_refuses() {
     run.status = manent::workflow::store::WorkflowStatus::Success;
     snap.deployments.insert(0, run.clone());
     app.update(Action::Snapshot(std::sync::Arc::new(snap.clone())));
-    assert_eq!(app.screen, Screen::Deployment(run.id.clone()));
+    assert_eq!(app.ui.screen, Screen::Deployment(run.id.clone()));
     // A start the engine refused opens nothing when, much later, another run appears.
     let mut refused = fixture::app_on_hooked();
     ch(&mut refused, 't');
     later(&mut refused);
     key(&mut refused, Right);
     assert!(key(&mut refused, Enter).is_some());
-    refused.update(Action::Tick(refused.now + 60_000));
+    refused.update(Action::Tick(refused.ui.now + 60_000));
     refused.update(Action::Snapshot(std::sync::Arc::new(snap)));
-    assert_eq!(refused.screen, Screen::Deployment(fixture::HOOKED.into()));
+    assert_eq!(
+        refused.ui.screen,
+        Screen::Deployment(fixture::HOOKED.into())
+    );
     let mut ro = fixture::app_on_hooked();
-    ro.readonly = true;
+    ro.ui.readonly = true;
     assert_eq!(ch(&mut ro, 't'), None);
-    assert!(ro.modals.is_empty());
-    assert!(ro.flash.as_ref().unwrap().text.contains("read-only"));
+    assert!(ro.ui.modals.is_empty());
+    assert!(ro.ui.flash.as_ref().unwrap().text.contains("read-only"));
 }
 
 #[test]
@@ -612,9 +632,9 @@ fn a_locked_environment_shows_its_lock_and_deploys_only_through_a_typed_break_gl
     // The name alone is not enough: a break-glass needs its reason.
     assert_eq!(key(&mut app, Enter), None);
     assert!(
-        app.flash.as_ref().unwrap().text.contains("type why"),
+        app.ui.flash.as_ref().unwrap().text.contains("type why"),
         "{:?}",
-        app.flash
+        app.ui.flash
     );
     for c in "hotfix".chars() {
         ch(&mut app, c);
@@ -654,7 +674,7 @@ fn the_inbox_lists_what_waits_most_urgent_first_and_enter_jumps_to_it() {
     assert!(items[0].what.contains("failed on web-07"), "{:?}", items[0]);
     assert_eq!(items[0].verbs, format!("manent retry|skip|abort {FAILED}"));
     // A lock within 30 minutes of its expiry joins the end of the list.
-    app.now += 25 * 60 * 1000;
+    app.ui.now += 25 * 60 * 1000;
     let items = app.inbox();
     assert_eq!(items.len(), 3);
     assert!(
@@ -665,19 +685,19 @@ fn the_inbox_lists_what_waits_most_urgent_first_and_enter_jumps_to_it() {
         items[2]
     );
     key(&mut app, BackTab);
-    assert_eq!(app.focus, Focus::Inbox);
+    assert_eq!(app.ui.focus, Focus::Inbox);
     key(&mut app, Down);
     key(&mut app, Enter);
-    assert_eq!(app.screen, Screen::Deployment(CANARY.into()));
+    assert_eq!(app.ui.screen, Screen::Deployment(CANARY.into()));
     key(&mut app, Esc);
     key(&mut app, BackTab);
     key(&mut app, BackTab);
-    assert_eq!(app.focus, Focus::Inbox);
+    assert_eq!(app.ui.focus, Focus::Inbox);
     key(&mut app, Down);
     key(&mut app, Down);
     key(&mut app, Enter);
-    assert_eq!(app.focus, Focus::Apps, "a lock: its environment's row");
-    assert_eq!(app.app_row, 1);
+    assert_eq!(app.ui.focus, Focus::Apps, "a lock: its environment's row");
+    assert_eq!(app.row(Focus::Apps), 1);
 }
 
 #[test]
@@ -692,18 +712,19 @@ fn dry_run_needs_no_confirmation() {
         ch(&mut app, 'd').map(|c| matches!(c, Command::Deploy { dry_run: true, .. })),
         Some(true)
     );
-    assert!(app.modals.is_empty(), "the plan closes");
+    assert!(app.ui.modals.is_empty(), "the plan closes");
 }
 
 #[test]
 fn readonly_changes_nothing_and_says_why() {
     let mut app = app_on_home();
-    app.readonly = true;
+    app.ui.readonly = true;
     for c in ['D', 'd', 'R'] {
         assert_eq!(ch(&mut app, c), None);
-        assert!(app.modals.is_empty(), "{c} opened a dialog");
+        assert!(app.ui.modals.is_empty(), "{c} opened a dialog");
         assert!(
-            app.flash
+            app.ui
+                .flash
                 .as_ref()
                 .unwrap()
                 .text
@@ -712,11 +733,14 @@ fn readonly_changes_nothing_and_says_why() {
         );
     }
     let mut d = app_on_deployment("dep-20261129-100000-aaaa");
-    d.readonly = true;
+    d.ui.readonly = true;
     for c in [' ', 'c', 'A', 's'] {
         assert_eq!(ch(&mut d, c), None);
-        assert!(d.modals.is_empty());
-        assert!(d.flash.as_ref().unwrap().text.contains("--readonly"), "{c}");
+        assert!(d.ui.modals.is_empty());
+        assert!(
+            d.ui.flash.as_ref().unwrap().text.contains("--readonly"),
+            "{c}"
+        );
     }
 }
 
@@ -724,17 +748,17 @@ fn readonly_changes_nothing_and_says_why() {
 fn quitting_asks_when_this_console_runs_deployments() {
     let mut app = app_on_home();
     ch(&mut app, 'q');
-    assert!(matches!(app.modals.last(), Some(Modal::Quit { .. })));
+    assert!(matches!(app.ui.modals.last(), Some(Modal::Quit { .. })));
     assert_eq!(key(&mut app, Enter), None);
-    assert!(!app.should_quit, "a held Enter does not quit");
+    assert!(!app.ui.should_quit, "a held Enter does not quit");
     later(&mut app);
     key(&mut app, Enter);
-    assert!(!app.should_quit, "Cancel is the default");
+    assert!(!app.ui.should_quit, "Cancel is the default");
     ch(&mut app, 'q');
     key(&mut app, Right);
     later(&mut app);
     key(&mut app, Enter);
-    assert!(app.should_quit);
+    assert!(app.ui.should_quit);
     // Attached to another engine, nothing of ours runs: quit at once.
     let mut attached = app_on_home();
     let mut s = (*attached.snap).clone();
@@ -743,7 +767,7 @@ fn quitting_asks_when_this_console_runs_deployments() {
     });
     attached.update(Action::Snapshot(std::sync::Arc::new(s)));
     ch(&mut attached, 'q');
-    assert!(attached.should_quit);
+    assert!(attached.ui.should_quit);
 }
 
 #[test]
@@ -758,15 +782,15 @@ fn notices_flash_once_and_time_redraws_only_what_shows_it() {
         about: None,
     });
     app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
-    assert_eq!(app.flash.as_ref().unwrap().text, "boom");
-    app.flash = None;
+    assert_eq!(app.ui.flash.as_ref().unwrap().text, "boom");
+    app.ui.flash = None;
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
-    assert!(app.flash.is_none(), "an old notice does not flash again");
-    app.dirty = false;
+    assert!(app.ui.flash.is_none(), "an old notice does not flash again");
+    app.ui.dirty = false;
     app.update(Action::Tick(NOW + 100));
-    assert!(!app.dirty, "same second: nothing to redraw");
+    assert!(!app.ui.dirty, "same second: nothing to redraw");
     app.update(Action::Tick(NOW + 1000));
-    assert!(app.dirty, "a running deployment's clock moved");
+    assert!(app.ui.dirty, "a running deployment's clock moved");
     app.update(Action::LogsDropped(5));
     assert_eq!(app.logs.dropped, 5);
 }
@@ -775,10 +799,10 @@ fn notices_flash_once_and_time_redraws_only_what_shows_it() {
 fn a_tick_never_drops_a_change_still_waiting_to_be_drawn() {
     // Found by the tmux test: a snapshot arriving between frames was lost by the next tick.
     let mut app = fixture::app_on_home();
-    app.dirty = false;
+    app.ui.dirty = false;
     let mut s = (*app.snap).clone();
     s.deployments.clear();
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
-    app.update(Action::Tick(app.now + 100));
-    assert!(app.dirty);
+    app.update(Action::Tick(app.ui.now + 100));
+    assert!(app.ui.dirty);
 }

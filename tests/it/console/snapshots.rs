@@ -79,7 +79,7 @@ fn screens() -> Vec<(&'static str, App)> {
     let failed = app_on_deployment("dep-20261129-090000-bbbb");
     let rolled_back = app_on_deployment(ROLLED_BACK);
     let mut detail = app_on_deployment(FAILED);
-    detail.target_row = 6;
+    detail.ui.lists.get_mut(Focus::Targets).row = 6;
     key(&mut detail, Enter);
     let mut versions = fixture::app_on_quiet_home();
     key(&mut versions, Down);
@@ -110,7 +110,7 @@ fn screens() -> Vec<(&'static str, App)> {
     let mut filtered = app_on_deployment("dep-20261129-100000-aaaa");
     filtered.logs.filter.parse_into("level:warn");
     let mut readonly = app_on_home();
-    readonly.readonly = true;
+    readonly.ui.readonly = true;
     ch(&mut readonly, 'D');
     let mut quit = app_on_home();
     ch(&mut quit, 'q');
@@ -258,7 +258,7 @@ fn dialogs() -> Vec<(&'static str, App)> {
     key(&mut versions, Down);
     ch(&mut versions, 'D');
     let mut target = app_on_deployment(FAILED);
-    target.target_row = 6;
+    target.ui.lists.get_mut(Focus::Targets).row = 6;
     key(&mut target, Enter);
     let mut hook = fixture::app_on_hooked();
     key(&mut hook, BackTab);
@@ -295,7 +295,7 @@ fn dialogs() -> Vec<(&'static str, App)> {
 #[test]
 fn every_dialog_at_80x24_and_120x40_in_every_theme() {
     for (name, app) in dialogs() {
-        assert!(!app.modals.is_empty(), "{name} opens a dialog");
+        assert!(!app.ui.modals.is_empty(), "{name} opens a dialog");
         for theme in ["default", "light", "high-contrast", "mono"] {
             for (w, h) in [(80, 24), (120, 40)] {
                 let t = draw(&app, theme, w, h);
@@ -425,7 +425,7 @@ fn the_canary_traffic_charts_at_both_sizes_and_in_every_theme() {
     assert!(narrow.contains("5xx 5.77%/0% p99 140ms/80ms"), "{narrow}");
     let mut zoomed = app.clone();
     zoomed.update(Action::Resize(80, 24));
-    zoomed.focus = manent::console::app::Focus::Canary;
+    zoomed.ui.focus = manent::console::app::Focus::Canary;
     zoomed.update(Action::Zoom);
     let z = draw(&zoomed, "default", 80, 24).backend().to_string();
     insta::assert_snapshot!("canary_traffic_zoomed_80x24", z);
@@ -463,7 +463,7 @@ fn the_background_analysis_says_its_count_and_when_it_runs_next() {
             duration_ms: 3,
             traffic: None,
         },
-        at: app.now - 3_000,
+        at: app.ui.now - 3_000,
     });
     app.snap = std::sync::Arc::new(snap);
     // Unzoomed at 80×24, the strip's one line keeps the verdict: as many of its words as fit
@@ -480,7 +480,7 @@ fn the_background_analysis_says_its_count_and_when_it_runs_next() {
         "{text}"
     );
     // The canary panel zoomed at 80×24: the word wraps into the rows left.
-    app.focus = manent::console::app::Focus::Canary;
+    app.ui.focus = manent::console::app::Focus::Canary;
     app.update(Action::Zoom);
     let text = draw(&app, "default", 80, 24).backend().to_string();
     insta::assert_snapshot!("canary_background_zoomed_80x24", text);
@@ -509,7 +509,7 @@ fn the_hooks_panel_in_every_theme_at_120x40() {
 #[test]
 fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
     let mut app = app_on_deployment("dep-20261129-100000-aaaa");
-    app.target_row = 30;
+    app.ui.lists.get_mut(Focus::Targets).row = 30;
     let text = draw(&app, "default", 80, 24).backend().to_string();
     let lines: Vec<&str> = text.lines().collect();
     let at = lines
@@ -525,7 +525,7 @@ fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
         lines[..at].iter().all(|l| !l.contains("web-01 ")),
         "the top scrolled away:\n{text}"
     );
-    app.target_row = 35;
+    app.ui.lists.get_mut(Focus::Targets).row = 35;
     let text = draw(&app, "default", 80, 24).backend().to_string();
     assert!(text.contains("› web-36"), "the last target:\n{text}");
 }

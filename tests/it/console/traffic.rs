@@ -131,16 +131,17 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
     // A: not what it takes; it says which keys are.
     ch(&mut app, 'A');
     assert!(
-        app.flash
+        app.ui
+            .flash
             .as_ref()
             .unwrap()
             .text
             .contains("X (abandon it, with a reason)"),
         "{:?}",
-        app.flash
+        app.ui.flash
     );
     // The slider: a weight through the router instead.
-    app.focus = Focus::Canary;
+    app.ui.focus = Focus::Canary;
     key(&mut app, Left);
     key(&mut app, Left);
     assert_eq!(app.pending(), Some(0));
@@ -161,7 +162,7 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
         ch(&mut app, c);
     }
     assert_eq!(key(&mut app, Enter), None, "no reason: nothing sent");
-    assert!(app.flash.as_ref().unwrap().text.contains("type why"));
+    assert!(app.ui.flash.as_ref().unwrap().text.contains("type why"));
     for c in "router broken, fixing by hand".chars() {
         ch(&mut app, c);
     }
@@ -175,7 +176,7 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
     );
     // Help lists its keys.
     ch(&mut app, '?');
-    let Some(Modal::Help(_)) = app.modals.last() else {
+    let Some(Modal::Help(_)) = app.ui.modals.last() else {
         panic!("no help")
     };
     let sections = manent::console::app::dialog::help::sections(&app);
@@ -191,7 +192,7 @@ fn a_canary_whose_router_failed_shows_the_error_and_offers_retry_revert_weight_a
 #[test]
 fn the_slider_moves_the_way_its_arrow_points() {
     let mut app = app_on_deployment(CANARY);
-    assert_eq!(app.focus, Focus::Canary);
+    assert_eq!(app.ui.focus, Focus::Canary);
     let marker = |app: &App| {
         let theme = manent::console::theme::Theme::load("default").unwrap();
         let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();

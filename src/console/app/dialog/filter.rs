@@ -7,38 +7,13 @@ use ratatui::text::{Line, Span};
 
 use super::{Reply, frame};
 use crate::console::action::Action;
-use crate::console::app::ViewCtx;
-
-/// What a filter applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Of {
-    /// Home's applications.
-    Apps,
-    /// Home's deployments.
-    Deployments,
-    /// A deployment's targets.
-    Targets,
-    /// A deployment's log pane.
-    Logs,
-}
-
-impl Of {
-    /// What it filters, in the operator's words.
-    pub fn name(self) -> &'static str {
-        match self {
-            Of::Apps => "applications",
-            Of::Deployments => "deployments",
-            Of::Targets => "targets",
-            Of::Logs => "log lines",
-        }
-    }
-}
+use crate::console::app::{Focus, ViewCtx};
 
 /// The filter being typed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filter {
     /// What it filters.
-    pub of: Of,
+    pub of: Focus,
     /// What is typed.
     pub text: String,
 }
@@ -62,7 +37,7 @@ impl Filter {
     /// Draws it.
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let hint = match self.of {
-            Of::Logs => {
+            Focus::Logs => {
                 "words match the message; plugin:NAME target:NAME level:warn · Enter applies · \
                  empty clears · Esc"
             }
@@ -75,7 +50,7 @@ impl Filter {
             ]),
             Line::from(Span::styled(hint, ctx.theme.get("muted"))),
         ];
-        let title = format!(" Filter {} ", self.of.name());
+        let title = format!(" Filter {} ", self.of.rows());
         frame(f, area, &title, lines, (76, "border_focus"), ctx);
     }
 }

@@ -29,7 +29,7 @@ pub type Section = (String, Vec<(String, &'static str)>);
 /// The keys of the screen `app` shows, in sections, as the key table says them.
 pub fn sections(app: &App) -> Vec<Section> {
     let mut order = vec![(keys::Section::Everywhere, false)];
-    match app.screen {
+    match app.ui.screen {
         Screen::Home => order.extend([
             (keys::Section::Home, false),
             (keys::Section::Selected, false),
@@ -38,7 +38,7 @@ pub fn sections(app: &App) -> Vec<Section> {
             order.push((keys::Section::Deployment, false));
             // Every panel's keys, the focused one first: arrows mean one thing per panel.
             let d = app.deployment();
-            let mut panels: Vec<Focus> = vec![app.focus];
+            let mut panels: Vec<Focus> = vec![app.ui.focus];
             for f in [Focus::Canary, Focus::Targets, Focus::Hooks, Focus::Logs] {
                 let shown = match f {
                     Focus::Canary => d.is_some_and(|d| d.canary.is_some()),
@@ -52,7 +52,7 @@ pub fn sections(app: &App) -> Vec<Section> {
             order.extend(
                 panels
                     .into_iter()
-                    .map(|f| (keys::Section::Panel(f), f == app.focus)),
+                    .map(|f| (keys::Section::Panel(f), f == app.ui.focus)),
             );
             if d.is_some_and(|d| d.canary.is_some()) {
                 order.push((keys::Section::Canary, false));
@@ -100,7 +100,7 @@ fn body(app: &App, ctx: Option<&ViewCtx<'_>>, inner: usize) -> Vec<Line<'static>
             lines.extend(rows.map(|r| Line::from(format!("{:KEY$}{r}", ""))));
         }
     }
-    if app.readonly {
+    if app.ui.readonly {
         lines.push(Line::from(Span::styled(
             "read-only: the keys that change anything say so and do nothing",
             style("readonly"),
@@ -115,7 +115,7 @@ impl Help {
         if *action == Action::Dismiss {
             return Reply::Close;
         }
-        let (_, inner, room) = page(app.size, WIDTH);
+        let (_, inner, room) = page(app.ui.size, WIDTH);
         let total = total_rows(body(app, None, inner), inner);
         self.scroll.apply(action, total, room);
         Reply::Keep
@@ -123,7 +123,7 @@ impl Help {
 
     /// Draws it.
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
-        let title = match ctx.app.screen {
+        let title = match ctx.app.ui.screen {
             Screen::Home => " Keys · home ",
             Screen::Deployment(_) => " Keys · this deployment ",
         };

@@ -44,7 +44,7 @@ impl Hook {
         if *action == Action::Dismiss {
             return Reply::Close;
         }
-        let (_, inner, room) = page(app.size, width(app.size.0));
+        let (_, inner, room) = page(app.ui.size, width(app.ui.size.0));
         let total = total_rows(self.body(app, None, inner), inner);
         self.scroll.apply(action, total, room);
         Reply::Keep

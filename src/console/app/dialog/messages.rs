@@ -34,6 +34,7 @@ impl Default for Messages {
 /// One entry: when, how serious, from where, what.
 fn entries(app: &App) -> Vec<(i64, Level, String, String)> {
     let mut out: Vec<(i64, Level, String, String)> = app
+        .ui
         .messages
         .iter()
         .map(|m| (m.at, m.level, "console".to_owned(), m.text.clone()))
@@ -56,7 +57,7 @@ fn entries(app: &App) -> Vec<(i64, Level, String, String)> {
     if let Some(d) = app.deployment()
         && let Some(h) = crate::console::app::headline(d)
     {
-        out.push((app.now, Level::Error, short(&d.id), h));
+        out.push((app.ui.now, Level::Error, short(&d.id), h));
     }
     out
 }
@@ -103,7 +104,7 @@ impl Messages {
         if *action == Action::Dismiss {
             return Reply::Close;
         }
-        let (_, inner, room) = page(app.size, WIDTH);
+        let (_, inner, room) = page(app.ui.size, WIDTH);
         let total = total_rows(body(app, None, inner), inner);
         self.scroll.apply(action, total, room);
         Reply::Keep

@@ -48,7 +48,7 @@ impl Plan {
             Action::Deploy | Action::DryRun | Action::Rollback => Reply::Then(action.clone()),
             _ => {
                 let total = self.app_env(app).map_or(0, |a| body(a).len());
-                let room = rows(app.size.1);
+                let room = rows(app.ui.size.1);
                 self.scroll.apply(action, total, room);
                 Reply::Keep
             }

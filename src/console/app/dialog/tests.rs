@@ -47,7 +47,7 @@ impl PickRelease {
                     .unwrap_or_default();
                 let candidate =
                     (self.selected == 1).then_some((self.canary.as_str(), version.as_str()));
-                let c = asks::tests(a, candidate, app.now);
+                let c = asks::tests(a, candidate, app.ui.now);
                 return Reply::Open(Box::new(Modal::Confirm(c)));
             }
             _ => {}

@@ -139,7 +139,7 @@ impl Versions {
             .find(|d| d.subject() == format!("{}/{}", a.application, a.environment))
             .filter(|d| d.state == DeploymentState::FailedAwaiting && !d.router_failed())
             .map(|d| (d.id.as_str(), d.version.as_str()));
-        let c = asks::deploy(a, version, awaiting, app.now);
+        let c = asks::deploy(a, version, awaiting, app.ui.now);
         Reply::Open(Box::new(Modal::Confirm(c)))
     }
 
