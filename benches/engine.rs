@@ -179,11 +179,13 @@ async fn baseline() -> Duration {
     let req = manent::deploy::steps::request(
         &spec,
         "baseline",
-        all,
-        PARALLELISM,
-        Secrets::none(),
-        None,
-        &manent::plugin::Processes::none(),
+        manent::deploy::steps::Call {
+            targets: all,
+            parallelism: PARALLELISM,
+            secrets: Secrets::none(),
+            step: None,
+            processes: &manent::plugin::Processes::none(),
+        },
     );
     let template = Request {
         targets: Vec::new(),

@@ -275,16 +275,11 @@ async fn follow_to_end(
     let ending = match ending {
         Some(e) => e,
         None => {
-            follow(
-                &runner,
-                id,
-                verbose,
-                expect,
-                &mut signals,
-                &mut trouble,
-                out,
-            )
-            .await
+            let mut watch = Watch {
+                signals: &mut signals,
+                trouble: &mut trouble,
+            };
+            follow(&runner, id, verbose, expect, &mut watch, out).await
         }
     };
     if matches!(ending, Ending::EngineGone)
@@ -426,6 +421,13 @@ pub(super) fn settled(v: &DeploymentView, expect: Expect) -> bool {
     !v.status.is_live() || (waiting && !decided)
 }
 
+/// What a follower watches besides the deployment: Ctrl-C and SIGTERM, and the database's and
+/// the engine's trouble.
+struct Watch<'a> {
+    signals: &'a mut Signals,
+    trouble: &'a mut Trouble,
+}
+
 /// Prints progress on stderr until the deployment settles, the user stops it, or its engine
 /// goes.
 async fn follow(
@@ -433,10 +435,10 @@ async fn follow(
     id: &str,
     verbose: bool,
     expect: Expect,
-    signals: &mut Signals,
-    trouble: &mut Trouble,
+    watch: &mut Watch<'_>,
     out: &mut Out,
 ) -> Ending {
+    let Watch { signals, trouble } = watch;
     let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
     let mut shown_hooks: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut phase: Option<Phase> = None;

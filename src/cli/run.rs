@@ -150,16 +150,17 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
         spec.application,
         spec.artifact.version
     );
-    start_and_follow(
-        runner,
-        submitted,
-        &what,
-        &spec,
-        &plan,
-        (a.verbose, a.json.json, a.wait),
-        out,
-    )
-    .await
+    let started = Started {
+        what: &what,
+        spec: &spec,
+        plan: &plan,
+    };
+    let how = How {
+        verbose: a.verbose,
+        json: a.json.json,
+        wait: a.wait,
+    };
+    start_and_follow(runner, submitted, &started, how, out).await
 }
 
 /// `manent test`: runs the application's `test` hooks against what is live, and follows them.
@@ -280,16 +281,17 @@ pub async fn rollback(config_path: &Path, a: &RollbackArgs, out: &mut Out) -> u8
         .start(&spec, Request::Rollback, asked)
         .await;
     let what = format!("rolling back {} ({transitions}) in", spec.application);
-    start_and_follow(
-        runner,
-        submitted,
-        &what,
-        &spec,
-        &plan,
-        (a.verbose, a.json.json, false),
-        out,
-    )
-    .await
+    let started = Started {
+        what: &what,
+        spec: &spec,
+        plan: &plan,
+    };
+    let how = How {
+        verbose: a.verbose,
+        json: a.json.json,
+        wait: false,
+    };
+    start_and_follow(runner, submitted, &started, how, out).await
 }
 
 /// Refuses (exit 2) before any question when the environment is locked and this is not a
@@ -324,17 +326,37 @@ async fn refuse_if_locked(
     }
 }
 
+/// What was asked to start, as the first line says it: `what` ("1.2.0 of web to"), the
+/// environment's spec and the plan.
+struct Started<'a> {
+    what: &'a str,
+    spec: &'a EnvSpec,
+    plan: &'a Plan,
+}
+
+/// How a command follows what it started: every line or the summary, JSON, and to the very end
+/// (`--wait`: through a canary's analysis and promotion) or until it settles.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    verbose: bool,
+    json: bool,
+    wait: bool,
+}
+
 /// Says what was submitted, runs it, and follows it to its end.
 async fn start_and_follow(
     runner: Runner,
     submitted: Result<Submitted, submit::SubmitError>,
-    what: &str,
-    spec: &EnvSpec,
-    plan: &Plan,
-    a: (bool, bool, bool),
+    started: &Started<'_>,
+    how: How,
     out: &mut Out,
 ) -> u8 {
-    let (verbose, json, wait) = a;
+    let &Started { what, spec, plan } = started;
+    let How {
+        verbose,
+        json,
+        wait,
+    } = how;
     let submitted = match submitted {
         Ok(s) => s,
         Err(e) => {

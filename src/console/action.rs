@@ -91,7 +91,7 @@ pub enum Action {
     Backspace,
     /// Clear what was typed (`Ctrl-U`).
     ClearInput,
-    /// Move between [Cancel] and [Confirm].
+    /// Move between `[Cancel]` and `[Confirm]`.
     ChoiceToggle,
     /// Enter in a dialog.
     Submit,
@@ -118,7 +118,7 @@ pub enum Mode {
     Normal,
     /// The help overlay.
     Help,
-    /// A confirmation: [Cancel] / [Confirm], and a reason to type.
+    /// A confirmation: `[Cancel]` / `[Confirm]`, and a reason to type.
     Confirm,
     /// A confirmation that needs the environment's name typed.
     TypedConfirm,

@@ -139,7 +139,7 @@ pub async fn send(
                 db.resume(&v.id, vec![journal]).await?;
             } else {
                 db.resume(&v.id, Vec::new()).await?;
-                deliver(db, operator, &v, cmd, reason, journal, false).await?;
+                deliver(db, operator, &v, delivered(cmd, reason), journal, false).await?;
             }
             Ok(Acted {
                 message: format!("{}: {}; it continues from its last checkpoint", v.id, cmd),
@@ -152,7 +152,7 @@ pub async fn send(
                 return Err(refused(&v, topic.as_str()));
             }
             check_targets(&v, cmd)?;
-            deliver(db, operator, &v, cmd, reason, journal, true).await?;
+            deliver(db, operator, &v, delivered(cmd, reason), journal, true).await?;
             Ok(Acted {
                 message: accepted(&v, cmd),
                 requeued: false,
@@ -161,20 +161,17 @@ pub async fn send(
     }
 }
 
+/// Sends `payload` to deployment `v` as `operator`, with its journal entry; `guard`: only while
+/// the deployment still takes the command's topic.
 async fn deliver(
     db: &dyn Db,
     operator: &Operator,
     v: &DeploymentView,
-    cmd: &OperatorCommand,
-    reason: Option<&str>,
+    payload: Delivered,
     journal: crate::workflow::store::Record,
     guard: bool,
 ) -> Result<(), CommandError> {
-    let topic = cmd.topic().unwrap_or(Topic::Resume);
-    let payload = Delivered {
-        command: cmd.clone(),
-        reason: reason.map(str::to_owned),
-    };
+    let topic = payload.command.topic().unwrap_or(Topic::Resume);
     let req = SendRequest {
         message: Message {
             id: format!("cmd-{:016x}", fastrand::u64(..)),
@@ -191,6 +188,13 @@ async fn deliver(
     match db.send(req).await? {
         Sent::Delivered | Sent::Duplicate => Ok(()),
         Sent::Rejected(why) => Err(CommandError::Refused(why)),
+    }
+}
+
+fn delivered(cmd: &OperatorCommand, reason: Option<&str>) -> Delivered {
+    Delivered {
+        command: cmd.clone(),
+        reason: reason.map(str::to_owned),
     }
 }
 

@@ -375,10 +375,12 @@ pub async fn open_configured(
     // Only an engine makes the schema; every other command finds it, or says it is not there.
     Ok(std::sync::Arc::new(
         crate::workflow::PostgresStore::connect(
-            &pg.url,
-            password.as_deref(),
-            POOL,
-            config.engine.lease,
+            &crate::workflow::postgres::Server {
+                url: &pg.url,
+                password: password.as_deref(),
+                pool_size: POOL,
+                lease: config.engine.lease,
+            },
             std::sync::Arc::new(DeployRecords),
             key,
             check,

@@ -117,8 +117,7 @@ impl<'a> Run<'a> {
             })
             .await?
             .or_fail()?;
-        let par = steps::parallelism(spec, &info);
-        Ok(Run::new(env, ctx, spec, kind, plan, info, par))
+        Ok(Run::new(env, ctx, spec, kind, plan, info))
     }
 
     /// Plans (step `plan`) and publishes the plan, without starting the plugin: what runs only
@@ -134,7 +133,11 @@ impl<'a> Run<'a> {
             origin: String::new(),
             capabilities: crate::plugin::Capabilities::default(),
         };
-        Ok(Run::new(env, ctx, spec, kind, plan, info, 1))
+        // One at a time: no target is touched.
+        Ok(Run {
+            par: 1,
+            ..Run::new(env, ctx, spec, kind, plan, info)
+        })
     }
 
     /// Phase `Planning`, then step `plan` (the batches; a kind that deploys a version needs
@@ -174,6 +177,7 @@ impl<'a> Run<'a> {
         Ok(plan)
     }
 
+    /// A run of `plan` with the plugin `info` describes, as many targets at once as both allow.
     fn new(
         env: &'a DeployEnv,
         ctx: &'a WfCtx,
@@ -181,8 +185,8 @@ impl<'a> Run<'a> {
         kind: Kind,
         plan: Plan,
         info: PluginInfo,
-        par: u32,
     ) -> Run<'a> {
+        let par = steps::parallelism(spec, &info);
         Run {
             env,
             ctx,
@@ -346,11 +350,13 @@ impl<'a> Run<'a> {
                 let mut req = steps::request(
                     spec,
                     ctx.id(),
-                    targets,
-                    par,
-                    secrets,
-                    Some(&info),
-                    &env.processes,
+                    steps::Call {
+                        targets,
+                        parallelism: par,
+                        secrets,
+                        step: Some(&info),
+                        processes: &env.processes,
+                    },
                 );
                 req.traffic.clone_from(traffic);
                 req.routing.clone_from(routing);

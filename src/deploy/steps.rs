@@ -72,17 +72,31 @@ pub fn parallelism(spec: &EnvSpec, info: &PluginInfo) -> u32 {
     }
 }
 
-/// A request for `targets`, without secrets unless given; the processes a built-in starts for
-/// it are recorded in `processes`.
-pub fn request(
-    spec: &EnvSpec,
-    workflow_id: &str,
-    targets: Vec<Target>,
-    parallelism: u32,
-    secrets: Secrets,
-    info: Option<&StepInfo>,
-    processes: &Processes,
-) -> Request {
+/// What a plugin call carries besides the application's spec: its targets and how many at once,
+/// its secrets (none unless opened for it), the step it is made in (its idempotency key and
+/// attempt), and where the processes a built-in starts for it are recorded.
+pub struct Call<'a> {
+    /// The targets.
+    pub targets: Vec<Target>,
+    /// How many at once.
+    pub parallelism: u32,
+    /// Its secrets.
+    pub secrets: Secrets,
+    /// The step it is made in, if any.
+    pub step: Option<&'a StepInfo>,
+    /// Where a built-in records its processes.
+    pub processes: &'a Processes,
+}
+
+/// The request of `call` in deployment `workflow_id`.
+pub fn request(spec: &EnvSpec, workflow_id: &str, call: Call<'_>) -> Request {
+    let Call {
+        targets,
+        parallelism,
+        secrets,
+        step: info,
+        processes,
+    } = call;
     Request {
         deployment_id: workflow_id.to_owned(),
         application: spec.application.clone(),
@@ -113,11 +127,13 @@ fn target_request(
     let req = request(
         spec,
         wf,
-        vec![Target::from(t)],
-        1,
-        secrets,
-        Some(info),
-        &env.processes,
+        Call {
+            targets: vec![Target::from(t)],
+            parallelism: 1,
+            secrets,
+            step: Some(info),
+            processes: &env.processes,
+        },
     );
     (req, open)
 }

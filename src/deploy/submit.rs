@@ -297,12 +297,14 @@ pub async fn deploy(
     loop {
         let started = submit(
             db,
-            workflow,
-            inputs.clone(),
-            spec,
-            detail.clone(),
+            Start {
+                kind: workflow,
+                inputs: inputs.clone(),
+                spec,
+                detail: detail.clone(),
+                forced: &forced,
+            },
             sub,
-            &forced,
         );
         let live = match started.await? {
             Ok(id) => return Ok(Submitted::Started(id)),
@@ -392,12 +394,14 @@ pub async fn rollback(
     let forced = through_lock(db, spec, Kind::Rollback.workflow(), sub).await?;
     match submit(
         db,
-        Kind::Rollback.workflow(),
-        inputs,
-        spec,
-        detail,
+        Start {
+            kind: Kind::Rollback.workflow(),
+            inputs,
+            spec,
+            detail,
+            forced: &forced,
+        },
         sub,
-        &forced,
     )
     .await?
     {
@@ -475,13 +479,15 @@ pub async fn test(
     };
     match submit_keyed(
         db,
-        Kind::Test.workflow(),
-        inputs,
-        &spec,
-        detail,
+        Start {
+            kind: Kind::Test.workflow(),
+            inputs,
+            spec: &spec,
+            detail,
+            forced: &[],
+        },
         sub,
         format!("{}#test", spec.subject()),
-        &[],
     )
     .await?
     {
@@ -541,12 +547,14 @@ pub async fn revert_left(
     let detail = format!("the candidate {of} left in traffic");
     match submit(
         db,
-        Kind::Canary.workflow(),
-        inputs,
-        &input.spec,
-        detail,
+        Start {
+            kind: Kind::Canary.workflow(),
+            inputs,
+            spec: &input.spec,
+            detail,
+            forced: &[],
+        },
         sub,
-        &[],
     )
     .await?
     {
@@ -559,35 +567,40 @@ pub async fn revert_left(
     }
 }
 
+/// A workflow to start: its kind, inputs and spec, what the journal says it does, and the
+/// records that commit with it (a break-glass entry, naming the new deployment).
+struct Start<'a> {
+    kind: &'a str,
+    inputs: String,
+    spec: &'a EnvSpec,
+    detail: String,
+    forced: &'a [Record],
+}
+
 /// Inserts the workflow; `Err(live)` when another deployment of the subject is live.
 async fn submit(
     db: &dyn Db,
-    kind: &str,
-    inputs: String,
-    spec: &EnvSpec,
-    detail: String,
+    start: Start<'_>,
     sub: &Submission<'_>,
-    forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
-    submit_keyed(db, kind, inputs, spec, detail, sub, spec.subject(), forced).await
+    let dedup = start.spec.subject();
+    submit_keyed(db, start, sub, dedup).await
 }
 
-/// [`submit`], one live workflow per `dedup` key; `forced` (a break-glass entry) commits with
-/// the start, naming the new deployment.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one private helper's whole input"
-)]
+/// [`submit`], one live workflow per `dedup` key.
 async fn submit_keyed(
     db: &dyn Db,
-    kind: &str,
-    inputs: String,
-    spec: &EnvSpec,
-    detail: String,
+    start: Start<'_>,
     sub: &Submission<'_>,
     dedup: String,
-    forced: &[Record],
 ) -> Result<Result<String, WorkflowRow>, SubmitError> {
+    let Start {
+        kind,
+        inputs,
+        spec,
+        detail,
+        forced,
+    } = start;
     let subject = spec.subject();
     // The records that go with the start, naming its id (drawn again if it is taken).
     let records = |id: &str| -> Vec<Record> {

@@ -104,16 +104,17 @@ impl Notifier {
         if receivers.is_empty() {
             return None;
         }
-        let stop = Arc::new(Notify::new());
-        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let queued = Arc::new(Notify::new());
+        let wakes = Wakes {
+            stop: Arc::new(Notify::new()),
+            queued: Arc::new(Notify::new()),
+            stopping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        };
+        let stop = wakes.stop.clone();
         let scanner = tokio::spawn(scan_loop(
             receivers.to_vec(),
             db.clone(),
             events,
-            stop.clone(),
-            queued.clone(),
-            stopping.clone(),
+            wakes.clone(),
             log.clone(),
         ));
         let secrets = Arc::new(ConfigSecrets::new(secrets.clone()));
@@ -124,8 +125,7 @@ impl Notifier {
                     r.clone(),
                     db.clone(),
                     secrets.clone(),
-                    queued.clone(),
-                    stopping.clone(),
+                    wakes.clone(),
                     log.clone(),
                 ))
             })
@@ -173,15 +173,27 @@ impl Notifier {
     }
 }
 
+/// What the scanner and the senders wake each other with: the engine stops (the scanner's
+/// last scan), a notification is queued, the senders are to stop after what is due.
+#[derive(Clone)]
+struct Wakes {
+    stop: Arc<Notify>,
+    queued: Arc<Notify>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+}
+
 async fn scan_loop(
     receivers: Vec<Receiver>,
     db: Arc<dyn Db>,
     mut events: broadcast::Receiver<RuntimeEvent>,
-    stop: Arc<Notify>,
-    queued: Arc<Notify>,
-    stopping: Arc<std::sync::atomic::AtomicBool>,
+    wakes: Wakes,
     log: Logger,
 ) {
+    let Wakes {
+        stop,
+        queued,
+        stopping,
+    } = wakes;
     let log = log.with_source("notify");
     let started = crate::sys::now_ms();
     let since = started - RECENT_MS;
@@ -542,10 +554,12 @@ async fn send_loop(
     r: Receiver,
     db: Arc<dyn Db>,
     secrets: Arc<ConfigSecrets>,
-    queued: Arc<Notify>,
-    stopping: Arc<std::sync::atomic::AtomicBool>,
+    wakes: Wakes,
     log: Logger,
 ) {
+    let Wakes {
+        queued, stopping, ..
+    } = wakes;
     let log = log.with_source("notify");
     loop {
         let woken = queued.notified();

@@ -412,11 +412,9 @@ impl WfCtx {
                     errors,
                 };
                 self.record(
-                    id,
-                    &name,
+                    StepAt::new(id, &name, started_at),
                     Err(failure.clone()),
                     None,
-                    started_at,
                     Vec::new(),
                 )
                 .await?;
@@ -441,8 +439,8 @@ impl WfCtx {
                     let output = serde_json::to_string(&value).map_err(|e| {
                         Interrupt::Store(format!("step output does not encode: {e}"))
                     })?;
-                    self.record(id, &name, Ok(output), Some(attempt), started_at, effects)
-                        .await?;
+                    let at = StepAt::new(id, &name, started_at);
+                    self.record(at, Ok(output), Some(attempt), effects).await?;
                     failpoint::hit("step.after_checkpoint", &name);
                     self.observe(StepEvent::Finished {
                         function_id: id,
@@ -592,11 +590,9 @@ impl WfCtx {
         started_at: i64,
     ) -> Result<StepResult<T>, Interrupt> {
         self.record(
-            id,
-            &name,
+            StepAt::new(id, &name, started_at),
             Err(failure.clone()),
             Some(attempt),
-            started_at,
             Vec::new(),
         )
         .await?;
@@ -638,13 +634,16 @@ impl WfCtx {
     /// Commits a step result, blocking and retrying while the database refuses (design/durable-workflows.md E4).
     async fn record(
         &self,
-        id: u32,
-        name: &str,
+        step: StepAt<'_>,
         result: Result<String, StepFailure>,
         attempt: Option<u32>,
-        started_at: i64,
         effects: Vec<Effect>,
     ) -> Result<(), Interrupt> {
+        let StepAt {
+            id,
+            name,
+            started_at,
+        } = step;
         // Plugins echo what they were given; nothing secret may be recorded (design/architecture.md "Observability").
         let result = result
             .map(|out| redact(&out).into_owned())
@@ -758,4 +757,22 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Which step a result is recorded for: its function id, its name, when it started.
+#[derive(Debug, Clone, Copy)]
+struct StepAt<'a> {
+    id: u32,
+    name: &'a str,
+    started_at: i64,
+}
+
+impl<'a> StepAt<'a> {
+    fn new(id: u32, name: &'a str, started_at: i64) -> Self {
+        StepAt {
+            id,
+            name,
+            started_at,
+        }
+    }
 }

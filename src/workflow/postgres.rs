@@ -200,6 +200,19 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// Where and how an engine reaches its PostgreSQL server.
+#[derive(Debug, Clone, Copy)]
+pub struct Server<'a> {
+    /// The server's URL, without the password.
+    pub url: &'a str,
+    /// The password, given apart so it is never part of a shown URL.
+    pub password: Option<&'a str>,
+    /// Connections kept.
+    pub pool_size: usize,
+    /// The engine's lease: a session idle in a transaction ends well within it.
+    pub lease: Duration,
+}
+
 impl PostgresStore {
     /// Connects to `url` (the password, if any, given apart so it is never part of a shown
     /// URL), and creates or migrates the engine's schema and `ext`'s. A database written by a
@@ -226,21 +239,30 @@ impl PostgresStore {
         ext: Arc<dyn Extension>,
         key: InputsKey,
     ) -> Result<Self, StoreError> {
-        Self::connect(url, password, pool_size, lease, ext, key, true).await
+        let server = Server {
+            url,
+            password,
+            pool_size,
+            lease,
+        };
+        Self::connect(&server, ext, key, true).await
     }
 
     /// [`PostgresStore::open_with_lease`]; without `create`, a database that holds no manent
     /// schema is an error, not a fresh start (what reads and commands that are not an engine
     /// open: they never make a schema, nor remake a dropped one).
     pub async fn connect(
-        url: &str,
-        password: Option<&str>,
-        pool_size: usize,
-        lease: Duration,
+        server: &Server<'_>,
         ext: Arc<dyn Extension>,
         key: InputsKey,
         create: bool,
     ) -> Result<Self, StoreError> {
+        let &Server {
+            url,
+            password,
+            pool_size,
+            lease,
+        } = server;
         let lease_ms = i64::try_from(lease.as_millis())
             .unwrap_or(i64::MAX)
             .max(1000);

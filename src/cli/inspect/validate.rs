@@ -279,11 +279,13 @@ async fn check_with_plugin(registry: &Registry, spec: &EnvSpec) -> Result<(), St
     let req: Request = crate::deploy::steps::request(
         spec,
         "validate",
-        targets,
-        spec.parallelism,
-        Secrets::none(),
-        None,
-        &crate::plugin::Processes::none(),
+        crate::deploy::steps::Call {
+            targets,
+            parallelism: spec.parallelism,
+            secrets: Secrets::none(),
+            step: None,
+            processes: &crate::plugin::Processes::none(),
+        },
     );
     handle
         .deployer

@@ -194,15 +194,16 @@ struct Finished {
 }
 
 impl Exec {
+    /// Runs command `which` of the params on target `t` (rolling back: to release `to`).
     async fn run(
         &self,
         req: &Request,
         p: &Params,
         t: &Target,
         which: &str,
-        template: &str,
         to: Option<&Release>,
     ) -> Result<Finished, PluginError> {
+        let template = self.command(p, which)?;
         let vars = variables(req, t, to);
         check_env_names(&vars)?;
         let command = render(template, &vars, which)?;
@@ -352,9 +353,10 @@ impl Deployer for Exec {
 
     async fn deploy(&self, req: &Request) -> Result<DeployResult, PluginError> {
         let p = &params(req)?;
-        let template = self.command(p, "deploy")?;
+        // A missing command fails the call before any target.
+        self.command(p, "deploy")?;
         let outcome = for_each_target(req, |t| async move {
-            let done = self.run(req, p, &t, "deploy", template, None).await?;
+            let done = self.run(req, p, &t, "deploy", None).await?;
             Ok(TargetResult::new(TargetStatus::Deployed).with_message(done.last_stdout))
         })
         .await;
@@ -388,9 +390,10 @@ impl ParallelDeployer for Exec {
 impl DryRunner for Exec {
     async fn dry_run(&self, req: &Request) -> Result<DeployResult, PluginError> {
         let p = &params(req)?;
-        let template = self.command(p, "dry_run")?;
+        // A missing command fails the call before any target.
+        self.command(p, "dry_run")?;
         let (targets, _) = for_all_targets(req, |t| async move {
-            let done = self.run(req, p, &t, "dry_run", template, None).await?;
+            let done = self.run(req, p, &t, "dry_run", None).await?;
             Ok(TargetResult::new(TargetStatus::Unchanged).with_message(done.last_stdout))
         })
         .await;
@@ -406,12 +409,11 @@ impl DryRunner for Exec {
 impl ReleaseInspector for Exec {
     async fn current_release(&self, req: &Request) -> Result<Vec<TargetRelease>, PluginError> {
         let p = &params(req)?;
-        let template = self.command(p, "current_release")?;
+        // A missing command fails the call before any target.
+        self.command(p, "current_release")?;
         let mut out = Vec::with_capacity(req.targets.len());
         for t in &req.targets {
-            let done = self
-                .run(req, p, t, "current_release", template, None)
-                .await?;
+            let done = self.run(req, p, t, "current_release", None).await?;
             out.push(TargetRelease {
                 host: t.host.clone(),
                 version: done.last_stdout,
@@ -425,9 +427,10 @@ impl ReleaseInspector for Exec {
 impl Rollbacker for Exec {
     async fn rollback(&self, req: &Request, to: &Release) -> Result<DeployResult, PluginError> {
         let p = &params(req)?;
-        let template = self.command(p, "rollback")?;
+        // A missing command fails the call before any target.
+        self.command(p, "rollback")?;
         let outcome = for_all_targets(req, |t| async move {
-            let done = self.run(req, p, &t, "rollback", template, Some(to)).await?;
+            let done = self.run(req, p, &t, "rollback", Some(to)).await?;
             Ok(TargetResult::new(TargetStatus::RolledBack).with_message(done.last_stdout))
         })
         .await;

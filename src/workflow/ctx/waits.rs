@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{RECV, SET_EVENT, SLEEP, StepEvent, WfCtx};
+use super::{RECV, SET_EVENT, SLEEP, StepAt, StepEvent, WfCtx};
 use crate::sys::now_ms;
 use crate::workflow::error::Interrupt;
 use crate::workflow::shutdown::Shutdown;
@@ -51,8 +51,13 @@ impl WfCtx {
         self.boundary()?;
         let now = now_ms();
         let deadline = now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        self.record(id, SLEEP, Ok(deadline.to_string()), None, now, Vec::new())
-            .await?;
+        self.record(
+            StepAt::new(id, SLEEP, now),
+            Ok(deadline.to_string()),
+            None,
+            Vec::new(),
+        )
+        .await?;
         Ok(deadline)
     }
 
@@ -91,8 +96,13 @@ impl WfCtx {
             }
             let left = deadline.map(|d| d - now_ms());
             if left.is_some_and(|l| l <= 0) {
-                self.record(recv_id, RECV, Ok("null".into()), None, now_ms(), Vec::new())
-                    .await?;
+                self.record(
+                    StepAt::new(recv_id, RECV, now_ms()),
+                    Ok("null".into()),
+                    None,
+                    Vec::new(),
+                )
+                .await?;
                 return Ok(None);
             }
             let left = left.map(|l| Duration::from_millis(u64::try_from(l).unwrap_or(0)));
@@ -124,8 +134,13 @@ impl WfCtx {
             self.remember(id, RECV, &Some(&msg));
             return Ok(Some(msg));
         }
-        self.record(id, RECV, Ok("null".into()), None, now_ms(), Vec::new())
-            .await?;
+        self.record(
+            StepAt::new(id, RECV, now_ms()),
+            Ok("null".into()),
+            None,
+            Vec::new(),
+        )
+        .await?;
         Ok(None)
     }
 
@@ -172,8 +187,13 @@ impl WfCtx {
         let output = events
             .last()
             .map_or_else(|| "null".to_owned(), |(_, v)| v.to_string());
-        self.record(id, SET_EVENT, Ok(output), None, now_ms(), effects)
-            .await
+        self.record(
+            StepAt::new(id, SET_EVENT, now_ms()),
+            Ok(output),
+            None,
+            effects,
+        )
+        .await
     }
 
     /// Waits up to `d` (or until woken); `Ok(true)` when woken. Leaves at once when the engine

@@ -204,11 +204,13 @@ where
     let mut req = steps::request(
         spec,
         run.ctx.id(),
-        run.plan.request_targets(),
-        run.par,
-        secrets,
-        None,
-        &env.processes,
+        steps::Call {
+            targets: run.plan.request_targets(),
+            parallelism: run.par,
+            secrets,
+            step: None,
+            processes: &env.processes,
+        },
     );
     req.traffic.clone_from(&run.traffic);
     req.routing.clone_from(&run.routing);

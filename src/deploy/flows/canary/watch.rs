@@ -39,8 +39,12 @@ impl Flight {
                     .log
                     .for_deployment(run.ctx.id())
                     .info("the router serves manent's routing again");
-                self.publish_drift(run, &expected, &state, Vec::new(), "over", true)
-                    .await;
+                let drift = Drift {
+                    action: "over".into(),
+                    over: true,
+                    ..self.drift(&expected, &state, Vec::new())
+                };
+                publish_drift(run, &drift).await;
             }
             publish(run, actual(&state, Vec::new(), None)).await;
             return;
@@ -74,8 +78,11 @@ impl Flight {
             log.warn(&format!("drift: {action}"));
         }
         self.drift.clone_from(&diff);
-        self.publish_drift(run, &expected, &state, diff.clone(), &action, false)
-            .await;
+        let drift = Drift {
+            action: action.clone(),
+            ..self.drift(&expected, &state, diff.clone())
+        };
+        publish_drift(run, &drift).await;
         publish(run, actual(&state, diff, Some(action))).await;
     }
 
@@ -107,24 +114,16 @@ impl Flight {
         }
     }
 
-    async fn publish_drift(
-        &self,
-        run: &Run<'_>,
-        expected: &Routing,
-        state: &RoutingState,
-        differences: Vec<String>,
-        action: &str,
-        over: bool,
-    ) {
-        let drift = Drift {
+    /// The drift from `expected` that `state` shows, since when this watcher saw it begin.
+    fn drift(&self, expected: &Routing, state: &RoutingState, differences: Vec<String>) -> Drift {
+        Drift {
             at: self.drift_since,
             expected: expected.clone(),
             served: state.routing.clone(),
             differences,
-            action: action.to_owned(),
-            over,
-        };
-        let _ = run.ctx.publish(&[("canary_drift", json(&drift))]).await;
+            action: String::new(),
+            over: false,
+        }
     }
 
     /// After a restart, once the replay has caught up: the router is read back, and manent's
@@ -386,11 +385,13 @@ pub async fn read_without_engine(
         let mut req = crate::deploy::steps::request(
             &spec,
             id,
-            plan.request_targets(),
-            1,
-            crate::plugin::Secrets::none(),
-            None,
-            &crate::plugin::Processes::none(),
+            crate::deploy::steps::Call {
+                targets: plan.request_targets(),
+                parallelism: 1,
+                secrets: crate::plugin::Secrets::none(),
+                step: None,
+                processes: &crate::plugin::Processes::none(),
+            },
         );
         req.traffic = status.slots.clone();
         req.routing = Some(expected.clone());
@@ -410,4 +411,8 @@ pub async fn read_without_engine(
         by_engine: false,
         ..actual(&state, diff, None)
     })
+}
+
+async fn publish_drift(run: &Run<'_>, drift: &Drift) {
+    let _ = run.ctx.publish(&[("canary_drift", json(drift))]).await;
 }
