@@ -1,6 +1,6 @@
 //! How manent writes times, durations and digests, in one place below every layer: the
 //! records' messages and the CLI's tables say them alike (the console's narrow columns have
-//! their own shorter forms, `console/widgets.rs`).
+//! their own shorter forms, `console/widgets.rs`); and how it orders versions.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -26,4 +26,63 @@ pub fn sha256_hex(text: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+/// Versions in their natural order: runs of digits compare as numbers, the rest as text
+/// (`1.10.0` after `1.9.2`, `v2` after `v1`, `1.0.0-rc1` before `1.0.0-rc2`). A version with a
+/// pre-release part (`-rc1`) comes before the same version without it.
+pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a_core, a_pre) = a.split_once('-').map_or((a, None), |(c, p)| (c, Some(p)));
+    let (b_core, b_pre) = b.split_once('-').map_or((b, None), |(c, p)| (c, Some(p)));
+    natural(a_core, b_core).then_with(|| match (a_pre, b_pre) {
+        (None, None) => Ordering::Equal,
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (Some(x), Some(y)) => natural(x, y),
+    })
+}
+
+fn natural(a: &str, b: &str) -> std::cmp::Ordering {
+    let chunks = |s: &str| -> Vec<(bool, String)> {
+        let mut out: Vec<(bool, String)> = Vec::new();
+        for c in s.chars() {
+            let digit = c.is_ascii_digit();
+            match out.last_mut() {
+                Some((d, run)) if *d == digit => run.push(c),
+                _ => out.push((digit, c.to_string())),
+            }
+        }
+        out
+    };
+    let (x, y) = (chunks(a), chunks(b));
+    for ((dx, cx), (dy, cy)) in x.iter().zip(&y) {
+        let o = match (dx, dy) {
+            (true, true) => {
+                let (tx, ty) = (cx.trim_start_matches('0'), cy.trim_start_matches('0'));
+                tx.len().cmp(&ty.len()).then_with(|| tx.cmp(ty))
+            }
+            _ => cx.cmp(cy),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    x.len().cmp(&y.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_order_naturally() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        assert_eq!(version_order("1.10.0", "1.9.2"), Greater);
+        assert_eq!(version_order("1.0.0", "1.1.0"), Less);
+        assert_eq!(version_order("v2", "v10"), Less);
+        assert_eq!(version_order("1.0.0-rc1", "1.0.0"), Less);
+        assert_eq!(version_order("1.0.0-rc2", "1.0.0-rc10"), Less);
+        assert_eq!(version_order("1.2.3", "1.2.3"), Equal);
+        assert_eq!(version_order("2026.12.01", "2026.11.30"), Greater);
+    }
 }

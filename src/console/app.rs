@@ -470,13 +470,17 @@ impl App {
             Action::PageDown => self.page(1),
             Action::Top => self.top(),
             Action::Bottom => self.bottom(),
-            // The canary panel's arrows move its slider; every other panel's move the focus.
-            Action::Left | Action::Right if self.ui.focus == Focus::Canary => {
+            // On a live canary's screen the arrows move its slider whatever panel has the
+            // keyboard (lists move with ↑↓); elsewhere they move the focus.
+            Action::Left | Action::Right if self.slider() => {
                 self.nudge(if action == Action::Left { -1 } else { 1 });
             }
             Action::Right | Action::NextPanel => self.next_panel(1),
             Action::Left | Action::PrevPanel => self.next_panel(-1),
-            Action::Open if self.ui.focus == Focus::Canary => self.ask_weight(),
+            // A weight moved and not applied: Enter asks to apply it, whatever has the focus.
+            Action::Open if self.pending().is_some() || self.ui.focus == Focus::Canary => {
+                self.ask_weight();
+            }
             Action::Open => self.open(),
             Action::Back => self.back(),
             Action::Zoom => self.ui.zoom = !self.ui.zoom,
@@ -580,6 +584,11 @@ impl App {
     /// The deployment screen's canary, if it shows one.
     pub fn canary(&self) -> Option<&DeploymentView> {
         self.deployment().filter(|d| d.canary.is_some())
+    }
+
+    /// The arrows move the slider of the canary on screen (a live one).
+    pub fn slider(&self) -> bool {
+        self.canary().is_some_and(|d| d.status.is_live())
     }
 
     /// The pending weight of the canary on screen, if one was moved.

@@ -4,17 +4,27 @@ use std::borrow::Cow;
 
 use ratatui::style::Style;
 use ratatui::text::Span;
-use ratatui::widgets::{Block, Borders};
+use ratatui::widgets::{Block, BorderType, Borders};
 
 use crate::console::theme::Theme;
 use crate::deploy::view::{DeploymentView, HookState};
 
-/// A bordered panel whose border shows whether it has the focus.
+/// A bordered panel whose border shows whether it has the focus — by its shape and a marker
+/// before its title as well as by its colour, so it shows without colour (`NO_COLOR`, `mono`)
+/// and in ASCII (`>`).
 pub fn panel<'a>(title: impl Into<Cow<'a, str>>, focused: bool, theme: &Theme) -> Block<'a> {
+    let title: Cow<'a, str> = title.into();
+    if !focused {
+        return Block::default()
+            .borders(Borders::ALL)
+            .border_style(theme.get("border"))
+            .title(Span::styled(title, theme.get("title")));
+    }
     Block::default()
         .borders(Borders::ALL)
-        .border_style(theme.get(if focused { "border_focus" } else { "border" }))
-        .title(Span::styled(title, theme.get("title")))
+        .border_type(BorderType::Thick)
+        .border_style(theme.get("border_focus"))
+        .title(Span::styled(format!("▶{title}"), theme.get("title")))
 }
 
 /// The selected row's style: marked only in the panel that has the focus.

@@ -652,7 +652,7 @@ fn the_hooks_panel_shows_the_order_plan_and_history_show() {
         .filter_map(|l| {
             let side: String = l.chars().skip(83).collect();
             let f: Vec<&str> = side
-                .trim_matches(|c| c == '│' || c == ' ')
+                .trim_matches(|c| c == '│' || c == '┃' || c == ' ')
                 .split_whitespace()
                 .collect();
             (f.len() >= 3 && f[0].parse::<i32>().is_ok()).then(|| f[1].to_owned())

@@ -271,10 +271,6 @@ fn on_deployment(app: &App) -> bool {
     matches!(app.ui.screen, Screen::Deployment(_))
 }
 
-fn canary_focus(app: &App) -> bool {
-    !app.ui.readonly && on_deployment(app) && app.ui.focus == Focus::Canary
-}
-
 fn focused(app: &App, focus: Focus) -> bool {
     on_deployment(app) && app.ui.focus == focus
 }
@@ -287,8 +283,14 @@ pub const BINDINGS: &[Binding] = &[
         modes: NORMAL,
         section: Section::Home,
         help: "an application: its plan; a deployment: open it; waiting: go there",
-        // What Enter does in the focused panel, as the panel says it.
-        footer: Footer::When(|app| app.ui.focus.opens()),
+        // What Enter does in the focused panel, as the panel says it (a weight pending: apply it).
+        footer: Footer::When(|app| {
+            if app.pending().is_some() {
+                None
+            } else {
+                app.ui.focus.opens()
+            }
+        }),
     },
     Binding {
         keys: &[(ENTER, Action::Open)],
@@ -308,9 +310,9 @@ pub const BINDINGS: &[Binding] = &[
         keys: &[(ENTER, Action::Open)],
         modes: NORMAL,
         section: Section::Panel(Focus::Canary),
-        help: "apply the pending weight: asks, naming the split before → after",
+        help: "apply the pending weight (from any panel): asks, naming the split before → after",
         footer: Footer::When(|app| {
-            (canary_focus(app) && app.pending().is_some()).then_some("apply weight")
+            (!app.ui.readonly && app.pending().is_some()).then_some("apply weight")
         }),
     },
     Binding {
@@ -319,7 +321,7 @@ pub const BINDINGS: &[Binding] = &[
         section: Section::Panel(Focus::Canary),
         help: "drop the pending weight (nothing was sent)",
         footer: Footer::When(|app| {
-            (canary_focus(app) && app.pending().is_some()).then_some("drop it")
+            (!app.ui.readonly && app.pending().is_some()).then_some("drop it")
         }),
     },
     Binding {
@@ -331,10 +333,12 @@ pub const BINDINGS: &[Binding] = &[
         ],
         modes: NORMAL,
         section: Section::Panel(Focus::Canary),
-        help: "a pending weight: one slider step less / more candidate",
+        help: "a pending weight: one slider step less / more candidate (from any panel of a \
+               live canary)",
         footer: Footer::When(|app| {
             let weighs = app.deployment().is_some_and(|d| d.takes(Topic::Weight));
-            (canary_focus(app) && app.pending().is_none() && weighs).then_some("weight")
+            let free = !app.ui.readonly && app.pending().is_none();
+            (app.slider() && free && weighs).then_some("weight")
         }),
     },
     Binding {
@@ -565,7 +569,7 @@ pub const BINDINGS: &[Binding] = &[
         ],
         modes: NORMAL,
         section: Section::RouterFailed,
-        help: "in the canary panel: set a weight through the router instead",
+        help: "set a weight through the router instead (←→, then Enter)",
         footer: Footer::No,
     },
     Binding {
@@ -709,7 +713,7 @@ pub const BINDINGS: &[Binding] = &[
         ],
         modes: NORMAL,
         section: Section::Everywhere,
-        help: "the previous / next panel (in the canary panel: its weight)",
+        help: "the previous / next panel (a live canary's screen: its weight)",
         footer: Footer::No,
     },
     Binding {

@@ -59,21 +59,13 @@ impl App {
         }
     }
 
-    /// Moves the focus by `dir` panels (0: back onto a panel that is on screen). Leaving the
-    /// canary panel drops a weight moved and not applied.
+    /// Moves the focus by `dir` panels (0: back onto a panel that is on screen). A weight moved
+    /// and not applied stays pending: Enter applies it and Esc drops it from any panel.
     pub(super) fn next_panel(&mut self, dir: i32) {
         let order = self.panels();
         let i = order.iter().position(|f| *f == self.ui.focus).unwrap_or(0) as i32;
         let n = order.len() as i32;
-        let next = order[usize::try_from((i + dir).rem_euclid(n)).unwrap_or(0)];
-        if self.ui.focus == Focus::Canary && next != Focus::Canary && self.pending().is_some() {
-            self.ui.pending_weight = None;
-            self.say(
-                Level::Info,
-                "the pending weight was dropped (the canary panel lost the focus): nothing was sent",
-            );
-        }
-        self.ui.focus = next;
+        self.ui.focus = order[usize::try_from((i + dir).rem_euclid(n)).unwrap_or(0)];
     }
 
     /// Opens deployment `id`'s screen, with its log lines, on the target to look at first. No

@@ -156,7 +156,7 @@ impl App {
 
     /// The panels one can move between, in order: only those on screen (hooks when there are
     /// some, the canary on a canary deployment; a test run's hooks are its main list).
-    pub(super) fn panels(&self) -> Vec<Focus> {
+    pub fn panels(&self) -> Vec<Focus> {
         match self.ui.screen {
             Screen::Home if self.inbox().is_empty() => vec![Focus::Apps, Focus::Deployments],
             Screen::Home => vec![Focus::Inbox, Focus::Apps, Focus::Deployments],
@@ -175,6 +175,24 @@ impl App {
                 }
                 v
             }
+        }
+    }
+
+    /// The key that takes the focus to panel `f` from the focused one in the fewest presses
+    /// (`Tab`, `Shift-Tab`, either twice), or none when it has it or is not on screen.
+    pub fn way_to(&self, f: Focus) -> Option<&'static str> {
+        let order = self.panels();
+        let to = order.iter().position(|p| *p == f)?;
+        let from = order.iter().position(|p| *p == self.ui.focus)?;
+        let n = order.len();
+        let ahead = (to + n - from) % n;
+        let back = (from + n - to) % n;
+        match (ahead, back) {
+            (0, _) => None,
+            (1, _) => Some("Tab"),
+            (_, 1) => Some("Shift-Tab"),
+            (2, _) => Some("Tab Tab"),
+            _ => Some("Shift-Tab Shift-Tab"),
         }
     }
 

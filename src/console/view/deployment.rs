@@ -7,12 +7,12 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph};
 
-use super::hooks::{hook_strip, hook_table};
+use super::hooks::{hook_strip, hook_table, hooks_panel};
 use super::list::{Column, ListPanel, Mark};
 use super::{ViewCtx, canary, side};
 use crate::console::app::{self, Focus};
 use crate::console::layout::{self, Col};
-use crate::console::widgets::{elapsed, fit, panel, took};
+use crate::console::widgets::{elapsed, fit, took};
 use crate::deploy::state::{Kind, TargetState};
 use crate::deploy::view::{DeploymentView, HookState, HookView, TargetView};
 
@@ -78,6 +78,24 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             render_strip(frame, strip, d, ctx);
         }
     }
+    // A narrow screen has no side column: the hooks, focused, take the log pane's top half
+    // (Tab never stops on a panel that is not drawn).
+    let logs = if side.is_none() && !test && ctx.app.ui.focus == Focus::Hooks {
+        let hooks = u16::try_from(hook_table(d, ctx, 9).len())
+            .unwrap_or(u16::MAX)
+            .saturating_add(2)
+            .min(logs.height / 2 + 1)
+            .max(3);
+        let [top, rest] = ratatui::layout::Layout::vertical([
+            ratatui::layout::Constraint::Length(hooks),
+            ratatui::layout::Constraint::Min(3),
+        ])
+        .areas(logs);
+        hooks_panel(frame, top, d, ctx, " Hooks · Enter opens one ");
+        rest
+    } else {
+        logs
+    };
     super::logs::render(frame, logs, ctx);
     if let Some(side) = side {
         side::render(frame, side, d, ctx);
@@ -90,17 +108,7 @@ fn render_zoomed(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &Vi
         Focus::Logs => super::logs::render(frame, area, ctx),
         Focus::Canary => side::canary_panel(frame, area, d, ctx),
         Focus::Hooks if d.kind == Kind::Test => render_test_hooks(frame, area, d, ctx),
-        Focus::Hooks => {
-            let name_width = usize::from(area.width.saturating_sub(2)).saturating_sub(28);
-            let lines: Vec<Line<'static>> = hook_table(d, ctx, name_width.max(9))
-                .into_iter()
-                .map(|(_, l)| l)
-                .collect();
-            frame.render_widget(
-                Paragraph::new(lines).block(panel(" Hooks · z: back ", true, ctx.theme)),
-                area,
-            );
-        }
+        Focus::Hooks => hooks_panel(frame, area, d, ctx, " Hooks · z: back "),
         _ => render_targets(frame, area, d, ctx),
     }
 }

@@ -71,7 +71,11 @@ fn render_inbox(
     let rows: Vec<&Item> = items.iter().collect();
     let subject = widest(&rows, |i| i.subject.chars().count(), 8);
     let verbs = widest(&rows, |i| i.verbs.chars().count(), 10);
-    let title = format!(" Waiting on you: {} · Shift-Tab, Enter opens ", items.len());
+    // How to get there from where the keyboard is, exactly.
+    let title = match app.way_to(Focus::Inbox) {
+        Some(keys) => format!(" Waiting on you: {} · {keys}, Enter opens ", items.len()),
+        None => format!(" Waiting on you: {} · Enter opens ", items.len()),
+    };
     ListPanel::new(&rows, app.row(Focus::Inbox), title)
         .without_header()
         .columns(vec![

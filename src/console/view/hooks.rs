@@ -135,3 +135,40 @@ pub fn hook_table(
     }
     out
 }
+
+/// The hooks as a bordered panel in `area`: the header stays, the rows scroll to keep the
+/// selected hook in sight.
+pub fn hooks_panel(
+    frame: &mut ratatui::Frame<'_>,
+    area: ratatui::layout::Rect,
+    d: &DeploymentView,
+    ctx: &ViewCtx<'_>,
+    title: &str,
+) {
+    let name_width = usize::from(area.width.saturating_sub(2))
+        .saturating_sub(28)
+        .max(9);
+    let rows = usize::from(area.height.saturating_sub(3)).max(1);
+    let selected = ctx
+        .app
+        .row(Focus::Hooks)
+        .min(d.hooks.len().saturating_sub(1));
+    let mut lines = hook_table(d, ctx, name_width).into_iter();
+    let mut shown: Vec<Line<'static>> = lines.next().map(|(_, l)| l).into_iter().collect();
+    let body: Vec<(Option<usize>, Line<'static>)> = lines.collect();
+    let at = body
+        .iter()
+        .position(|(i, _)| *i == Some(selected))
+        .unwrap_or(0);
+    let first = (at + 1).saturating_sub(rows);
+    shown.extend(body.into_iter().skip(first).take(rows).map(|(_, l)| l));
+    let focused = ctx.app.ui.focus == Focus::Hooks;
+    frame.render_widget(
+        ratatui::widgets::Paragraph::new(shown).block(crate::console::widgets::panel(
+            title.to_owned(),
+            focused,
+            ctx.theme,
+        )),
+        area,
+    );
+}

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::ViewCtx;
 use super::canary;
-use super::hooks::hook_table;
+use super::hooks::{hook_table, hooks_panel};
 use crate::console::app::Focus;
 use crate::console::widgets::{clock, panel};
 use crate::deploy::view::DeploymentView;
@@ -21,34 +21,15 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewC
     let name_width = usize::from(area.width.saturating_sub(2))
         .saturating_sub(28)
         .max(9);
-    let hook_lines = hook_table(d, ctx, name_width);
-    let hook_rows = u16::try_from(hook_lines.len().clamp(2, 11)).unwrap_or(11) + 2;
+    let hook_lines = hook_table(d, ctx, name_width).len();
+    let hook_rows = u16::try_from(hook_lines.clamp(2, 11)).unwrap_or(11) + 2;
     let [hooks, canary_area, info] = Layout::vertical([
         Constraint::Length(hook_rows),
         Constraint::Length(canary_rows),
         Constraint::Min(3),
     ])
     .areas(area);
-    let boxed = |title: &'static str, focus: Focus| panel(title, ctx.app.ui.focus == focus, t);
-    // The header stays; the rows scroll to keep the selected hook in sight.
-    let rows = usize::from(hooks.height.saturating_sub(3)).max(1);
-    let selected = ctx
-        .app
-        .row(Focus::Hooks)
-        .min(d.hooks.len().saturating_sub(1));
-    let mut lines = hook_lines.into_iter();
-    let mut shown: Vec<Line<'static>> = lines.next().map(|(_, l)| l).into_iter().collect();
-    let body: Vec<(Option<usize>, Line<'static>)> = lines.collect();
-    let at = body
-        .iter()
-        .position(|(i, _)| *i == Some(selected))
-        .unwrap_or(0);
-    let first = (at + 1).saturating_sub(rows);
-    shown.extend(body.into_iter().skip(first).take(rows).map(|(_, l)| l));
-    frame.render_widget(
-        Paragraph::new(shown).block(boxed(" Hooks ", Focus::Hooks)),
-        hooks,
-    );
+    hooks_panel(frame, hooks, d, ctx, " Hooks ");
     canary_panel(frame, canary_area, d, ctx);
     let mut lines = vec![
         Line::from(vec![

@@ -76,21 +76,27 @@ fn on_a_canary_the_slider_moves_a_pending_weight_that_enter_applies() {
         op(CANARY, OperatorCommand::Weight(25), None)
     );
     assert_eq!(app.pending(), None, "sent: nothing pending any more");
-    // In every other panel the arrows move the focus; leaving the canary panel drops a weight
-    // not applied.
+    // From any panel of a live canary the arrows move its weight (the lists move with ↑↓);
+    // Tab moves the focus and keeps what is pending, Enter applies it from there, Esc drops it.
     key(&mut app, Right);
     assert_eq!(app.pending(), Some(15));
     key(&mut app, Tab);
     assert_eq!(app.ui.focus, Focus::Targets);
-    assert_eq!(app.pending(), None, "dropped: nothing was sent");
+    assert_eq!(app.pending(), Some(15), "kept: nothing was sent");
     key(&mut app, Right);
     assert_eq!(
         app.ui.focus,
-        Focus::Logs,
-        "→ in the targets moves to the logs"
+        Focus::Targets,
+        "→ moves the weight, not the focus"
     );
-    key(&mut app, Right);
-    assert_eq!(app.pending(), None, "→ in the logs never makes a weight");
+    assert_eq!(app.pending(), Some(20));
+    assert_eq!(key(&mut app, Enter), None, "Enter asks first");
+    let c = confirm_of(&app);
+    assert!(c.title.contains("candidate 20%"), "{}", c.title);
+    key(&mut app, Esc);
+    assert!(app.ui.modals.is_empty());
+    key(&mut app, Esc);
+    assert_eq!(app.pending(), None, "Esc dropped it: nothing was sent");
 }
 
 #[test]

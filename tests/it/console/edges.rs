@@ -648,3 +648,95 @@ fn live_releases_not_read_yet_say_so_and_deploy_and_rollback_wait_for_them() {
     ch(&mut app, 'D');
     assert!(!app.ui.modals.is_empty(), "the version picker opens");
 }
+
+/// Focus you can see, keys that cannot surprise: at 80×24 the hooks, focused, are drawn as a
+/// panel (Tab never stops on one that is not); the focused panel is marked by its border and a
+/// `▶` before its title, not by colour alone.
+#[test]
+fn at_80x24_tab_to_hooks_draws_them_and_the_focus_is_marked_without_colour() {
+    let mut app = fixture::app_on_hooked();
+    app.update(Action::Resize(80, 24));
+    for _ in 0..4 {
+        if app.ui.focus == Focus::Hooks {
+            break;
+        }
+        key(&mut app, Tab);
+    }
+    assert_eq!(app.ui.focus, Focus::Hooks);
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("┏▶ Hooks · Enter opens one"), "{screen}");
+    assert_eq!(
+        screen.matches('▶').count(),
+        1,
+        "one panel has the focus:\n{screen}"
+    );
+    assert!(
+        screen.contains('›'),
+        "the selected hook is marked:\n{screen}"
+    );
+    key(&mut app, Tab);
+    let screen = text_of(&app, 80, 24);
+    assert!(!screen.contains("Hooks · Enter opens one"), "{screen}");
+}
+
+/// "Waiting on you" says the key that reaches it from where the keyboard is, and that key then
+/// Enter opens the deployment it names.
+#[test]
+fn the_waiting_hint_names_the_key_that_reaches_it_from_the_focused_panel() {
+    let mut app = app_on_home();
+    let first = app.inbox()[0].clone();
+    let id = first.deployment.clone().expect("a deployment waits");
+    // Back from a deployment: the focus is on Deployments.
+    app.show(id.clone());
+    key(&mut app, Esc);
+    assert_eq!(app.ui.focus, Focus::Deployments);
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("Waiting on you: 2 · Tab, Enter opens"),
+        "{screen}"
+    );
+    key(&mut app, Tab);
+    assert_eq!(app.ui.focus, Focus::Inbox);
+    assert!(text_of(&app, 80, 24).contains("Waiting on you: 2 · Enter opens"));
+    key(&mut app, Enter);
+    assert_eq!(app.ui.screen, Screen::Deployment(id));
+    // From Applications it is one Shift-Tab.
+    let mut app = app_on_home();
+    assert_eq!(app.ui.focus, Focus::Apps);
+    assert!(text_of(&app, 80, 24).contains("Waiting on you: 2 · Shift-Tab, Enter opens"));
+    key(&mut app, BackTab);
+    assert_eq!(app.ui.focus, Focus::Inbox);
+}
+
+/// A plan whose version is older than one live on a target says it is a downgrade before
+/// Enter deploys it.
+#[test]
+fn a_plan_that_would_downgrade_says_so() {
+    let mut app = app_on_quiet_home();
+    let mut s = (*app.snap).clone();
+    let a = s
+        .apps
+        .iter_mut()
+        .find(|a| a.application == "shop" && a.environment == "prod")
+        .unwrap();
+    a.live_read = true;
+    let first = a.batches[0][0].clone();
+    a.live_by_target.insert(first, "2.10.0".into());
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    while app.selected_app().is_none_or(|a| a.environment != "prod") {
+        key(&mut app, Down);
+    }
+    key(&mut app, Enter);
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("⚠ a downgrade: 1 of 36 targets run 2.10.0, newer than 2.4.0"),
+        "{screen}"
+    );
+    // The same plan without it says nothing of the kind.
+    let mut app = app_on_quiet_home();
+    while app.selected_app().is_none_or(|a| a.environment != "prod") {
+        key(&mut app, Down);
+    }
+    key(&mut app, Enter);
+    assert!(!text_of(&app, 80, 24).contains("downgrade"));
+}

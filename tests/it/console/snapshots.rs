@@ -488,7 +488,7 @@ fn the_background_analysis_says_its_count_and_when_it_runs_next() {
         .lines()
         .collect::<Vec<_>>()
         .join(" ")
-        .replace(['"', '│'], "");
+        .replace(['"', '│', '┃'], "");
     let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains("background analysis failed, 1 of 12 failed (limit 2), next in 7s"),
@@ -517,7 +517,7 @@ fn a_selection_below_the_fold_scrolls_the_targets_to_it() {
         .position(|l| l.contains("› web-31"))
         .unwrap_or_else(|| panic!("web-31 is selected and shown:\n{text}"));
     assert!(
-        lines[at + 1].starts_with("\"└"),
+        lines[at + 1].starts_with("\"┗"),
         "it is the last row shown:\n{text}"
     );
     assert!(lines[at - 1].contains("web-30"), "{text}");

@@ -26,7 +26,7 @@ fn status(dir: &Path, id: &str) -> serde_json::Value {
 fn joined(screen: &str) -> String {
     screen
         .lines()
-        .map(|l| l.trim_matches(|c: char| c == '│' || c == '|' || c.is_whitespace()))
+        .map(|l| l.trim_matches(|c: char| c == '│' || c == '┃' || c == '|' || c.is_whitespace()))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -79,6 +79,10 @@ impl Plan {
                 a.targets, a.strategy, a.plugin
             )),
         ])];
+        // A deploy that would take a target back to an older version says so before Enter.
+        if let Some(w) = downgrade(a) {
+            lines.push(Line::from(Span::styled(w, t.get("notice.warn"))));
+        }
         let body = body(a);
         let room = rows(area.height);
         let from = self.scroll.at(body.len(), room);
@@ -96,6 +100,24 @@ impl Plan {
         )));
         frame(f, area, " Plan ", lines, (76, "border_focus"), ctx);
     }
+}
+
+/// "⚠ a downgrade: …" when the version a deploy would take is older than one live on a target.
+pub fn downgrade(a: &AppEnv) -> Option<String> {
+    let newer: Vec<&String> = a
+        .live_by_target
+        .values()
+        .filter(|v| crate::format::version_order(v, &a.version).is_gt())
+        .collect();
+    let newest = newer
+        .iter()
+        .max_by(|x, y| crate::format::version_order(x, y))?;
+    Some(format!(
+        "⚠ a downgrade: {} of {} targets run {newest}, newer than {}",
+        newer.len(),
+        a.targets,
+        a.version
+    ))
 }
 
 /// Rows of targets the plan shows at a screen height.
