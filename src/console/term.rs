@@ -110,6 +110,11 @@ impl Caps {
         if self.depth == Depth::TrueColor && !self.ascii {
             return;
         }
+        if self.ascii {
+            for y in 0..buf.area.height {
+                widen_row(buf, y);
+            }
+        }
         for cell in buf.content.iter_mut() {
             if self.ascii {
                 let sym = cell.symbol();
@@ -247,6 +252,64 @@ fn rewrite(params: &str) -> String {
     out.join(";")
 }
 
+/// The two-cell ASCII form of a symbol whose one-cell stand-in would change what it says
+/// (`→` is `->`, not `>`; `≤ 2%` is `<= 2%`, not `< 2%`).
+fn wide_ascii(sym: &str) -> Option<[&'static str; 2]> {
+    match sym {
+        "→" => Some(["-", ">"]),
+        "←" => Some(["<", "-"]),
+        "≤" => Some(["<", "="]),
+        "≥" => Some([">", "="]),
+        _ => None,
+    }
+}
+
+/// Writes row `y`'s two-cell symbols in ASCII: the cells after one move right by one into the
+/// first run of two spaces after it (a table's padding, a line's end), so what follows keeps
+/// its place beyond that and a panel's border stays where it is.
+fn widen_row(buf: &mut Buffer, y: u16) {
+    let w = usize::from(buf.area.width);
+    let start = usize::from(y) * w;
+    let mut x = 0;
+    while x + 1 < w {
+        let Some([a, b]) = wide_ascii(buf.content[start + x].symbol()) else {
+            x += 1;
+            continue;
+        };
+        let gap = gap_after(buf, start, x, w);
+        for k in (x + 1..gap).rev() {
+            buf.content[start + k + 1] = buf.content[start + k].clone();
+        }
+        let mut second = buf.content[start + x].clone();
+        second.set_symbol(b);
+        buf.content[start + x + 1] = second;
+        buf.content[start + x].set_symbol(a);
+        x += 2;
+    }
+}
+
+/// The cell after `x` that a widened symbol's row gives up: the first of two spaces or of two
+/// dashes of a border's rule, or the cell just before a vertical border (a dialog's text that reaches its border loses a
+/// character rather than push the border), or the row's last.
+fn gap_after(buf: &Buffer, start: usize, x: usize, w: usize) -> usize {
+    let sym = |j: usize| buf.content[start + j].symbol();
+    let border = |j: usize| matches!(sym(j), "│" | "┃" | "║" | "|");
+    for j in x + 1..w {
+        if border(j) {
+            return j.saturating_sub(1).max(x + 1);
+        }
+        if sym(j) == " " && (j + 1 == w || sym(j + 1) == " " || border(j + 1)) {
+            return j;
+        }
+        // A title in a top border: the rule after it is one dash shorter.
+        let rule = |j: usize| matches!(sym(j), "─" | "━" | "═");
+        if rule(j) && j + 1 < w && rule(j + 1) {
+            return j;
+        }
+    }
+    w - 1
+}
+
 /// An ASCII stand-in for a symbol.
 fn ascii(sym: &str) -> &'static str {
     match sym {
@@ -256,6 +319,11 @@ fn ascii(sym: &str) -> &'static str {
         | "┗" | "┛" => "+",
         "█" | "▓" | "▒" => "#",
         "░" => ".",
+        // A sparkline's levels, lowest first.
+        "▁" | "▂" => "_",
+        "▃" => ".",
+        "▄" | "▅" => "-",
+        "▆" | "▇" => "=",
         "›" | "→" | "≥" | "»" | "▶" => ">",
         "‹" | "←" | "≤" | "«" => "<",
         "↑" => "^",
@@ -327,6 +395,36 @@ fn from_256(i: u8) -> (u8, u8, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_keeps_what_arrows_and_bounds_say_and_borders_in_place() {
+        use ratatui::layout::Rect;
+        let mut buf = Buffer::empty(Rect::new(0, 0, 24, 2));
+        buf.set_string(
+            0,
+            0,
+            "│a 10% → 15%    x  │",
+            ratatui::style::Style::default(),
+        );
+        buf.set_string(
+            0,
+            1,
+            "│≤ 2% ▁▃▅▇█ ←       │",
+            ratatui::style::Style::default(),
+        );
+        let caps = Caps {
+            depth: Depth::Ansi16,
+            ascii: true,
+        };
+        caps.apply(&mut buf);
+        let row = |y: u16| -> String {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_owned())
+                .collect()
+        };
+        assert_eq!(row(0), "|a 10% -> 15%   x  |    ");
+        assert_eq!(row(1), "|<= 2% _.-=# <-     |   ");
+    }
 
     #[test]
     fn old_terminals_and_non_utf8_locales_get_16_colours_and_ascii() {

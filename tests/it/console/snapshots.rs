@@ -3,7 +3,7 @@
 
 use super::fixture::{app_on_deployment, app_on_home};
 use super::*;
-use crossterm::event::KeyCode::{BackTab, Down, Enter, Right, Tab};
+use crossterm::event::KeyCode::{BackTab, Down, Enter, Esc, Right, Tab};
 use manent::console::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -333,6 +333,46 @@ fn under_vt100_the_screen_has_16_colours_and_ascii_borders() {
         }
     }
     insta::assert_snapshot!("vt100_canary_80x24", t.backend().to_string());
+}
+
+/// `--glyphs ascii` keeps what the symbols mean: a split before `->` after, `<=` a bound, a
+/// sparkline in levels `_.-=#` — in every theme.
+#[test]
+fn ascii_glyphs_keep_arrows_bounds_and_sparklines_in_every_theme() {
+    let caps = manent::console::term::Caps::from_env("vt100", "", "C");
+    let mut app = canary_with_traffic();
+    app.update(Action::Resize(80, 24));
+    key(&mut app, Right);
+    key(&mut app, Enter);
+    for theme in ["default", "light", "high-contrast", "mono"] {
+        let mut t = draw(&app, theme, 80, 24);
+        let th = Theme::load(theme).unwrap();
+        t.draw(|f| {
+            manent::console::view::render(f, &app, &th);
+            caps.apply(f.buffer_mut());
+        })
+        .unwrap();
+        let text = t.backend().to_string();
+        insta::assert_snapshot!(format!("{theme}_ascii_canary_weight_80x24"), text);
+        assert!(text.contains("10% -> stable"), "{text}");
+        assert!(text.is_ascii(), "{text}");
+    }
+    // The canary panel zoomed: its sparklines and bounds.
+    key(&mut app, Esc);
+    key(&mut app, Esc);
+    app.ui.focus = Focus::Canary;
+    app.update(Action::Zoom);
+    let mut t = draw(&app, "default", 80, 24);
+    let th = Theme::load("default").unwrap();
+    t.draw(|f| {
+        manent::console::view::render(f, &app, &th);
+        caps.apply(f.buffer_mut());
+    })
+    .unwrap();
+    let text = t.backend().to_string();
+    insta::assert_snapshot!("ascii_canary_zoomed_80x24", text);
+    assert!(text.contains("<=1%"), "{text}");
+    assert!(text.contains("_"), "{text}");
 }
 
 #[test]
