@@ -4,6 +4,7 @@
 //! another process holds the database — an attachment that reads the database and acts through
 //! the workflows' mailboxes.
 
+mod descriptors;
 mod life;
 mod publish;
 
@@ -128,6 +129,12 @@ pub struct AppEnv {
     /// The deploy lock on it, if any.
     #[serde(default)]
     pub lock: Option<crate::deploy::records::Lock>,
+    /// Its descriptor's file name (`web.yml`).
+    #[serde(default)]
+    pub file: String,
+    /// Its descriptor file as read (changes when the file is read again after an edit).
+    #[serde(default)]
+    pub read: u64,
 }
 
 /// A line for the operator about something they did (or that went wrong doing it).
@@ -226,11 +233,13 @@ impl EngineHandle {
 /// a blocking thread while the engine opens its database: the engine needs none, and at
 /// 100,000 targets the YAML costs as long as the database's check.
 pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, super::EngineError> {
+    // The files' marks are taken before they are read: a file edited meanwhile is read again.
     let descriptors = (!config.descriptors_read).then(|| {
         let mut full = config.clone();
         tokio::task::spawn_blocking(move || {
+            let marks = descriptors::Marks::of(&full.apps_dir);
             full.load_descriptors();
-            full
+            (full, marks)
         })
     });
     let mut attached_to = None;
@@ -253,12 +262,15 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
                 )
             }
         };
-    let config = match descriptors {
+    let (config, marks) = match descriptors {
         Some(read) => match read.await {
-            Ok(full) => full,
+            Ok(read) => read,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         },
-        None => config,
+        None => {
+            let marks = descriptors::Marks::of(&config.apps_dir);
+            (config, marks)
+        }
     };
     let (commands, rx) = mpsc::channel(64);
     let (snap_tx, snapshot) = watch::channel(Arc::new(Snapshot::default()));
@@ -273,7 +285,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
     let tail_logs = engine.is_none() || config.postgres.is_some();
     let stop = Arc::new(tokio::sync::Notify::new());
     let (history, _) = broadcast::channel(8);
-    let (apps, plans) = apps_of(&config).into_iter().unzip();
+    let (apps, plans) = apps_of(&config, &marks).into_iter().unzip();
     let problems = config.problems.iter().map(ToString::to_string).collect();
     let mut actor = Actor {
         config,
@@ -301,6 +313,7 @@ pub async fn open(config: Config, operator: Operator) -> Result<EngineHandle, su
         engine_note: None,
         submitted: Vec::new(),
         next_check: tokio::time::Instant::now(),
+        marks,
     };
     // A descriptor that does not load leaves its application out of every list: said, not
     // silently missing.
@@ -375,6 +388,8 @@ struct Actor {
     submitted: Vec<(String, i64, bool)>,
     /// When to look at the engine this console is attached to next.
     next_check: tokio::time::Instant,
+    /// The descriptor files as they were when read.
+    marks: descriptors::Marks,
 }
 
 /// When the actor publishes between its ticks.
@@ -484,6 +499,7 @@ impl Actor {
                         self.next_check = tokio::time::Instant::now() + life::CHECK;
                         dirty |= self.follow_engine().await;
                         dirty |= self.watch_claims().await;
+                        dirty |= self.reread_descriptors().await;
                     }
                     if self.tail_logs {
                         self.poll_logs().await;
@@ -534,6 +550,13 @@ impl Actor {
             Command::Operator { id, .. } => Some(id.clone()),
             _ => None,
         };
+        // What an application's file says is read when it is used.
+        if matches!(
+            cmd,
+            Command::Deploy { .. } | Command::Rollback { .. } | Command::Test { .. }
+        ) {
+            self.reread_descriptors().await;
+        }
         let outcome = match cmd {
             Command::Deploy {
                 application,

@@ -360,6 +360,91 @@ async fn a_paused_deploy_takes_a_skip_and_an_abort_undoes_what_it_changed() {
     engine.shutdown().await;
 }
 
+/// Waits (up to 20 s) for a snapshot of which `ok` holds.
+async fn snapshot_where(
+    rx: &mut tokio::sync::watch::Receiver<std::sync::Arc<manent::engine::handle::Snapshot>>,
+    ok: impl Fn(&manent::engine::handle::Snapshot) -> bool,
+) -> std::sync::Arc<manent::engine::handle::Snapshot> {
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let s = rx.borrow_and_update().clone();
+            if ok(&s) {
+                return s;
+            }
+            rx.changed().await.unwrap();
+        }
+    })
+    .await
+    .expect("the snapshot came")
+}
+
+/// A console left open reads an application's file again when it is edited (within a second,
+/// and before a deploy, a rollback or a test run): it says so, lists what the file says now,
+/// and a deploy started right after an edit deploys the edited file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_reads_an_edited_descriptor_and_deploys_what_it_says_now() {
+    let (dir, _) = config(&app("{}", ""));
+    let file = dir.path().join("apps/shop.yml");
+    let settings =
+        Config::load_settings(&dir.path().join("manent.yml"), &manent::plugin::catalog()).unwrap();
+    let op = Operator {
+        name: "tester".into(),
+        client: None,
+    };
+    let h = manent::engine::handle::open(settings, op).await.unwrap();
+    let mut rx = h.snapshot.clone();
+    let first = snapshot_where(&mut rx, |s| s.apps.iter().any(|a| a.live_read)).await;
+    assert_eq!(
+        (first.apps[0].version.as_str(), first.apps[0].file.as_str()),
+        ("1", "shop.yml")
+    );
+    let versioned = |v: &str| app("{}", "").replace("version: \"1\"", &format!("version: \"{v}\""));
+    std::fs::write(&file, versioned("2")).unwrap();
+    let s = snapshot_where(&mut rx, |s| {
+        s.apps.first().is_some_and(|a| a.version == "2")
+    })
+    .await;
+    assert_ne!(
+        s.apps[0].read, first.apps[0].read,
+        "the plan knows it was read again"
+    );
+    assert!(
+        s.notices
+            .iter()
+            .any(|n| n.text.starts_with("shop.yml changed: read again")),
+        "{:?}",
+        s.notices
+    );
+    // Edited and deployed at once.
+    std::fs::write(&file, versioned("3")).unwrap();
+    h.commands
+        .send(manent::engine::handle::Command::Deploy {
+            application: "shop".into(),
+            environment: "prod".into(),
+            version: None,
+            dry_run: false,
+            reason: None,
+            force: false,
+        })
+        .await
+        .unwrap();
+    let s = snapshot_where(&mut rx, |s| !s.deployments.is_empty()).await;
+    assert_eq!(s.deployments[0].version, "3", "{:?}", s.notices);
+    // A file that no longer loads is said, and its application left out until it does.
+    std::fs::write(&file, "application: shop\nartifact: {version: \"4\"\n").unwrap();
+    let s = snapshot_where(&mut rx, |s| s.apps.is_empty()).await;
+    assert!(
+        s.notices
+            .iter()
+            .any(|n| n.text.starts_with("descriptor left out: ") && n.text.contains("shop.yml:")),
+        "{:?}",
+        s.notices
+    );
+    if let Some(e) = h.close().await {
+        e.shutdown().await;
+    }
+}
+
 /// The console's handle, given manent.yml alone, reads the descriptors beside the engine's
 /// start: the applications are listed, each one's live releases are read just after the first
 /// screen, and a descriptor that does not load is said (a notice the console shows), not

@@ -248,7 +248,10 @@ pub(super) enum Depth {
 /// Each application and environment as the configuration describes it (no live releases yet),
 /// with its plan (where a rollback would go is read against it: computed once, not at every
 /// read of the releases).
-pub(super) fn apps_of(config: &Config) -> Vec<(AppEnv, Option<Plan>)> {
+pub(super) fn apps_of(
+    config: &Config,
+    marks: &super::descriptors::Marks,
+) -> Vec<(AppEnv, Option<Plan>)> {
     let mut out = Vec::new();
     for d in &config.descriptors {
         for env in d.spec.environments.keys() {
@@ -280,6 +283,12 @@ pub(super) fn apps_of(config: &Config) -> Vec<(AppEnv, Option<Plan>)> {
                     .map(|h| h.name.clone())
                     .collect(),
                 lock: None,
+                file: d
+                    .file
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                read: marks.get(&d.file),
             };
             out.push((app, plan));
         }

@@ -740,3 +740,50 @@ fn a_plan_that_would_downgrade_says_so() {
     key(&mut app, Enter);
     assert!(!text_of(&app, 80, 24).contains("downgrade"));
 }
+
+/// A plan whose application file was read again (edited) while it was open says so, and its
+/// first Enter shows the plan the file says now instead of deploying it.
+#[test]
+fn a_plan_whose_file_changed_says_so_and_enter_rereads_it_first() {
+    let mut app = app_on_quiet_home();
+    while app.selected_app().is_none_or(|a| a.environment != "prod") {
+        key(&mut app, Down);
+    }
+    key(&mut app, Enter);
+    assert!(matches!(app.ui.modals.last(), Some(Modal::Plan(_))));
+    assert!(!text_of(&app, 80, 24).contains("changed"));
+    let mut s = (*app.snap).clone();
+    for a in &mut s.apps {
+        a.read = 7;
+        a.version = "2.5.0".into();
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("⚠ shop.yml changed — Enter re-reads it"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("shop 2.5.0"),
+        "it shows what the file says now: {screen}"
+    );
+    assert_eq!(key(&mut app, Enter), None);
+    assert!(
+        matches!(app.ui.modals.last(), Some(Modal::Plan(_))),
+        "still the plan: nothing deployed"
+    );
+    assert!(
+        app.ui
+            .flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("shop.yml changed")
+    );
+    assert!(!text_of(&app, 80, 24).contains("Enter re-reads it"));
+    key(&mut app, Enter);
+    assert!(
+        matches!(app.ui.modals.last(), Some(Modal::Versions(_))),
+        "read: Enter goes on to the version"
+    );
+}

@@ -337,6 +337,8 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
         versions: vec!["2.3.0".into(), "2.2.0".into()],
         tests: Vec::new(),
         lock: None,
+        file: "shop.yml".into(),
+        read: 1,
     }
 }
 

@@ -22,6 +22,8 @@ pub struct Plan {
     pub environment: String,
     /// Where it is scrolled to.
     pub scroll: Scroll,
+    /// The descriptor file as it was read when the operator last looked at this plan.
+    pub read: u64,
 }
 
 impl Plan {
@@ -31,7 +33,14 @@ impl Plan {
             application: a.application.clone(),
             environment: a.environment.clone(),
             scroll: Scroll::top(),
+            read: a.read,
         }
+    }
+
+    /// The application's file was read again (edited) since the operator looked at this plan:
+    /// what it shows now is not what they read.
+    fn stale<'a>(&self, app: &'a App) -> Option<&'a AppEnv> {
+        self.app_env(app).filter(|a| a.read != self.read)
     }
 
     fn app_env<'a>(&self, app: &'a App) -> Option<&'a AppEnv> {
@@ -45,6 +54,16 @@ impl Plan {
     pub fn update(&mut self, action: &Action, app: &App) -> Reply {
         match action {
             Action::Dismiss => Reply::Close,
+            // A plan that changed under the operator's eyes is shown again before it acts.
+            Action::Deploy | Action::DryRun | Action::Rollback if self.stale(app).is_some() => {
+                let a = self.stale(app).map(|a| (a.read, a.file.clone()));
+                let (read, file) = a.unwrap_or_default();
+                self.read = read;
+                Reply::Say(
+                    crate::plugin::Level::Warn,
+                    format!("{file} changed: this is the plan it says now; read it, then again"),
+                )
+            }
             Action::Deploy | Action::DryRun | Action::Rollback => Reply::Then(action.clone()),
             _ => {
                 let total = self.app_env(app).map_or(0, |a| body(a).len());
@@ -79,6 +98,12 @@ impl Plan {
                 a.targets, a.strategy, a.plugin
             )),
         ])];
+        if self.stale(ctx.app).is_some() {
+            lines.push(Line::from(Span::styled(
+                format!("⚠ {} changed — Enter re-reads it", a.file),
+                t.get("notice.warn"),
+            )));
+        }
         // A deploy that would take a target back to an older version says so before Enter.
         if let Some(w) = downgrade(a) {
             lines.push(Line::from(Span::styled(w, t.get("notice.warn"))));
