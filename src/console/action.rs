@@ -79,6 +79,8 @@ pub enum Action {
     FilterTarget,
     /// The focused pane takes the whole screen (again: back).
     Zoom,
+    /// Log lines wrap in full (again: cut to the pane).
+    Wrap,
     /// The command line (`:`): a headless verb on the selected deployment.
     CommandLine,
     /// Complete the word being typed (`Tab` on the command line).

@@ -484,6 +484,16 @@ impl App {
             Action::Open => self.open(),
             Action::Back => self.back(),
             Action::Zoom => self.ui.zoom = !self.ui.zoom,
+            Action::Wrap => {
+                self.logs.wrap = !self.logs.wrap;
+                let said = if self.logs.wrap {
+                    "log lines wrap in full (w: cut them to the pane again)"
+                } else {
+                    "log lines are cut to the pane (w: wrap them in full)"
+                };
+                self.say(Level::Info, said);
+            }
+
             Action::Search => self.search(),
             Action::CycleLevel => {
                 self.logs.filter.min_level = match self.logs.filter.min_level {

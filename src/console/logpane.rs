@@ -123,6 +123,8 @@ pub struct LogPane {
     pub filter: LogFilter,
     /// Matching lines hidden below the view when scrolled back (0: following).
     pub offset: usize,
+    /// Long lines wrap onto the rows below instead of being cut (`w`).
+    pub wrap: bool,
 }
 
 impl Default for LogPane {
@@ -140,6 +142,7 @@ impl LogPane {
             dropped: 0,
             filter: LogFilter::default(),
             offset: 0,
+            wrap: false,
         }
     }
 

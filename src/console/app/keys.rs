@@ -368,7 +368,21 @@ pub const BINDINGS: &[Binding] = &[
         footer: Footer::No,
     },
     Binding {
-        keys: &[(ENTER, Action::Open), (ch('f'), Action::FilterTarget)],
+        keys: &[(ENTER, Action::Open)],
+        modes: NORMAL,
+        section: Section::Panel(Focus::Logs),
+        help: "the lines whole: the pane over the whole screen, wrapped (Esc back)",
+        footer: Footer::No,
+    },
+    Binding {
+        keys: &[(ch('w'), Action::Wrap)],
+        modes: NORMAL,
+        section: Section::Panel(Focus::Logs),
+        help: "wrap long lines in full (again: cut them to the pane)",
+        footer: Footer::When(|app| focused(app, Focus::Logs).then_some("wrap")),
+    },
+    Binding {
+        keys: &[(ch('f'), Action::FilterTarget)],
         modes: NORMAL,
         section: Section::Panel(Focus::Logs),
         help: "only the selected target's lines (again: all)",
@@ -1088,6 +1102,7 @@ mod tests {
         Action::CycleLevel,
         Action::FilterTarget,
         Action::Zoom,
+        Action::Wrap,
         Action::CommandLine,
         Action::Complete,
         Action::Redraw,
@@ -1142,6 +1157,7 @@ mod tests {
             | Action::CycleLevel
             | Action::FilterTarget
             | Action::Zoom
+            | Action::Wrap
             | Action::CommandLine
             | Action::Complete
             | Action::Redraw

@@ -82,32 +82,48 @@ impl App {
     }
 }
 
-/// What an operator reads first on a deployment's screen: why it failed, or — a canary whose
-/// router failed — the router's error, in full.
+/// What an operator reads first on a deployment's screen, marked (`✗`, `⚠`): why it failed;
+/// a canary whose router failed: the router's error; a canary reverted by its analysis or by
+/// manent: why; a live canary held by its analysis or by manent (router drift under
+/// `on_drift: hold`): why — each in full, never only in a strip that cuts it.
 pub fn headline(d: &DeploymentView) -> Option<String> {
     if let Some(f) = d.headline_failure() {
-        return Some(f);
+        return Some(format!("✗ {f}"));
     }
-    if !d.router_failed() {
-        return None;
+    let c = d.canary.as_ref()?;
+    if d.router_failed() {
+        let phase = d
+            .phase
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        return Some(format!("✗ {phase} — {}", c.router_lines().join(" · ")));
     }
-    let phase = d
-        .phase
-        .as_ref()
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    let lines = d
-        .canary
-        .as_ref()
-        .map(|c| c.router_lines().join(" · "))
-        .unwrap_or_default();
-    Some(format!("{phase} — {lines}"))
+    let automatic = |by: &str| by == "analysis" || by == "manent";
+    if d.reverted_automatically() {
+        let why = c
+            .status
+            .decisions
+            .iter()
+            .rev()
+            .find(|x| x.action == "revert")?;
+        return Some(format!("✗ reverted by {}: {}", why.by, why.why));
+    }
+    if d.status.is_live()
+        && let Some(h) = c.status.held_by().filter(|h| automatic(&h.by))
+    {
+        return Some(format!(
+            "⚠ held by {}: {} — Space resumes, x reverts",
+            h.by, h.why
+        ));
+    }
+    None
 }
 
 /// The rows the headline takes in `width` columns.
 pub fn headline_rows(d: &DeploymentView, width: u16) -> u16 {
     headline(d).map_or(0, |h| {
-        let rows = dialog::wrap(&format!(" ✗ {h}"), usize::from(width).max(20)).len();
+        let rows = dialog::wrap(&format!(" {h}"), usize::from(width).max(20)).len();
         u16::try_from(rows.clamp(1, layout::HEADLINE_ROWS)).unwrap_or(2)
     })
 }

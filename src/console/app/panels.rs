@@ -81,7 +81,8 @@ impl Focus {
             Focus::Deployments => Some("open"),
             Focus::Targets => Some("target"),
             Focus::Hooks => Some("hook"),
-            Focus::Logs | Focus::Canary => None,
+            Focus::Logs => Some("whole"),
+            Focus::Canary => None,
         }
     }
 
@@ -352,6 +353,11 @@ impl App {
                         scroll: crate::console::scroll::Scroll::top(),
                     }));
                 }
+            }
+            // The log pane: its lines whole, over the whole screen.
+            (Screen::Deployment(_), Focus::Logs) => {
+                self.ui.zoom = true;
+                self.logs.wrap = true;
             }
             (Screen::Deployment(_), _) => self.filter_target(),
         }

@@ -42,7 +42,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         // What failed, in the operator's first lines, in full as far as they go; the rest is
         // one Enter (the target) or M away.
         let width = usize::from(l.failure.width).max(20);
-        let mut rows = crate::console::app::dialog::wrap(&format!(" ✗ {f}"), width);
+        let mut rows = crate::console::app::dialog::wrap(&format!(" {f}"), width);
         let room = usize::from(l.failure.height);
         if rows.len() > room {
             rows.truncate(room);
@@ -51,7 +51,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 *last = format!("{}… (M: in full)", fit(last, keep).trim_end_matches('…'));
             }
         }
-        let style = ctx.theme.get("status.failed");
+        let style = ctx.theme.get(if f.starts_with('⚠') {
+            "notice.warn"
+        } else {
+            "status.failed"
+        });
         let lines: Vec<Line<'_>> = rows
             .into_iter()
             .map(|r| Line::from(Span::styled(r, style)))

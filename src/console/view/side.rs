@@ -74,6 +74,27 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewC
     );
 }
 
+/// Every decision of the canary, each wrapped in full under a heading: when, what, who, why.
+fn decision_lines(
+    c: &crate::deploy::view::CanaryView,
+    inner: usize,
+    t: &crate::console::theme::Theme,
+) -> Vec<Line<'static>> {
+    if c.status.decisions.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![Line::from(Span::styled("decisions", t.get("title")))];
+    for x in &c.status.decisions {
+        let text = format!("{} {} by {}: {}", clock(x.at), x.action, x.by, x.why);
+        out.extend(
+            crate::console::app::dialog::wrap(&text, inner.max(20))
+                .into_iter()
+                .map(Line::from),
+        );
+    }
+    out
+}
+
 /// The canary panel: the slider, the weights, where it is, its steps and the latest word (a
 /// failed router call, drift, analysis); the panel whose arrows move the weight.
 pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &ViewCtx<'_>) {
@@ -100,7 +121,23 @@ pub fn canary_panel(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: 
             let traffic = canary::traffic(c, inner, t);
             let rows = usize::from(area.height.saturating_sub(7)).saturating_sub(traffic.len());
             lines.extend(traffic);
-            lines.extend(canary::steps(c, rows, inner, t));
+            // Zoomed: every decision taken, with who took it and why (its numbers), newest
+            // last; the steps give them up to half the rows left.
+            let decisions = if ctx.app.ui.zoom {
+                decision_lines(c, inner, t)
+            } else {
+                Vec::new()
+            };
+            let shown = decisions.len().min(rows / 2);
+            lines.extend(canary::steps(c, rows - shown, inner, t));
+            if shown > 0 {
+                // The heading, then the newest that fit.
+                let mut decisions = decisions.into_iter();
+                lines.extend(decisions.next());
+                let rest: Vec<Line<'static>> = decisions.collect();
+                let skip = rest.len().saturating_sub(shown - 1);
+                lines.extend(rest.into_iter().skip(skip));
+            }
             // The last word (an analysis' decision and its numbers) wraps into the rows the
             // rest leaves free.
             let extra = canary::extras(c, d.status.is_live(), ctx.app.ui.now, t);

@@ -787,3 +787,38 @@ fn a_plan_whose_file_changed_says_so_and_enter_rereads_it_first() {
         "read: Enter goes on to the version"
     );
 }
+
+/// Log lines are cut to the pane until `w` wraps them in full; Enter on the log pane shows its
+/// lines whole over the whole screen.
+#[test]
+fn w_wraps_log_lines_in_full_and_enter_on_the_logs_opens_them_whole() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    let long = "upstream web-07 answered 502 Bad Gateway three times in a row while the health \
+                check said it was fine: the load balancer's pool still lists the old address \
+                10.0.0.17, which nothing answers on since the last rebuild END-OF-LINE";
+    let mut line = fixture::logs().pop().unwrap();
+    line.message = long.into();
+    line.at = NOW;
+    app.update(Action::Log(std::sync::Arc::new(line)));
+    while app.ui.focus != Focus::Logs {
+        key(&mut app, Tab);
+    }
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        !screen.contains("END-OF-LINE"),
+        "cut to the pane:\n{screen}"
+    );
+    ch(&mut app, 'w');
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("END-OF-LINE"), "wrapped in full:\n{screen}");
+    assert!(screen.contains("wrapped (w)"), "{screen}");
+    ch(&mut app, 'w');
+    assert!(!text_of(&app, 80, 24).contains("END-OF-LINE"));
+    key(&mut app, Enter);
+    assert!(app.ui.zoom && app.logs.wrap);
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("END-OF-LINE") && !screen.contains("Targets"),
+        "{screen}"
+    );
+}

@@ -218,3 +218,89 @@ fn the_slider_moves_the_way_its_arrow_points() {
     key(&mut app, Esc);
     assert_eq!(app.pending(), None);
 }
+
+/// Why a canary was reverted by its analysis, or is held by manent, stays on top of its screen
+/// like a failure, in full as far as four lines go (at 80×24 and 60×16); an operator's own
+/// hold is no banner.
+#[test]
+fn why_a_canary_was_reverted_or_is_held_stays_on_top_in_full() {
+    use manent::deploy::canary_status::Decision;
+    use manent::workflow::store::WorkflowStatus;
+    let why = "background analysis (router traffic over 20s: 5xx 5.77% on the candidate, \
+               over its limit of 1%; stable 0%): failed 2 of 12 runs, over the limit of 2";
+    let with = |app: &mut App, f: &dyn Fn(&mut manent::deploy::view::DeploymentView)| {
+        let mut s = (*app.snap).clone();
+        f(s.deployments.iter_mut().find(|d| d.id == CANARY).unwrap());
+        app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    };
+    let mut app = app_on_deployment(CANARY);
+    with(&mut app, &|d| {
+        d.state = DeploymentState::Reverted;
+        d.status = WorkflowStatus::Success;
+        d.phase = None;
+        let c = d.canary.as_mut().unwrap();
+        c.status.decisions.push(Decision {
+            action: "revert".into(),
+            by: "analysis".into(),
+            why: why.into(),
+            at: fixture::NOW,
+        });
+    });
+    for (w, h) in [(80, 24), (60, 16)] {
+        let screen = text_of(&app, w, h);
+        let top: String = screen
+            .lines()
+            .skip(1)
+            .take(4)
+            .map(|l| l.trim_matches(|c| c == '"' || c == ' '))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            top.starts_with("✗ reverted by analysis: background"),
+            "{screen}"
+        );
+        assert!(
+            top.contains("over the limit of 2"),
+            "in full at {w}x{h}:\n{screen}"
+        );
+    }
+    // Held by manent (router drift under on_drift: hold): a warning banner, with the way on.
+    let mut app = app_on_deployment(CANARY);
+    let drift = "the router serves candidate 30%, not the 10% manent set (someone edited \
+                 nginx.conf by hand?): the steps wait";
+    with(&mut app, &|d| {
+        let c = d.canary.as_mut().unwrap();
+        c.status.held = true;
+        c.status.decisions.push(Decision {
+            action: "pause".into(),
+            by: "manent".into(),
+            why: drift.into(),
+            at: fixture::NOW,
+        });
+    });
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("⚠ held by manent: the router serves candidate 30%"),
+        "{screen}"
+    );
+    assert!(screen.contains("Space resumes, x reverts"), "{screen}");
+    // An operator's hold is theirs to remember: no banner.
+    let mut app = app_on_deployment(CANARY);
+    with(&mut app, &|d| {
+        let c = d.canary.as_mut().unwrap();
+        c.status.held = true;
+        c.status.decisions.push(Decision {
+            action: "pause".into(),
+            by: "alice".into(),
+            why: "lunch".into(),
+            at: fixture::NOW,
+        });
+    });
+    assert!(!text_of(&app, 80, 24).contains("held by"));
+    // `z` on the canary: every decision, with who took it and why.
+    app.ui.focus = Focus::Canary;
+    app.update(Action::Zoom);
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("decisions"), "{screen}");
+    assert!(screen.contains("pause by alice: lunch"), "{screen}");
+}
