@@ -578,7 +578,7 @@ pub fn strip(
         l.spans.insert(
             0,
             if focused {
-                Span::styled("›", t.get("selection"))
+                Span::styled("▶", t.get("selection"))
             } else {
                 Span::raw(" ")
             },

@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph};
 
-use super::hooks::{hook_strip, hook_table, hooks_panel};
+use super::hooks::{hook_strip, hooks_panel};
 use super::list::{Column, ListPanel, Mark};
 use super::{ViewCtx, canary, side};
 use crate::console::app::{self, Focus};
@@ -82,24 +82,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             render_strip(frame, strip, d, ctx);
         }
     }
-    // A narrow screen has no side column: the hooks, focused, take the log pane's top half
-    // (Tab never stops on a panel that is not drawn).
-    let logs = if side.is_none() && !test && ctx.app.ui.focus == Focus::Hooks {
-        let hooks = u16::try_from(hook_table(d, ctx, 9).len())
-            .unwrap_or(u16::MAX)
-            .saturating_add(2)
-            .min(logs.height / 2 + 1)
-            .max(3);
-        let [top, rest] = ratatui::layout::Layout::vertical([
-            ratatui::layout::Constraint::Length(hooks),
-            ratatui::layout::Constraint::Min(3),
-        ])
-        .areas(logs);
-        hooks_panel(frame, top, d, ctx, " Hooks · Enter opens one ");
-        rest
-    } else {
-        logs
-    };
+    // A narrow screen has no side column: the hooks, focused, take the log pane's place (Tab
+    // never stops on a panel that is not drawn; Tab again brings the logs back).
+    if side.is_none() && !test && ctx.app.ui.focus == Focus::Hooks {
+        hooks_panel(frame, logs, d, ctx, " Hooks · Enter opens one · Tab: logs ");
+        return;
+    }
     super::logs::render(frame, logs, ctx);
     if let Some(side) = side {
         side::render(frame, side, d, ctx);

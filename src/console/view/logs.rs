@@ -32,35 +32,62 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     if pane.wrap {
         title.push_str("· wrapped (w) ");
     }
-    let mut lines: Vec<Line<'_>> = Vec::new();
+    // Each line as its rows: cut to the pane, or (wrapped) in full, its further rows indented.
+    let mut groups: Vec<Vec<Line<'_>>> = Vec::new();
     for l in pane.visible(height) {
         let who = match &l.target {
             Some(target) => format!("{} {target}", l.source),
             None => l.source.clone(),
         };
         let head = format!("{} {:<5} {} ", clock(l.at), l.level.as_str(), who);
-        let room = width.saturating_sub(head.chars().count());
         if !pane.wrap {
-            lines.push(Line::from(vec![
+            let room = width.saturating_sub(head.chars().count());
+            groups.push(vec![Line::from(vec![
                 Span::styled(head, t.get("muted")),
                 Span::styled(fit(&l.message, room), t.level(l.level)),
-            ]));
+            ])]);
             continue;
         }
-        // Wrapped: the message in full, its further rows under its first.
-        let rows = crate::console::app::dialog::wrap(&l.message, room.max(20));
-        let indent = " ".repeat(width.saturating_sub(room.max(20)).min(head.chars().count()));
-        for (i, r) in rows.into_iter().enumerate() {
-            let lead = if i == 0 { head.clone() } else { indent.clone() };
-            lines.push(Line::from(vec![
-                Span::styled(lead, t.get("muted")),
-                Span::styled(r, t.level(l.level)),
-            ]));
-        }
+        let rows = crate::console::app::dialog::wrap(
+            &format!("{head}{}", l.message),
+            width.saturating_sub(2).max(20),
+        );
+        let group = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                if i == 0 {
+                    // The head keeps its muted style; the message's start its level's.
+                    let cut = (0..=r.len().min(head.len()))
+                        .rev()
+                        .find(|i| r.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    let (h, m) = r.split_at(cut);
+                    Line::from(vec![
+                        Span::styled(h.to_owned(), t.get("muted")),
+                        Span::styled(m.to_owned(), t.level(l.level)),
+                    ])
+                } else {
+                    Line::from(Span::styled(format!("  {r}"), t.level(l.level)))
+                }
+            })
+            .collect();
+        groups.push(group);
     }
-    // The newest rows are the ones that show (a wrapped line's start may scroll off the top).
-    let extra = lines.len().saturating_sub(height);
-    lines.drain(..extra);
+    // The newest lines whole, as many as fit; a newest line longer than the pane shows its
+    // start (Enter shows the pane over the whole screen).
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let mut used = 0;
+    for g in groups.into_iter().rev() {
+        if used + g.len() > height {
+            if used == 0 {
+                lines = g.into_iter().take(height).collect();
+            }
+            break;
+        }
+        used += g.len();
+        lines.splice(0..0, g);
+    }
     let focused = app.ui.focus == Focus::Logs;
     let block = panel(fit(&title, width), focused, t);
     let body = if lines.is_empty() {

@@ -664,7 +664,10 @@ fn at_80x24_tab_to_hooks_draws_them_and_the_focus_is_marked_without_colour() {
     }
     assert_eq!(app.ui.focus, Focus::Hooks);
     let screen = text_of(&app, 80, 24);
-    assert!(screen.contains("┏▶ Hooks · Enter opens one"), "{screen}");
+    assert!(
+        screen.contains("┏▶ Hooks · Enter opens one · Tab: logs"),
+        "{screen}"
+    );
     assert_eq!(
         screen.matches('▶').count(),
         1,
