@@ -825,3 +825,26 @@ fn w_wraps_log_lines_in_full_and_enter_on_the_logs_opens_them_whole() {
         "{screen}"
     );
 }
+
+/// The version picker lists newest first whatever the descriptor says, its cursor on the
+/// descriptor's version (marked): a version deployed since the last look goes on top, never
+/// between rows a hand knows.
+#[test]
+fn the_version_picker_is_newest_first_with_the_cursor_on_the_descriptors() {
+    let mut app = app_on_quiet_home();
+    let mut s = (*app.snap).clone();
+    for a in &mut s.apps {
+        a.version = "2.2.5".into();
+        a.versions = vec!["2.10.0".into(), "2.2.0".into(), "2.3.0".into()];
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    let Some(Modal::Versions(v)) = app.ui.modals.last() else {
+        panic!("the picker")
+    };
+    let order: Vec<&str> = v.choices.iter().map(|c| c.version.as_str()).collect();
+    assert_eq!(order, ["2.10.0", "2.3.0", "2.2.5", "2.2.0"]);
+    assert_eq!(v.choices[v.selected].version, "2.2.5");
+    assert!(v.choices[v.selected].note.starts_with("the descriptor's"));
+}

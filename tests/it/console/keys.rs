@@ -101,10 +101,13 @@ fn deploying_asks_first_defaults_to_cancel_and_ignores_a_held_enter() {
     ch(&mut app, 'D');
     key(&mut app, Enter);
     key(&mut app, Right);
+    // What is typed before the dialog could be read is not its reason.
+    ch(&mut app, 'x');
+    assert!(confirm_of(&app).reason.is_empty() && confirm_of(&app).swallowed);
+    later(&mut app);
     for c in "hotfix 123".chars() {
         ch(&mut app, c);
     }
-    later(&mut app);
     let cmd = key(&mut app, Enter);
     assert_eq!(
         cmd,
@@ -221,12 +224,12 @@ fn a_production_rollback_wants_the_environment_name_typed() {
         "Roll back shop in prod: 36 targets: 2.3.0 → 2.2.0?",
         "where each target goes, before confirming"
     );
+    later(&mut app);
     ch(&mut app, 'x');
     ctrl(&mut app, 'u');
     for c in "pro".chars() {
         ch(&mut app, c);
     }
-    later(&mut app);
     assert_eq!(
         key(&mut app, Enter),
         None,
@@ -401,10 +404,10 @@ fn a_failed_target_is_read_in_full_and_retried_skipped_or_aborted() {
     let c = confirm_of(&app);
     assert_eq!(c.title, "Retry web-07 in shop/staging?");
     key(&mut app, Right);
+    later(&mut app);
     for c in "flaky lb".chars() {
         ch(&mut app, c);
     }
-    later(&mut app);
     assert_eq!(
         key(&mut app, Enter),
         op(

@@ -93,12 +93,14 @@ fn screens() -> Vec<(&'static str, App)> {
     ch(&mut confirm, 'D');
     key(&mut confirm, Enter);
     key(&mut confirm, Right);
+    later(&mut confirm);
     for c in "weekly release".chars() {
         ch(&mut confirm, c);
     }
     let mut typed = app_on_home();
     key(&mut typed, Down);
     ch(&mut typed, 'R');
+    later(&mut typed);
     ch(&mut typed, 'p');
     let mut plan = app_on_home();
     key(&mut plan, Enter);
@@ -140,6 +142,7 @@ fn screens() -> Vec<(&'static str, App)> {
     key(&mut glass, Down);
     ch(&mut glass, 'D');
     key(&mut glass, Enter);
+    later(&mut glass);
     for c in "prodhotfix".chars() {
         ch(&mut glass, c);
     }

@@ -57,6 +57,9 @@ pub struct Confirm {
     pub reason: String,
     /// When it opened (epoch ms).
     pub opened_at: i64,
+    /// A key arrived before it could take one (within [`CONFIRM_GUARD_MS`] of opening: a held
+    /// Enter, or what was typed ahead for the dialog before): dropped, and said.
+    pub swallowed: bool,
     /// The environment is production.
     pub production: bool,
     /// Enter needs a reason (a break-glass through a lock, an abandoned canary).
@@ -82,6 +85,7 @@ impl Confirm {
             typed: None,
             reason: String::new(),
             opened_at: now,
+            swallowed: false,
             production,
             needs_reason: false,
         }
@@ -140,6 +144,15 @@ impl Confirm {
 
     /// Applies a key.
     pub fn update(&mut self, action: &Action, now: i64) -> Reply {
+        // Too soon to be meant for this dialog: a held Enter, or keys typed ahead for what was
+        // on screen before it (they would land in the reason).
+        if now - self.opened_at < CONFIRM_GUARD_MS
+            && matches!(action, Action::Submit | Action::Input(_))
+        {
+            self.swallowed = true;
+            return Reply::Keep;
+        }
+        self.swallowed &= !matches!(action, Action::Submit | Action::Input(_));
         match action {
             Action::ChoiceToggle if self.typed.is_none() => self.choice = self.choice.flip(),
             // A typed confirmation: the name first; once it matches, the reason.
@@ -162,7 +175,6 @@ impl Confirm {
                     typed.clear();
                 }
             }
-            Action::Submit if now - self.opened_at < CONFIRM_GUARD_MS => {}
             Action::Submit => return self.submit(),
             Action::Dismiss => {
                 return Reply::CloseSaying(Level::Info, "cancelled: nothing was done".into());
@@ -229,10 +241,17 @@ impl Confirm {
                     Span::styled(label, t.get("muted")),
                     Span::raw(reason),
                 ]));
-                lines.push(Line::from(Span::styled(
-                    "Enter confirms once the name matches · Esc cancels",
-                    t.get("muted"),
-                )));
+                lines.push(if self.swallowed {
+                    Line::from(Span::styled(
+                        "⚠ a key came too soon for this dialog and was ignored: read, then type",
+                        t.get("notice.warn"),
+                    ))
+                } else {
+                    Line::from(Span::styled(
+                        "Enter confirms once the name matches · Esc cancels",
+                        t.get("muted"),
+                    ))
+                });
             }
             None => {
                 lines.push(Line::from(vec![
@@ -240,10 +259,17 @@ impl Confirm {
                     Span::raw(format!("{}_", self.reason)),
                 ]));
                 lines.push(buttons(self.choice, &self.no, &self.yes, ctx));
-                lines.push(Line::from(Span::styled(
-                    "←/→ choose · Enter · Esc changes nothing",
-                    t.get("muted"),
-                )));
+                lines.push(if self.swallowed {
+                    Line::from(Span::styled(
+                        "⚠ a key came too soon for this dialog and was ignored: read, then press",
+                        t.get("notice.warn"),
+                    ))
+                } else {
+                    Line::from(Span::styled(
+                        "←/→ choose · Enter · Esc changes nothing",
+                        t.get("muted"),
+                    ))
+                });
             }
         }
         let border = if self.production {

@@ -1,5 +1,6 @@
-//! `D`: which version to deploy — the descriptor's, one deployed before (an aborted or
-//! rolled-back one said so, and listed last), or one typed and checked before any confirmation.
+//! `D`: which version to deploy — newest first, the cursor on the descriptor's; one deployed
+//! before (an aborted or rolled-back one says so), or one typed and checked before any
+//! confirmation.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -31,7 +32,7 @@ pub struct Versions {
     pub application: String,
     /// Environment.
     pub environment: String,
-    /// What it offers, the descriptor's first; the last row types another.
+    /// What it offers, newest first; the last row types another.
     pub choices: Vec<VersionChoice>,
     /// The highlighted row (`choices.len()`: "another version…").
     pub selected: usize,
@@ -54,28 +55,30 @@ impl Versions {
             }
             n
         };
-        let mut choices = vec![VersionChoice {
-            version: a.version.clone(),
-            note: note(&a.version, "the descriptor's"),
-        }];
-        let mut earlier: Vec<VersionChoice> = a
-            .versions
-            .iter()
-            .filter(|v| **v != a.version)
+        // Newest first, always in that order (what was deployed since the last look goes on
+        // top, never between rows a hand knows); the cursor starts on the descriptor's.
+        let mut choices: Vec<VersionChoice> = std::iter::once(&a.version)
+            .chain(a.versions.iter().filter(|v| **v != a.version))
+            .filter(|v| !v.is_empty())
             .map(|v| VersionChoice {
                 version: v.clone(),
-                note: note(v, "deployed before"),
+                note: if *v == a.version {
+                    note(v, "the descriptor's")
+                } else {
+                    note(v, "deployed before")
+                },
             })
             .collect();
-        // Versions whose last deploy ended badly go last.
-        earlier.sort_by_key(|c| c.note.contains(" — its last deploy "));
-        choices.extend(earlier);
-        choices.retain(|c| !c.version.is_empty());
+        choices.sort_by(|x, y| crate::format::version_order(&y.version, &x.version));
+        let selected = choices
+            .iter()
+            .position(|c| c.version == a.version)
+            .unwrap_or(0);
         Versions {
             application: a.application.clone(),
             environment: a.environment.clone(),
             choices,
-            selected: 0,
+            selected,
             typing: None,
         }
     }
