@@ -190,7 +190,7 @@ fn extras_at(
     }
     // What matters first at 3 am: the numbers, then what the analysis made of them.
     let mut parts: Vec<Span<'static>> = Vec::new();
-    if let Some(w) = traffic_words(c, now) {
+    if let Some(w) = traffic_words(c, now, brevity != Brevity::Full) {
         parts.push(Span::raw(w));
     }
     let background = c
@@ -453,10 +453,12 @@ pub fn traffic(c: &CanaryView, width: usize, t: &Theme) -> Vec<Line<'static>> {
     lines
 }
 
-/// The last traffic reading in a few words, candidate/stable, for the narrow strip: `5xx
-/// 5.2%/0% p99 38ms/15ms`, and how old it is once it is no longer fresh (the router has not
-/// answered since, or no engine reads it).
-fn traffic_words(c: &CanaryView, now: i64) -> Option<String> {
+/// The last traffic reading in a few words, each slot named, for the narrow strip: `cand 5xx
+/// 5.2% p99 38ms · stable 5xx 0% p99 15ms`, and how old it is once it is no longer fresh (the
+/// router has not answered since, or no engine reads it).
+///
+/// `brief`: the error rates alone, `5xx cand 5.2% · stable 0%`.
+fn traffic_words(c: &CanaryView, now: i64, brief: bool) -> Option<String> {
     let last = c.traffic.last()?;
     let age = (now - last.at) / 1000;
     let stale = if age > 30 {
@@ -464,11 +466,18 @@ fn traffic_words(c: &CanaryView, now: i64) -> Option<String> {
     } else {
         String::new()
     };
+    if brief {
+        return Some(format!(
+            "5xx cand {} · stable {}{stale}",
+            rate_text(last.candidate.error_rate()),
+            rate_text(last.stable.error_rate()),
+        ));
+    }
     Some(format!(
-        "5xx {}/{} p99 {}/{}{stale}",
+        "cand 5xx {} p99 {} · stable 5xx {} p99 {}{stale}",
         rate_text(last.candidate.error_rate()),
-        rate_text(last.stable.error_rate()),
         ms_text(last.candidate.p99_ms),
+        rate_text(last.stable.error_rate()),
         ms_text(last.stable.p99_ms)
     ))
 }

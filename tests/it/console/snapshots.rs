@@ -465,7 +465,10 @@ fn the_canary_traffic_charts_at_both_sizes_and_in_every_theme() {
     insta::assert_snapshot!("canary_traffic_120x40", wide);
     let narrow = draw(&app, "default", 80, 24).backend().to_string();
     insta::assert_snapshot!("canary_traffic_80x24", narrow);
-    assert!(narrow.contains("5xx 5.77%/0% p99 140ms/80ms"), "{narrow}");
+    assert!(
+        narrow.contains("cand 5xx 5.77% p99 140ms · stable 5xx 0% p99 80ms"),
+        "each figure says its slot: {narrow}"
+    );
     let mut zoomed = app.clone();
     zoomed.update(Action::Resize(80, 24));
     zoomed.ui.focus = manent::console::app::Focus::Canary;
@@ -519,7 +522,7 @@ fn the_background_analysis_says_its_count_and_when_it_runs_next() {
         .find(|l| l.contains("set 10%"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        strip.contains("set 10% · router 10% · 5xx 5.77%/0% p99 140ms/80ms · analysis failed"),
+        strip.contains("set 10% · router 10% · 5xx cand 5.77% · stable 0% · analysis failed"),
         "{text}"
     );
     // The canary panel zoomed at 80×24: the word wraps into the rows left.
