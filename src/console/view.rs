@@ -139,6 +139,9 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 widgets::state_word(d).to_uppercase(),
                 h.patch(theme.deployment(d.state, d.kind)),
             ));
+            // The phase gives way first when the line is full (the strip and the targets say
+            // it too); who started it stays.
+            let phase_at = spans.len();
             if d.state == DeploymentState::Running
                 && let Some(p) = &d.phase
             {
@@ -164,6 +167,26 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
             spans.push(Span::styled(widgets::elapsed(end - d.created_at), h));
             spans.push(sep.clone());
             spans.push(Span::styled(format!("by {}", d.operator), h));
+            let width = |spans: &[Span<'_>]| -> usize {
+                spans.iter().map(|s| s.content.chars().count()).sum()
+            };
+            let room = usize::from(area.width).saturating_sub(if app.ui.readonly { 11 } else { 0 });
+            // "from 10.0.0.7" after the operator's name goes first…
+            if width(&spans) > room
+                && let Some(last) = spans.last_mut()
+                && let Some((who, _)) = d.operator.split_once(" from ")
+            {
+                *last = Span::styled(format!("by {who}"), h);
+            }
+            // …then the phase (the strip and the targets say it too); who started it stays.
+            if width(&spans) > room
+                && d.state == DeploymentState::Running
+                && spans
+                    .get(phase_at)
+                    .is_some_and(|s| s.content.starts_with(' '))
+            {
+                spans.remove(phase_at);
+            }
         }
         None => {
             // A lock on the selected environment before anything else: it is why a deploy

@@ -24,11 +24,16 @@ pub struct Column<'a, T> {
 }
 
 impl<'a, T> Column<'a, T> {
-    /// A column that shows `cell` of each row.
+    /// A column that shows `cell` of each row; it wants at least its header's width (a column
+    /// of short names still says `TARGET`, not `TARGE`).
     pub fn new(header: &'static str, col: Col, cell: impl Fn(&T, u16) -> Cell<'a> + 'a) -> Self {
+        let heading = u16::try_from(header.chars().count()).unwrap_or(u16::MAX);
         Column {
             header,
-            col,
+            col: Col {
+                want: col.want.max(heading),
+                ..col
+            },
             cell: Box::new(cell),
         }
     }

@@ -848,3 +848,23 @@ fn the_version_picker_is_newest_first_with_the_cursor_on_the_descriptors() {
     assert_eq!(v.choices[v.selected].version, "2.2.5");
     assert!(v.choices[v.selected].note.starts_with("the descriptor's"));
 }
+
+/// Words that are cut say less than they should: a column of short names is still headed
+/// TARGET, and the header keeps who started the deployment (their address and then the phase
+/// give way first).
+#[test]
+fn short_names_keep_their_heading_and_the_header_keeps_who_started_it() {
+    let mut app = app_on_deployment("dep-20261129-100000-aaaa");
+    let mut s = (*app.snap).clone();
+    for d in &mut s.deployments {
+        for (i, t) in d.targets.iter_mut().enumerate() {
+            t.name = format!("w{i}");
+        }
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let screen = text_of(&app, 80, 24);
+    assert!(screen.contains("TARGET BATCH"), "{screen}");
+    let header = screen.lines().next().unwrap();
+    assert!(header.contains("by alice"), "{header}");
+    assert!(header.contains("RUNNING batch 2/6"), "{header}");
+}
