@@ -27,6 +27,23 @@ pub fn sha256_hex(text: &str) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+/// Names said in a sentence: `web-2`, `web-2 and web-5`, `web-1, web-2, web-3`, or the first
+/// `most` and how many more (`web-1, web-2, … and 7 more (9 targets)`); none for an empty list.
+pub fn some_of(names: &[String], most: usize) -> Option<String> {
+    match names {
+        [] => None,
+        [one] => Some(one.clone()),
+        [a, b] => Some(format!("{a} and {b}")),
+        _ if names.len() <= most => Some(names.join(", ")),
+        _ => Some(format!(
+            "{}, … and {} more ({} targets)",
+            names[..most].join(", "),
+            names.len() - most,
+            names.len()
+        )),
+    }
+}
+
 /// Versions in their natural order: runs of digits compare as numbers, the rest as text
 /// (`1.10.0` after `1.9.2`, `v2` after `v1`, `1.0.0-rc1` before `1.0.0-rc2`). A version with a
 /// pre-release part (`-rc1`) comes before the same version without it.
@@ -73,6 +90,19 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_said_in_a_sentence() {
+        let n = |k: usize| (1..=k).map(|i| format!("web-{i}")).collect::<Vec<_>>();
+        assert_eq!(some_of(&n(0), 3), None);
+        assert_eq!(some_of(&n(1), 3).unwrap(), "web-1");
+        assert_eq!(some_of(&n(2), 3).unwrap(), "web-1 and web-2");
+        assert_eq!(some_of(&n(3), 3).unwrap(), "web-1, web-2, web-3");
+        assert_eq!(
+            some_of(&n(9), 2).unwrap(),
+            "web-1, web-2, … and 7 more (9 targets)"
+        );
+    }
 
     #[test]
     fn versions_order_naturally() {

@@ -101,6 +101,17 @@ fn moving<'a>(
     })
 }
 
+/// The targets of `plan` a rollback leaves where they are (no earlier release with another
+/// version), by name, in the plan's order.
+pub fn staying_in_rollback(plan: &Plan, live: &BTreeMap<String, Live>) -> Vec<String> {
+    let moving: std::collections::BTreeSet<&str> = moving(plan, live).map(|(n, _, _)| n).collect();
+    plan.targets()
+        .map(|(_, t)| t.name.as_str())
+        .filter(|n| !moving.contains(n))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// Version changes counted: `36 targets: 2.4.0 → 2.3.0`, grouped when targets differ.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transitions(pub Vec<Transition>);

@@ -121,6 +121,9 @@ pub struct AppEnv {
     pub live_by_target: std::collections::BTreeMap<String, String>,
     /// Where a rollback would take its targets (empty: nothing to roll back to).
     pub rollback: Transitions,
+    /// The targets a rollback would leave where they are (no earlier release), by name.
+    #[serde(default)]
+    pub rollback_stays: Vec<String>,
     /// Versions recorded in its history, newest first (the version picker offers them).
     pub versions: Vec<String>,
     /// Its `test` hooks, in the order they run.

@@ -106,6 +106,10 @@ impl Actor {
                 .as_ref()
                 .map(|plan| Transitions::of_rollback(plan, &live))
                 .unwrap_or_default();
+            a.rollback_stays = plan
+                .as_ref()
+                .map(|plan| releases::staying_in_rollback(plan, &live))
+                .unwrap_or_default();
         }
         self.apps = apps;
         read
@@ -277,6 +281,7 @@ pub(super) fn apps_of(
                 batches,
                 live_by_target: std::collections::BTreeMap::new(),
                 rollback: Transitions::default(),
+                rollback_stays: Vec::new(),
                 versions: Vec::new(),
                 tests: crate::config::hooks::ordered(&spec.hooks, crate::config::Event::Test)
                     .iter()

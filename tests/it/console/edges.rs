@@ -868,3 +868,30 @@ fn short_names_keep_their_heading_and_the_header_keeps_who_started_it() {
     assert!(header.contains("by alice"), "{header}");
     assert!(header.contains("RUNNING batch 2/6"), "{header}");
 }
+
+/// A rollback that leaves targets where they are names them.
+#[test]
+fn a_rollback_names_the_targets_it_leaves_where_they_are() {
+    let mut app = app_on_home();
+    let mut s = (*app.snap).clone();
+    for a in s.apps.iter_mut().filter(|a| a.environment == "prod") {
+        a.rollback.0[0].targets = a.targets - 1;
+        a.rollback_stays = vec!["web-2".into()];
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    while app
+        .selected_app()
+        .is_none_or(|a| a.rollback_stays.is_empty())
+    {
+        key(&mut app, Down);
+    }
+    ch(&mut app, 'R');
+    let c = confirm_of(&app);
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l == "web-2 has no earlier release with another version and stays"),
+        "{:?}",
+        c.lines
+    );
+}

@@ -334,6 +334,7 @@ fn app_env(env: &str, production: bool, n: usize) -> AppEnv {
             to: "2.2.0".into(),
             targets: n,
         }]),
+        rollback_stays: Vec::new(),
         versions: vec!["2.3.0".into(), "2.2.0".into()],
         tests: Vec::new(),
         lock: None,

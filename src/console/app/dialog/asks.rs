@@ -93,10 +93,14 @@ pub fn rollback(a: &AppEnv, now: i64) -> Confirm {
         a.application, a.environment, a.rollback
     );
     let mut lines = Vec::new();
-    let staying = a.targets.saturating_sub(a.rollback.targets());
-    if staying > 0 {
+    if let Some(names) = crate::format::some_of(&a.rollback_stays, 5) {
+        let (has, stay) = if a.rollback_stays.len() == 1 {
+            ("has", "stays")
+        } else {
+            ("have", "stay")
+        };
         lines.push(format!(
-            "{staying} targets have no earlier release with another version and stay"
+            "{names} {has} no earlier release with another version and {stay}"
         ));
     }
     let command = Command::Rollback {
