@@ -527,6 +527,10 @@ impl App {
             Reply::Then(action) => return self.on_screen(action),
             Reply::Open(next) => self.ui.modals.push(*next),
             Reply::Filter(of, text) => self.set_filter(of, text),
+            Reply::FilterLive(of, text) => {
+                self.ui.modals.push(top);
+                self.set_filter(of, text);
+            }
             Reply::Run(verb, line) => {
                 if self.ui.command_history.last() != Some(&line) {
                     self.ui.command_history.push(line);

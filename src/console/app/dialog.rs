@@ -83,6 +83,8 @@ pub enum Reply {
     Say(Level, String),
     /// Closes, and the list (or the log pane) shows what matches this.
     Filter(crate::console::app::Focus, String),
+    /// Stays open, and the list (or the log pane) shows what matches this meanwhile.
+    FilterLive(crate::console::app::Focus, String),
     /// Closes, and the app runs this verb of the command line (the line, for its history).
     Run(command::Verb, String),
 }

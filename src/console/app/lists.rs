@@ -49,9 +49,11 @@ impl App {
             Focus::Logs => self.logs.filter.typed(),
             f => self.ui.lists.get(f).filter.clone(),
         };
-        self.ui
-            .modals
-            .push(Modal::Filter(dialog::filter::Filter { of, text }));
+        self.ui.modals.push(Modal::Filter(dialog::filter::Filter {
+            of,
+            was: text.clone(),
+            text,
+        }));
     }
 
     /// Sets (or, empty, clears) the filter of list `f`; the selection goes back to the first

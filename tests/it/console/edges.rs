@@ -895,3 +895,42 @@ fn a_rollback_names_the_targets_it_leaves_where_they_are() {
         c.lines
     );
 }
+
+/// `/` filters as it is typed (k9s): the list under the prompt follows each key; Enter keeps
+/// the filter, Esc puts back the one in force before.
+#[test]
+fn slash_filters_as_you_type_and_esc_puts_back_the_filter_before() {
+    let mut app = app_on_home();
+    key(&mut app, Tab);
+    assert_eq!(app.ui.focus, Focus::Deployments);
+    let all = app.visible_deployments().len();
+    ch(&mut app, '/');
+    for c in "stag".chars() {
+        ch(&mut app, c);
+    }
+    assert!(
+        matches!(app.ui.modals.last(), Some(Modal::Filter(_))),
+        "still typing"
+    );
+    let shown = app.visible_deployments().len();
+    assert!(shown < all && shown > 0, "{shown} of {all}");
+    key(&mut app, Esc);
+    assert!(app.ui.modals.is_empty());
+    assert_eq!(
+        app.visible_deployments().len(),
+        all,
+        "Esc put back no filter"
+    );
+    ch(&mut app, '/');
+    for c in "stag".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert_eq!(app.ui.lists.get(Focus::Deployments).filter, "stag");
+    // Again: Esc puts back "stag", not nothing.
+    ch(&mut app, '/');
+    ch(&mut app, 'x');
+    assert_eq!(app.visible_deployments().len(), 0);
+    key(&mut app, Esc);
+    assert_eq!(app.visible_deployments().len(), shown);
+}

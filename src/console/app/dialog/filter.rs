@@ -1,5 +1,6 @@
 //! `/`: a filter for the focused list (applications, deployments, targets) or the log pane,
-//! pre-filled with the one in force, in the words it was typed in (so Enter keeps it as it is).
+//! pre-filled with the one in force, in the words it was typed in (so Enter keeps it as it is);
+//! the list filters as it is typed, and Esc puts back the filter from before.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -16,10 +17,14 @@ pub struct Filter {
     pub of: Focus,
     /// What is typed.
     pub text: String,
+    /// The filter in force when it opened (Esc puts it back).
+    pub was: String,
 }
 
 impl Filter {
     /// Applies a key.
+    /// Applies a key: the list filters as it is typed (k9s); Enter keeps it, Esc puts back
+    /// the one in force before.
     pub fn update(&mut self, action: &Action) -> Reply {
         match action {
             Action::Input(c) => self.text.push(*c),
@@ -28,20 +33,20 @@ impl Filter {
             }
             Action::ClearInput => self.text.clear(),
             Action::Submit => return Reply::Filter(self.of, self.text.trim().to_owned()),
-            Action::Dismiss => return Reply::Close,
-            _ => {}
+            Action::Dismiss => return Reply::Filter(self.of, self.was.clone()),
+            _ => return Reply::Keep,
         }
-        Reply::Keep
+        Reply::FilterLive(self.of, self.text.trim().to_owned())
     }
 
     /// Draws it.
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let hint = match self.of {
             Focus::Logs => {
-                "words match the message; plugin:NAME target:NAME level:warn · Enter applies · \
-                 empty clears · Esc"
+                "words match the message; plugin:NAME target:NAME level:warn · as you type · \
+                 Enter keeps it · Esc undoes"
             }
-            _ => "words match any column · Enter applies · empty clears · Esc",
+            _ => "words match any column · filters as you type · Enter keeps it · Esc undoes",
         };
         let lines = vec![
             Line::from(vec![
