@@ -115,6 +115,20 @@ impl Metered {
     }
 }
 
+/// What the console writes besides frames (its clipboard's OSC 52) goes to both counts.
+impl io::Write for Metered {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        io::Write::write_all(&mut self.full, buf)?;
+        io::Write::write_all(&mut self.diffed, buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::Write::flush(&mut self.full)?;
+        io::Write::flush(&mut self.diffed)
+    }
+}
+
 impl Backend for Metered {
     type Error = io::Error;
 

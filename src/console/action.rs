@@ -81,6 +81,8 @@ pub enum Action {
     Zoom,
     /// Log lines wrap in full (again: cut to the pane).
     Wrap,
+    /// Copy the selection (an id, a name, the newest log line) to the clipboard (`y`).
+    Yank,
     /// The command line (`:`): a headless verb on the selected deployment.
     CommandLine,
     /// Complete the word being typed (`Tab` on the command line).

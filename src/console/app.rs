@@ -152,6 +152,8 @@ pub struct UiState {
     pub zoom: bool,
     /// Lines run on the command line, oldest first.
     pub command_history: Vec<String>,
+    /// Text for the terminal's clipboard, taken by the loop (which writes it as OSC 52).
+    pub clipboard: Option<String>,
     /// Deployments whose earlier log lines were asked for.
     history_asked: std::collections::BTreeSet<String>,
     last_notice: u64,
@@ -181,6 +183,7 @@ impl UiState {
             applying: None,
             zoom: false,
             command_history: Vec::new(),
+            clipboard: None,
             history_asked: std::collections::BTreeSet::new(),
             last_notice: 0,
         }
@@ -484,6 +487,7 @@ impl App {
             Action::Open => self.open(),
             Action::Back => self.back(),
             Action::Zoom => self.ui.zoom = !self.ui.zoom,
+            Action::Yank => self.yank(),
             Action::Wrap => {
                 self.logs.wrap = !self.logs.wrap;
                 let said = if self.logs.wrap {

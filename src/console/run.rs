@@ -48,7 +48,7 @@ pub async fn run<B, S>(
     signals: impl std::future::Future<Output = Exit>,
 ) -> Exit
 where
-    B: Backend,
+    B: Backend + io::Write,
     B::Error: Into<io::Error>,
     S: Stream<Item = io::Result<Event>> + Unpin,
 {
@@ -86,6 +86,13 @@ where
             }
             app.ui.dirty = false;
             last_draw = Some(Instant::now());
+        }
+        // `y`: the terminal sets its clipboard (OSC 52; over ssh, and through tmux with
+        // `set-clipboard on`).
+        if let Some(text) = app.ui.clipboard.take()
+            && let Err(e) = clipboard(terminal, &text)
+        {
+            return gone(e);
         }
         keyed = false;
         if app.ui.should_quit {
@@ -147,6 +154,15 @@ where
             _ = tick.tick() => { app.update(Action::Tick(crate::sys::now_ms())); }
         }
     }
+}
+
+/// Asks the terminal to put `text` on its clipboard: OSC 52, the text in base64.
+fn clipboard<B: Backend + io::Write>(terminal: &mut Terminal<B>, text: &str) -> io::Result<()> {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+    let out = terminal.backend_mut();
+    io::Write::write_all(out, format!("\x1b]52;c;{encoded}\x07").as_bytes())?;
+    io::Write::flush(out)
 }
 
 /// A write the terminal refused: a hung-up terminal often says so here before its hangup

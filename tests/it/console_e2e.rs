@@ -227,6 +227,47 @@ fn without_colour_the_selection_and_production_still_show() {
     t.wait_for("Quit the console?", SHORT);
 }
 
+/// `y` hands the terminal's clipboard what is selected through OSC 52: tmux with
+/// `set-clipboard on` takes it into its paste buffer, as a terminal over ssh would.
+#[test]
+fn y_copies_the_selection_through_osc_52() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("yank", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    let ok = Command::new("tmux")
+        .args(["-L", &t.socket, "set-option", "-g", "set-clipboard", "on"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    t.wait_for("RUNNING", LONG);
+    let screen = t.capture();
+    let selected = screen
+        .lines()
+        .find_map(|l| l.split("› ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("a selected target:\n{screen}"))
+        .to_owned();
+    t.keys(&["y"]);
+    t.wait_for("copied", SHORT);
+    let start = Instant::now();
+    let buffer = loop {
+        let out = Command::new("tmux")
+            .args(["-L", &t.socket, "show-buffer"])
+            .output()
+            .unwrap();
+        let b = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !b.is_empty() || start.elapsed() > SHORT {
+            break b;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        buffer, selected,
+        "the selected target's name is on the clipboard"
+    );
+}
+
 /// SGR colour parameters (30–37, 40–47, 90–97, 100–107, 38/48) in a captured screen; 39/49
 /// (the default colours) are not colours.
 fn colours(styled: &str) -> Vec<String> {

@@ -766,6 +766,14 @@ pub const BINDINGS: &[Binding] = &[
         footer: Footer::Always("quit"),
     },
     Binding {
+        keys: &[(ch('y'), Action::Yank)],
+        modes: NORMAL,
+        section: Section::Everywhere,
+        help: "copy what is selected (an id, a name, the newest log line) to your terminal's \
+               clipboard: OSC 52, over ssh and tmux too",
+        footer: Footer::No,
+    },
+    Binding {
         keys: &[(ch('E'), Action::EngineLog)],
         modes: NORMAL,
         section: Section::Everywhere,
@@ -1103,6 +1111,7 @@ mod tests {
         Action::FilterTarget,
         Action::Zoom,
         Action::Wrap,
+        Action::Yank,
         Action::CommandLine,
         Action::Complete,
         Action::Redraw,
@@ -1158,6 +1167,7 @@ mod tests {
             | Action::FilterTarget
             | Action::Zoom
             | Action::Wrap
+            | Action::Yank
             | Action::CommandLine
             | Action::Complete
             | Action::Redraw

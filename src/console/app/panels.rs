@@ -363,6 +363,42 @@ impl App {
         }
     }
 
+    /// `y`: what the focused panel has selected, as text to paste — a deployment's id, an
+    /// application's `app/env`, a target's or a hook's name, the newest log line shown — for the
+    /// loop to hand the terminal's clipboard (OSC 52: over ssh and tmux too).
+    pub(super) fn yank(&mut self) {
+        let text = match (&self.ui.screen, self.ui.focus) {
+            (Screen::Home, Focus::Apps) => self
+                .selected_app()
+                .map(|a| format!("{}/{}", a.application, a.environment)),
+            (Screen::Deployment(_), Focus::Targets) => {
+                self.selected_target().map(|t| t.name.clone())
+            }
+            (Screen::Deployment(_), Focus::Hooks) => self
+                .visible_hooks()
+                .get(self.row(Focus::Hooks))
+                .map(|h| h.name.clone()),
+            (Screen::Deployment(_), Focus::Logs) => {
+                self.logs.visible(1).first().map(|l| l.message.clone())
+            }
+            _ => self.selected_deployment().map(|d| d.id.clone()),
+        };
+        match text {
+            Some(t) => {
+                let shown = crate::console::widgets::fit(&t, 60);
+                self.say(
+                    crate::plugin::Level::Info,
+                    format!("copied {shown} (to your terminal's clipboard, through OSC 52)"),
+                );
+                self.ui.clipboard = Some(t);
+            }
+            None => self.say(
+                crate::plugin::Level::Info,
+                "y copies what is selected: nothing is",
+            ),
+        }
+    }
+
     /// The panel a deployment's screen opens on: a test run's hooks, a canary taking traffic,
     /// else its targets.
     pub(super) fn first_panel(&self) -> Focus {
