@@ -116,6 +116,23 @@ where
                     }
                 }
                 Some(Ok(Event::Resize(w, h))) => { app.update(Action::Resize(w, h)); keyed = true; }
+                // The wheel is ↑/↓ three times over what has the keyboard (a dialog's page too).
+                Some(Ok(Event::Mouse(m))) => {
+                    let code = match m.kind {
+                        crossterm::event::MouseEventKind::ScrollUp => Some(crossterm::event::KeyCode::Up),
+                        crossterm::event::MouseEventKind::ScrollDown => Some(crossterm::event::KeyCode::Down),
+                        _ => None,
+                    };
+                    if let Some(code) = code {
+                        let key = crossterm::event::KeyEvent::new(code, crossterm::event::KeyModifiers::NONE);
+                        for _ in 0..3 {
+                            if let Some(action) = keymap::action(app.mode(), key) {
+                                app.update(action);
+                            }
+                        }
+                        keyed = true;
+                    }
+                }
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => return Exit::Hangup,
             },
@@ -189,6 +206,9 @@ pub fn init(alt_screen: bool, caps: Caps) -> io::Result<Term> {
     if alt_screen {
         crossterm::execute!(io::stdout(), crossterm::terminal::EnterAlternateScreen)?;
     }
+    // The wheel scrolls the focused pane (k9s); text is selected with Shift held, as in
+    // every terminal program that takes the mouse.
+    crossterm::execute!(io::stdout(), crossterm::event::EnableMouseCapture)?;
     let out = super::term::Out::new(io::stdout(), caps);
     Terminal::new(ratatui::backend::CrosstermBackend::new(out))
 }
@@ -199,6 +219,7 @@ static ALT_SCREEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 /// Leaves raw mode and the alternate screen (without one, clears what the console drew);
 /// quietly does nothing on a terminal that is gone.
 pub fn restore() {
+    let _ = crossterm::execute!(io::stdout(), crossterm::event::DisableMouseCapture);
     let _ = crossterm::terminal::disable_raw_mode();
     if ALT_SCREEN.load(std::sync::atomic::Ordering::SeqCst) {
         let _ = crossterm::execute!(
