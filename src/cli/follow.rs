@@ -77,8 +77,20 @@ impl Runner {
                 Ok(Runner::Local(engine))
             }
             Ok(Opened::Attached { store, holder }) => {
-                out.note(format!("manent: {holder}"));
-                out.note("manent: handing the work to that engine and following it here");
+                // Beside a worker (or a console) this is how work is done, not a warning: one
+                // line says who runs it.
+                let who = match &holder {
+                    crate::workflow::LeaseError::Held { pid, host, .. } => {
+                        format!("the engine of pid {pid} on {host}")
+                    }
+                    crate::workflow::LeaseError::Starting { .. } => {
+                        "an engine that is starting".to_owned()
+                    }
+                    other => other.to_string(),
+                };
+                out.note(format!(
+                    "manent: {who} runs the work; handing the work to that engine and following it here"
+                ));
                 Ok(Runner::Remote {
                     store,
                     db: config.database.clone(),
