@@ -79,6 +79,8 @@ pub fn progress(d: &DeploymentView) -> String {
         }
         // A list's summary of a deployment whose report predates its counts.
         _ if counts.total == 0 => "-".into(),
+        // Taken back: how many are on its version now (not how many it went through).
+        _ if let Some((on, _)) = d.undone() => format!("{on}/{}", counts.total),
         _ => format!("{}/{}", counts.done, counts.total),
     }
 }

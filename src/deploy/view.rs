@@ -311,6 +311,29 @@ impl DeploymentView {
         self.targets.iter().filter(|t| t.is_done()).count()
     }
 
+    /// A deployment that ended with its targets taken back (rolled back, aborted, reverted):
+    /// how many of its read targets are on its version now — none, usually — and how many
+    /// were taken back. `None` for any other, or one whose targets are not read.
+    pub fn undone(&self) -> Option<(usize, usize)> {
+        use DeploymentState as S;
+        if !matches!(self.state, S::RolledBack | S::Aborted | S::Reverted)
+            || self.targets.is_empty()
+        {
+            return None;
+        }
+        let on = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t.state, TargetState::Deployed | TargetState::Unchanged))
+            .count();
+        let back = self
+            .targets
+            .iter()
+            .filter(|t| matches!(t.state, TargetState::RolledBack | TargetState::Reverted))
+            .count();
+        Some((on, back))
+    }
+
     /// Targets done, of all: counted, or a summary's counts from its report.
     pub fn counts(&self) -> super::TargetCounts {
         match self.target_counts {

@@ -189,6 +189,12 @@ fn render_targets(frame: &mut Frame<'_>, area: Rect, d: &DeploymentView, ctx: &V
         } else {
             format!(" Targets {}/{} · reading them… ", counts.done, counts.total)
         }
+    } else if let Some((on, back)) = d.undone() {
+        // Taken back: the count says what is on its version now, not what it went through.
+        format!(
+            " Targets {on}/{} on {} · {back} taken back {filter}{engine}",
+            counts.total, d.version
+        )
     } else {
         format!(
             " Targets {}/{} · batch size {} {filter}{engine}",
