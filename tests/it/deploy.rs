@@ -323,6 +323,11 @@ async fn a_paused_deploy_takes_a_skip_and_an_abort_undoes_what_it_changed() {
         "still paused after a skip"
     );
     assert_eq!(target(&v, "s6").state, TargetState::Skipped);
+    // Skipped before it ran: no try, no time (the skip is the operator's word, not a try).
+    assert_eq!(
+        (target(&v, "s6").attempt, target(&v, "s6").duration_ms),
+        (0, None)
+    );
     // A retry is not what a paused deployment takes: refused, with the reason.
     let err = command::send(
         engine.store().as_ref(),

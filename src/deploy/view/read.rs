@@ -461,6 +461,19 @@ fn apply_latest(t: &mut TargetView, l: &Latest<'_>, id: &str, finishing: bool) {
                 t.attempt = out.attempt;
                 t.duration_ms = Some(out.duration_ms);
                 t.message = out.message;
+                // A skip is the operator's word, not a try: the target's tries and time are
+                // those it made before (none for one skipped before it ran).
+                if t.state == TargetState::Skipped {
+                    let tried: Vec<&AttemptView> =
+                        t.attempts.iter().filter(|a| a.key != key).collect();
+                    t.attempt = u32::try_from(tried.len()).unwrap_or(u32::MAX);
+                    t.duration_ms = (!tried.is_empty()).then(|| {
+                        tried
+                            .iter()
+                            .filter_map(|a| u64::try_from(a.ended_at? - a.started_at).ok())
+                            .sum()
+                    });
+                }
             } else if let Some(f) = rec
                 .error
                 .as_deref()
