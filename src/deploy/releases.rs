@@ -21,6 +21,10 @@ pub struct Live {
     pub current: Option<Box<ReleaseRecord>>,
     /// The newest earlier release with another version: what a rollback restores.
     pub previous: Option<Box<ReleaseRecord>>,
+    /// The rollback (its deployment's id) that made `current` live again, when one did: it
+    /// is live since then, not since it was first recorded.
+    #[serde(default)]
+    pub restored_by: Option<String>,
 }
 
 /// Per moniker, from a subject's release history (oldest first).
@@ -30,17 +34,26 @@ pub struct Live {
 /// previous; one with the same version keeps the previous it had.
 pub fn live(rows: Vec<ReleaseRecord>) -> BTreeMap<String, Live> {
     let mut by_moniker: BTreeMap<String, Live> = BTreeMap::new();
-    for r in rows.into_iter().filter(|r| r.rolled_back_by.is_none()) {
+    for r in rows {
         let live = match by_moniker.get_mut(&r.moniker) {
             Some(l) => l,
             None => by_moniker.entry(r.moniker.clone()).or_default(),
         };
+        // A release taken back made the one before live again, from then on.
+        if let Some(by) = r.rolled_back_by {
+            if live.current.is_some() {
+                live.restored_by = Some(by);
+            }
+            continue;
+        }
         match live.current.take() {
             Some(c) if c.version != r.version => live.previous = Some(c),
             _ => {}
         }
         live.current = Some(Box::new(r));
+        live.restored_by = None;
     }
+    by_moniker.retain(|_, l| l.current.is_some() || l.previous.is_some());
     by_moniker
 }
 

@@ -115,6 +115,14 @@ fn exec_deploys_real_files_then_rolls_back_to_the_previous_release() {
         live.iter()
             .all(|r| r["version"] == "1.0.0" || r["deployment_id"] != live[0]["deployment_id"])
     );
+    // In words: 1.0.0 is live since the rollback, not since it was first deployed.
+    let out = fx.run(&["history", "web", "prod"]);
+    let said_live = text(&out.stdout);
+    let rollback_id = h["deployments"][0]["id"].as_str().unwrap();
+    assert!(
+        said_live.contains(&format!("(rolled back to by {rollback_id}; first ")),
+        "{said_live}"
+    );
     // A second rollback has nothing earlier than 1.0.0 to go to: refused before it starts.
     let before = fx.deployments().len();
     let out = fx.run(&["rollback", "web", "prod", "--yes"]);

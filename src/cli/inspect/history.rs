@@ -117,12 +117,27 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
     out.line("live releases:");
     for (m, l) in releases::live(releases) {
         let Some(r) = l.current else { continue };
-        out.line(format!(
-            "  {m:<40} {:<10} since {} ({})",
-            r.version,
-            output::time(r.recorded_at),
-            r.deployment_id
-        ));
+        // Made live again by a rollback: since that rollback ended, and said so.
+        let restored = l.restored_by.as_deref().and_then(|by| {
+            deployments
+                .iter()
+                .find(|v| v.id == by)
+                .map(|v| (by, v.completed_at.unwrap_or(v.created_at)))
+        });
+        match restored {
+            Some((by, at)) => out.line(format!(
+                "  {m:<40} {:<10} since {} (rolled back to by {by}; first {})",
+                r.version,
+                output::time(at),
+                r.deployment_id
+            )),
+            None => out.line(format!(
+                "  {m:<40} {:<10} since {} ({})",
+                r.version,
+                output::time(r.recorded_at),
+                r.deployment_id
+            )),
+        }
     }
     out.line("operator actions, newest first:");
     for j in &journal {
