@@ -51,10 +51,17 @@ impl App {
         if let Some(a) = self.selected_app() {
             return Some(a.clone());
         }
+        // A deployment's row: its application's environment.
+        if let Some(a) = self
+            .selected_deployment()
+            .and_then(|d| self.app_of(&d.application, &d.environment))
+        {
+            return Some(a.clone());
+        }
         let hint = match self.ui.focus {
             Focus::Deployments | Focus::Inbox => format!(
-                "{what} acts on the application selected in Applications (Tab there): a \
-                 deployment row is not an application"
+                "{what}: this row's application is not among those listed (its descriptor was \
+                 left out: `manent validate` says why)"
             ),
             _ => format!("{what}: select an application in Applications first"),
         };

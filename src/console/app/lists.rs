@@ -56,18 +56,22 @@ impl App {
         }));
     }
 
-    /// Sets (or, empty, clears) the filter of list `f`; the selection goes back to the first
-    /// row.
+    /// Sets (or, empty, clears) the filter of list `f`; the selection stays on the row it was
+    /// on when that row is still shown, else goes to the first.
     pub fn set_filter(&mut self, f: Focus, text: String) {
         if f == Focus::Logs {
             self.logs.filter.parse_into(&text);
             self.logs.follow();
             return;
         }
+        let key = self.selected_key(f);
         *self.ui.lists.get_mut(f) = ListState {
             row: 0,
             filter: text,
         };
+        if let Some(row) = key.and_then(|k| self.row_of_key(f, &k)) {
+            self.ui.lists.get_mut(f).row = row;
+        }
         if f == Focus::Targets {
             self.ui.follow_targets = false;
         }

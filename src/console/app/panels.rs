@@ -210,6 +210,38 @@ impl App {
         })
     }
 
+    /// What the selected row of list `f` is (an id, a name), to find it again in the list
+    /// filtered another way.
+    pub(super) fn selected_key(&self, f: Focus) -> Option<String> {
+        let row = self.row(f);
+        match f {
+            Focus::Inbox => self.inbox().get(row).map(|i| i.subject.clone()),
+            Focus::Apps => self
+                .visible_apps()
+                .get(row)
+                .map(|a| format!("{}/{}", a.application, a.environment)),
+            Focus::Deployments => self.visible_deployments().get(row).map(|d| d.id.clone()),
+            Focus::Targets => self.visible_targets().get(row).map(|t| t.name.clone()),
+            Focus::Hooks => self.visible_hooks().get(row).map(|h| h.name.clone()),
+            Focus::Logs | Focus::Canary => None,
+        }
+    }
+
+    /// The row of list `f` whose key is `key`, as it is filtered now.
+    pub(super) fn row_of_key(&self, f: Focus, key: &str) -> Option<usize> {
+        match f {
+            Focus::Inbox => self.inbox().iter().position(|i| i.subject == key),
+            Focus::Apps => self
+                .visible_apps()
+                .iter()
+                .position(|a| format!("{}/{}", a.application, a.environment) == key),
+            Focus::Deployments => self.visible_deployments().iter().position(|d| d.id == key),
+            Focus::Targets => self.visible_targets().iter().position(|t| t.name == key),
+            Focus::Hooks => self.visible_hooks().iter().position(|h| h.name == key),
+            Focus::Logs | Focus::Canary => None,
+        }
+    }
+
     /// `items` with list `f`'s filter applied, each read as the words of `fields`.
     fn filtered<'a, T, const N: usize>(
         &self,

@@ -286,11 +286,18 @@ fn deploying_where_a_canary_is_live_is_refused_at_once_in_full() {
     let text = &app.ui.flash.as_ref().unwrap().text;
     assert!(text.contains("shop/prod has a live"), "{text}");
     assert!(text.contains("would change nothing"), "{text}");
-    // D with the Deployments panel focused says where to go.
+    // D on a deployment's row acts on its application: refused the same way, for it.
     key(&mut app, Tab);
+    assert_eq!(app.ui.focus, Focus::Deployments);
+    app.ui.flash = None;
     ch(&mut app, 'D');
     assert!(
-        app.ui.flash.as_ref().unwrap().text.contains("Tab there"),
+        app.ui
+            .flash
+            .as_ref()
+            .unwrap()
+            .text
+            .contains("shop/prod has a live"),
         "{:?}",
         app.ui.flash
     );
@@ -933,4 +940,30 @@ fn slash_filters_as_you_type_and_esc_puts_back_the_filter_before() {
     assert_eq!(app.visible_deployments().len(), 0);
     key(&mut app, Esc);
     assert_eq!(app.visible_deployments().len(), shown);
+}
+
+/// Filtering, and Esc clearing a filter, keep the selection on the row it was on (it moved to
+/// the first row, and `f` then filtered the logs to the wrong target).
+#[test]
+fn a_filter_set_or_cleared_keeps_the_selected_row() {
+    let mut app = app_on_home();
+    key(&mut app, Tab);
+    key(&mut app, Down);
+    key(&mut app, Down);
+    let chosen = app.selected_deployment().unwrap().id.clone();
+    assert!(
+        app.selected_deployment()
+            .unwrap()
+            .subject()
+            .ends_with("staging")
+    );
+    ch(&mut app, '/');
+    for c in "staging".chars() {
+        ch(&mut app, c);
+    }
+    key(&mut app, Enter);
+    assert_eq!(app.selected_deployment().unwrap().id, chosen);
+    key(&mut app, Esc);
+    assert!(app.ui.lists.get(Focus::Deployments).filter.is_empty());
+    assert_eq!(app.selected_deployment().unwrap().id, chosen, "still on it");
 }
