@@ -158,9 +158,12 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 };
                 spans.push(Span::styled(format!("on {}", owner.engine), style));
             }
-            if let Some(note) = engine_note(app) {
+            if let Some((note, alarm)) = engine_note(app) {
                 spans.push(sep.clone());
-                spans.push(Span::styled(note, theme.get("production")));
+                spans.push(Span::styled(
+                    note,
+                    if alarm { theme.get("production") } else { h },
+                ));
             }
             spans.push(sep.clone());
             let end = d.completed_at.unwrap_or(app.ui.now);
@@ -222,9 +225,12 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
                 (None, _) => "starting".to_owned(),
             };
             spans.push(Span::styled(engine, h));
-            if let Some(note) = engine_note(app) {
+            if let Some((note, alarm)) = engine_note(app) {
                 spans.push(sep.clone());
-                spans.push(Span::styled(note, theme.get("production")));
+                spans.push(Span::styled(
+                    note,
+                    if alarm { theme.get("production") } else { h },
+                ));
             }
             spans.push(sep.clone());
             spans.push(Span::styled(format!("operator {}", app.snap.operator), h));
@@ -240,12 +246,13 @@ fn render_header(frame: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// What became of the engine this console attached to, short (the whole story is in `M`).
-fn engine_note(app: &App) -> Option<String> {
+/// What became of the engine this console attached to, short (the whole story is in `M`): the
+/// engine moving here is how it goes when the other console quits, not an alarm.
+fn engine_note(app: &App) -> Option<(String, bool)> {
     app.snap.engine_note.as_ref()?;
     Some(match &app.snap.mode {
-        Some(EngineMode::InProcess) => "⚠ engine taken over here (M)".to_owned(),
-        _ => "⚠ engine: see M".to_owned(),
+        Some(EngineMode::InProcess) => ("engine now in this console (M)".to_owned(), false),
+        _ => ("⚠ engine: see M".to_owned(), true),
     })
 }
 

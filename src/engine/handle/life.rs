@@ -55,8 +55,10 @@ impl Actor {
                 self.engine = Some(e);
                 self.mode = EngineMode::InProcess;
                 self.attached_to = None;
+                // An engine that ended (its console quit, a worker stopped) is the usual way;
+                // only work it left unfinished is worth a warning.
                 let text = format!(
-                    "the engine this console was attached to ({was}) went away at {at}: this \
+                    "the engine this console was attached to ({was}) ended at {at}: this \
                      console runs the engine now{}",
                     if resumed > 0 {
                         format!(" and resumed {resumed} deployment(s) it had left")
@@ -65,7 +67,14 @@ impl Actor {
                     }
                 );
                 self.engine_note = Some(text.clone());
-                self.notice(Level::Warn, text);
+                self.notice(
+                    if resumed > 0 {
+                        Level::Warn
+                    } else {
+                        Level::Info
+                    },
+                    text,
+                );
                 // What it handed over is its own to start now.
                 for (id, _, _) in std::mem::take(&mut self.submitted) {
                     if let Some(e) = &self.engine

@@ -437,20 +437,18 @@ fn the_header_says_when_the_engine_it_attached_to_went_away() {
     let mut app = app_on_home();
     let mut s = (*app.snap).clone();
     s.engine_note = Some(
-        "the engine this console was attached to (pid 4242) went away at 10:01:00: this \
+        "the engine this console was attached to (pid 4242) ended at 10:01:00: this \
          console runs the engine now"
             .into(),
     );
     app.update(Action::Snapshot(std::sync::Arc::new(s)));
     let screen = text_of(&app, 120, 40);
+    let header = screen.lines().next().unwrap();
     assert!(
-        screen
-            .lines()
-            .next()
-            .unwrap()
-            .contains("engine taken over here"),
+        header.contains("engine now in this console (M)"),
         "{screen}"
     );
+    assert!(!header.contains('⚠'), "not an alarm: {header}");
 }
 
 #[test]

@@ -212,7 +212,7 @@ fn edges() -> Vec<(&'static str, App)> {
     let mut s = (*gone.snap).clone();
     s.mode = Some(EngineMode::InProcess);
     s.engine_note = Some(
-        "the engine this console was attached to (pid 4242) went away at 10:01:00: this \
+        "the engine this console was attached to (pid 4242) ended at 10:01:00: this \
          console runs the engine now"
             .into(),
     );
