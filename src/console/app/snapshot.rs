@@ -58,6 +58,28 @@ impl App {
                                     && c.status.decisions.len() > a.decisions)
                         })
                 });
+            // What "said once the router serves it" promised: said, read back from the router.
+            let served = self
+                .snap
+                .deployments
+                .iter()
+                .find(|d| d.id == a.id)
+                .and_then(|d| d.canary.as_ref())
+                .is_some_and(|c| {
+                    !c.unread()
+                        && (c.status.actual == Some(a.weight)
+                            || c.actual_weight() == Some(a.weight))
+                });
+            if settled && served && !refused {
+                let (id, w) = (a.id.clone(), a.weight);
+                self.say(
+                    Level::Info,
+                    format!(
+                        "{id}: the router serves candidate {w}% / stable {}% (read back from it)",
+                        100 - w.min(100)
+                    ),
+                );
+            }
             if settled || refused {
                 self.ui.applying = None;
             }

@@ -221,6 +221,14 @@ fn a_weight_sent_shows_as_being_set_until_the_engine_sets_it_fails_or_says_nothi
     app.update(Action::Snapshot(Arc::new(s)));
     assert_eq!(app.applying(), None);
     assert!(!text_of(&app, 80, 24).contains("setting"));
+    // What "said once the router serves it" promised is said.
+    assert!(
+        app.ui.flash.as_ref().is_some_and(|f| f
+            .text
+            .ends_with("the router serves candidate 15% / stable 85% (read back from it)")),
+        "{:?}",
+        app.ui.flash
+    );
     // A router error the engine has not answered the command with yet (no decision noted
     // since it was sent) is not its answer.
     let mut app = app_on_deployment(CANARY);
