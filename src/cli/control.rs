@@ -254,6 +254,29 @@ pub async fn retry(config_path: &Path, a: &RetryArgs, out: &mut Out) -> u8 {
     let cmd = OperatorCommand::Retry {
         targets: a.targets.clone(),
     };
+    // Retrying a canary's revert whose router call failed ends the way `revert` does: ending
+    // reverted is what was asked (exit 0, as `revert` would).
+    let (_, store) = match output::open(config_path, out).await {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let v = match output::view(&*store, &a.deployment, out).await {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    drop(store);
+    let retrying_revert = v.router_failed()
+        && v.canary.as_ref().is_some_and(|c| {
+            c.status
+                .decisions
+                .last()
+                .is_some_and(|d| d.action == "revert")
+        });
+    let expect = if retrying_revert {
+        Expect::Revert
+    } else {
+        Expect::End
+    };
     steer_and_follow(
         config_path,
         Steer {
@@ -262,7 +285,7 @@ pub async fn retry(config_path: &Path, a: &RetryArgs, out: &mut Out) -> u8 {
             reason: a.reason.as_deref(),
             verbose: a.verbose,
             json: a.json.json,
-            expect: Expect::End,
+            expect,
         },
         out,
     )

@@ -393,6 +393,10 @@ fn accepted(v: &DeploymentView, cmd: &OperatorCommand) -> String {
             v.id, v.id
         ),
         OperatorCommand::Resume => format!("{}: resumes", v.id),
+        // A canary whose router failed: the router's call is what is retried.
+        OperatorCommand::Retry { .. } if v.router_failed() => {
+            format!("{}: retrying the router's failed call", v.id)
+        }
         OperatorCommand::Retry { targets } if targets.is_empty() => {
             format!("{}: retrying every failed target", v.id)
         }

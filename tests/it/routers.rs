@@ -505,10 +505,16 @@ fn a_router_that_fails_a_change_waits_for_a_decision<R: Router>() {
         refused.contains("it takes retry, abandon there"),
         "{refused}"
     );
-    // Mended, a retry reverts: the candidate has no traffic, measured.
+    // Mended, a retry reverts: the candidate has no traffic, measured; it says what it retries
+    // and ends as `revert` would have (the revert is what was asked).
     n.refuse_changes(false);
     let out = fx.run(&["retry", &id]);
-    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        said(&out).contains("retrying the router's failed call"),
+        "{}",
+        said(&out)
+    );
     assert_eq!(fx.status(&id)["state"], "reverted");
     assert_eq!(n.sample(300, None, "2.0.0"), (0, 0));
     assert!(n.leftovers().is_empty(), "{:?}", n.leftovers());
