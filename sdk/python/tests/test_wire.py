@@ -235,8 +235,9 @@ class WireTest(unittest.TestCase):
 
             child = asyncio.run(go())
             os.kill(child, signal.SIGTERM)
-            # The child ends (a zombie until the plugin reaps it, or gone)...
-            for _ in range(200):
+            # The child ends (a zombie until the plugin reaps it, or gone)... within 30 s: the
+            # whole suite on 2 cores once took longer than 10 s to schedule it.
+            for _ in range(600):
                 try:
                     with open("/proc/%d/stat" % child) as f:
                         if f.read().rsplit(") ", 1)[1].startswith("Z"):
