@@ -154,6 +154,9 @@ pub struct UiState {
     pub command_history: Vec<String>,
     /// Text for the terminal's clipboard, taken by the loop (which writes it as OSC 52).
     pub clipboard: Option<String>,
+    /// A line said until a canary waits at a gate (the demo's: what is about to happen stays
+    /// on screen until it has), under any message.
+    pub until_gate: Option<String>,
     /// Deployments whose earlier log lines were asked for.
     history_asked: std::collections::BTreeSet<String>,
     last_notice: u64,
@@ -184,6 +187,7 @@ impl UiState {
             zoom: false,
             command_history: Vec::new(),
             clipboard: None,
+            until_gate: None,
             history_asked: std::collections::BTreeSet::new(),
             last_notice: 0,
         }
@@ -274,7 +278,10 @@ impl App {
         let (level, text) = match (&self.ui.flash, &self.snap.store_trouble) {
             (Some(f), _) => (f.level, f.text.clone()),
             (None, Some(t)) => (Level::Error, format!("⚠ {t}")),
-            (None, None) => return None,
+            (None, None) => match &self.ui.until_gate {
+                Some(t) => (Level::Info, t.clone()),
+                None => return None,
+            },
         };
         let text = match self.deployment() {
             Some(d) => text

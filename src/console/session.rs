@@ -89,7 +89,7 @@ pub async fn console(config: Config, options: Options, note: &mut dyn FnMut(Stri
     }
     if let Some(text) = options.open_first.clone() {
         app.ui.follow_next = true;
-        app.say(crate::plugin::Level::Info, text);
+        app.ui.until_gate = Some(text);
     }
     let ended = {
         let mut terminal = match run::init(!options.no_alt_screen, caps) {

@@ -115,6 +115,15 @@ impl App {
             self.ui.follow_started = None;
             self.show(id);
         }
+        // What the demo said would happen has: the line goes.
+        if self
+            .snap
+            .deployments
+            .iter()
+            .any(|d| d.state == crate::deploy::state::DeploymentState::CanaryPaused)
+        {
+            self.ui.until_gate = None;
+        }
         // Every list's selection stays inside it.
         for f in Focus::LISTS {
             let len = self.list_len(f).unwrap_or(0);

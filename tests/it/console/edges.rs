@@ -965,3 +965,20 @@ fn a_filter_set_or_cleared_keeps_the_selected_row() {
     assert!(app.ui.lists.get(Focus::Deployments).filter.is_empty());
     assert_eq!(app.selected_deployment().unwrap().id, chosen, "still on it");
 }
+
+/// The demo's opening line stays until what it announces happens (a canary waiting at its
+/// gate), under any message, whatever keys are pressed meanwhile.
+#[test]
+fn the_demos_line_stays_until_the_canary_waits_at_its_gate() {
+    let mut app = app_on_quiet_home();
+    app.ui.until_gate = Some("demo: shop 2.4.0 goes to prod as a canary".into());
+    let mut s = (*app.snap).clone();
+    s.deployments
+        .retain(|d| d.state != DeploymentState::CanaryPaused);
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    key(&mut app, Down);
+    app.update(Action::Tick(NOW + 60_000));
+    assert!(text_of(&app, 80, 24).contains("goes to prod as a canary"));
+    app.update(Action::Snapshot(std::sync::Arc::new(fixture::snapshot())));
+    assert!(!text_of(&app, 80, 24).contains("goes to prod as a canary"));
+}
