@@ -440,6 +440,11 @@ struct Watch<'a> {
     trouble: &'a mut Trouble,
 }
 
+/// A hook's run as said once: its event, name, state and attempt.
+fn hook_key(h: &crate::deploy::view::HookView) -> String {
+    format!("{}:{}:{}:{}", h.event, h.name, h.state.as_str(), h.attempt)
+}
+
 /// Prints progress on stderr until the deployment settles, the user stops it, or its engine
 /// goes.
 async fn follow(
@@ -453,6 +458,15 @@ async fn follow(
     let Watch { signals, trouble } = watch;
     let mut shown: HashMap<String, (TargetState, u32)> = HashMap::new();
     let mut shown_hooks: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // Where its hooks stood when following began is not said again; its targets' lines are
+    // said for what moved since this command began (a `weight` on a canary reprinted its 36
+    // targets' lines).
+    if let Ok(Some(v)) = crate::deploy::view::load(runner.store(), id).await {
+        for h in v.hooks.iter().filter(|h| h.state != HookState::Pending) {
+            shown_hooks.insert(hook_key(h));
+        }
+    }
+    let began_ms = BEGAN.get().copied().unwrap_or(0);
     let mut phase: Option<Phase> = None;
     let mut log_after = 0i64;
     // Lines that belong to no deployment (a plugin starting, restarting): only from now on.
@@ -480,14 +494,19 @@ async fn follow(
         if let Some(v) = &view {
             for t in &v.targets {
                 let key = (t.state, t.attempt);
-                if shown.get(&t.name) != Some(&key) && t.state != T::Pending {
+                // Settled before this command began: already said, by whatever ran it.
+                let before = t
+                    .attempts
+                    .last()
+                    .and_then(|a| a.ended_at)
+                    .is_some_and(|at| at < began_ms);
+                if shown.get(&t.name) != Some(&key) && t.state != T::Pending && !before {
                     out.note(progress_line(v, t));
-                    shown.insert(t.name.clone(), key);
                 }
+                shown.insert(t.name.clone(), key);
             }
             for h in &v.hooks {
-                let key = format!("{}:{}:{}:{}", h.event, h.name, h.state.as_str(), h.attempt);
-                if h.state != HookState::Pending && shown_hooks.insert(key) {
+                if h.state != HookState::Pending && shown_hooks.insert(hook_key(h)) {
                     out.note(hook_line(h));
                 }
             }

@@ -279,6 +279,12 @@ fn a_worker_serves_metrics_that_promtool_accepts_and_count_every_target() {
     std::fs::remove_file(fx.path().join("broken-web-5")).unwrap();
     let out = fx.run(&["retry", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    // Beside the worker: one line says who runs it, and only what moves from now on is said
+    // (the five targets deployed before the retry are not said again).
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("runs the work").count(), 1, "{err}");
+    assert!(err.contains("web-5: "), "{err}");
+    assert!(!err.contains("web-1: "), "no replay: {err}");
 
     let (status, body) = http_get(port, "/metrics").unwrap();
     assert!(status.contains("200"), "{status}");
