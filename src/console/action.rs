@@ -83,6 +83,10 @@ pub enum Action {
     Wrap,
     /// Copy the selection (an id, a name, the newest log line) to the clipboard (`y`).
     Yank,
+    /// The log pane: to the next newer warning or error (`n`).
+    NextProblem,
+    /// The log pane: to the next older warning or error (`N`).
+    PrevProblem,
     /// The command line (`:`): a headless verb on the selected deployment.
     CommandLine,
     /// Complete the word being typed (`Tab` on the command line).

@@ -495,6 +495,17 @@ impl App {
             Action::Back => self.back(),
             Action::Zoom => self.ui.zoom = !self.ui.zoom,
             Action::Yank => self.yank(),
+            Action::NextProblem | Action::PrevProblem => {
+                let newer = action == Action::NextProblem;
+                let rows = self.log_rows();
+                if !self.logs.jump_to_problem(newer, rows) {
+                    let way = if newer { "newer" } else { "older" };
+                    self.say(
+                        Level::Info,
+                        format!("no {way} warning or error in the log pane (as it is filtered)"),
+                    );
+                }
+            }
             Action::Wrap => {
                 self.logs.wrap = !self.logs.wrap;
                 let said = if self.logs.wrap {

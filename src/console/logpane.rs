@@ -229,6 +229,33 @@ impl LogPane {
     pub fn follow(&mut self) {
         self.offset = 0;
     }
+
+    /// Scrolls to the next warning or error (`newer`: below the bottom line shown, else above
+    /// it), which becomes the bottom line; false when there is none that way.
+    pub fn jump_to_problem(&mut self, newer: bool, height: usize) -> bool {
+        let matching: Vec<&LogLine> = self
+            .lines
+            .iter()
+            .rev()
+            .map(|l| &**l)
+            .filter(|l| self.filter.matches(l))
+            .collect();
+        let max = matching.len().saturating_sub(height);
+        let at = self.offset.min(max);
+        let problem = |i: &usize| matching[*i].level >= Level::Warn;
+        let found = if newer {
+            (0..at).rev().find(problem)
+        } else {
+            (at + 1..matching.len()).find(problem)
+        };
+        match found {
+            Some(i) => {
+                self.offset = i;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -246,6 +273,29 @@ mod tests {
             message: format!("line {i}"),
             attrs: Default::default(),
         }
+    }
+
+    #[test]
+    fn n_and_shift_n_jump_between_warnings_and_errors() {
+        let mut p = LogPane::with_capacity(100);
+        for i in 0..50 {
+            let level = match i {
+                10 => Level::Error,
+                30 => Level::Warn,
+                _ => Level::Info,
+            };
+            p.push(line(i, level, "fleet", None));
+        }
+        // Following, 5 rows: N goes back to line 30 at the bottom, then to line 10.
+        assert!(p.jump_to_problem(false, 5));
+        assert_eq!(p.visible(5).last().unwrap().message, "line 30");
+        assert!(p.jump_to_problem(false, 5));
+        assert_eq!(p.visible(5).last().unwrap().message, "line 10");
+        assert!(!p.jump_to_problem(false, 5), "none older");
+        // n comes forward again.
+        assert!(p.jump_to_problem(true, 5));
+        assert_eq!(p.visible(5).last().unwrap().message, "line 30");
+        assert!(!p.jump_to_problem(true, 5), "none newer");
     }
 
     #[test]

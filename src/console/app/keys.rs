@@ -396,6 +396,16 @@ pub const BINDINGS: &[Binding] = &[
         footer: Footer::When(|app| focused(app, Focus::Logs).then_some("level")),
     },
     Binding {
+        keys: &[
+            (ch('n'), Action::NextProblem),
+            (ch('N'), Action::PrevProblem),
+        ],
+        modes: NORMAL,
+        section: Section::Panel(Focus::Logs),
+        help: "the next newer / older warning or error (scrolls there)",
+        footer: Footer::No,
+    },
+    Binding {
         keys: &[(ch('/'), Action::Search)],
         modes: NORMAL,
         section: Section::Panel(Focus::Logs),
@@ -1112,6 +1122,8 @@ mod tests {
         Action::Zoom,
         Action::Wrap,
         Action::Yank,
+        Action::NextProblem,
+        Action::PrevProblem,
         Action::CommandLine,
         Action::Complete,
         Action::Redraw,
@@ -1168,6 +1180,8 @@ mod tests {
             | Action::Zoom
             | Action::Wrap
             | Action::Yank
+            | Action::NextProblem
+            | Action::PrevProblem
             | Action::CommandLine
             | Action::Complete
             | Action::Redraw
