@@ -227,6 +227,41 @@ fn without_colour_the_selection_and_production_still_show() {
     t.wait_for("Quit the console?", SHORT);
 }
 
+/// At 80×24, as an operator would: an application file edited while the console is open is
+/// read again and said; back home, "Waiting on you" names the key that reaches it from where
+/// the keyboard is, and that key then Enter opens the canary it names.
+#[test]
+fn an_edited_file_is_read_again_and_the_waiting_hint_leads_where_it_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("edited", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    t.wait_for("CANARY PAUSED", LONG);
+    let file = dir.path().join("apps/shop.yml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("\n# edited while the console is open\n");
+    std::fs::write(&file, text).unwrap();
+    t.wait_for("shop.yml changed: read again", SHORT);
+    // Home, where the focus is on Deployments: Tab reaches what waits.
+    t.keys(&["Escape", "Escape"]);
+    let screen = t.wait_for("Waiting on you: 1", SHORT);
+    let hint = screen
+        .lines()
+        .find(|l| l.contains("Waiting on you: 1"))
+        .unwrap()
+        .to_owned();
+    let key = if hint.contains("· Tab, Enter opens") {
+        "Tab"
+    } else if hint.contains("· Shift-Tab, Enter opens") {
+        "BTab"
+    } else {
+        panic!("the hint names a key: {hint}")
+    };
+    t.keys(&[key, "Enter"]);
+    t.wait_for("CANARY PAUSED", SHORT);
+    t.wait_for("Targets 36/36", SHORT);
+}
+
 /// `y` hands the terminal's clipboard what is selected through OSC 52: tmux with
 /// `set-clipboard on` takes it into its paste buffer, as a terminal over ssh would.
 #[test]
