@@ -42,8 +42,9 @@ pub fn render(f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
              process's (its JSON log file when `log_file` is set). Its warnings and errors about \
              deployments are in M."
         ),
-        _ => "what this console's engine logged since the console opened; M has every message \
-              and the deployments' warnings and errors in full"
+        _ => "the engine's own warnings and errors since the console opened (often none); a \
+              deployment's lines — its plugins, its analysis runs — are in its log pane, and M \
+              has every message in full"
             .to_owned(),
     };
     let [head, rest] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
