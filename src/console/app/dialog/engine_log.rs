@@ -47,7 +47,7 @@ pub fn render(f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
               has every message in full"
             .to_owned(),
     };
-    let [head, rest] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
+    let [head, rest] = Layout::vertical([Constraint::Length(3), Constraint::Min(1)]).areas(inner);
     f.render_widget(
         Paragraph::new(Line::from(Span::styled(about, t.get("muted")))).wrap(Wrap { trim: true }),
         head,
