@@ -191,17 +191,21 @@ impl LogPane {
     /// The `height` matching lines to show, oldest first. Scrolled back past the oldest line
     /// (lines aged out during a flood), the oldest lines show.
     pub fn visible(&self, height: usize) -> Vec<&LogLine> {
-        let matching: Vec<&LogLine> = self
-            .lines
-            .iter()
-            .rev()
-            .map(|l| &**l)
-            .filter(|l| self.filter.matches(l))
-            .collect();
+        let matching = self.newest_first();
         let skip = self.offset.min(matching.len().saturating_sub(height));
         let mut out: Vec<&LogLine> = matching.into_iter().skip(skip).take(height).collect();
         out.reverse();
         out
+    }
+
+    /// The lines the filter lets through, newest first.
+    fn newest_first(&self) -> Vec<&LogLine> {
+        self.lines
+            .iter()
+            .rev()
+            .map(|l| &**l)
+            .filter(|l| self.filter.matches(l))
+            .collect()
     }
 
     fn matching(&self) -> usize {
@@ -233,13 +237,7 @@ impl LogPane {
     /// Scrolls to the next warning or error (`newer`: below the bottom line shown, else above
     /// it), which becomes the bottom line; false when there is none that way.
     pub fn jump_to_problem(&mut self, newer: bool, height: usize) -> bool {
-        let matching: Vec<&LogLine> = self
-            .lines
-            .iter()
-            .rev()
-            .map(|l| &**l)
-            .filter(|l| self.filter.matches(l))
-            .collect();
+        let matching = self.newest_first();
         let max = matching.len().saturating_sub(height);
         let at = self.offset.min(max);
         let problem = |i: &usize| matching[*i].level >= Level::Warn;

@@ -207,6 +207,18 @@ impl Confirm {
         Reply::Send(self.command_with_reason())
     }
 
+    /// Its last line: what the keys do, or that a key came too soon and was ignored.
+    fn hint(&self, keys: &'static str, ctx: &ViewCtx<'_>) -> Line<'static> {
+        if self.swallowed {
+            Line::from(Span::styled(
+                "⚠ a key came too soon for this dialog and was ignored: read, then press it",
+                ctx.theme.get("notice.warn"),
+            ))
+        } else {
+            Line::from(Span::styled(keys, ctx.theme.get("muted")))
+        }
+    }
+
     /// Draws it.
     pub fn render(&self, f: &mut Frame<'_>, area: Rect, ctx: &ViewCtx<'_>) {
         let t = ctx.theme;
@@ -241,17 +253,7 @@ impl Confirm {
                     Span::styled(label, t.get("muted")),
                     Span::raw(reason),
                 ]));
-                lines.push(if self.swallowed {
-                    Line::from(Span::styled(
-                        "⚠ a key came too soon for this dialog and was ignored: read, then type",
-                        t.get("notice.warn"),
-                    ))
-                } else {
-                    Line::from(Span::styled(
-                        "Enter confirms once the name matches · Esc cancels",
-                        t.get("muted"),
-                    ))
-                });
+                lines.push(self.hint("Enter confirms once the name matches · Esc cancels", ctx));
             }
             None => {
                 lines.push(Line::from(vec![
@@ -259,17 +261,7 @@ impl Confirm {
                     Span::raw(format!("{}_", self.reason)),
                 ]));
                 lines.push(buttons(self.choice, &self.no, &self.yes, ctx));
-                lines.push(if self.swallowed {
-                    Line::from(Span::styled(
-                        "⚠ a key came too soon for this dialog and was ignored: read, then press",
-                        t.get("notice.warn"),
-                    ))
-                } else {
-                    Line::from(Span::styled(
-                        "←/→ choose · Enter · Esc changes nothing",
-                        t.get("muted"),
-                    ))
-                });
+                lines.push(self.hint("←/→ choose · Enter · Esc changes nothing", ctx));
             }
         }
         let border = if self.production {
