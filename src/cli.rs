@@ -9,6 +9,7 @@ mod notify;
 pub mod output;
 mod plugin;
 mod run;
+mod shell;
 
 use std::path::PathBuf;
 
@@ -159,6 +160,17 @@ pub enum Command {
     /// process, in a temporary directory.
     #[cfg(feature = "tui")]
     Demo(DemoArgs),
+    /// Print the shell completion script: `manent completions bash > /etc/bash_completion.d/manent`
+    /// (zsh: a `_manent` file on `$fpath`; fish: `~/.config/fish/completions/manent.fish`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the manual pages, manent(1) and one per verb (manent-deploy(1), …), in DIR.
+    Man {
+        /// Where to write them (it must exist).
+        dir: PathBuf,
+    },
     /// Serve a built-in plugin over go-plugin's protocol (manent starts this itself).
     #[command(hide = true)]
     PluginServe {
@@ -732,6 +744,8 @@ impl Command {
             | Command::Plugins(_)
             | Command::Plugin(_)
             | Command::PluginServe { .. }
+            | Command::Completions { .. }
+            | Command::Man { .. }
             | Command::Watchdog { .. } => None,
             #[cfg(feature = "tui")]
             Command::Console(_) | Command::Demo(_) => None,
@@ -783,6 +797,8 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
     }
     match cli.command {
         Command::Validate(a) => inspect::validate(&cli.config, a.json, out).await,
+        Command::Completions { shell } => shell::completions(shell, out),
+        Command::Man { dir } => shell::man(&dir, out),
         Command::Digest(a) => match crate::deploy::artifact::digest(&a.path) {
             Ok(d) => {
                 out.line(format!(

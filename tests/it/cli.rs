@@ -1066,3 +1066,86 @@ fn read_verbs_never_create_a_database() {
         assert_eq!(list(), before, "{verb:?} created something: {}", said(&out));
     }
 }
+
+/// The manual pages are written from the command line's own definition: manent(1) and one per
+/// verb, each with the exit codes and the environment, and `man` reads each without a warning.
+#[test]
+fn man_writes_a_page_per_verb_that_man_reads_without_warnings() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = fx.run(&["man", dir.path().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    for page in [
+        "manent.1",
+        "manent-deploy.1",
+        "manent-weight.1",
+        "manent-worker.1",
+    ] {
+        let file = dir.path().join(page);
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(
+            text.contains("EXIT STATUS") && text.contains("MANENT_CONFIG"),
+            "{page}"
+        );
+    }
+    assert!(
+        !dir.path().join("manent-plugin-serve.1").exists(),
+        "hidden verbs have no page"
+    );
+    if std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "man is required in CI");
+        return;
+    }
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let file = entry.unwrap().path();
+        let out = std::process::Command::new("man")
+            .args(["--warnings", "-l"])
+            .arg(&file)
+            .env("MANWIDTH", "80")
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", file.display());
+        assert!(
+            text(&out.stderr).trim().is_empty(),
+            "{}: {}",
+            file.display(),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// `manent completions bash` completes the verbs in a real bash, through its `complete`
+/// machinery.
+#[test]
+fn bash_completes_the_verbs_from_the_generated_script() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let script = fx.path().join("manent.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let probe = format!(
+        "source {}; f=$(complete -p manent | sed -E 's/.*-F ([^ ]+).*/\\1/'); \
+         COMP_WORDS=(manent dep); COMP_CWORD=1; COMP_LINE='manent dep'; COMP_POINT=10; \
+         \"$f\" manent dep manent; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &probe])
+        .output()
+        .unwrap();
+    let said = text(&out.stdout);
+    assert!(
+        said.lines().any(|l| l.trim() == "deploy"),
+        "{said}{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !said.lines().any(|l| l.trim() == "plugin-serve"),
+        "hidden verbs: {said}"
+    );
+}
