@@ -6,6 +6,7 @@ mod db;
 mod follow;
 mod inspect;
 mod notify;
+mod notify_systemd;
 pub mod output;
 mod plugin;
 mod run;

@@ -422,10 +422,35 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
     let mut events = engine.events();
     let mut logs = engine.logs();
     let mut idle_check = tokio::time::interval(Duration::from_secs(1));
+    // Under systemd (`Type=notify`): ready once the engine holds its lease and runs, alive for
+    // its watchdog while it still holds it.
+    let systemd = super::notify_systemd::Notifier::from_env();
+    let mut alive = tokio::time::interval(
+        systemd
+            .as_ref()
+            .and_then(|n| n.watchdog)
+            .unwrap_or(Duration::from_secs(3600)),
+    );
+    if let Some(n) = &systemd {
+        n.say(&format!(
+            "READY=1\nSTATUS=engine pid {} on {}; resumed {} deployment(s)",
+            std::process::id(),
+            super::output::database_shown(&config),
+            engine.recovered().len()
+        ));
+    }
     loop {
         tokio::select! {
             _ = int.recv() => break,
             _ = term.recv() => break,
+            _ = alive.tick(), if systemd.as_ref().is_some_and(|n| n.watchdog.is_some()) => {
+                // Only an engine that still holds its lease says it is alive.
+                if engine.lost().is_none()
+                    && let Some(n) = &systemd
+                {
+                    n.say("WATCHDOG=1");
+                }
+            }
             _ = idle_check.tick() => {
                 if let Some(why) = engine.lost() {
                     out.error(format!("manent worker: {why}"));
@@ -451,6 +476,9 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
         }
     }
     out.note("manent worker: stopping: steps in flight finish (up to engine.drain_timeout), nothing new starts (again to stop at once)");
+    if let Some(n) = &systemd {
+        n.say("STOPPING=1\nSTATUS=draining: steps in flight finish, nothing new starts");
+    }
     engine.exit_on_second_signal(i32::from(exit::INTERRUPTED));
     let (store, ran) = (engine.store().clone(), engine.active());
     let left = engine.shutdown().await;

@@ -1149,3 +1149,52 @@ fn bash_completes_the_verbs_from_the_generated_script() {
         "hidden verbs: {said}"
     );
 }
+
+/// Under systemd (`Type=notify`, here a listener in its place): the worker says READY=1 once
+/// its engine runs, WATCHDOG=1 every half of WATCHDOG_USEC while it holds its lease, and
+/// STOPPING=1 when SIGTERM makes it drain — in that order.
+#[test]
+fn the_worker_tells_systemd_ready_alive_and_stopping_in_order() {
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let sock = fx.path().join("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&sock).unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut worker = fx.spawn_with(
+        &["worker"],
+        &[
+            ("NOTIFY_SOCKET", sock.to_str().unwrap()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut said: Vec<String> = Vec::new();
+    let mut buf = [0u8; 4096];
+    while said.iter().filter(|m| m.starts_with("WATCHDOG=1")).count() < 2 {
+        let n = listener
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}; said so far: {said:?}"));
+        said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    fleet::sigterm(&worker);
+    loop {
+        let n = listener
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("{e}; said so far: {said:?}"));
+        let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+        let stopping = m.starts_with("STOPPING=1");
+        said.push(m);
+        if stopping {
+            break;
+        }
+    }
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "worker exit {status:?}");
+    assert!(
+        said[0].starts_with("READY=1\nSTATUS=engine pid"),
+        "{said:?}"
+    );
+    let first_watchdog = said.iter().position(|m| m == "WATCHDOG=1").unwrap();
+    assert!(first_watchdog > 0, "{said:?}");
+    assert!(said.last().unwrap().starts_with("STOPPING=1"), "{said:?}");
+}
