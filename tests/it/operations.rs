@@ -884,3 +884,62 @@ fn a_receiver_that_never_answers_does_not_hold_the_deploy() {
         .unwrap();
     assert_eq!(undelivered, 2);
 }
+
+/// The worker's systemd unit (packaging/manent-worker.service) is one systemd accepts:
+/// `systemd-analyze verify` on it, its binary the one built here and its documentation the
+/// pages `manent man` writes.
+#[test]
+fn the_workers_systemd_unit_verifies() {
+    if std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "systemd-analyze is required in CI"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/manent-worker.service"),
+    )
+    .unwrap();
+    for needed in [
+        "Type=notify",
+        "WatchdogSec=",
+        "NoNewPrivileges=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/var/lib/manent",
+        "Restart=on-failure",
+    ] {
+        assert!(unit.contains(needed), "{needed}");
+    }
+    let file = dir.path().join("manent-worker.service");
+    std::fs::write(
+        &file,
+        unit.replace("/usr/bin/manent", env!("CARGO_BIN_EXE_manent")),
+    )
+    .unwrap();
+    let pages = dir.path().join("man/man1");
+    std::fs::create_dir_all(&pages).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_manent"))
+        .arg("man")
+        .arg(&pages)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&file)
+        .env("MANPATH", dir.path().join("man"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && text(&out.stderr).trim().is_empty(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
