@@ -791,6 +791,7 @@ async fn resolve_id(
 }
 
 pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
+    follow::mark_began();
     if let Some(id) = cli.command.deployment_mut()
         && let Err(code) = resolve_id(&cli.config, id, out).await
     {

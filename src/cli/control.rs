@@ -265,12 +265,13 @@ pub async fn retry(config_path: &Path, a: &RetryArgs, out: &mut Out) -> u8 {
         Err(code) => return code,
     };
     drop(store);
+    // An operator's revert only: one its analysis decided still ends as reverted by it.
     let retrying_revert = v.router_failed()
         && v.canary.as_ref().is_some_and(|c| {
             c.status
                 .decisions
                 .last()
-                .is_some_and(|d| d.action == "revert")
+                .is_some_and(|d| d.action == "revert" && d.by != "analysis" && d.by != "manent")
         });
     let expect = if retrying_revert {
         Expect::Revert

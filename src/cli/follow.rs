@@ -41,6 +41,12 @@ pub enum Runner {
 /// When this command began (epoch ms): a deployment's lines from before it are not said again.
 static BEGAN: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
 
+/// Notes when this command began, before it sends anything: what moves after its command was
+/// sent is said, even when an engine elsewhere acts on it before the follower starts.
+pub fn mark_began() {
+    BEGAN.get_or_init(crate::sys::now_ms);
+}
+
 impl Runner {
     /// Starts an engine here, or finds the one that holds the database.
     pub async fn start(config: &Config, out: &mut Out) -> Result<Runner, u8> {

@@ -8,6 +8,7 @@
 //! columns in a `view::list::ListPanel`, and its place in its screen's layout
 //! (`view/home.rs` or `view/deployment.rs`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::{App, Screen, snapshot};
@@ -247,7 +248,7 @@ impl App {
         &self,
         f: Focus,
         items: impl IntoIterator<Item = &'a T>,
-        fields: impl Fn(&T) -> [String; N],
+        fields: impl Fn(&'a T) -> [Cow<'a, str>; N],
     ) -> Vec<&'a T> {
         let filter = &self.ui.lists.get(f).filter;
         items
@@ -255,7 +256,7 @@ impl App {
             .filter(|item| {
                 filter.is_empty() || {
                     let fields = fields(item);
-                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    let fields: [&str; N] = std::array::from_fn(|i| fields[i].as_ref());
                     matches(filter, &fields)
                 }
             })
@@ -266,12 +267,12 @@ impl App {
     pub fn visible_apps(&self) -> Vec<&AppEnv> {
         self.filtered(Focus::Apps, &self.snap.apps, |a| {
             [
-                a.application.clone(),
-                a.environment.clone(),
-                a.version.clone(),
-                a.strategy.clone(),
-                a.plugin.clone(),
-                a.live.join(" "),
+                Cow::Borrowed(a.application.as_str()),
+                Cow::Borrowed(&a.environment),
+                Cow::Borrowed(&a.version),
+                Cow::Borrowed(&a.strategy),
+                Cow::Borrowed(&a.plugin),
+                Cow::Owned(a.live.join(" ")),
             ]
         })
     }
@@ -280,16 +281,18 @@ impl App {
     pub fn visible_deployments(&self) -> Vec<&DeploymentView> {
         self.filtered(Focus::Deployments, &self.snap.deployments, |d| {
             [
-                d.id.clone(),
-                d.kind.to_string(),
-                d.subject(),
-                d.version.clone(),
-                d.state.as_str().to_owned(),
-                d.phase
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                d.operator.clone(),
+                Cow::Borrowed(d.id.as_str()),
+                Cow::Owned(d.kind.to_string()),
+                Cow::Owned(d.subject()),
+                Cow::Borrowed(&d.version),
+                Cow::Borrowed(d.state.as_str()),
+                Cow::Owned(
+                    d.phase
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                ),
+                Cow::Borrowed(&d.operator),
             ]
         })
     }
@@ -301,10 +304,10 @@ impl App {
         };
         self.filtered(Focus::Targets, &d.targets, |t| {
             [
-                t.name.clone(),
-                t.moniker.clone(),
-                t.state.as_str().to_owned(),
-                t.message.clone(),
+                Cow::Borrowed(t.name.as_str()),
+                Cow::Borrowed(&t.moniker),
+                Cow::Borrowed(t.state.as_str()),
+                Cow::Borrowed(&t.message),
             ]
         })
     }

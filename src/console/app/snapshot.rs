@@ -42,34 +42,20 @@ impl App {
         // it (an error from before it took the command is not its answer), refused it, or the
         // canary ended.
         if let Some(a) = &self.ui.applying {
-            let settled = self
-                .snap
-                .deployments
-                .iter()
-                .find(|d| d.id == a.id)
-                .is_none_or(|d| {
-                    !d.status.is_live()
-                        || d.canary.as_ref().is_none_or(|c| {
-                            ((c.status.actual == Some(a.weight)
-                                || c.actual_weight() == Some(a.weight))
-                                && !c.unread())
-                                || (c.status.weight == a.weight && c.unread())
-                                || (c.status.router_error.is_some()
-                                    && c.status.decisions.len() > a.decisions)
-                        })
-                });
-            // What "said once the router serves it" promised: said, read back from the router.
-            let served = self
-                .snap
-                .deployments
-                .iter()
-                .find(|d| d.id == a.id)
-                .and_then(|d| d.canary.as_ref())
-                .is_some_and(|c| {
-                    !c.unread()
-                        && (c.status.actual == Some(a.weight)
-                            || c.actual_weight() == Some(a.weight))
-                });
+            let d = self.snap.deployments.iter().find(|d| d.id == a.id);
+            let canary = d
+                .filter(|d| d.status.is_live())
+                .and_then(|d| d.canary.as_ref());
+            // Read back from the router serving it (not manent's own record of it).
+            let served = canary.is_some_and(|c| {
+                !c.unread()
+                    && (c.status.actual == Some(a.weight) || c.actual_weight() == Some(a.weight))
+            });
+            let settled = canary.is_none_or(|c| {
+                served
+                    || (c.status.weight == a.weight && c.unread())
+                    || (c.status.router_error.is_some() && c.status.decisions.len() > a.decisions)
+            });
             if settled && served && !refused {
                 let (id, w) = (a.id.clone(), a.weight);
                 self.say(

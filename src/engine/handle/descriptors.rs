@@ -98,10 +98,13 @@ impl Actor {
         self.marks = now;
         self.install(fresh);
         let names = changed.join(", ");
-        self.notice(
-            Level::Info,
-            format!("{names} changed: read again (deploys, plans and rollbacks use it now)"),
-        );
+        // A file left out is said below, with why; only what loads is what deploys use now.
+        let used = if self.problems.is_empty() {
+            " (deploys, plans and rollbacks use it now)"
+        } else {
+            ""
+        };
+        self.notice(Level::Info, format!("{names} changed: read again{used}"));
         for p in self.problems.clone() {
             self.notice(
                 Level::Warn,
