@@ -134,6 +134,24 @@ fn write_page(file: &Path, cmd: clap::Command) -> std::io::Result<()> {
     if versioned {
         man.render_version_section(&mut page)?;
     }
-    let mut f = std::fs::File::create(file)?;
-    f.write_all(&page)
+    // Written beside it and renamed into place: a link another user left under that name is
+    // replaced, never followed (a shared directory, a root shell).
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    if let Err(e) = f
+        .write_all(&page)
+        .and_then(|()| std::fs::rename(&tmp, file))
+    {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
 }
