@@ -1073,8 +1073,14 @@ fn read_verbs_never_create_a_database() {
 fn man_writes_a_page_per_verb_that_man_reads_without_warnings() {
     let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
     let dir = tempfile::tempdir().unwrap();
+    // A link left under a page's name (a shared directory) is replaced, never written through.
+    let precious = fx.path().join("precious");
+    std::fs::write(&precious, "precious").unwrap();
+    std::os::unix::fs::symlink(&precious, dir.path().join("manent.1")).unwrap();
     let out = fx.run(&["man", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious");
+    assert!(!dir.path().join("manent.1").is_symlink());
     for page in [
         "manent.1",
         "manent-deploy.1",
