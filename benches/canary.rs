@@ -395,20 +395,23 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     // `manent weight` with no engine running: the verb starts one, which reads the router
     // back (no second apply when it serves what was recorded) and makes the change.
     let mut alone = Vec::new();
+    let mut alone_exit = Vec::new();
     for i in 0..changes() {
         let to = if i % 2 == 0 { 100 } else { 0 };
+        let started = Instant::now();
         let (verb_config, id) = (config.clone(), id.clone());
         let mut verb = None;
         let t = flip(&n, to, || {
             verb = Some(std::thread::spawn(move || {
-                manent(&verb_config, &["weight", &id, &to.to_string()])
+                manent(&verb_config, &["weight", &id, &to.to_string()]);
+                started.elapsed()
             }));
         });
         alone.push(t);
         // The next change once this verb (and its engine) has exited, and the worker it hands
         // the live canary to (a canary is never left without a judge) is stopped: each change
         // here starts with no engine.
-        let _ = verb.map(|v| v.join());
+        alone_exit.push(verb.unwrap().join().unwrap());
         workers::stop(&config);
         operator_pause();
     }
@@ -451,6 +454,7 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
     report("manent weight (a worker runs the engine)", &cli);
     report("manent weight, until the command exits", &cli_exit);
     report("manent weight, no engine running", &alone);
+    report("manent weight, no engine, until it exits", &alone_exit);
     workers::stop(&config);
     // Against the hand reload served whole, and against its first new answers (the stricter
     // floor: nginx's 100 ms of old workers is in the first, not in the second).
@@ -467,6 +471,17 @@ fn bench<R: ByHand>(goal: fn(Duration) -> (&'static str, Duration)) {
         ms(strict),
         met(&cli, strict),
         met(&cli_exit, strict)
+    );
+    // With no engine the verb starts one, and stops it (its plugins too) before it exits: it
+    // should return within twice the time its split takes to be served.
+    let alone_bound = pct(&alone, 95) * 2;
+    println!(
+        "goal: `manent weight` with no engine exits within 2× its split served on {}: p95 {:.1} ms \
+         against {:.1} ms ({})\n",
+        R::NAME,
+        ms(pct(&alone_exit, 95)),
+        ms(alone_bound),
+        met(&alone_exit, alone_bound)
     );
 }
 

@@ -142,6 +142,35 @@ fn plugin_logs_arrive_with_their_levels_and_targets() {
     );
 }
 
+/// The host closes its connection after Shutdown, as go-plugin's does: the plugin's graceful
+/// stop is not left waiting for it (a verb that starts an engine would wait as long to exit).
+#[test]
+fn a_plugin_stopped_by_its_host_is_not_left_waiting_for_the_connection() {
+    let fx = fixture(&manent_yml("", ""), &app("", 2, ""));
+    let out = fx.run(&["deploy", "a", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    plugin_processes_gone(&ledger(&fx));
+    // The plugin's last lines are the deployment's: its stop is in the log.
+    let lines: Vec<String> = fx
+        .db()
+        .prepare("SELECT message FROM logs WHERE source = 'fix' ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.contains("plugin fix exited")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("after Shutdown") || l.contains("did not exit")),
+        "{lines:#?}"
+    );
+}
+
 #[test]
 fn a_permanent_error_crosses_the_wire_as_aborted_and_is_not_retried() {
     let fx = fixture(&manent_yml("", ""), &app("permanent: true", 1, ""));

@@ -132,6 +132,14 @@ impl PluginBroker {
         let _ = self.tls.set(tls);
     }
 
+    /// Ends the plugin's half of every `StartStream`: the process is stopping, and a graceful
+    /// stop waits for open streams.
+    pub fn close(&self) {
+        if let Ok(mut o) = self.outgoing.lock() {
+            o.clear();
+        }
+    }
+
     /// Waits up to 5 s (go-plugin's limit) for the host to announce `id`.
     async fn wait_for(&self, id: u32) -> Result<ConnInfo, PluginError> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

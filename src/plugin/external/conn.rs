@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -109,6 +110,9 @@ pub fn tls_incoming(
 pub struct H2 {
     send: hyper::client::conn::http2::SendRequest<tonic::body::Body>,
     connection: tokio::task::AbortHandle,
+    /// The socket itself (a second descriptor of it): hyper drives the connection in tasks of
+    /// its own, which aborting ours does not stop, so closing shuts the socket down.
+    socket: Arc<std::os::fd::OwnedFd>,
 }
 
 impl H2 {
@@ -116,6 +120,9 @@ impl H2 {
     /// go-plugin's host does, so a plugin's graceful stop is not left waiting for it.
     pub fn close(&self) {
         self.connection.abort();
+        // Shutting a socket down reaches it through any descriptor of it; an error means it
+        // is closed already.
+        let _ = rustix::net::shutdown(&*self.socket, rustix::net::Shutdown::Both);
     }
 }
 
@@ -144,6 +151,10 @@ pub async fn h2(
     let io = tokio::time::timeout(Duration::from_secs(10), dial(&addr))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??;
+    let socket = Arc::new(match &io {
+        Io::Unix(s) => s.as_fd().try_clone_to_owned()?,
+        Io::Tcp(s) => s.as_fd().try_clone_to_owned()?,
+    });
     at("the TLS handshake");
     let stream = TlsConnector::from(tls).connect(server_name(), io).await?;
     at("the HTTP/2 handshake");
@@ -153,7 +164,11 @@ pub async fn h2(
             .await
             .map_err(io::Error::other)?;
     let connection = tokio::spawn(connection).abort_handle();
-    Ok(H2 { send, connection })
+    Ok(H2 {
+        send,
+        connection,
+        socket,
+    })
 }
 
 /// The origin gRPC clients put in their requests (HTTP/2 needs one; the plugin ignores it).

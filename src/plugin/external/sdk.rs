@@ -271,7 +271,10 @@ async fn run(factory: Factory, versions: &[u32]) -> Result<(), String> {
     };
     let router = tonic::transport::Server::builder()
         .add_service(health_service)
-        .add_service(GrpcControllerServer::new(Controller(stop.clone())))
+        .add_service(GrpcControllerServer::new(Controller {
+            stop: stop.clone(),
+            broker: broker.clone(),
+        }))
         .add_service(GrpcStdioServer::new(Stdio(stop.clone())))
         .add_service(GrpcBrokerServer::new(broker.clone()))
         .add_service(DeployerServer::new(service).max_decoding_message_size(usize::MAX));
@@ -356,7 +359,11 @@ fn watch_parent(stop: Arc<tokio::sync::Notify>) {
     });
 }
 
-struct Controller(Arc<tokio::sync::Notify>);
+/// go-plugin's controller: `Shutdown` stops the process.
+struct Controller {
+    stop: Arc<tokio::sync::Notify>,
+    broker: Arc<PluginBroker>,
+}
 
 #[async_trait]
 impl GrpcController for Controller {
@@ -365,13 +372,18 @@ impl GrpcController for Controller {
         _: Request<goplugin::Empty>,
     ) -> Result<Response<goplugin::Empty>, Status> {
         // Answer first, then stop serving: the host waits for the process to exit. A graceful
-        // stop waits for open streams; like go-plugin's own server (which stops hard here),
-        // the process then exits after a short grace whatever is still open.
-        let stop = self.0.clone();
+        // stop waits for open streams, so the ones this side holds open end now (stdio when it
+        // is told to stop, the broker's here); whatever the host still holds open, the process
+        // exits after a short grace, like go-plugin's own server (which stops hard here).
+        let (stop, broker) = (self.stop.clone(), self.broker.clone());
         tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            broker.close();
             stop.notify_waiters();
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            logger().warn(
+                "stopping: the host still held a connection open 500 ms after Shutdown; exiting",
+            );
             std::process::exit(0);
         });
         Ok(Response::new(goplugin::Empty {}))
