@@ -195,6 +195,61 @@ pub fn frame(
     );
 }
 
+/// `lines` cut to what a [`frame`] of `width` columns shows in `area`, its last `keep` lines
+/// always whole (where to type and how to answer). The body gives way from its end: blank
+/// lines first, then rows, the last row shown saying how many more there are. The first line
+/// (the question) stays.
+pub fn fit_keeping<'a>(
+    mut lines: Vec<Line<'a>>,
+    keep: usize,
+    (area, width): (Rect, u16),
+    muted: Style,
+) -> Vec<Line<'a>> {
+    let inner_w = usize::from(width.min(area.width.saturating_sub(2)).saturating_sub(2)).max(1);
+    let room = usize::from(area.height.saturating_sub(4));
+    let rows = |ls: &[Line<'_>]| ls.iter().map(|l| rows_of(l, inner_w)).sum::<usize>();
+    if rows(&lines) <= room || lines.len() <= keep + 1 {
+        return lines;
+    }
+    let tail = lines.split_off(lines.len() - keep);
+    let question = lines.remove(0);
+    lines.retain(|l| l.spans.iter().any(|s| !s.content.trim().is_empty()));
+    let body_room = room.saturating_sub(rows(&tail) + rows(std::slice::from_ref(&question)));
+    let mut body: Vec<Line<'a>> = Vec::new();
+    if rows(&lines) > body_room {
+        // Row by row, each in its line's style; a row of the body gives way to the line
+        // that says what was cut.
+        let all: Vec<Line<'a>> = lines.iter().flat_map(|l| rows_styled(l, inner_w)).collect();
+        let shown = body_room.saturating_sub(1);
+        let cut = all.len() - shown;
+        body.extend(all.into_iter().take(shown));
+        let more = if cut == 1 { "row" } else { "rows" };
+        body.push(Line::from(Span::styled(
+            format!("… {cut} more {more} (a larger window shows them)"),
+            muted,
+        )));
+    } else {
+        body = lines;
+    }
+    let mut out = vec![question];
+    out.extend(body);
+    out.extend(tail);
+    out
+}
+
+/// `line` as the rows it wraps to at `width`, each styled as its line's first span.
+fn rows_styled<'a>(line: &Line<'_>, width: usize) -> Vec<Line<'a>> {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    let style = line
+        .spans
+        .first()
+        .map_or(line.style, |s| line.style.patch(s.style));
+    wrap(&text, width)
+        .into_iter()
+        .map(|r| Line::from(Span::styled(r, style)))
+        .collect()
+}
+
 /// Rows a line takes wrapped at `width` (as ratatui wraps at word boundaries, a line may take
 /// a row more than its length says: counted from the words).
 pub fn rows_of(line: &Line<'_>, width: usize) -> usize {

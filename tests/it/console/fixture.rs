@@ -630,22 +630,27 @@ pub fn app_with_every_state() -> App {
 
 /// Home with `shop/prod` locked by bob.
 pub fn app_on_locked_home() -> App {
-    locked(app_on_home())
+    locked(app_on_home(), "investigating 502s")
 }
 
 /// Home with `shop/prod` locked by bob and nothing live there (a deploy asks, through the lock).
 pub fn app_on_locked_quiet_home() -> App {
-    locked(app_on_quiet_home())
+    locked(app_on_quiet_home(), "investigating 502s")
 }
 
-fn locked(mut app: App) -> App {
+/// [`app_on_locked_quiet_home`], the lock's reason `reason`.
+pub fn app_on_quiet_home_locked_because(reason: &str) -> App {
+    locked(app_on_quiet_home(), reason)
+}
+
+fn locked(mut app: App, reason: &str) -> App {
     let mut s = (*app.snap).clone();
     s.apps[1].lock = Some(manent::deploy::records::Lock {
         subject: "shop/prod".into(),
         operator: "bob".into(),
         client: None,
         host: "bastion-2".into(),
-        reason: "investigating 502s".into(),
+        reason: reason.into(),
         since: NOW - 600_000,
         expires_at: Some(NOW + 3_000_000),
     });

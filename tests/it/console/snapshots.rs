@@ -638,3 +638,46 @@ fn mono_keeps_the_selection_and_production_visible_without_colour() {
         "production stands out: {cell:?}"
     );
 }
+
+/// A confirmation too tall for the screen gives up body lines, never where to type or how to
+/// answer: at the smallest size the console draws (60×16), every confirmation keeps its
+/// reason and its way out, and a break-glass under a long lock reason says what it cut.
+#[test]
+fn a_confirmation_too_tall_keeps_its_reason_and_esc_on_a_small_screen() {
+    let mut glass = fixture::app_on_quiet_home_locked_because(
+        "investigating 502s from the payment gateway after the 09:40 certificate rotation; \
+         do not deploy until the gateway team has confirmed the new chain is served everywhere",
+    );
+    key(&mut glass, Down);
+    ch(&mut glass, 'D');
+    key(&mut glass, Enter);
+    later(&mut glass);
+    let all = screens()
+        .into_iter()
+        .chain(dialogs())
+        .chain([("long_break_glass", glass)]);
+    let mut seen = 0;
+    for (name, app) in all {
+        let t = draw(&app, "default", 60, 16);
+        let text = t.backend().to_string();
+        if !text.contains(" Confirm ") {
+            continue;
+        }
+        seen += 1;
+        assert!(text.contains("reason ("), "{name}:\n{text}");
+        assert!(
+            text.contains("Esc cancels") || text.contains("Esc changes nothing"),
+            "{name}:\n{text}"
+        );
+        if name == "long_break_glass" {
+            assert!(text.contains("type prod: _"), "{name}:\n{text}");
+            assert!(text.contains("more rows (a larger"), "{name}:\n{text}");
+            assert!(text.contains("LOCKED by bob"), "{name}:\n{text}");
+            assert!(
+                text.contains("Deploy shop 2.4.0 to prod"),
+                "{name}:\n{text}"
+            );
+        }
+    }
+    assert!(seen >= 8, "{seen} confirmations drawn");
+}

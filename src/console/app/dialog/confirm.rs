@@ -269,6 +269,8 @@ impl Confirm {
         } else {
             "border_focus"
         };
+        // Where to type and how to answer stay whatever the size: the body gives way first.
+        let lines = super::fit_keeping(lines, 3, (area, 76), t.get("muted"));
         frame(f, area, " Confirm ", lines, (76, border), ctx);
     }
 }
