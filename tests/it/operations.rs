@@ -273,8 +273,8 @@ fn a_worker_serves_metrics_that_promtool_accepts_and_count_every_target() {
     });
     std::fs::write(fx.path().join("broken-web-5"), "").unwrap();
     // Handed to the worker: it runs there, and this command follows it to its end.
-    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let first = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(first.status.code(), Some(1), "{}", said(&first));
     let id = fx.deployments().pop().unwrap();
     std::fs::remove_file(fx.path().join("broken-web-5")).unwrap();
     let out = fx.run(&["retry", &id]);
@@ -285,6 +285,9 @@ fn a_worker_serves_metrics_that_promtool_accepts_and_count_every_target() {
     assert_eq!(err.matches("runs the work").count(), 1, "{err}");
     assert!(err.contains("web-5: "), "{err}");
     assert!(!err.contains("web-1: "), "no replay: {err}");
+    // Nor the log lines of the deploy before it (its error about web-5 was said then).
+    assert!(text(&first.stderr).contains("error [engine] web-5"));
+    assert!(!err.contains("broken on purpose"), "no replay: {err}");
 
     let (status, body) = http_get(port, "/metrics").unwrap();
     assert!(status.contains("200"), "{status}");
