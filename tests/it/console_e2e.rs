@@ -262,6 +262,69 @@ fn an_edited_file_is_read_again_and_the_waiting_hint_leads_where_it_says() {
     t.wait_for("Targets 36/36", SHORT);
 }
 
+/// At 80×24: `Tab` goes round the panels drawn, and every stop shows its marker (a panel that
+/// is not drawn is never focused: the narrow screen's hooks take the log pane's place); `/`
+/// filters the targets as each letter is typed, before Enter, and `Esc` gives the whole list
+/// back.
+#[test]
+fn tab_stops_only_on_drawn_panels_and_slash_filters_as_you_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(t) = Tmux::start("tabfilter", &demo(dir.path(), ""), &[]) else {
+        return;
+    };
+    t.wait_for("▶ Targets", LONG);
+    let mut stops = Vec::new();
+    for _ in 0..4 {
+        t.keys(&["Tab"]);
+        std::thread::sleep(Duration::from_millis(300));
+        let screen = t.capture();
+        let marked: Vec<&str> = screen.lines().filter(|l| l.contains('▶')).collect();
+        assert_eq!(marked.len(), 1, "one panel marked after Tab:\n{screen}");
+        let title = marked[0]
+            .split('▶')
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or("")
+            .to_owned();
+        stops.push(title);
+    }
+    assert_eq!(
+        stops.last().map(String::as_str),
+        Some("Targets"),
+        "{stops:?}"
+    );
+    assert!(stops.iter().any(|s| s == "Hooks"), "{stops:?}");
+    assert!(stops.iter().any(|s| s == "Logs"), "{stops:?}");
+
+    // Back on the targets: `/` and a name, no Enter.
+    t.wait_for("web-03", SHORT);
+    t.keys(&["/"]);
+    t.wait_for("Filter", SHORT);
+    t.keys(&["web-03"]);
+    let start = Instant::now();
+    loop {
+        let screen = t.capture();
+        // The targets panel's rows: from its title to its bottom border.
+        let rows: Vec<&str> = screen
+            .lines()
+            .skip_while(|l| !l.contains("Targets"))
+            .skip(2)
+            .take_while(|l| !l.starts_with('┗') && !l.starts_with('└'))
+            .filter(|l| l.contains("web-"))
+            .collect();
+        if !rows.is_empty() && rows.iter().all(|r| r.contains("web-03")) {
+            break;
+        }
+        assert!(
+            start.elapsed() < SHORT,
+            "the targets filtered to web-03 as it was typed:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.keys(&["Escape"]);
+    t.wait_for("web-04", SHORT);
+}
+
 /// `y` hands the terminal's clipboard what is selected through OSC 52: tmux with
 /// `set-clipboard on` takes it into its paste buffer, as a terminal over ssh would.
 #[test]
