@@ -854,6 +854,39 @@ fn the_version_picker_is_newest_first_with_the_cursor_on_the_descriptors() {
     assert!(v.choices[v.selected].note.starts_with("the descriptor's"));
 }
 
+/// A picker open while the snapshot moves on (a deploy ended: a version more to offer) keeps
+/// its rows as they were when it opened: what is under the cursor is what Enter picks.
+#[test]
+fn the_version_picker_keeps_its_rows_while_open() {
+    let mut app = app_on_quiet_home();
+    let mut s = (*app.snap).clone();
+    for a in &mut s.apps {
+        a.version = "2.2.5".into();
+        a.versions = vec!["2.2.0".into(), "2.3.0".into()];
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s.clone())));
+    key(&mut app, Down);
+    ch(&mut app, 'D');
+    let rows = |app: &App| match app.ui.modals.last() {
+        Some(Modal::Versions(v)) => (
+            v.choices
+                .iter()
+                .map(|c| c.version.clone())
+                .collect::<Vec<_>>(),
+            v.choices[v.selected].version.clone(),
+        ),
+        _ => panic!("the picker"),
+    };
+    let before = rows(&app);
+    for a in &mut s.apps {
+        a.versions.push("2.4.0".into());
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    assert_eq!(rows(&app), before);
+    key(&mut app, Down);
+    assert_eq!(rows(&app).1, "2.2.0", "{:?}", rows(&app));
+}
+
 /// Words that are cut say less than they should: a column of short names is still headed
 /// TARGET, and the header keeps who started the deployment (their address and then the phase
 /// give way first).
