@@ -377,8 +377,8 @@ impl Trust {
     /// `system_group`, by a system group of a directory root owns); a link on the way is root's
     /// or this user's. Missing ones are skipped (they will be made).
     fn check_ancestors(&self, dir: &Path, what: &str, system_group: bool) -> Result<(), Refused> {
-        let shared_gid = self.shared.as_ref().map(|g| g.gid);
-        let Some((at, meta, link)) = unsafe_ancestor(dir, self.uid, shared_gid, system_group)
+        let Some((at, meta, link)) =
+            unsafe_ancestor(dir, self.uid, self.shared.as_ref(), system_group)
         else {
             return Ok(());
         };
@@ -430,23 +430,26 @@ impl Trust {
 }
 
 /// The first directory above `path` someone other than `uid` or root could change: one owned
-/// by another user, or writable by others without the sticky bit (by a group other than
-/// `shared_gid`; with `system_group`, a directory root owns may be writable by a system group),
-/// or a symbolic link on the way owned by another user (`true` then). Walked as written and
-/// then as the links resolve; components that do not exist yet are skipped.
+/// by another user, or writable by others without the sticky bit (by a group other than the
+/// `shared` group; with `system_group`, a directory root owns may be writable by a system
+/// group), or a symbolic link on the way owned by another user (`true` then). With a `shared`
+/// group its members count as `uid` does: they can write the engine's files themselves (the
+/// worker's user owns the database's directory the operators in its group share). Walked as
+/// written and then as the links resolve; components that do not exist yet are skipped.
 pub fn unsafe_ancestor(
     path: &Path,
     uid: u32,
-    shared_gid: Option<u32>,
+    shared: Option<&Group>,
     system_group: bool,
 ) -> Option<(PathBuf, std::fs::Metadata, bool)> {
+    let shared_gid = shared.map(|g| g.gid);
     let written = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     // The longest part of it that exists, resolved.
     let real = written
         .ancestors()
         .skip(1)
         .find_map(|a| std::fs::canonicalize(a).ok());
-    let owner_ok = |u: u32| u == uid || u == 0;
+    let owner_ok = |u: u32| u == uid || u == 0 || shared.is_some_and(|g| g.has_member(u));
     let mut seen: Vec<PathBuf> = Vec::new();
     for a in written
         .ancestors()

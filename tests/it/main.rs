@@ -26,6 +26,7 @@ mod hooks;
 mod hostile;
 mod hosts;
 mod operations;
+mod packaging;
 mod plugin_kit;
 mod postgres;
 mod python_sdk;

@@ -289,6 +289,46 @@ fn group_writable_files_are_refused_unless_the_group_is_declared_shared() {
     );
 }
 
+/// The packaged layout: the database's directory belongs to the worker's user and is shared
+/// with its group (2770), the directories above are root's. Another member of the group (here
+/// root, with nobody as the worker's user) deploys there: a directory a member owns is no
+/// danger the group's files are not already. Without the group declared it is refused.
+#[test]
+fn a_database_directory_another_member_of_the_shared_group_owns_is_used() {
+    if !as_root("a_database_directory_another_member…") {
+        return;
+    }
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", SLOW_APP)]);
+    chmod(fx.path(), 0o755);
+    let db = fx.path().join("state/db");
+    std::fs::create_dir_all(&db).unwrap();
+    std::os::unix::fs::chown(&db, Some(NOBODY), Some(NOBODY)).unwrap();
+    chmod(&db, 0o2770);
+    let at = format!("database: {}\n", db.join("manent.db").display());
+    std::fs::write(fx.config(), format!("{at}{LEDGER_MANENT}")).unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(6), "{}", said(&out));
+    assert!(
+        text(&out.stderr).contains("owned by nobody"),
+        "{}",
+        said(&out)
+    );
+    std::fs::write(
+        fx.config(),
+        format!("{at}{LEDGER_MANENT}engine:\n  shared_group: nogroup\n"),
+    )
+    .unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(db.join("manent.db")).unwrap();
+    assert_eq!((m.mode() & 0o777, m.gid()), (0o660, NOBODY));
+    // Still refused: the same directory writable by others.
+    chmod(&db, 0o2777);
+    let out = fx.run(&["status"]);
+    assert_eq!(out.status.code(), Some(6), "{}", said(&out));
+}
+
 #[test]
 fn every_file_the_engine_keeps_is_private_whatever_the_umask() {
     let fx = Fixture::new(
