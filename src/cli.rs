@@ -1,6 +1,7 @@
 //! The headless commands (design/architecture.md "Headless commands"): what the console does, for scripts and CI. Human output
 //! by default, `--json` for machines, progress on stderr, and exit codes a script can trust.
 
+mod complete;
 mod control;
 mod db;
 mod follow;
@@ -11,10 +12,12 @@ pub mod output;
 mod plugin;
 mod run;
 mod shell;
+pub use shell::answer_completion;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::ArgValueCandidates;
 
 use crate::deploy::command::OperatorCommand;
 
@@ -162,7 +165,9 @@ pub enum Command {
     #[cfg(feature = "tui")]
     Demo(DemoArgs),
     /// Print the shell completion script: `manent completions bash > /etc/bash_completion.d/manent`
-    /// (zsh: a `_manent` file on `$fpath`; fish: `~/.config/fish/completions/manent.fish`).
+    /// (zsh: a `_manent` file on `$fpath`; fish: `~/.config/fish/completions/manent.fish`). It
+    /// completes verbs and flags, and the applications, environments and deployment ids of the
+    /// configuration the line names, asking the `manent` on PATH.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
@@ -368,8 +373,10 @@ pub struct JsonArg {
 #[derive(Debug, Args)]
 pub struct Target {
     /// The application (`application:` in its descriptor).
+    #[arg(add = ArgValueCandidates::new(complete::applications))]
     pub app: String,
     /// The environment.
+    #[arg(add = ArgValueCandidates::new(complete::environments))]
     pub env: String,
     /// Use this descriptor file instead of the one in the apps directory.
     #[arg(short = 'f', long = "file")]
@@ -483,8 +490,10 @@ pub struct TestArgs {
 #[derive(Debug, Args)]
 pub struct LockArgs {
     /// The application.
+    #[arg(add = ArgValueCandidates::new(complete::applications))]
     pub app: String,
     /// The environment.
+    #[arg(add = ArgValueCandidates::new(complete::environments))]
     pub env: String,
     /// Why: shown to whoever is refused.
     #[arg(long, value_parser = one_line)]
@@ -503,8 +512,10 @@ pub struct LockArgs {
 #[derive(Debug, Args)]
 pub struct UnlockArgs {
     /// The application.
+    #[arg(add = ArgValueCandidates::new(complete::applications))]
     pub app: String,
     /// The environment.
+    #[arg(add = ArgValueCandidates::new(complete::environments))]
     pub env: String,
     /// Why, for the audit journal (required with `--force`).
     #[arg(long, value_parser = one_line)]
@@ -527,6 +538,7 @@ fn one_line(s: &str) -> Result<String, String> {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// A deployment id; without it, every live deployment and the most recent ones.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: Option<String>,
     /// Keep showing the deployment until it ends (or waits for a decision), redrawn in place
     /// on a terminal, a line per change when piped; exits with its result code.
@@ -540,8 +552,10 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// The application.
+    #[arg(add = ArgValueCandidates::new(complete::applications))]
     pub app: String,
     /// The environment.
+    #[arg(add = ArgValueCandidates::new(complete::environments))]
     pub env: String,
     /// Most recent deployments shown.
     #[arg(long, default_value_t = 20)]
@@ -554,6 +568,7 @@ pub struct HistoryArgs {
 #[derive(Debug, Args)]
 pub struct ControlArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Why, for the audit journal.
     #[arg(long, value_parser = one_line)]
@@ -569,6 +584,7 @@ pub struct ControlArgs {
 #[derive(Debug, Args)]
 pub struct AbandonArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Why it is left where it is (required: it is journaled).
     #[arg(long, value_parser = one_line)]
@@ -581,6 +597,7 @@ pub struct AbandonArgs {
 #[derive(Debug, Args)]
 pub struct RetryArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Only these failed targets (default: every failed one).
     pub targets: Vec<String>,
@@ -598,6 +615,7 @@ pub struct RetryArgs {
 #[derive(Debug, Args)]
 pub struct PromoteArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Skip the remaining steps: the candidate becomes the stable release now.
     #[arg(long)]
@@ -616,6 +634,7 @@ pub struct PromoteArgs {
 #[derive(Debug, Args)]
 pub struct WeightArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Percentage of traffic for the candidate, 0 to 100.
     pub weight: u32,
@@ -630,6 +649,7 @@ pub struct WeightArgs {
 #[derive(Debug, Args)]
 pub struct SkipArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// The target to leave out.
     pub target: String,
@@ -644,6 +664,7 @@ pub struct SkipArgs {
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// The deployment id.
+    #[arg(add = ArgValueCandidates::new(complete::deployments))]
     pub deployment: String,
     /// Keep printing new lines until the deployment ends.
     #[arg(long, short = 'f')]

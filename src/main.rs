@@ -15,6 +15,8 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
+    // A shell asking what completes a line is answered and nothing else runs.
+    manent::cli::answer_completion();
     let cli = Cli::from_args();
     if let Command::PluginServe { name } = &cli.command
         && let Some(factory) = manent::plugin::builtin::factory(name)

@@ -64,13 +64,38 @@ const EXIT_STATUS: &[(u8, &str)] = &[
     (exit::CANARY_WAITS, "a canary waits for an operator"),
 ];
 
-/// `manent completions SHELL`: the completion script on stdout.
+/// The variable under which the shell asks `manent` itself what completes a line.
+pub const COMPLETE_VAR: &str = "MANENT_COMPLETE";
+
+/// `manent completions SHELL`: the completion script on stdout. It asks the `manent` on PATH
+/// what completes the line being typed (`MANENT_COMPLETE=bash manent -- …`): the verbs and
+/// flags from the command line's definition, and the applications, environments and
+/// deployment ids of the configuration that line names (`super::complete`).
 pub fn completions(shell: clap_complete::Shell, out: &mut Out) -> u8 {
-    let mut cmd = Cli::command();
+    let shells = clap_complete::env::Shells::builtins();
+    let Some(completer) = shells.completer(&shell.to_string()) else {
+        out.error(format!(
+            "{shell}: manent completes bash, zsh, fish, elvish and powershell"
+        ));
+        return exit::BAD_INPUT;
+    };
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "manent", &mut script);
+    if let Err(e) =
+        completer.write_registration(COMPLETE_VAR, "manent", "manent", "manent", &mut script)
+    {
+        out.error(format!("the {shell} completion script: {e}"));
+        return exit::ENGINE;
+    }
     out.line(String::from_utf8_lossy(&script).trim_end());
     exit::OK
+}
+
+/// Answers the shell when it asks what completes a line (`MANENT_COMPLETE` set), then exits;
+/// otherwise returns at once. Called before anything is written to stdout.
+pub fn answer_completion() {
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(COMPLETE_VAR)
+        .complete();
 }
 
 /// `manent man DIR`: `manent.1` and `manent-VERB.1` for every verb shown, written in `DIR`

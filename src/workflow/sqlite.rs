@@ -648,3 +648,23 @@ fn query_row<T>(
 ) -> rusqlite::Result<T> {
     conn.prepare_cached(sql)?.query_row(params, f)
 }
+
+/// The most recent deployments of the SQLite database at `path`, read-only and without its
+/// engine (what a shell's completion offers): live ones first, then the newest, `limit` at
+/// most, as (id, status, subject). Nothing is created or written: a database that is not
+/// there, or that this user cannot read, is an error.
+pub fn peek_recent(
+    path: &std::path::Path,
+    limit: u32,
+) -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+    let db = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let mut stmt = db.prepare(
+        "SELECT workflow_id, status, subject FROM workflow_status WHERE parent_workflow_id IS NULL \
+         ORDER BY status IN ('ENQUEUED','PENDING') DESC, created_at DESC LIMIT ?1",
+    )?;
+    stmt.query_map([limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
+}

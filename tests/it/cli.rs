@@ -1134,26 +1134,74 @@ fn bash_completes_the_verbs_from_the_generated_script() {
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let script = fx.path().join("manent.bash");
     std::fs::write(&script, &out.stdout).unwrap();
-    let probe = format!(
-        "source {}; f=$(complete -p manent | sed -E 's/.*-F ([^ ]+).*/\\1/'); \
-         COMP_WORDS=(manent dep); COMP_CWORD=1; COMP_LINE='manent dep'; COMP_POINT=10; \
-         \"$f\" manent dep manent; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-        script.display()
-    );
-    let out = std::process::Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &probe])
-        .output()
-        .unwrap();
-    let said = text(&out.stdout);
+    // What bash offers for `line` (its last word the one completed), through the script's
+    // function as `complete -F` calls it, with the `manent` under test on PATH.
+    let complete = |line: &str| {
+        let words: Vec<&str> = line.split(' ').collect();
+        let probe = format!(
+            "source {}; f=$(complete -p manent | sed -E 's/.*-F ([^ ]+).*/\\1/'); \
+             COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT={}; \
+             \"$f\" manent \"${{COMP_WORDS[COMP_CWORD]}}\" x; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            words
+                .iter()
+                .map(|w| format!("'{w}'"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            words.len() - 1,
+            line.len()
+        );
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_manent"))
+            .parent()
+            .unwrap()
+            .to_owned();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = std::process::Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &probe])
+            .current_dir(fx.path())
+            .env("PATH", path)
+            .env("MANENT_CONFIG", fx.config())
+            .output()
+            .unwrap();
+        let offered: Vec<String> = text(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect();
+        (offered, text(&out.stderr))
+    };
+    let (verbs, err) = complete("manent dep");
+    assert!(verbs.iter().any(|v| v == "deploy"), "{verbs:?} {err}");
+    let (all, _) = complete("manent ");
     assert!(
-        said.lines().any(|l| l.trim() == "deploy"),
-        "{said}{}",
-        text(&out.stderr)
+        !all.iter().any(|v| v == "plugin-serve"),
+        "hidden verbs: {all:?}"
     );
-    assert!(
-        !said.lines().any(|l| l.trim() == "plugin-serve"),
-        "hidden verbs: {said}"
-    );
+    // Applications and environments from the configuration's descriptors.
+    let (apps, err) = complete("manent deploy w");
+    assert_eq!(apps, ["web"], "{err}");
+    let (envs, err) = complete("manent deploy web p");
+    assert_eq!(envs, ["prod"], "{err}");
+    // Deployment ids from the database, read without writing: none before there is one (and
+    // no database made by asking).
+    let (ids, err) = complete("manent status dep-");
+    assert!(ids.is_empty(), "{ids:?} {err}");
+    assert!(!fx.db_path().exists(), "completing made a database");
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let id = fx.deployments().pop().unwrap();
+    let (ids, err) = complete("manent logs dep-");
+    assert_eq!(ids, [id], "{err}");
+    // `--config` on the line is the configuration read: another one has no such deployment.
+    let (ids, _) = complete(&format!(
+        "manent --config {} logs dep-",
+        fx.path().join("none.yml").display()
+    ));
+    assert!(ids.is_empty(), "{ids:?}");
 }
 
 /// Under systemd (`Type=notify`, here a listener in its place): the worker says READY=1 once
