@@ -177,6 +177,14 @@ pub enum Command {
         /// Where to write them (it must exist).
         dir: PathBuf,
     },
+    /// Print the JSON Schema of manent.yml (`config`) or of an application file (`app`), for
+    /// an editor: `manent schema app > ~/.config/manent/app.schema.json`, and in the file
+    /// `# yaml-language-server: $schema=/home/you/.config/manent/app.schema.json`.
+    Schema {
+        /// Which file's schema.
+        #[arg(value_enum)]
+        of: SchemaOf,
+    },
     /// Serve a built-in plugin over go-plugin's protocol (manent starts this itself).
     #[command(hide = true)]
     PluginServe {
@@ -316,6 +324,15 @@ pub enum PluginLang {
     Go,
     /// manent's Python SDK (asyncio, grpclib).
     Python,
+}
+
+/// Which file `manent schema` describes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SchemaOf {
+    /// manent.yml, the engine's configuration.
+    Config,
+    /// An application file (apps/*.yml).
+    App,
 }
 
 /// `plugin new`
@@ -768,6 +785,7 @@ impl Command {
             | Command::PluginServe { .. }
             | Command::Completions { .. }
             | Command::Man { .. }
+            | Command::Schema { .. }
             | Command::Watchdog { .. } => None,
             #[cfg(feature = "tui")]
             Command::Console(_) | Command::Demo(_) => None,
@@ -822,6 +840,7 @@ pub async fn run(mut cli: Cli, out: &mut Out) -> u8 {
         Command::Validate(a) => inspect::validate(&cli.config, a.json, out).await,
         Command::Completions { shell } => shell::completions(shell, out),
         Command::Man { dir } => shell::man(&dir, out),
+        Command::Schema { of } => shell::schema(of, out),
         Command::Digest(a) => match crate::deploy::artifact::digest(&a.path) {
             Ok(d) => {
                 out.line(format!(

@@ -9,6 +9,7 @@ pub mod error;
 pub mod hooks;
 pub mod manent_file;
 mod receivers;
+pub mod schema;
 pub mod strategy;
 pub mod trust;
 pub mod values;

@@ -98,6 +98,24 @@ pub fn answer_completion() {
         .complete();
 }
 
+/// `manent schema config|app`: the JSON Schema on stdout.
+pub fn schema(of: super::SchemaOf, out: &mut Out) -> u8 {
+    let schema = match of {
+        super::SchemaOf::Config => crate::config::schema::config(),
+        super::SchemaOf::App => crate::config::schema::app(),
+    };
+    match serde_json::to_string_pretty(&schema) {
+        Ok(text) => {
+            out.line(text);
+            exit::OK
+        }
+        Err(e) => {
+            out.error(format!("the schema: {e}"));
+            exit::ENGINE
+        }
+    }
+}
+
 /// `manent man DIR`: `manent.1` and `manent-VERB.1` for every verb shown, written in `DIR`
 /// (which must exist); their names on stdout.
 pub fn man(dir: &Path, out: &mut Out) -> u8 {
@@ -126,7 +144,165 @@ pub fn man(dir: &Path, out: &mut Out) -> u8 {
         }
         out.line(file.display().to_string());
     }
+    let file = dir.join("manent-yml.5");
+    if let Err(e) = write_atomically(&file, &files_page()) {
+        out.error(format!("{}: {e}", file.display()));
+        return exit::ENGINE;
+    }
+    out.line(file.display().to_string());
     exit::OK
+}
+
+/// `manent-yml(5)`: every key of manent.yml and of an application file, with its type and
+/// what it does, walked from their schemas (so from the loader's own types).
+fn files_page() -> Vec<u8> {
+    use clap_mangen::roff::{Roff, bold, italic, roman};
+    let mut roff = Roff::new();
+    let version = env!("CARGO_PKG_VERSION");
+    roff.control("TH", ["MANENT-YML", "5", "", &format!("manent {version}")]);
+    roff.control("SH", ["NAME"]);
+    roff.text([roman(
+        "manent-yml - manent's engine configuration (manent.yml) and application files",
+    )]);
+    roff.control("SH", ["DESCRIPTION"]);
+    roff.text([roman(
+        "manent.yml configures the engine: its database, plugins, secret sources and \
+         settings. Each application file in its apps directory describes one application: \
+         what is deployed, by which plugin, to which environments and targets, how. Both are \
+         YAML; `manent validate` checks them and names file:line:col, and `manent schema \
+         config|app` prints their JSON Schema for an editor. The keys below are written as \
+         paths: a.b is b under a, a.NAME.b is b under any name, a[].b is b in each item of a \
+         list.",
+    )]);
+    for (title, schema) in [
+        ("MANENT.YML", crate::config::schema::config()),
+        ("APPLICATION FILES", crate::config::schema::app()),
+    ] {
+        roff.control("SH", [title]);
+        let root = serde_json::to_value(&schema).unwrap_or_default();
+        let mut rows = Vec::new();
+        keys(&root, &root, "", 0, &mut rows);
+        for (path, kind, what) in rows {
+            roff.control("TP", []);
+            roff.text([bold(path), roman(" "), italic(kind)]);
+            roff.text([roman(what)]);
+        }
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([roman("manent(1), manent-validate(1), manent-schema(1)")]);
+    roff.render().into_bytes()
+}
+
+/// `node` resolved through `$ref` and `anyOf: [X, null]`.
+fn resolved<'a>(root: &'a serde_json::Value, node: &'a serde_json::Value) -> &'a serde_json::Value {
+    if let Some(r) = node.get("$ref").and_then(|r| r.as_str())
+        && let Some(name) = r.strip_prefix("#/$defs/")
+        && let Some(def) = root.get("$defs").and_then(|d| d.get(name))
+    {
+        return resolved(root, def);
+    }
+    if let Some(any) = node.get("anyOf").and_then(|a| a.as_array())
+        && let [one, null] = any.as_slice()
+        && null.get("type").and_then(|t| t.as_str()) == Some("null")
+    {
+        return resolved(root, one);
+    }
+    node
+}
+
+/// The name of the definition `node` refers to (itself or as `anyOf: [X, null]`), for a
+/// value of a named form: Duration, Size, Rate, Version…
+fn form_of(node: &serde_json::Value) -> Option<String> {
+    let r = node.get("$ref").or_else(|| {
+        node.get("anyOf")
+            .and_then(|a| a.as_array())
+            .and_then(|a| a.first())
+            .and_then(|f| f.get("$ref"))
+    })?;
+    let name = r.as_str()?.strip_prefix("#/$defs/")?;
+    // A section or a spec is a map of its own keys, listed below it.
+    (!name.ends_with("Section") && !name.ends_with("Spec") && !name.ends_with("Decl"))
+        .then(|| name.to_owned())
+}
+
+/// What a value is, in a word or two.
+fn kind_of(node: &serde_json::Value) -> String {
+    let consts: Vec<&str> = node
+        .get("oneOf")
+        .and_then(|o| o.as_array())
+        .map(|o| {
+            o.iter()
+                .filter_map(|v| v.get("const").and_then(|c| c.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !consts.is_empty() {
+        return consts.join(" | ");
+    }
+    let types: Vec<&str> = match node.get("type") {
+        Some(serde_json::Value::String(t)) => vec![t.as_str()],
+        Some(serde_json::Value::Array(ts)) => ts
+            .iter()
+            .filter_map(|t| t.as_str())
+            .filter(|t| *t != "null")
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(values) = node.get("enum").and_then(|e| e.as_array()) {
+        let v: Vec<&str> = values.iter().filter_map(|v| v.as_str()).collect();
+        return v.join(" | ");
+    }
+    match types.as_slice() {
+        ["object"] if node.get("properties").is_none() => "map".into(),
+        ["array"] => "list".into(),
+        [] if node.get("oneOf").is_some() => "one of several forms".into(),
+        [] => "any".into(),
+        ts => ts.join(" or "),
+    }
+}
+
+/// Rows (path, kind, description) for `node`'s keys, depth first.
+fn keys(
+    root: &serde_json::Value,
+    node: &serde_json::Value,
+    at: &str,
+    depth: usize,
+    rows: &mut Vec<(String, String, String)>,
+) {
+    let node = resolved(root, node);
+    let Some(props) = node.get("properties").and_then(|p| p.as_object()) else {
+        return;
+    };
+    for (key, child) in props {
+        let path = if at.is_empty() {
+            key.clone()
+        } else {
+            format!("{at}.{key}")
+        };
+        let target = resolved(root, child);
+        let what = child
+            .get("description")
+            .or_else(|| target.get("description"))
+            .and_then(|d| d.as_str())
+            .unwrap_or("")
+            .replace('\n', " ");
+        let kind = if target.get("properties").is_some() {
+            "map, its keys below".to_owned()
+        } else {
+            form_of(child).unwrap_or_else(|| kind_of(target))
+        };
+        rows.push((path.clone(), kind, what));
+        if depth >= 4 {
+            continue;
+        }
+        keys(root, target, &path, depth + 1, rows);
+        if let Some(each) = target.get("additionalProperties").filter(|a| a.is_object()) {
+            keys(root, each, &format!("{path}.NAME"), depth + 1, rows);
+        }
+        if let Some(item) = target.get("items") {
+            keys(root, item, &format!("{path}[]"), depth + 1, rows);
+        }
+    }
 }
 
 fn write_page(file: &Path, cmd: clap::Command) -> std::io::Result<()> {
@@ -159,8 +335,12 @@ fn write_page(file: &Path, cmd: clap::Command) -> std::io::Result<()> {
     if versioned {
         man.render_version_section(&mut page)?;
     }
-    // Written beside it and renamed into place: a link another user left under that name is
-    // replaced, never followed (a shared directory, a root shell).
+    write_atomically(file, &page)
+}
+
+/// Written beside it and renamed into place: a link another user left under that name is
+/// replaced, never followed (a shared directory, a root shell).
+fn write_atomically(file: &Path, page: &[u8]) -> std::io::Result<()> {
     let dir = file.parent().unwrap_or(Path::new("."));
     let name = file
         .file_name()
@@ -171,10 +351,7 @@ fn write_page(file: &Path, cmd: clap::Command) -> std::io::Result<()> {
         .write(true)
         .create_new(true)
         .open(&tmp)?;
-    if let Err(e) = f
-        .write_all(&page)
-        .and_then(|()| std::fs::rename(&tmp, file))
-    {
+    if let Err(e) = f.write_all(page).and_then(|()| std::fs::rename(&tmp, file)) {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }

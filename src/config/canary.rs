@@ -55,7 +55,9 @@ pub struct Canary {
 }
 
 /// What a canary does when the router serves something else than manent set.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnDrift {
     /// Set manent's routing again, and say so.
@@ -172,7 +174,7 @@ pub struct CompareCheck {
 }
 
 /// What a comparison ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CompareMetric {
     /// 5xx per request.
@@ -302,7 +304,7 @@ pub struct HttpCheck {
 }
 
 /// `strategy: {canary: …}` as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CanarySpec {
     steps: Steps,
@@ -361,7 +363,7 @@ impl CanarySpec {
 }
 
 /// The step list, weights checked as they come.
-struct Steps(Vec<CanaryStep>);
+pub(super) struct Steps(Vec<CanaryStep>);
 
 impl<'de> Deserialize<'de> for Steps {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -393,7 +395,7 @@ thread_local! {
 }
 
 /// One step as written: a map with one key.
-struct StepSpec {
+pub(super) struct StepSpec {
     step: CanaryStep,
 }
 
@@ -409,35 +411,35 @@ fn rising<E: de::Error>(w: u32, down: bool) -> Result<u32, E> {
     Ok(w)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WeightTo {
+pub(super) struct WeightTo {
     to: u32,
     #[serde(default)]
     down: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
-enum WeightSpec {
+pub(super) enum WeightSpec {
     Plain(u32),
     To(WeightTo),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Empty {}
+pub(super) struct Empty {}
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
-enum PauseSpec {
+pub(super) enum PauseSpec {
     Operator(Empty),
     Timed(Dur),
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct AnalysisSpec {
+pub(super) struct AnalysisSpec {
     #[serde(default)]
     command: Option<String>,
     #[serde(default)]
@@ -458,9 +460,10 @@ struct AnalysisSpec {
     inconclusive_limit: Option<u32>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HttpSpec {
+#[schemars(rename = "AnalysisHttp")]
+pub(super) struct HttpSpec {
     url: String,
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
@@ -474,9 +477,9 @@ struct HttpSpec {
     timeout: Option<Dur>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RouterSpec {
+pub(super) struct RouterSpec {
     #[serde(default)]
     max_error_rate: Option<Rate>,
     #[serde(default)]
@@ -487,9 +490,9 @@ struct RouterSpec {
     window: Option<Dur>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct CompareSpec {
+pub(super) struct CompareSpec {
     metric: CompareMetric,
     #[serde(default)]
     against: Option<String>,
@@ -523,9 +526,9 @@ impl CompareSpec {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct PromSpec {
+pub(super) struct PromSpec {
     url: String,
     query: String,
     #[serde(default)]

@@ -9,10 +9,11 @@ use super::strategy::{Strategy, StrategySpec};
 use super::values::{Dur, ParamsSpec, PluginRef, SecretName, VersionSpec};
 
 /// A descriptor as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DescriptorFile {
     /// The application (the monikers' module).
+    #[schemars(length(min = 1))]
     pub application: String,
     /// What is deployed; `--version` overrides the version.
     #[serde(default)]
@@ -45,7 +46,7 @@ pub struct DescriptorFile {
 }
 
 /// `artifact:`; an environment's block overrides field by field.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactSpec {
     /// Kind (`tarball`, `directory`, `container`, …).
@@ -70,7 +71,7 @@ pub struct ArtifactSpec {
 }
 
 /// `deploy:`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeploySpec {
     /// The plugin, by its name in `manent.yml` (or a built-in's).
@@ -141,7 +142,7 @@ settings_of!(DescriptorFile);
 settings_of!(EnvironmentSpec);
 
 /// `timeouts:`
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Timeouts {
     /// Limit on one attempt of one target (default 30m).
@@ -153,7 +154,7 @@ pub struct Timeouts {
 }
 
 /// `backoff:`
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Backoff {
     /// First retry delay (default 1s).
@@ -165,7 +166,7 @@ pub struct Backoff {
 }
 
 /// One environment.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvironmentSpec {
     /// Production: the console shows it in the danger colour and asks more before acting.
@@ -204,7 +205,7 @@ pub struct EnvironmentSpec {
 }
 
 /// One target.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TargetSpec {
     /// Name, unique in the environment (the moniker's last part).

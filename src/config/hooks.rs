@@ -28,7 +28,19 @@ use super::error::nearest;
 use super::values::{Dur, HeaderName, HeaderValue, SecretName};
 
 /// When a hook runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Event {
     /// Before any target of a deploy (or a canary's candidate) is touched.
@@ -173,7 +185,7 @@ pub enum WaitCheck {
 }
 
 /// When a hook's `delete:` command runs (Helm's hook-delete-policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DeletePolicy {
     /// Before the hook runs again (the default).
@@ -184,7 +196,7 @@ pub enum DeletePolicy {
     HookFailed,
 }
 
-const POLICIES: [&str; 3] = ["before-hook-creation", "hook-succeeded", "hook-failed"];
+pub(super) const POLICIES: [&str; 3] = ["before-hook-creation", "hook-succeeded", "hook-failed"];
 
 impl DeletePolicy {
     /// `before-hook-creation`, …
@@ -198,7 +210,9 @@ impl DeletePolicy {
 }
 
 /// What a failing hook does to its deployment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnFailure {
     /// The deployment fails (the default).
@@ -288,58 +302,85 @@ impl<'de> Deserialize<'de> for HooksSpec {
 }
 
 /// One hook as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HookSpec {
+pub(super) struct HookSpec {
+    /// Its name, unique in the application (an environment's hook of the same name replaces it).
     name: String,
+    /// When it runs: pre-deploy, post-deploy, pre-target, post-target, pre-rollback,
+    /// post-rollback, pre-promote, post-promote, test.
     events: Vec<EventSpec>,
+    /// Its order within an event, lower first (default 0; a string holding an integer too).
     #[serde(default)]
     weight: Option<WeightSpec>,
+    /// A command, through sh in the descriptor's directory: ready on exit 0.
     #[serde(default)]
     command: Option<String>,
+    /// An HTTP request: ready on the status expected.
     #[serde(default)]
     http: Option<HttpSpec>,
+    /// A URL or a command polled until ready.
     #[serde(default)]
     wait: Option<WaitSpec>,
+    /// Its time limit (default 5m).
     #[serde(default)]
     timeout: Option<Dur>,
+    /// Attempts after a failure (default 0).
     #[serde(default)]
     retries: Option<u32>,
+    /// A command that cleans up what the hook made, run as its `delete_policy` says.
     #[serde(default)]
     delete: Option<String>,
+    /// When `delete` runs: before-hook-creation (the default), hook-succeeded, hook-failed.
     #[serde(default)]
     delete_policy: Option<Vec<PolicySpec>>,
+    /// What its failure does: fail (the default), or continue (post-events only).
     #[serde(default)]
     on_failure: Option<OnFailureSpec>,
+    /// Secrets it reads (`$MANENT_SECRET_NAME`, `${secret:NAME}`), during its run only.
     #[serde(default)]
     secrets: Vec<SecretName>,
+    /// Environment variables it gets.
     #[serde(default)]
     env: std::collections::BTreeMap<String, String>,
+    /// Variables of the engine's own environment passed to it.
+    #[schemars(inner(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$")))]
     #[serde(default)]
     pass_env: Vec<String>,
 }
 
-#[derive(Deserialize)]
+/// A hook's HTTP request.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct HttpSpec {
+#[schemars(rename = "HookHttp")]
+pub(super) struct HttpSpec {
+    /// The URL.
     url: String,
+    /// The method (default GET).
     #[serde(default)]
     method: Option<String>,
+    /// Headers; `${secret:NAME}` in a value reads a secret the hook lists.
     #[serde(default)]
     headers: std::collections::BTreeMap<HeaderName, HeaderValue>,
+    /// The status that means ready (default 200).
     #[serde(default)]
     status: Option<u16>,
 }
 
-#[derive(Deserialize)]
+/// What a waiting hook polls.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WaitSpec {
+pub(super) struct WaitSpec {
+    /// A URL, ready on its status.
     #[serde(default)]
     url: Option<String>,
+    /// The status that means ready (default 200).
     #[serde(default)]
     status: Option<u16>,
+    /// Or a command, ready on exit 0.
     #[serde(default)]
     command: Option<String>,
+    /// Between polls (default 2s).
     #[serde(default)]
     interval: Option<Dur>,
 }
@@ -602,7 +643,7 @@ fn check_env<E: de::Error>(
     Ok(())
 }
 
-struct EventSpec(Event);
+pub(super) struct EventSpec(Event);
 
 impl<'de> Deserialize<'de> for EventSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -633,7 +674,7 @@ fn helm(event: &str) -> Option<&'static str> {
     })
 }
 
-struct PolicySpec(DeletePolicy);
+pub(super) struct PolicySpec(DeletePolicy);
 
 impl<'de> Deserialize<'de> for PolicySpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -656,7 +697,7 @@ impl<'de> Deserialize<'de> for PolicySpec {
     }
 }
 
-struct OnFailureSpec(OnFailure);
+pub(super) struct OnFailureSpec(OnFailure);
 
 impl<'de> Deserialize<'de> for OnFailureSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -672,7 +713,7 @@ impl<'de> Deserialize<'de> for OnFailureSpec {
 }
 
 /// An integer weight, or a string holding one (`"-5"`, as Helm writes it).
-struct WeightSpec(i64);
+pub(super) struct WeightSpec(i64);
 
 impl<'de> Deserialize<'de> for WeightSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

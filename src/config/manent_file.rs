@@ -12,7 +12,7 @@ use super::error::nearest;
 use super::values::{Dur, SecretRef, builtins};
 
 /// The file as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ManentFile {
     /// SQLite database; relative paths are relative to this file. Default `.manent/manent.db`.
@@ -49,7 +49,7 @@ pub struct ManentFile {
 }
 
 /// One `notify:` receiver.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NotifySection {
     /// Its name in logs and metrics (default: the URL's host).
@@ -76,7 +76,7 @@ pub struct NotifySection {
 }
 
 /// `metrics:` settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSection {
     /// Address the exposition is served on (`127.0.0.1:9464`, `[::1]:9464`).
@@ -85,7 +85,7 @@ pub struct MetricsSection {
 }
 
 /// `log_file:` settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogFileSection {
     /// Directory of the daily files (`manent.YYYY-MM-DD.jsonl`), relative to manent.yml.
@@ -103,7 +103,7 @@ pub struct LogFileSection {
 }
 
 /// `console:` settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleSection {
     /// Theme name (bundled: default, light, high-contrast, mono; or yours).
@@ -112,7 +112,7 @@ pub struct ConsoleSection {
 }
 
 /// `engine:` settings.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EngineSection {
     /// Stable id of this engine (default: the host name).
@@ -157,7 +157,7 @@ pub struct EngineSection {
 }
 
 /// SQLite's `synchronous`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMode {
     /// Durable across power loss.
@@ -180,7 +180,7 @@ impl<'de> Deserialize<'de> for SecretSpec {
 }
 
 /// `external:` launch settings of a plugin binary.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalDecl {
     /// The binary; relative paths are relative to manent's working directory.

@@ -68,9 +68,10 @@ impl Strategy {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RollingSpec {
+pub(super) struct RollingSpec {
+    #[schemars(range(min = 1))]
     batch_size: u32,
     #[serde(default)]
     interval: Option<Dur>,

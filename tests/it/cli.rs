@@ -1098,6 +1098,17 @@ fn man_writes_a_page_per_verb_that_man_reads_without_warnings() {
         !dir.path().join("manent-plugin-serve.1").exists(),
         "hidden verbs have no page"
     );
+    // manent-yml(5), walked from the schemas: a key of each file, with its form and its words.
+    let files = std::fs::read_to_string(dir.path().join("manent-yml.5")).unwrap();
+    for key in [
+        "engine.shared_group",
+        "plugins.NAME.external.sha256",
+        "environments.NAME.targets[].name",
+        "hooks[].timeout",
+    ] {
+        assert!(files.contains(key), "{key} in manent-yml.5");
+    }
+    assert!(files.contains("Duration") && files.contains("Crashed runs of one deployment"));
     if std::process::Command::new("man")
         .arg("--version")
         .output()

@@ -32,6 +32,7 @@ mod postgres;
 mod python_sdk;
 mod records;
 mod routers;
+mod schema;
 mod sdk_plugins;
 mod traffic;
 mod workflow_engine;

@@ -171,6 +171,8 @@ fn the_debian_package_installs_runs_its_worker_upgrades_and_purges() {
     for shipped in [
         "/usr/share/man/man1/manent.1.gz",
         "/usr/share/man/man1/manent-deploy.1.gz",
+        "/usr/share/man/man5/manent-yml.5.gz",
+        "/usr/share/manent/schema/app.schema.json",
         "/usr/share/bash-completion/completions/manent",
         "/usr/share/zsh/vendor-completions/_manent",
         "/usr/share/fish/vendor_completions.d/manent.fish",
