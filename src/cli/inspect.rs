@@ -19,22 +19,7 @@ pub use self::validate::validate;
 
 use super::exit;
 use super::output::{self, Out};
-use crate::deploy::records::Db;
-use crate::deploy::view::{self, DeploymentView};
-use crate::workflow::StoreError;
 
-/// What a list shows of the deployments of `rows` (no targets: `status ID` has them), each
-/// read from its row and events; a read error is an error, not a gap.
-pub(super) async fn views(
-    store: &dyn Db,
-    rows: Vec<crate::workflow::store::WorkflowRow>,
-) -> Result<Vec<DeploymentView>, StoreError> {
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        out.push(view::summary_of_row(store, r).await?);
-    }
-    Ok(out)
-}
 /// The locks in force, one line each.
 pub(super) fn print_locks(locks: &[crate::deploy::records::Lock], out: &mut Out) {
     if locks.is_empty() {

@@ -11,7 +11,7 @@ use crate::workflow::store::{AttemptOutcome, WorkflowStatus};
 
 mod read;
 
-pub use self::read::{NOT_VIEWED, load, of_row, state_of, summary_of_row};
+pub use self::read::{Listed, NOT_VIEWED, load, of_row, state_of, summaries, summary_of_row};
 
 /// One attempt at a target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

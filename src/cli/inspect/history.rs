@@ -4,14 +4,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::views;
 use crate::cli::output::{self, Out, existing_store, load_config, print_errors};
 use crate::cli::{HistoryArgs, exit};
 use crate::deploy::records::{JournalEntry, ReleaseRecord};
 use crate::deploy::releases;
 use crate::deploy::view::{self, DeploymentView};
 use crate::workflow::StoreError;
-use crate::workflow::store::WorkflowQuery;
 
 #[derive(Serialize)]
 struct HistoryOut {
@@ -51,15 +49,7 @@ pub async fn history(config_path: &Path, a: &HistoryArgs, out: &mut Out) -> u8 {
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let read = async {
-        let rows = store
-            .workflows(WorkflowQuery {
-                subject: Some(subject.clone()),
-                live_only: false,
-                limit: a.limit,
-                heads: true,
-            })
-            .await?;
-        let deployments = views(&*store, rows).await?;
+        let deployments = view::summaries(&*store, view::Listed::Of(&subject, a.limit)).await?;
         let releases = store.releases(&subject).await?;
         let journal = store
             .journal_entries(Some(&subject), None, u32::MAX)

@@ -4,10 +4,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{print_locks, views};
+use super::print_locks;
 use crate::cli::exit;
 use crate::cli::output::{self, Out, existing_store};
-use crate::workflow::store::WorkflowQuery;
 
 #[derive(Serialize)]
 struct Inbox {
@@ -36,19 +35,13 @@ pub async fn inbox(config_path: &Path, json: bool, out: &mut Out) -> u8 {
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),
     };
     let now = crate::sys::now_ms();
-    let query = WorkflowQuery {
-        subject: None,
-        live_only: false,
-        limit: 500,
-        heads: true,
-    };
-    let loaded = match store.workflows(query).await {
-        Ok(rows) => match views(&*store, rows).await {
+    let loaded =
+        match crate::deploy::view::summaries(&*store, crate::deploy::view::Listed::Recent(500))
+            .await
+        {
             Ok(v) => store.locks(now).await.map(|l| (v, l)),
             Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    };
+        };
     let (views, locks) = match loaded {
         Ok(x) => x,
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),

@@ -4,12 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{nothing_yet, print_locks, views};
+use super::{nothing_yet, print_locks};
 use crate::cli::output::{self, Out};
 use crate::cli::{StatusArgs, exit};
 use crate::deploy::records::Db;
 use crate::deploy::view::{self, DeploymentView};
-use crate::workflow::store::WorkflowQuery;
 
 /// `manent status [ID]`
 pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
@@ -72,16 +71,7 @@ pub async fn status(config_path: &Path, a: &StatusArgs, out: &mut Out) -> u8 {
         }
         return exit::OK;
     }
-    let query = WorkflowQuery {
-        subject: None,
-        live_only: false,
-        limit: 20,
-        heads: true,
-    };
-    let views = match store.workflows(query).await {
-        Ok(rows) => views(&*store, rows).await,
-        Err(e) => Err(e),
-    };
+    let views = view::summaries(&*store, view::Listed::Recent(20)).await;
     let views: Vec<DeploymentView> = match views {
         Ok(v) => v.into_iter().map(|v| v.honest(engine_running)).collect(),
         Err(e) => return output::db_error(&output::database_shown(&config), &e, out),

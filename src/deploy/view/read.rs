@@ -177,6 +177,41 @@ pub async fn of_row(store: &dyn Store, row: WorkflowRow) -> Result<DeploymentVie
         .ok_or(StoreError::NotFound(row.id))
 }
 
+/// Which deployments a list shows.
+#[derive(Debug, Clone, Copy)]
+pub enum Listed<'a> {
+    /// The most recent (live first), at most this many.
+    Recent(u32),
+    /// Those of one application in one environment (`app/env`), most recent first.
+    Of(&'a str, u32),
+}
+
+/// The deployments `which` names, as a list shows them ([`summary_of_row`]): the headless
+/// commands' `status`, `history` and `inbox`. Only heads of a lineage (what a resume or retry
+/// continued is shown as the one deployment it is).
+pub async fn summaries(
+    store: &dyn Store,
+    which: Listed<'_>,
+) -> Result<Vec<DeploymentView>, StoreError> {
+    let (subject, limit) = match which {
+        Listed::Recent(limit) => (None, limit),
+        Listed::Of(subject, limit) => (Some(subject.to_owned()), limit),
+    };
+    let rows = store
+        .workflows(crate::workflow::store::WorkflowQuery {
+            subject,
+            live_only: false,
+            limit,
+            heads: true,
+        })
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(summary_of_row(store, r).await?);
+    }
+    Ok(out)
+}
+
 /// What a list shows of the deployment of a row (state, phase, version, canary, when), read
 /// from the row and its events alone: no target, attempt or hook is read, so a list costs the
 /// same whatever its deployments' sizes. Its `targets` and `hooks` are empty.
