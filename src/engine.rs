@@ -16,6 +16,8 @@ use self::log_hub::LogHub;
 use self::log_hub::log_path_failed;
 pub use self::log_hub::log_path_failure;
 use self::watch::{spawn_heartbeat, spawn_lost_watch, spawn_pruner, spawn_trouble_watch};
+/// What the engine's runtime says as it runs ([`Engine::events`]).
+pub use crate::workflow::RuntimeEvent;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +30,7 @@ use crate::deploy::{self, DeployEnv};
 use crate::plugin::{LogLine, Logger, Processes, Registry};
 use crate::workflow::retry::until_committed_each;
 use crate::workflow::store::Store;
-use crate::workflow::{Lease, LeaseError, Runtime, RuntimeEvent, StoreError};
+use crate::workflow::{Lease, LeaseError, Runtime, StoreError};
 
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]

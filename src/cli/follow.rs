@@ -17,13 +17,13 @@ use super::output::{self, Out};
 use crate::config::Config;
 use crate::deploy::records::Db;
 use crate::deploy::state::{DeploymentState, Kind, Phase, TargetState, TargetState as T, Topic};
+use crate::deploy::view::WorkflowStatus;
 use crate::deploy::view::{DeploymentView, HookState};
 use crate::engine::Engine;
+use crate::engine::RuntimeEvent;
 use crate::engine::attach::{Opened, open_or_attach};
 use crate::engine::request::Requests;
 use crate::operator::Operator;
-use crate::workflow::store::WorkflowStatus;
-use crate::workflow::{Lease, RuntimeEvent};
 
 /// Where deployments run: here, or in the engine that holds the database.
 pub enum Runner {
@@ -85,15 +85,7 @@ impl Runner {
             Ok(Opened::Attached { store, holder }) => {
                 // Beside a worker (or a console) this is how work is done, not a warning: one
                 // line says who runs it.
-                let who = match &holder {
-                    crate::workflow::LeaseError::Held { pid, host, .. } => {
-                        format!("the engine of pid {pid} on {host}")
-                    }
-                    crate::workflow::LeaseError::Starting { .. } => {
-                        "an engine that is starting".to_owned()
-                    }
-                    other => other.to_string(),
-                };
+                let who = crate::engine::attach::holder_named(&holder);
                 out.note(format!(
                     "manent: {who} runs the work; handing the work to that engine and following it here"
                 ));
@@ -566,7 +558,8 @@ async fn follow(
             // ran the end.
             if let Runner::Local(e) = runner
                 && elsewhere.is_none()
-                && let Some(owner) = owner_elsewhere(store, id, e.config(), false).await
+                && let Some(owner) =
+                    crate::engine::attach::owner_elsewhere(store, id, e.config(), false).await
             {
                 out.note(took_over(&owner, id, true));
             }
@@ -576,7 +569,7 @@ async fn follow(
         // The engine we handed the work to has gone if its lease is free — unless it settled
         // the deployment just before it went (a worker that exits once nothing goes on).
         if let Runner::Remote { db, .. } = runner
-            && !Lease::is_held(db)
+            && !crate::engine::attach::is_held(db)
         {
             return match crate::deploy::view::load(store, id).await.ok().flatten() {
                 Some(v) if settled(&v, expect) => Ending::Settled(Box::new(v)),
@@ -595,7 +588,7 @@ async fn follow(
         {
             // On a shared database, another engine may run it now (it took it over when this
             // one's lease expired): follow it there.
-            match owner_elsewhere(store, id, e.config(), true).await {
+            match crate::engine::attach::owner_elsewhere(store, id, e.config(), true).await {
                 Some(owner) => {
                     adrift = None;
                     if elsewhere.as_ref() != Some(&owner.executor_id) {
@@ -665,31 +658,9 @@ async fn next_event(events: &mut Option<tokio::sync::broadcast::Receiver<Runtime
     while rx.try_recv().is_ok() {}
 }
 
-/// The engine other than this one that owns deployment `id` (last ran it), on a shared
-/// database; only a live one when `alive`.
-async fn owner_elsewhere(
-    store: &dyn crate::deploy::records::Db,
-    id: &str,
-    config: &crate::config::Config,
-    alive: bool,
-) -> Option<crate::workflow::store::EngineRow> {
-    config.postgres.as_ref()?;
-    let owner = store.workflow(id).await.ok()??.executor_id?;
-    if owner == config.engine.executor_id {
-        return None;
-    }
-    let lease = config.engine.lease_ms();
-    store
-        .engines()
-        .await
-        .ok()?
-        .into_iter()
-        .find(|e| e.executor_id == owner && (!alive || e.alive(lease)))
-}
-
 /// `manent: engine host-b (pid 42 on b) runs dep-… now: it took the deployment over from
 /// this engine; following it there` (or, once it `finished` it, `ran dep-… to its end`).
-fn took_over(owner: &crate::workflow::store::EngineRow, id: &str, finished: bool) -> String {
+fn took_over(owner: &crate::engine::attach::Owner, id: &str, finished: bool) -> String {
     let (did, then) = if finished {
         ("ran", "to its end")
     } else {

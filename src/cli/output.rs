@@ -12,7 +12,7 @@ pub use crate::format::{duration, time};
 use std::sync::Arc;
 
 use crate::deploy::records::Db;
-use crate::workflow::StoreError;
+use crate::deploy::records::StoreError;
 
 /// stdout and stderr, or buffers in tests.
 pub struct Out {

@@ -15,10 +15,10 @@ use crate::config::EnvSpec;
 use crate::deploy::plan::Plan;
 use crate::deploy::releases::Transitions;
 use crate::deploy::submit::{self, Submitted};
+use crate::deploy::view::WorkflowStatus;
 use crate::engine::Engine;
 use crate::engine::request::{Asked, Request, Requests};
 use crate::operator::Operator;
-use crate::workflow::store::WorkflowStatus;
 
 /// Asks before acting; a production environment's name must be typed.
 async fn confirm(what: &str, spec: &EnvSpec, out: &mut Out) -> Result<(), u8> {
@@ -463,8 +463,8 @@ pub async fn worker(config_path: &Path, until_idle: bool, out: &mut Out) -> u8 {
                 }
             }
             ev = events.recv() => match ev {
-                Ok(crate::workflow::RuntimeEvent::Claimed { workflow_id, name, .. }) => out.note(format!("manent worker: running {name} {workflow_id}")),
-                Ok(crate::workflow::RuntimeEvent::Ended { workflow_id, status, reason }) => {
+                Ok(crate::engine::RuntimeEvent::Claimed { workflow_id, name, .. }) => out.note(format!("manent worker: running {name} {workflow_id}")),
+                Ok(crate::engine::RuntimeEvent::Ended { workflow_id, status, reason }) => {
                     let s = status.map_or("unfinished", WorkflowStatus::as_str);
                     out.note(format!("manent worker: {workflow_id} {s} ({reason})"));
                 }

@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub use self::sqlite::DeployRecords;
 use crate::operator::Operator;
+/// What a read or write of the records fails with.
+pub use crate::workflow::StoreError;
 use crate::workflow::store::{Effect, Record};
-use crate::workflow::{SqliteStore, Store, StoreError, Synchronous};
+use crate::workflow::{SqliteStore, Store, Synchronous};
 
 /// A release on a moniker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,9 @@ use serde::Serialize;
 use super::Report;
 use super::releases::Transitions;
 use super::state::{Action, DeploymentState, Doing, Kind, Phase, TargetState, Topic};
-use crate::workflow::store::{AttemptOutcome, WorkflowStatus};
+use crate::workflow::store::AttemptOutcome;
+/// A deployment's workflow status, as its view carries it.
+pub use crate::workflow::store::WorkflowStatus;
 
 mod read;
 

@@ -38,3 +38,42 @@ pub async fn open_or_attach(config: &Config) -> Result<Opened, EngineError> {
         Err(e) => Err(e),
     }
 }
+
+/// Another engine, as a deployment's owner (on a shared database).
+pub use crate::workflow::store::EngineRow as Owner;
+
+/// Who holds the database, in words: `the engine of pid 42 on bastion-1`.
+pub fn holder_named(holder: &LeaseError) -> String {
+    match holder {
+        LeaseError::Held { pid, host, .. } => format!("the engine of pid {pid} on {host}"),
+        LeaseError::Starting { .. } => "an engine that is starting".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether an engine holds the SQLite database at `db` now (the one attached to may have gone).
+pub fn is_held(db: &std::path::Path) -> bool {
+    crate::workflow::Lease::is_held(db)
+}
+
+/// The engine other than this one that owns deployment `id` (last ran it), on a shared
+/// database; only a live one when `alive`.
+pub async fn owner_elsewhere(
+    store: &dyn Db,
+    id: &str,
+    config: &Config,
+    alive: bool,
+) -> Option<Owner> {
+    config.postgres.as_ref()?;
+    let owner = store.workflow(id).await.ok()??.executor_id?;
+    if owner == config.engine.executor_id {
+        return None;
+    }
+    let lease = config.engine.lease_ms();
+    store
+        .engines()
+        .await
+        .ok()?
+        .into_iter()
+        .find(|e| e.executor_id == owner && (!alive || e.alive(lease)))
+}

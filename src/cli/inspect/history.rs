@@ -6,10 +6,10 @@ use serde::Serialize;
 
 use crate::cli::output::{self, Out, existing_store, load_config, print_errors};
 use crate::cli::{HistoryArgs, exit};
+use crate::deploy::records::StoreError;
 use crate::deploy::records::{JournalEntry, ReleaseRecord};
 use crate::deploy::releases;
 use crate::deploy::view::{self, DeploymentView};
-use crate::workflow::StoreError;
 
 #[derive(Serialize)]
 struct HistoryOut {
