@@ -151,14 +151,7 @@ fn a_plugin_stopped_by_its_host_is_not_left_waiting_for_the_connection() {
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     plugin_processes_gone(&ledger(&fx));
     // The plugin's last lines are the deployment's: its stop is in the log.
-    let lines: Vec<String> = fx
-        .db()
-        .prepare("SELECT message FROM logs WHERE source = 'fix' ORDER BY id")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let lines = fx.strings("SELECT message FROM logs WHERE source = 'fix' ORDER BY id");
     assert!(
         lines.iter().any(|l| l.contains("plugin fix exited")),
         "{lines:#?}"

@@ -160,14 +160,7 @@ const NOBODY: u32 = 65534;
 /// True when the tests run as root (they must, to act as a second user); otherwise the test is
 /// skipped, saying so.
 fn as_root(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false);
+    let root = crate::support::is_root();
     if !root {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),

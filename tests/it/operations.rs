@@ -762,14 +762,8 @@ fn a_new_receiver_hears_from_its_enabling_on_with_when_each_thing_happened() {
     let v = fx.status(&id);
     assert_eq!(all[0]["at"], v["created_at"]);
     assert_eq!(all[1]["at"], v["completed_at"]);
-    let said: Vec<String> = fx
-        .db()
-        .prepare("SELECT message FROM logs WHERE message LIKE 'notify chat: new receiver%'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let said =
+        fx.strings("SELECT message FROM logs WHERE message LIKE 'notify chat: new receiver%'");
     assert!(
         said.iter()
             .any(|m| m.contains("4 earlier event(s) of 2 deployment(s) are not sent")),

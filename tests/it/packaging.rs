@@ -124,7 +124,7 @@ fn stop(mut child: std::process::Child) {
 
 #[test]
 fn the_debian_package_installs_runs_its_worker_upgrades_and_purges() {
-    if !is_root() {
+    if !crate::support::is_root() {
         // As the second-user tests do: installing a package needs root, wherever it runs.
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
@@ -266,15 +266,4 @@ fn the_debian_package_installs_runs_its_worker_upgrades_and_purges() {
         )
         .as_bytes(),
     );
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }

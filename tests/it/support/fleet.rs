@@ -130,6 +130,17 @@ impl Fixture {
         rusqlite::Connection::open(self.db_path()).unwrap()
     }
 
+    /// The first column of `sql`'s rows on the SQLite database, as text.
+    pub fn strings(&self, sql: &str) -> Vec<String> {
+        self.db()
+            .prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
     /// `manent status ID --json`.
     pub fn status(&self, id: &str) -> serde_json::Value {
         let out = self.run(&["status", id, "--json"]);
