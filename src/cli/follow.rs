@@ -409,7 +409,7 @@ pub(super) fn code_of(v: &DeploymentView, expect: Expect) -> u8 {
         D::Reverted if expect == Expect::Revert => exit::OK,
         D::Reverted if v.reverted_automatically() => exit::ROLLED_BACK,
         D::Reverted => exit::CANCELLED,
-        D::Interrupted if v.status == WorkflowStatus::MaxRecoveryAttemptsExceeded => exit::ENGINE,
+        D::DeadLettered => exit::ENGINE,
         D::Interrupted | D::Queued | D::Running | D::Paused => exit::INTERRUPTED,
     }
 }

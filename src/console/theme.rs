@@ -256,7 +256,7 @@ impl Theme {
             D::RolledBack | D::Aborted | D::Reverted => "status.rolled_back",
             D::DeployedWithSkips => "status.partial",
             D::Running | D::Queued => "status.running",
-            D::Failed | D::FailedAwaiting => "status.failed",
+            D::Failed | D::FailedAwaiting | D::DeadLettered => "status.failed",
             D::Cancelled | D::Cancelling => "status.cancelled",
             D::Paused | D::Interrupted | D::CanaryPaused => "status.interrupted",
         })

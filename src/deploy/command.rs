@@ -303,7 +303,7 @@ pub fn why_not(v: &DeploymentView, topic: &str) -> String {
 fn refused(v: &DeploymentView, topic: &str) -> CommandError {
     let state = v.state;
     let why = match (topic, state, &v.phase) {
-        (t, DeploymentState::Interrupted, _) if t != "resume" => format!(
+        (t, DeploymentState::DeadLettered, _) if t != "resume" => format!(
             "{} stopped after crashing runs (dead-lettered): `manent resume {}` runs it again \
              from its last checkpoint, then `{t}` applies",
             v.id, v.id

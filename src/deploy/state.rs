@@ -482,6 +482,9 @@ pub enum DeploymentState {
     Cancelled,
     /// No engine runs it; the next start resumes it.
     Interrupted,
+    /// Stopped after crashed runs in a row (dead-lettered): nothing resumes it by itself;
+    /// `manent resume` runs it again from its last checkpoint.
+    DeadLettered,
     /// A dry-run's answer, or a validated plan.
     Planned,
 }
@@ -505,6 +508,7 @@ impl DeploymentState {
             DeploymentState::Passed => "passed",
             DeploymentState::Cancelled => "cancelled",
             DeploymentState::Interrupted => "interrupted",
+            DeploymentState::DeadLettered => "dead-lettered",
             DeploymentState::Planned => "planned",
         }
     }

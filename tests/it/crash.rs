@@ -577,7 +577,19 @@ fn a_deploy_that_kills_the_engine_every_time_is_dead_lettered_then_resumable() {
         &[("MANENT_FAILPOINTS", "step.started~web-3=kill")],
     );
     assert_eq!(out.status.code(), Some(6), "{}", said(&out));
-    assert_eq!(fx.status(&id)["status"], "MAX_RECOVERY_ATTEMPTS_EXCEEDED");
+    let v = fx.status(&id);
+    assert_eq!(v["status"], "MAX_RECOVERY_ATTEMPTS_EXCEEDED");
+    // Said as what it is: nothing resumes it by itself (not "interrupted", which the next
+    // engine resumes).
+    assert_eq!(v["state"], "dead_lettered", "{v:#}");
+    let out = fx.run(&["status", &id]);
+    let told = said(&out);
+    assert!(
+        told.contains("dead-lettered") && told.contains(&format!("manent resume {id}")),
+        "{told}"
+    );
+    let out = fx.run(&["cancel", &id]);
+    assert!(said(&out).contains("dead-lettered"), "{}", said(&out));
     let out = fx.run(&["resume", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(fx.status(&id)["status"], "SUCCESS");

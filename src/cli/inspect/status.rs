@@ -180,7 +180,8 @@ async fn watch(
         let v = v.honest(engine_running);
         let state = v.state;
         let ended = crate::cli::follow::settled(&v, crate::cli::follow::Expect::End)
-            || state == crate::deploy::state::DeploymentState::Interrupted;
+            || state == crate::deploy::state::DeploymentState::Interrupted
+            || state == crate::deploy::state::DeploymentState::DeadLettered;
         if tty {
             let buf = Buffer::default();
             let mut screen = Out::to(buf.clone(), std::io::sink());
@@ -306,6 +307,13 @@ fn print_view(v: &DeploymentView, engine_running: bool, out: &mut Out) {
     if state == crate::deploy::state::DeploymentState::Interrupted {
         out.line(format!(
             "no engine is running it: `manent resume {}` continues it",
+            v.id
+        ));
+    }
+    if state == crate::deploy::state::DeploymentState::DeadLettered {
+        out.line(format!(
+            "it stopped after crashing runs in a row and is not resumed by itself: `manent \
+             resume {}` runs it again from its last checkpoint",
             v.id
         ));
     }

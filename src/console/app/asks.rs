@@ -287,7 +287,9 @@ impl App {
         }
         if matches!(
             d.state,
-            DeploymentState::Cancelled | DeploymentState::Interrupted
+            DeploymentState::Cancelled
+                | DeploymentState::Interrupted
+                | DeploymentState::DeadLettered
         ) {
             // Starting a stopped deployment again is a decision: it asks, like a deploy.
             let c = asks::resume(&d, self.ui.now);

@@ -88,6 +88,7 @@ impl App {
             d.state,
             crate::deploy::state::DeploymentState::Cancelled
                 | crate::deploy::state::DeploymentState::Interrupted
+                | crate::deploy::state::DeploymentState::DeadLettered
         );
         if d.takes(topic) || (topic == Topic::Resume && stopped) {
             return self.pause_resume();

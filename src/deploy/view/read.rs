@@ -751,7 +751,7 @@ pub fn state_of(
             D::Cancelling
         }
         WorkflowStatus::Cancelled => D::Cancelled,
-        WorkflowStatus::MaxRecoveryAttemptsExceeded => D::Interrupted,
+        WorkflowStatus::MaxRecoveryAttemptsExceeded => D::DeadLettered,
         WorkflowStatus::Success | WorkflowStatus::Error => match report.map(|r| (r.ending, r)) {
             Some((Ending::Deployed, r)) if r.skipped > 0 => D::DeployedWithSkips,
             Some((Ending::Deployed, _)) => D::Deployed,

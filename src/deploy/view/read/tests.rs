@@ -116,7 +116,7 @@ fn the_state_an_operator_reads_comes_from_status_phase_and_report() {
     );
     assert_eq!(
         state_of(W::MaxRecoveryAttemptsExceeded, None, None, &[]),
-        D::Interrupted
+        D::DeadLettered
     );
     let deployed = report(Ending::Deployed, &[]);
     assert_eq!(
