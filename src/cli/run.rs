@@ -98,15 +98,10 @@ pub async fn deploy(config_path: &Path, a: &DeployArgs, out: &mut Out) -> u8 {
                     .unwrap_or_default(),
             );
             if !live.is_empty() && live.values().all(|v| *v == spec.artifact.version) {
-                what.push_str(&format!(
-                    "\n{} is already live on every target: {}",
-                    spec.artifact.version,
-                    if a.force {
-                        "this deploys it again (--force)"
-                    } else {
-                        "each target recorded on it stays unchanged where the plugin reads it \
-                         back live (--force deploys it again)"
-                    }
+                what.push('\n');
+                what.push_str(&crate::deploy::plan::already_live(
+                    &spec.artifact.version,
+                    a.force,
                 ));
             }
             // A deploy of this version that stopped short: said before anything starts.

@@ -153,6 +153,21 @@ pub fn count(n: usize, noun: &str) -> String {
     }
 }
 
+/// What a deploy of `version`, already live on every target, does (said before it starts, by
+/// the command line and the console alike): a target recorded on it is not deployed again
+/// unless `force`.
+pub fn already_live(version: &str, force: bool) -> String {
+    format!(
+        "{version} is already live on every target: {}",
+        if force {
+            "this deploys it again (--force)"
+        } else {
+            "each target recorded on it stays unchanged where the plugin reads it back live \
+             (`manent deploy --force` deploys it again)"
+        }
+    )
+}
+
 /// `1 target`, `6 targets in 1 batch`, `36 targets in 6 batches`.
 ///
 /// ```

@@ -57,9 +57,7 @@ pub fn deploy(a: &AppEnv, version: String, awaiting: Option<(&str, &str)>, now: 
     let everywhere =
         !a.live_by_target.is_empty() && a.live_by_target.values().all(|v| *v == version);
     if everywhere {
-        lines.push(format!(
-            "{version} is already live on every target: this redeploys it"
-        ));
+        lines.push(crate::deploy::plan::already_live(&version, false));
     }
     match awaiting {
         Some((id, v)) if v == version => lines.push(format!(
