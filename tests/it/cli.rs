@@ -1215,6 +1215,65 @@ fn bash_completes_the_verbs_from_the_generated_script() {
     assert!(ids.is_empty(), "{ids:?}");
 }
 
+/// fish asks the same `manent` (`complete -C` completes a line without a terminal): the verbs,
+/// the configuration's applications and environments, and the database's deployment ids, each
+/// with what it is.
+#[test]
+fn fish_completes_applications_environments_and_ids_with_what_each_is() {
+    if std::process::Command::new("fish")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("CI").is_none(), "fish is required in CI");
+        eprintln!("fish completion: skipped: fish is not installed");
+        return;
+    }
+    let fx = Fixture::new(LEDGER_MANENT, &[("web", &ledger_app(""))]);
+    let out = fx.run(&["completions", "fish"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let script = fx.path().join("manent.fish");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let out = fx.run(&["deploy", "web", "prod", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let id = fx.deployments().pop().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_manent"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let complete = |line: &str| {
+        let out = std::process::Command::new("fish")
+            .args(["--no-config", "-c"])
+            .arg(format!("source {}; complete -C '{line}'", script.display()))
+            .current_dir(fx.path())
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .env("MANENT_CONFIG", fx.config())
+            .output()
+            .unwrap();
+        text(&out.stdout)
+    };
+    assert!(
+        complete("manent dep")
+            .lines()
+            .any(|l| l.starts_with("deploy\t")),
+        "{}",
+        complete("manent dep")
+    );
+    assert_eq!(complete("manent deploy w").trim(), "web\tprod");
+    assert_eq!(complete("manent deploy web p").trim(), "prod\tweb");
+    assert_eq!(
+        complete("manent logs dep-").trim(),
+        format!("{id}\tweb/prod")
+    );
+}
+
 /// Under systemd (`Type=notify`, here a listener in its place): the worker says READY=1 once
 /// its engine runs, WATCHDOG=1 every half of WATCHDOG_USEC while it holds its lease, and
 /// STOPPING=1 when SIGTERM makes it drain — in that order.
