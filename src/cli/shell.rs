@@ -193,12 +193,40 @@ fn files_page() -> Vec<u8> {
     roff.render().into_bytes()
 }
 
-/// `node` resolved through `$ref` and `anyOf: [X, null]`.
+/// The definition a `$ref` names (`#/definitions/NAME`, or `#/$defs/NAME`): its name and schema.
+fn definition<'a>(
+    root: &'a serde_json::Value,
+    r: &str,
+) -> Option<(&'a str, &'a serde_json::Value)> {
+    let (section, name) = r.strip_prefix("#/")?.split_once('/')?;
+    root.get(section)?
+        .as_object()?
+        .get_key_value(name)
+        .map(|(k, v)| (k.as_str(), v))
+}
+
+/// What `node` stands for, the `$ref` of a plain reference or of one wrapped in `allOf: [X]`
+/// (draft 7 keeps a reference's siblings beside it that way) or `anyOf: [X, null]`.
+fn referred(node: &serde_json::Value) -> Option<&str> {
+    if let Some(r) = node.get("$ref").and_then(|r| r.as_str()) {
+        return Some(r);
+    }
+    let wrapped = |key: &str| node.get(key).and_then(|a| a.as_array());
+    match (
+        wrapped("allOf").map(Vec::as_slice),
+        wrapped("anyOf").map(Vec::as_slice),
+    ) {
+        (Some([one]), _) => referred(one),
+        (_, Some([one, null])) if null.get("type").and_then(|t| t.as_str()) == Some("null") => {
+            referred(one)
+        }
+        _ => None,
+    }
+}
+
+/// `node` resolved through its reference, if it is one.
 fn resolved<'a>(root: &'a serde_json::Value, node: &'a serde_json::Value) -> &'a serde_json::Value {
-    if let Some(r) = node.get("$ref").and_then(|r| r.as_str())
-        && let Some(name) = r.strip_prefix("#/$defs/")
-        && let Some(def) = root.get("$defs").and_then(|d| d.get(name))
-    {
+    if let Some((_, def)) = referred(node).and_then(|r| definition(root, r)) {
         return resolved(root, def);
     }
     if let Some(any) = node.get("anyOf").and_then(|a| a.as_array())
@@ -212,14 +240,8 @@ fn resolved<'a>(root: &'a serde_json::Value, node: &'a serde_json::Value) -> &'a
 
 /// The name of the definition `node` refers to (itself or as `anyOf: [X, null]`), for a
 /// value of a named form: Duration, Size, Rate, Version…
-fn form_of(node: &serde_json::Value) -> Option<String> {
-    let r = node.get("$ref").or_else(|| {
-        node.get("anyOf")
-            .and_then(|a| a.as_array())
-            .and_then(|a| a.first())
-            .and_then(|f| f.get("$ref"))
-    })?;
-    let name = r.as_str()?.strip_prefix("#/$defs/")?;
+fn form_of(root: &serde_json::Value, node: &serde_json::Value) -> Option<String> {
+    let (name, _) = definition(root, referred(node)?)?;
     // A section or a spec is a map of its own keys, listed below it.
     (!name.ends_with("Section") && !name.ends_with("Spec") && !name.ends_with("Decl"))
         .then(|| name.to_owned())
@@ -289,7 +311,12 @@ fn keys(
         let kind = if target.get("properties").is_some() {
             "map, its keys below".to_owned()
         } else {
-            form_of(child).unwrap_or_else(|| kind_of(target))
+            // Values listed say more than their form's name.
+            let kind = kind_of(target);
+            match form_of(root, child) {
+                Some(form) if !kind.contains(" | ") => form,
+                _ => kind,
+            }
         };
         rows.push((path.clone(), kind, what));
         if depth >= 4 {

@@ -31,8 +31,10 @@ pub fn app() -> Schema {
     titled::<DescriptorFile>("a manent application file")
 }
 
+/// Draft 7: what editors read in full (yaml-language-server and VS Code's JSON service
+/// support later drafts only in part).
 fn titled<T: JsonSchema>(title: &str) -> Schema {
-    let mut s = schemars::generate::SchemaSettings::draft2020_12()
+    let mut s = schemars::generate::SchemaSettings::draft07()
         .into_generator()
         .into_root_schema_for::<T>();
     s.insert("title".into(), title.into());
