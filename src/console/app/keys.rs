@@ -555,6 +555,8 @@ pub const BINDINGS: &[Binding] = &[
                 Some(if d.canary.is_some() { "hold" } else { "pause" })
             } else if d.never_started.is_some() && d.state == DeploymentState::Cancelled {
                 Some("start it")
+            } else if d.state == DeploymentState::DeadLettered {
+                Some("resume")
             } else {
                 None
             }

@@ -6,6 +6,7 @@
 use super::{App, Focus, ListState, Screen};
 use crate::console::app::dialog::{self, Modal};
 use crate::console::layout;
+use crate::deploy::state::{DeploymentState, TargetState};
 use crate::deploy::view::DeploymentView;
 use crate::plugin::Level;
 
@@ -95,6 +96,22 @@ impl App {
 pub fn headline(d: &DeploymentView) -> Option<String> {
     if let Some(f) = d.headline_failure() {
         return Some(format!("✗ {f}"));
+    }
+    if d.state == DeploymentState::DeadLettered {
+        let at: Vec<String> = d
+            .targets
+            .iter()
+            .filter(|t| matches!(t.state, TargetState::Unknown | TargetState::Running))
+            .map(|t| t.name.clone())
+            .collect();
+        let at = crate::format::some_of(&at, 3)
+            .map(|names| format!(" (cut off at {names})"))
+            .unwrap_or_default();
+        return Some(format!(
+            "✗ dead-lettered: stopped after {} crashed runs{at}; nothing resumes it by \
+             itself — Space runs it again from its last checkpoint",
+            d.runs
+        ));
     }
     let c = d.canary.as_ref()?;
     if d.router_failed() {

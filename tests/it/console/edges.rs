@@ -1015,3 +1015,38 @@ fn the_demos_line_stays_until_the_canary_waits_at_its_gate() {
     app.update(Action::Snapshot(std::sync::Arc::new(fixture::snapshot())));
     assert!(!text_of(&app, 80, 24).contains("goes to prod as a canary"));
 }
+
+/// A dead-lettered deployment says on top why it stopped, where, and the key that runs it
+/// again; the footer offers it, and Space asks before resuming.
+#[test]
+fn a_dead_lettered_deployment_says_why_and_space_resumes_it() {
+    use manent::deploy::state::{DeploymentState, TargetState};
+    use manent::workflow::store::WorkflowStatus;
+    let id = "dep-20261129-100000-aaaa";
+    let mut app = app_on_deployment(id);
+    let mut s = (*app.snap).clone();
+    for d in s.deployments.iter_mut().filter(|d| d.id == id) {
+        d.state = DeploymentState::DeadLettered;
+        d.status = WorkflowStatus::MaxRecoveryAttemptsExceeded;
+        d.runs = 3;
+        d.accepts.clear();
+        for t in d
+            .targets
+            .iter_mut()
+            .filter(|t| t.state == TargetState::Running)
+        {
+            t.state = TargetState::Unknown;
+        }
+    }
+    app.update(Action::Snapshot(std::sync::Arc::new(s)));
+    let screen = text_of(&app, 80, 24);
+    assert!(
+        screen.contains("✗ dead-lettered: stopped after 3 crashed runs (cut off at"),
+        "{screen}"
+    );
+    assert!(screen.contains("Space runs it again"), "{screen}");
+    assert!(screen.contains("Space resume"), "{screen}");
+    ch(&mut app, ' ');
+    let c = confirm_of(&app);
+    assert!(c.title.starts_with("Resume"), "{}", c.title);
+}
